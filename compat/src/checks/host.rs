@@ -1,0 +1,53 @@
+//! `cpu-arch`, `kernel-version`, `kernel-minimum`: the host a process is restored on.
+
+use super::{Ctx, Verdict, must_match};
+use crate::report::Outcome;
+use crate::text::kernel_major_minor;
+
+fn host_field<'a>(m: &'a crate::GpuManifest, f: impl Fn(&'a crate::Host) -> Option<&'a str>) -> Option<&'a str> {
+    m.host.as_ref().and_then(f)
+}
+
+/// CRIU restores machine code as is: the architecture must be the same.
+pub(super) fn cpu_arch(ctx: &Ctx<'_>) -> Verdict {
+    must_match(
+        host_field(ctx.source, |h| h.cpu_arch.as_deref()),
+        host_field(ctx.target, |h| h.cpu_arch.as_deref()),
+        "CPU architecture",
+        |a, b| a == b,
+    )
+}
+
+/// The full release is compared: kernels of one major.minor still differ in what CRIU restores.
+pub(super) fn kernel_version(ctx: &Ctx<'_>) -> Verdict {
+    must_match(
+        host_field(ctx.source, |h| h.kernel_version.as_ref().map(|v| v.as_str())),
+        host_field(ctx.target, |h| h.kernel_version.as_ref().map(|v| v.as_str())),
+        "kernel release",
+        |a, b| a == b,
+    )
+}
+
+/// CRIU needs rseq support, which arrived in 5.13; older kernels fail the restore late.
+pub(super) fn kernel_minimum(ctx: &Ctx<'_>) -> Verdict {
+    let (maj, min) = ctx.options.min_kernel;
+    let floor = format!("{maj}.{min} or newer");
+    let target = host_field(ctx.target, |h| h.kernel_version.as_ref().map(|v| v.as_str()))
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    let Some(release) = target else {
+        return Verdict::new(Outcome::Unknown, floor, "unknown", "target kernel not recorded");
+    };
+    match kernel_major_minor(release) {
+        Some(have) if have >= (maj, min) => {
+            Verdict::new(Outcome::Pass, floor, release, format!("kernel is at least {maj}.{min}"))
+        }
+        Some(_) => Verdict::new(Outcome::Refuse, floor, release, format!("kernel is older than {maj}.{min}")),
+        None => Verdict::new(
+            Outcome::Unknown,
+            floor,
+            release,
+            format!("kernel release `{release}` has no readable major.minor"),
+        ),
+    }
+}

@@ -1,0 +1,150 @@
+//! `image-digest`, `memory-limit`, `cpu-limit`, `mount`: the container a process is restored into.
+//!
+//! The caller (`run`) has already made these not applicable when the target has no pod.
+
+use std::cmp::Ordering;
+
+use super::{Ctx, Verdict, must_match, unknown_sides};
+use crate::manifest::Pod;
+use crate::quantity::Quantity;
+use crate::report::{Outcome, or_unknown};
+
+fn pod(m: &crate::GpuManifest) -> Option<&Pod> {
+    m.pod.as_ref()
+}
+
+/// Reduces an image ID to its content digest: drop a `scheme://` prefix, keep what follows the
+/// last `@`, and accept it only as a valid `algorithm:hex` digest. Tags are not content.
+pub fn reduce_digest(image_id: &str) -> Option<String> {
+    let s = image_id.trim();
+    let s = s.split_once("://").map_or(s, |(_, rest)| rest);
+    let s = s.rsplit_once('@').map_or(s, |(_, d)| d);
+    let (alg, hex) = s.split_once(':')?;
+    let len = match alg {
+        "sha256" => 64,
+        "sha384" => 96,
+        "sha512" => 128,
+        _ => return None,
+    };
+    let valid = hex.len() == len && hex.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
+    valid.then(|| s.to_string())
+}
+
+/// A different image restores the checkpoint's memory over files that no longer match it.
+pub(super) fn image_digest(ctx: &Ctx<'_>) -> Verdict {
+    let reduce = |m| pod(m).and_then(|p| p.image_digest.as_deref()).and_then(reduce_digest);
+    let (s, t) = (reduce(ctx.source), reduce(ctx.target));
+    let mut v = must_match(s.as_deref(), t.as_deref(), "image content digest", |a, b| a == b);
+    if v.outcome == Outcome::Unknown {
+        v.message = format!(
+            "no content digest on {} (absent or not a valid digest)",
+            unknown_sides(s.is_none(), t.is_none())
+        );
+    }
+    v
+}
+
+fn at_least_source(
+    source: Option<&Quantity>,
+    target: Option<&Quantity>,
+    what: &str,
+) -> Verdict {
+    let show = |q: Option<&Quantity>| or_unknown(q.map(Quantity::as_str));
+    let (s_txt, t_txt) = (show(source), show(target));
+    let (Some(s), Some(t)) = (source, target) else {
+        return Verdict::new(
+            Outcome::Unknown,
+            s_txt,
+            t_txt,
+            format!("{what} not recorded on {}", unknown_sides(source.is_none(), target.is_none())),
+        );
+    };
+    match t.compare(s) {
+        Some(Ordering::Less) => Verdict::new(Outcome::Refuse, s_txt, t_txt, format!("target {what} is smaller")),
+        Some(_) => Verdict::new(Outcome::Pass, s_txt, t_txt, format!("target {what} is at least the source's")),
+        None => Verdict::new(
+            Outcome::Unknown,
+            s_txt,
+            t_txt,
+            format!("{what} is not a Kubernetes quantity on {}", unknown_sides(s.nanos().is_none(), t.nanos().is_none())),
+        ),
+    }
+}
+
+/// A restored process needs the memory it had; a smaller limit gets it OOM-killed mid-restore.
+pub(super) fn memory_limit(ctx: &Ctx<'_>) -> Verdict {
+    let q = |m| pod(m).and_then(|p| p.memory_limit.as_ref());
+    at_least_source(q(ctx.source), q(ctx.target), "memory limit")
+}
+
+/// A smaller CPU limit throttles a restored process that was sized for more.
+pub(super) fn cpu_limit(ctx: &Ctx<'_>) -> Verdict {
+    let q = |m| pod(m).and_then(|p| p.cpu_limit.as_ref());
+    at_least_source(q(ctx.source), q(ctx.target), "CPU limit")
+}
+
+/// CRIU recreates `/` and `/dev/shm` itself; every other externalized mount must be there.
+const EXEMPT_MOUNTS: [&str; 2] = ["/", "/dev/shm"];
+
+fn normalize(path: &str) -> &str {
+    let p = path.trim();
+    let trimmed = p.trim_end_matches('/');
+    if trimmed.is_empty() && p.starts_with('/') { "/" } else { trimmed }
+}
+
+/// CRIU fails the restore when an externalized mount has nowhere to go.
+pub(super) fn mount(ctx: &Ctx<'_>) -> Verdict {
+    let mounts = |m| pod(m).and_then(|p| p.mounts.as_ref());
+    let (Some(source), Some(target)) = (mounts(ctx.source), mounts(ctx.target)) else {
+        let (s, t) = (mounts(ctx.source), mounts(ctx.target));
+        return Verdict::new(
+            Outcome::Unknown,
+            s.map_or("unknown".into(), |m| list(m.iter().map(String::as_str))),
+            t.map_or("unknown".into(), |m| list(m.iter().map(String::as_str))),
+            format!("mounts not recorded on {}", unknown_sides(s.is_none(), t.is_none())),
+        );
+    };
+    let needed: Vec<&str> = source
+        .iter()
+        .map(|m| normalize(m))
+        .filter(|m| !m.is_empty() && !EXEMPT_MOUNTS.contains(m))
+        .collect();
+    let present: Vec<&str> = target.iter().map(|m| normalize(m)).collect();
+    let missing: Vec<&str> = needed.iter().copied().filter(|m| !present.contains(m)).collect();
+    let mut v = Verdict::new(
+        Outcome::Pass,
+        list(needed.iter().copied()),
+        list(present.iter().copied()),
+        "every externalized mount exists on the target",
+    );
+    if !missing.is_empty() {
+        v.outcome = Outcome::Refuse;
+        v.message = format!("missing on the target: {}", missing.join(", "));
+        v.mismatches = missing.iter().map(|m| (m.to_string(), "missing".to_string())).collect();
+    }
+    v
+}
+
+fn list<'a>(items: impl Iterator<Item = &'a str>) -> String {
+    let v: Vec<&str> = items.collect();
+    if v.is_empty() { "none".into() } else { v.join(", ") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reduce_digest;
+    use rstest::rstest;
+
+    const A: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+
+    #[rstest]
+    #[case(A, Some(A))]
+    #[case("docker-pullable://nvcr.io/nvidia/tritonserver@sha256:1111111111111111111111111111111111111111111111111111111111111111", Some(A))]
+    #[case("registry.example/source@sha256:index-a", None)]
+    #[case("runtime-local-image", None)]
+    #[case("sha256:ABCD", None)]
+    #[case("  sha256:1111111111111111111111111111111111111111111111111111111111111111  ", Some(A))]
+    fn image_ids_reduce_to_digests(#[case] id: &str, #[case] want: Option<&str>) {
+        assert_eq!(reduce_digest(id).as_deref(), want);
+    }
+}

@@ -1,0 +1,57 @@
+//! The one error type of this crate.
+
+/// What went wrong reading a manifest or setting up a comparison. Every variant names what
+/// failed and where, so a caller can print it as is.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The input is larger than any manifest should be; refused before parsing.
+    #[error("manifest is {size} bytes, over the {limit}-byte limit")]
+    TooLarge {
+        /// The input's size.
+        size: usize,
+        /// The limit.
+        limit: usize,
+    },
+    /// The input is empty or only white space.
+    #[error("manifest is empty")]
+    Empty,
+    /// The input is not valid UTF-8.
+    #[error("manifest is not UTF-8 text: {0}")]
+    NotUtf8(#[from] std::str::Utf8Error),
+    /// JSON that does not parse, or does not fit the manifest's shape.
+    #[error("invalid manifest JSON: {0}")]
+    Json(#[from] serde_json::Error),
+    /// YAML that does not parse, or does not fit the manifest's shape.
+    #[error("invalid manifest YAML: {0}")]
+    Yaml(#[from] serde_saphyr::Error),
+    /// A manifest that could not be written out.
+    #[error("cannot write manifest as YAML: {0}")]
+    YamlWrite(#[from] serde_saphyr::SerializeError),
+    /// A MIG profile that is not of the form nvidia-smi prints.
+    #[error("`{profile}` is not a MIG profile: {why}")]
+    InvalidProfile {
+        /// The text given.
+        profile: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A check name that does not exist (in `--skip`, say).
+    #[error("unknown check `{name}`; known checks: {known}")]
+    UnknownCheck {
+        /// The name given.
+        name: String,
+        /// Every valid name, comma-separated.
+        known: String,
+    },
+    /// A minimum version that cannot be read.
+    #[error("invalid {what} `{value}`: {why}")]
+    InvalidOption {
+        /// Which option.
+        what: &'static str,
+        /// The value given.
+        value: String,
+        /// What is expected.
+        why: &'static str,
+    },
+}

@@ -1,0 +1,53 @@
+//! miggate's core: the GPU manifest model and the named restore-compatibility checks.
+//!
+//! A GPU checkpoint restored onto a different GPU shape fails late, inside CRIU or the CUDA
+//! runtime, with an error that names neither side. This crate compares what a checkpoint was
+//! captured on with a restore target before any expensive work starts, and says which property
+//! differs with both values.
+//!
+//! ```
+//! use miggate_compat::{evaluate, from_str, Options};
+//!
+//! let source = from_str(r#"{"apiVersion": "miggate.io/v1alpha1", "kind": "GpuManifest",
+//!     "nvidia": {"devices": [{"uuid": "MIG-1", "productName": "NVIDIA H100 80GB HBM3", "migProfile": "3g.40gb"}]}}"#)?;
+//! let target = from_str(r#"{"apiVersion": "miggate.io/v1alpha1", "kind": "GpuManifest",
+//!     "nvidia": {"devices": [{"uuid": "GPU-2", "productName": "NVIDIA H100 80GB HBM3"}]}}"#)?;
+//! let report = evaluate(&source, &target, &Options::default());
+//! assert!(!report.compatible);
+//! assert_eq!(report.reason, "mig-partitioning: source slice x1, target whole x1");
+//! # Ok::<(), miggate_compat::Error>(())
+//! ```
+//!
+//! No I/O, no clock and no Kubernetes here: the crate is pure so every caller (the CLI, the
+//! admission webhook, a node agent, a unit test) reaches the same verdict on the same facts.
+
+mod checks;
+mod device;
+mod device_map;
+mod error;
+mod manifest;
+mod multiset;
+mod profile;
+mod quantity;
+mod read;
+mod report;
+mod schema;
+mod text;
+
+pub use checks::{
+    CheckName, DEFAULT_MIN_DRIVER, DEFAULT_MIN_KERNEL, Mode, Options, evaluate, parse_min_kernel, parse_skip,
+    reduce_digest,
+};
+pub use device::{DeviceKind, LegacyMigUuid, SliceShape, parse_legacy_mig_uuid};
+pub use error::Error;
+pub use manifest::{
+    API_VERSION, ApiVersion, CapturedBy, Device, Gpu, GpuManifest, Host, KIND, Kind, MigMode, MigStrategy, Nvidia,
+    PathSegment, Pod, UnknownField, render_path,
+};
+pub use multiset::Multiset;
+pub use profile::MigProfile;
+pub use quantity::Quantity;
+pub use read::{MAX_MANIFEST_BYTES, from_slice, from_str};
+pub use report::{CheckResult, Outcome, Report};
+pub use schema::manifest_schema;
+pub use text::{VersionText, kernel_major_minor, versions_equal};

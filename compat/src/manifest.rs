@@ -1,0 +1,365 @@
+//! The manifest: what a checkpoint was captured on, or what a target offers.
+//!
+//! The field names and meanings are a wire contract shared with checkpoint agents and the
+//! Kubernetes side (see `docs/manifest.md`). Every fact is optional because an absent fact is
+//! *unknown* and must stay distinguishable from an empty list, which is *known to be none*.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::profile::MigProfile;
+use crate::quantity::Quantity;
+use crate::text::VersionText;
+
+/// The only `apiVersion` this crate reads; anything else (a Pod's `v1`) is refused outright so a
+/// wrong file cannot pass as a manifest with every fact unknown.
+pub const API_VERSION: &str = "miggate.io/v1alpha1";
+/// The only `kind` this crate reads.
+pub const KIND: &str = "GpuManifest";
+
+/// A GPU manifest: the facts one side of a restore is compared on.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(title = "GpuManifest", description = "What a GPU checkpoint was captured on, or what a restore target offers (miggate.io/v1alpha1).")]
+pub struct GpuManifest {
+    /// Always `miggate.io/v1alpha1`.
+    pub api_version: ApiVersion,
+    /// Always `GpuManifest`.
+    pub kind: Kind,
+    /// When the capture ran (RFC 3339), for people reading the manifest; no check reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub captured_at: Option<String>,
+    /// Which tool, version and backend wrote it, so a wrong fact can be traced to its reader.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub captured_by: Option<CapturedBy>,
+    /// What the capture could not read cleanly; carried along so nobody mistakes a guess for a fact.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// Host facts (kernel, CPU architecture).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<Host>,
+    /// The container's facts; absent on a node inventory, which makes the pod checks not applicable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pod: Option<Pod>,
+    /// The NVIDIA driver and the GPUs and devices visible to the process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvidia: Option<Nvidia>,
+    /// Fields this version does not know, kept so that re-writing a manifest loses nothing.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub unknown_fields: Vec<UnknownField>,
+}
+
+impl GpuManifest {
+    /// An empty manifest: every fact unknown. Capture and tests fill it in.
+    pub fn new() -> Self {
+        GpuManifest {
+            api_version: ApiVersion::V1alpha1,
+            kind: Kind::GpuManifest,
+            captured_at: None,
+            captured_by: None,
+            warnings: Vec::new(),
+            host: None,
+            pod: None,
+            nvidia: None,
+            unknown_fields: Vec::new(),
+        }
+    }
+
+    /// The devices a workload is given, or `None` when the capture could not tell.
+    pub fn devices(&self) -> Option<&[Device]> {
+        self.nvidia.as_ref()?.devices.as_deref()
+    }
+}
+
+impl Default for GpuManifest {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// A field the reader did not recognise, with where it stood.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UnknownField {
+    /// Map keys and list indexes from the document root down to the field.
+    pub path: Vec<PathSegment>,
+    /// The field's value, as read.
+    pub value: serde_json::Value,
+}
+
+/// One step of an [`UnknownField`]'s path.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathSegment {
+    /// A mapping key.
+    Key(String),
+    /// A list position.
+    Index(usize),
+}
+
+/// Renders a path the way people write it: `nvidia.devices[0].migprofile`.
+pub fn render_path(path: &[PathSegment]) -> String {
+    let mut out = String::new();
+    for seg in path {
+        match seg {
+            PathSegment::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            PathSegment::Index(i) => {
+                out.push('[');
+                out.push_str(&i.to_string());
+                out.push(']');
+            }
+        }
+    }
+    out
+}
+
+/// The manifest's `apiVersion`; a single value so anything else fails at read time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(try_from = "String", into = "String")]
+#[schemars(with = "ApiVersionSchema")]
+pub enum ApiVersion {
+    /// `miggate.io/v1alpha1`.
+    V1alpha1,
+}
+
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+enum ApiVersionSchema {
+    #[serde(rename = "miggate.io/v1alpha1")]
+    V1alpha1,
+}
+
+impl TryFrom<String> for ApiVersion {
+    type Error = String;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        if value == API_VERSION {
+            Ok(ApiVersion::V1alpha1)
+        } else {
+            Err(format!(
+                "apiVersion is `{value}`, expected `{API_VERSION}`: this is not a miggate GpuManifest"
+            ))
+        }
+    }
+}
+
+impl From<ApiVersion> for String {
+    fn from(_: ApiVersion) -> String {
+        API_VERSION.to_string()
+    }
+}
+
+/// The manifest's `kind`; a single value so a Pod or a CRD cannot be read as a manifest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(try_from = "String", into = "String")]
+#[schemars(with = "KindSchema")]
+pub enum Kind {
+    /// `GpuManifest`.
+    GpuManifest,
+}
+
+#[derive(JsonSchema)]
+#[allow(dead_code)]
+enum KindSchema {
+    GpuManifest,
+}
+
+impl TryFrom<String> for Kind {
+    type Error = String;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        if value == KIND {
+            Ok(Kind::GpuManifest)
+        } else {
+            Err(format!("kind is `{value}`, expected `{KIND}`: this is not a miggate GpuManifest"))
+        }
+    }
+}
+
+impl From<Kind> for String {
+    fn from(_: Kind) -> String {
+        KIND.to_string()
+    }
+}
+
+/// Who wrote a manifest.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CapturedBy {
+    /// The tool's name (`miggate`, or a checkpoint agent's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
+    /// The tool's version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Which reader produced the GPU facts (`nvml`, `nvidia-smi`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backend: Option<String>,
+}
+
+/// Host facts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Host {
+    /// The Kubernetes node name, for people; no check reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    /// The full kernel release (`uname -r`), compared whole because CRIU restores are
+    /// sensitive to the exact build.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_version: Option<VersionText>,
+    /// CPU architecture in Kubernetes naming (`amd64`, `arm64`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_arch: Option<String>,
+}
+
+/// The restored (or checkpointed) container's facts.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Pod {
+    /// The image reference, for people; the digest is what is compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// The runtime image ID; reduced to a content digest before comparison.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_digest: Option<String>,
+    /// The container's CPU limit as a Kubernetes quantity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_limit: Option<Quantity>,
+    /// The container's memory limit as a Kubernetes quantity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_limit: Option<Quantity>,
+    /// Externalized mount paths (source) or paths that exist (target). `[]` means none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mounts: Option<Vec<String>>,
+    /// The container's GPU resource limits (`nvidia.com/mig-3g.40gb: 2`), keyed by resource name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_requests: Option<BTreeMap<String, Quantity>>,
+    /// Names of the container's resource claims; GPUs allocated through DRA make the
+    /// device-plugin request check not applicable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_claims: Option<Vec<String>>,
+}
+
+/// The NVIDIA side of a manifest.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Nvidia {
+    /// The kernel driver version (`580.82.07`), kept as text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver_version: Option<VersionText>,
+    /// The CUDA version the driver supports (`13.0`), kept as text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cuda_driver_version: Option<VersionText>,
+    /// The device plugin's MIG strategy on the node, when known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_strategy: Option<MigStrategy>,
+    /// Physical GPUs visible to the capturing process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus: Option<Vec<Gpu>>,
+    /// What a workload is given, in visible order: whole GPUs or MIG slices. Absent when the
+    /// capture could not tell; `[]` when there is none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub devices: Option<Vec<Device>>,
+}
+
+/// The NVIDIA device plugin's MIG strategy, which decides what `nvidia.com/gpu` hands out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum MigStrategy {
+    /// MIG is not exposed; `nvidia.com/gpu` is a whole GPU.
+    None,
+    /// Every GPU is cut the same way; `nvidia.com/gpu` is one slice.
+    Single,
+    /// Slices are advertised per profile as `nvidia.com/mig-<profile>`.
+    Mixed,
+}
+
+/// A physical GPU.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Gpu {
+    /// The index nvidia-smi shows for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<u32>,
+    /// `GPU-…` UUID.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    /// The product name nvidia-smi prints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub product_name: Option<String>,
+    /// PCI bus id (`00000000:18:00.0`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_bus_id: Option<String>,
+    /// Total memory in MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "memoryMiB")]
+    pub memory_mib: Option<u64>,
+    /// CUDA compute capability (`9.0`), as text.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_capability: Option<VersionText>,
+    /// MIG mode, current with a pending change folded in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_mode: Option<MigMode>,
+}
+
+/// A GPU's MIG mode. A pending change only takes effect after a GPU reset, so it is kept apart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum MigMode {
+    /// MIG on, no change pending.
+    Enabled,
+    /// MIG off, no change pending.
+    Disabled,
+    /// MIG off now, on after the next reset.
+    PendingEnable,
+    /// MIG on now, off after the next reset.
+    PendingDisable,
+}
+
+impl MigMode {
+    /// Folds `mig.mode.current` and `mig.mode.pending` into one value.
+    pub fn from_current_pending(current: bool, pending: Option<bool>) -> MigMode {
+        match (current, pending) {
+            (true, Some(false)) => MigMode::PendingDisable,
+            (false, Some(true)) => MigMode::PendingEnable,
+            (true, _) => MigMode::Enabled,
+            (false, _) => MigMode::Disabled,
+        }
+    }
+
+    /// Whether MIG is on right now (the GPU is cut, or must be to run).
+    pub fn is_active(self) -> bool {
+        matches!(self, MigMode::Enabled | MigMode::PendingDisable)
+    }
+}
+
+/// A device a workload is given: a whole GPU or a MIG slice.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Device {
+    /// `GPU-…` for a whole GPU, `MIG-…` (or legacy `MIG-GPU-…/gi/ci`) for a slice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    /// The parent GPU's UUID, for a slice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_uuid: Option<String>,
+    /// The product name; a slice carries its parent card's name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub product_name: Option<String>,
+    /// The slice's profile exactly as nvidia-smi prints it; absent on a slice means unknown shape.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_profile: Option<MigProfile>,
+    /// The GPU instance id of a slice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_instance_id: Option<u32>,
+    /// The compute instance id of a slice.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_instance_id: Option<u32>,
+    /// Memory in MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none", rename = "memoryMiB")]
+    pub memory_mib: Option<u64>,
+}
