@@ -18,16 +18,16 @@ pub enum Error {
     Empty,
     /// The input is not valid UTF-8.
     #[error("manifest is not UTF-8 text: {0}")]
-    NotUtf8(#[from] std::str::Utf8Error),
+    NotUtf8(std::str::Utf8Error),
     /// JSON that does not parse, or does not fit the manifest's shape.
     #[error("invalid manifest JSON: {0}")]
-    Json(#[from] serde_json::Error),
+    Json(serde_json::Error),
     /// YAML that does not parse, or does not fit the manifest's shape.
     #[error("invalid manifest YAML: {0}")]
-    Yaml(#[from] serde_saphyr::Error),
+    Yaml(serde_saphyr::Error),
     /// A manifest that could not be written out.
     #[error("cannot write manifest as YAML: {0}")]
-    YamlWrite(#[from] serde_saphyr::SerializeError),
+    YamlWrite(serde_saphyr::SerializeError),
     /// A MIG profile that is not of the form nvidia-smi prints.
     #[error("`{profile}` is not a MIG profile: {why}")]
     InvalidProfile {
@@ -54,4 +54,30 @@ pub enum Error {
         /// What is expected.
         why: &'static str,
     },
+}
+
+// The wrapped errors are shown in each variant's message rather than as `source()`, so a
+// caller printing the whole chain does not print them twice.
+impl From<std::str::Utf8Error> for Error {
+    fn from(e: std::str::Utf8Error) -> Self {
+        Error::NotUtf8(e)
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Self {
+        Error::Json(e)
+    }
+}
+
+impl From<serde_saphyr::Error> for Error {
+    fn from(e: serde_saphyr::Error) -> Self {
+        Error::Yaml(e)
+    }
+}
+
+impl From<serde_saphyr::SerializeError> for Error {
+    fn from(e: serde_saphyr::SerializeError) -> Self {
+        Error::YamlWrite(e)
+    }
 }

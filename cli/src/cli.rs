@@ -1,0 +1,81 @@
+//! The command line: flags and dispatch. Exit codes are a contract: 0 compatible (or done),
+//! 1 refused, 2 bad input or usage.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Decide whether a GPU checkpoint can be restored on a target, before CRIU finds out.
+#[derive(Debug, Parser)]
+#[command(name = "miggate", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Compare a checkpoint's manifest (SOURCE) with a target manifest (TARGET).
+    ///
+    /// Exit status: 0 compatible, 1 refused, 2 bad input or usage.
+    Check(CheckArgs),
+    /// Print the manifest's JSON Schema.
+    Schema,
+}
+
+/// Flags of `miggate check`.
+#[derive(Debug, clap::Args)]
+pub struct CheckArgs {
+    /// The checkpoint's manifest (JSON or YAML); `-` reads standard input.
+    pub source: PathBuf,
+    /// The target's manifest: a restore container's devices (exact) or a node inventory (offer).
+    pub target: PathBuf,
+    /// exact: the target is what a restore container got; offer: a node's whole inventory.
+    #[arg(long, value_enum, default_value_t = ModeArg::Exact)]
+    pub mode: ModeArg,
+    /// Refuse when a fact is unknown on either side (not-applicable checks stay quiet).
+    #[arg(long)]
+    pub strict: bool,
+    /// Waive named checks, comma-separated (or `all`); an unknown name is an error.
+    #[arg(long, value_name = "CHECKS", default_value = "")]
+    pub skip: String,
+    /// Lowest kernel major.minor a target may run.
+    #[arg(long, value_name = "V", default_value = "5.13")]
+    pub min_kernel: String,
+    /// Lowest NVIDIA driver major version a target may run.
+    #[arg(long, value_name = "N", default_value_t = miggate_compat::DEFAULT_MIN_DRIVER)]
+    pub min_driver: u64,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = CheckOutput::Text)]
+    pub output: CheckOutput,
+}
+
+/// `--mode`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ModeArg {
+    /// Equal device sets.
+    Exact,
+    /// The target must be able to offer a matching set.
+    Offer,
+}
+
+/// `miggate check -o`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CheckOutput {
+    /// A table for people.
+    Text,
+    /// The JSON report for scripts.
+    Json,
+}
+
+/// Runs a parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Check(args) => crate::check::run(&args),
+        Command::Schema => {
+            print!("{}", miggate_compat::manifest_schema());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

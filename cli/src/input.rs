@@ -1,0 +1,31 @@
+//! Reading manifest files, with errors that name the file.
+
+use std::io::Read;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+use miggate_compat::{GpuManifest, MAX_MANIFEST_BYTES};
+
+/// Reads a manifest from a path (`-` is standard input), refusing oversized input before
+/// reading it all.
+pub fn read_manifest(path: &Path, role: &str) -> anyhow::Result<GpuManifest> {
+    let shown = path.display();
+    let mut bytes = Vec::new();
+    let limit = u64::try_from(MAX_MANIFEST_BYTES).unwrap_or(u64::MAX) + 1;
+    if path == Path::new("-") {
+        std::io::stdin()
+            .take(limit)
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("cannot read {role} manifest from standard input"))?;
+    } else {
+        let file = std::fs::File::open(path)
+            .with_context(|| format!("cannot open {role} manifest {shown}"))?;
+        file.take(limit)
+            .read_to_end(&mut bytes)
+            .with_context(|| format!("cannot read {role} manifest {shown}"))?;
+    }
+    if bytes.len() > MAX_MANIFEST_BYTES {
+        bail!("{role} manifest {shown} is over the {MAX_MANIFEST_BYTES}-byte limit");
+    }
+    miggate_compat::from_slice(&bytes).with_context(|| format!("{role} manifest {shown}"))
+}
