@@ -146,16 +146,21 @@ pub(super) fn mig_partitioning(ctx: &Ctx<'_>) -> Verdict {
     let known = [DeviceKind::Whole.as_str(), DeviceKind::Slice.as_str()];
     let exact = ctx.options.mode == Mode::Exact;
     // A refusal only where no reading of the unknown devices could make the sides match.
-    let short: Vec<&str> = known.into_iter().filter(|k| kt.count(k) + tu < ks.count(k)).collect();
-    let extra: Vec<&str> = known
+    let short: Vec<String> = known
+        .into_iter()
+        .filter(|k| kt.count(k) + tu < ks.count(k))
+        .map(|k| format!("{} {k} for the checkpoint's {}", kt.count(k), ks.count(k)))
+        .collect();
+    let extra: Vec<String> = known
         .into_iter()
         .filter(|k| exact && ks.count(k) + su < kt.count(k))
+        .map(|k| format!("{} {k} where the checkpoint had {}", kt.count(k), ks.count(k)))
         .collect();
     let v = |o, m: String| Verdict::new(o, ks.render(), kt.render(), m);
     if !short.is_empty() {
-        v(Outcome::Refuse, format!("the target has too few {} devices", short.join(" and ")))
+        v(Outcome::Refuse, format!("the target has {}", short.join(" and ")))
     } else if !extra.is_empty() {
-        v(Outcome::Refuse, format!("the target has more {} devices", extra.join(" and ")))
+        v(Outcome::Refuse, format!("the target has {}", extra.join(" and ")))
     } else if su + tu > 0 {
         v(Outcome::Unknown, format!("a device's kind is not known on {}", unknown_sides(su > 0, tu > 0)))
     } else {
