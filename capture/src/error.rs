@@ -38,6 +38,15 @@ pub enum Error {
         /// nvidia-smi's output, unchanged.
         output: String,
     },
+    /// An older driver refused a `--query-gpu` field it does not know (`compute_cap` on R470);
+    /// the runner asks again without that field.
+    #[error("nvidia-smi does not know the query field `{field}`: {output}")]
+    QueryFieldRejected {
+        /// The refused field, as nvidia-smi named it.
+        field: String,
+        /// nvidia-smi's output, unchanged.
+        output: String,
+    },
     /// Output that does not have the shape of the command that produced it.
     #[error("cannot read `{command}` output at line {line}: {message}: {text:?}")]
     Parse {

@@ -1,0 +1,315 @@
+//! Every recorded nvidia-smi output in `testdata/nvidia-smi/` through its parser, pinned by an
+//! insta snapshot (read and checked by hand against the file), plus counts asserted outright so
+//! a snapshot accepted in a hurry cannot hide a wrong GPU or slice count.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::fs;
+use std::path::Path;
+
+use insta::{assert_snapshot, assert_yaml_snapshot, glob};
+use miggate_capture::Error;
+use miggate_capture::assemble::assemble;
+use miggate_capture::parse::list::{self, Listing};
+use miggate_capture::parse::query::{self, QueryRow, QueryTable};
+use miggate_capture::parse::{failure, mig_table};
+use miggate_compat::DeviceKind;
+use rstest::rstest;
+
+fn testdata(rel: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../testdata/nvidia-smi")
+        .join(rel);
+    fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Query rows as a host would print them for the GPUs of a listing: MIG taken as enabled on
+/// exactly the GPUs with MIG lines under them.
+fn synthetic_query(listing: &Listing) -> QueryTable {
+    QueryTable {
+        fields: query::FIELDS.iter().map(|f| f.to_string()).collect(),
+        header: false,
+        rows: listing
+            .gpus
+            .iter()
+            .enumerate()
+            .map(|(i, g)| QueryRow {
+                line: i + 1,
+                index: Some(g.index),
+                uuid: g.uuid.clone(),
+                name: g.name.clone(),
+                mig_mode_current: Some(!g.slices.is_empty()),
+                mig_mode_pending: Some(!g.slices.is_empty()),
+                ..QueryRow::default()
+            })
+            .collect(),
+        warnings: Vec::new(),
+    }
+}
+
+#[test]
+fn list_corpus() {
+    glob!("../../testdata/nvidia-smi/list", "*.txt", |path| {
+        let text = fs::read_to_string(path).unwrap();
+        let listing = list::parse(&text).unwrap();
+        assert_yaml_snapshot!("list", listing);
+        let facts = assemble(Some(&listing), &synthetic_query(&listing));
+        assert_yaml_snapshot!("list_assembled", facts);
+    });
+}
+
+/// The field names a recorded query asked for, read off its header as a caller would know them.
+fn header_fields(text: &str) -> Vec<String> {
+    let first = text.lines().next().unwrap();
+    first
+        .split(',')
+        .map(|c| c.split('[').next().unwrap().trim().to_string())
+        .collect()
+}
+
+#[test]
+fn query_corpus() {
+    glob!("../../testdata/nvidia-smi/query-gpu", "*.txt", |path| {
+        let text = fs::read_to_string(path).unwrap();
+        let fields = header_fields(&text);
+        let fields: Vec<&str> = fields.iter().map(String::as_str).collect();
+        let table = query::parse(&text, &fields).unwrap();
+        assert!(table.header);
+        assert_yaml_snapshot!("query", table);
+
+        // The same rows without the header (`--format=csv,noheader`), named by the request.
+        let body: String = text.lines().skip(1).map(|l| format!("{l}\n")).collect();
+        let noheader = query::parse(&body, &fields).unwrap();
+        assert!(!noheader.header);
+        assert_eq!(noheader.fields, table.fields);
+        let strip = |rows: &[QueryRow]| {
+            rows.iter()
+                .map(|r| QueryRow { line: 0, ..r.clone() })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(strip(&noheader.rows), strip(&table.rows));
+    });
+}
+
+#[test]
+fn mig_lgi_corpus() {
+    glob!("../../testdata/nvidia-smi/mig-lgi", "*.txt", |path| {
+        let text = fs::read_to_string(path).unwrap();
+        assert_yaml_snapshot!("lgi", mig_table::parse_gpu_instances(&text).unwrap());
+    });
+}
+
+#[test]
+fn mig_lci_corpus() {
+    glob!("../../testdata/nvidia-smi/mig-lci", "*.txt", |path| {
+        let text = fs::read_to_string(path).unwrap();
+        assert_yaml_snapshot!("lci", mig_table::parse_compute_instances(&text).unwrap());
+    });
+}
+
+#[test]
+fn mig_lgip_corpus() {
+    glob!("../../testdata/nvidia-smi/mig-lgip", "*.txt", |path| {
+        let text = fs::read_to_string(path).unwrap();
+        assert_yaml_snapshot!("lgip", mig_table::parse_gpu_instance_profiles(&text).unwrap());
+    });
+}
+
+#[test]
+fn mig_lgipp_corpus() {
+    glob!("../../testdata/nvidia-smi/mig-lgipp", "*.txt", |path| {
+        let text = fs::read_to_string(path).unwrap();
+        assert_yaml_snapshot!("lgipp", mig_table::parse_placements(&text).unwrap());
+    });
+}
+
+#[test]
+fn mig_lcip_corpus() {
+    glob!("../../testdata/nvidia-smi/mig-lcip", "*.txt", |path| {
+        let text = fs::read_to_string(path).unwrap();
+        assert_yaml_snapshot!("lcip", mig_table::parse_compute_instance_profiles(&text).unwrap());
+    });
+}
+
+/// Each recorded failure: what `classify` makes of it, and what the `-L` parser returns for it.
+#[test]
+fn errors_corpus() {
+    glob!("../../testdata/nvidia-smi/errors", "*.txt", |path| {
+        let text = fs::read_to_string(path).unwrap();
+        let classified = match failure::classify(&text) {
+            Some(e) => format!("{e:?}"),
+            None => "not a known failure".to_string(),
+        };
+        let as_list = match list::parse(&text) {
+            Ok(l) => format!("Ok({l:?})"),
+            Err(e) => format!("Err({e:?})"),
+        };
+        assert_snapshot!(
+            "errors",
+            format!("classify: {classified}\nlist::parse: {as_list}\n")
+        );
+    });
+}
+
+/// Counts per `-L` file, asserted outright: GPUs, slices per GPU, orphan slices, and the
+/// devices the join yields (slices, whole GPUs) with MIG taken as on where slices are listed.
+#[rstest]
+#[case("a100-80gb-pcie-2x3g40gb-lxc-host.txt", &[2], 0, 2, 0, 0)]
+#[case("a100-pcie-40gb-6gpu-legacy-uuid-mixed.txt", &[0, 0, 0, 0, 2, 2], 0, 4, 4, 0)]
+#[case("a100-sxm4-40gb-7x1g5gb-legacy-uuid-gpuoperator-docs.txt", &[7], 0, 7, 0, 0)]
+#[case("a100-sxm4-40gb-8gpu-r470-odd-indent-nvidia-mig-guide.txt", &[7, 3, 2, 1, 6, 1, 3, 3], 0, 26, 0, 0)]
+#[case("a100-sxm4-80gb-4gpu-mixed-telegraf.txt", &[4, 0, 0, 0], 0, 4, 3, 0)]
+#[case("a30-2g12gb-plus-2x1g6gb-reordered.txt", &[3], 0, 3, 0, 0)]
+#[case("b200-2gpu-no-mig-container.txt", &[0, 0], 0, 0, 2, 0)]
+#[case("gb200-container-1x1g24gb-dra-test-comment.txt", &[1], 0, 1, 0, 0)]
+#[case("gh200-96gb-orphan-mig-lines-no-gpu-header.txt", &[], 3, 3, 0, 0)]
+#[case("h100-4gpu-gpu2-7x1g12gb-pytorch-collect-env-uuid-stripped.txt", &[0, 0, 7, 0], 0, 7, 0, 3)]
+#[case("h100-80gb-hbm3-3x1c3g40gb-2x1g10gb-nvidia-mig-guide.txt", &[5], 0, 5, 0, 0)]
+#[case("h100-80gb-hbm3-container-1x3g40gb-gpustack.txt", &[1], 0, 1, 0, 0)]
+#[case("h100-nvl-3x2g24gb-1x1g12gb-opennebula.txt", &[4], 0, 4, 0, 0)]
+#[case("h100-pcie-8-pod-logs-concatenated-indent-lost-scaleway.txt", &[7], 0, 7, 0, 0)]
+#[case("h20-8gpu-3mig-5whole.txt", &[4, 4, 4, 0, 0, 0, 0, 0], 0, 12, 5, 0)]
+#[case("h200-8gpu-gpu0-mig-2g35gb-5x1g18gb.txt", &[6, 0, 0, 0, 0, 0, 0, 0], 0, 6, 7, 0)]
+#[case("rtx-pro-6000-server-8gpu-all-4x1g24gb-leading-blank.txt", &[4; 8], 0, 32, 0, 0)]
+fn list_counts(
+    #[case] file: &str,
+    #[case] slices_per_gpu: &[usize],
+    #[case] orphans: usize,
+    #[case] slice_devices: usize,
+    #[case] whole_devices: usize,
+    #[case] unknown_devices: usize,
+) {
+    let listing = list::parse(&testdata(&format!("list/{file}"))).unwrap();
+    let got: Vec<usize> = listing.gpus.iter().map(|g| g.slices.len()).collect();
+    assert_eq!(got, slices_per_gpu);
+    assert_eq!(listing.orphans.len(), orphans);
+    let indexes: Vec<u32> = listing.gpus.iter().map(|g| g.index).collect();
+    let want: Vec<u32> = (0..u32::try_from(slices_per_gpu.len()).unwrap()).collect();
+    assert_eq!(indexes, want, "GPU indexes in order");
+
+    let facts = assemble(Some(&listing), &synthetic_query(&listing));
+    let devices = facts.devices.unwrap();
+    let count = |kind| devices.iter().filter(|d| d.kind() == kind).count();
+    assert_eq!(count(DeviceKind::Slice), slice_devices);
+    assert_eq!(count(DeviceKind::Whole), whole_devices);
+    // Stripped UUIDs leave whole GPUs of unknown kind (never a slice's parent taken as whole).
+    assert_eq!(count(DeviceKind::Unknown), unknown_devices);
+    assert_eq!(slice_devices + whole_devices + unknown_devices, devices.len());
+    // A slice is never the parent: no slice shares its parent's UUID, and every slice with a
+    // known parent carries the parent's product name.
+    for d in devices.iter().filter(|d| d.kind() == DeviceKind::Slice) {
+        if d.uuid.is_some() {
+            assert_ne!(d.uuid, d.parent_uuid);
+        }
+        if d.parent_uuid.is_some() {
+            assert!(d.product_name.is_some(), "{d:?}");
+        }
+    }
+}
+
+#[test]
+fn stripped_uuid_listing_has_unknown_whole_gpus_and_unknown_slice_uuids() {
+    let listing = list::parse(&testdata(
+        "list/h100-4gpu-gpu2-7x1g12gb-pytorch-collect-env-uuid-stripped.txt",
+    ))
+    .unwrap();
+    assert!(listing.gpus.iter().all(|g| g.uuid.is_none()));
+    assert!(listing.gpus[2].slices.iter().all(|s| s.uuid.is_none()));
+    let devices = assemble(Some(&listing), &synthetic_query(&listing))
+        .devices
+        .unwrap();
+    // 3 whole GPUs with no UUID (unknown kind, not whole) and 7 slices known by their profile.
+    assert_eq!(devices.len(), 10);
+    assert_eq!(
+        devices.iter().filter(|d| d.kind() == DeviceKind::Unknown).count(),
+        3
+    );
+}
+
+#[rstest]
+#[case("mig-lgi/a100-40gb-3-2-1-1-nvidia-mig-guide.txt", &[(19, 7, 0, 1), (19, 8, 1, 1), (14, 4, 2, 2), (9, 2, 4, 4)])]
+#[case("mig-lgi/h100-nvl-4gi-opennebula.txt", &[(19, 13, 6, 1), (14, 3, 0, 2), (14, 4, 2, 2), (14, 5, 4, 2)])]
+#[case("mig-lgi/rtx-pro-6000-2g48gb-2x1g24gb-wide.txt", &[(14, 5, 6, 3), (14, 6, 9, 3), (5, 1, 0, 6)])]
+#[case("mig-lgi/a30-none-not-found.txt", &[])]
+fn gpu_instance_ids_and_placements(#[case] file: &str, #[case] want: &[(u32, u32, u32, u32)]) {
+    let table = mig_table::parse_gpu_instances(&testdata(file)).unwrap();
+    let got: Vec<_> = table
+        .rows
+        .iter()
+        .map(|r| {
+            let p = r.placement.unwrap();
+            (r.profile_id, r.instance_id, p.start, p.size)
+        })
+        .collect();
+    assert_eq!(got, want);
+    assert!(table.warnings.is_empty(), "{:?}", table.warnings);
+}
+
+#[rstest]
+#[case("mig-lgip/a30-r535.txt", 5)]
+#[case("mig-lgip/h100-pcie-80gb-r525-scaleway.txt", 7)]
+#[case("mig-lgip/h100-pcie-80gb-r570-wide-table.txt", 7)]
+#[case("mig-lgip/rtx-pro-6000-maxq-r580.txt", 11)]
+fn gpu_instance_profiles_read_both_lines(#[case] file: &str, #[case] profiles: usize) {
+    let table = mig_table::parse_gpu_instance_profiles(&testdata(file)).unwrap();
+    assert_eq!(table.rows.len(), profiles);
+    assert!(table.warnings.is_empty(), "{:?}", table.warnings);
+    for r in &table.rows {
+        assert!(r.profile.is_some(), "{}", r.name);
+        assert!(
+            r.sm.is_some() && r.enc.is_some() && r.ce.is_some() && r.ofa.is_some(),
+            "{r:?}"
+        );
+    }
+}
+
+#[test]
+fn lgip_widths_agree_except_for_gib() {
+    let narrow =
+        mig_table::parse_gpu_instance_profiles(&testdata("mig-lgip/h100-pcie-80gb-r525-scaleway.txt"))
+            .unwrap();
+    let wide =
+        mig_table::parse_gpu_instance_profiles(&testdata("mig-lgip/h100-pcie-80gb-r570-wide-table.txt"))
+            .unwrap();
+    let key = |t: &mig_table::MigTable<mig_table::GpuInstanceProfile>| {
+        t.rows
+            .iter()
+            .map(|r| (r.name.clone(), r.id, r.instances_total, r.sm, r.ce))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(key(&narrow), key(&wide));
+    assert_eq!(narrow.rows[0].memory_gib, "9.62");
+    assert_eq!(wide.rows[0].memory_gib, "9.75");
+}
+
+#[test]
+fn failure_outputs_are_typed_errors_for_every_parser() {
+    let text = testdata("errors/mig-lci-insufficient-permissions.txt");
+    assert!(matches!(
+        mig_table::parse_compute_instances(&text),
+        Err(Error::InsufficientPermissions { output }) if output == text
+    ));
+    let text = testdata("errors/no-devices-were-found-rtx5090-open-kernel-862.txt");
+    assert!(matches!(list::parse(&text), Err(Error::NoDevices { .. })));
+    assert!(matches!(
+        query::parse(&text, &query::FIELDS),
+        Err(Error::NoDevices { .. })
+    ));
+    let text = testdata("errors/nvidia-smi-failed-communicate-driver.txt");
+    assert!(matches!(list::parse(&text), Err(Error::DriverUnreachable { .. })));
+    assert!(matches!(
+        mig_table::parse_gpu_instances(&text),
+        Err(Error::DriverUnreachable { .. })
+    ));
+    assert!(matches!(
+        mig_table::parse_placements(&text),
+        Err(Error::DriverUnreachable { .. })
+    ));
+    let text = testdata("errors/unable-device-handle-space-form-2015.txt");
+    assert!(matches!(list::parse(&text), Err(Error::DeviceHandle { .. })));
+    let text = testdata("errors/dgi-in-use-by-another-client-rtx-pro-6000.txt");
+    assert!(matches!(
+        failure::classify(&text),
+        Some(Error::InUseByAnotherClient { .. })
+    ));
+}
