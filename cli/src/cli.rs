@@ -16,6 +16,10 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Record what GPUs this process sees as a manifest (NVML or nvidia-smi).
+    ///
+    /// Exit status: 0 captured, 2 no driver or unreadable output.
+    Capture(CaptureArgs),
     /// Compare a checkpoint's manifest (SOURCE) with a target manifest (TARGET).
     ///
     /// Exit status: 0 compatible, 1 refused, 2 bad input or usage.
@@ -51,6 +55,51 @@ pub struct CheckArgs {
     pub output: CheckOutput,
 }
 
+/// Flags of `miggate capture`.
+#[derive(Debug, clap::Args)]
+pub struct CaptureArgs {
+    /// auto: NVML when the library loads, else nvidia-smi (naming an nvidia-smi binary picks it).
+    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
+    pub backend: BackendArg,
+    /// The nvidia-smi binary to run; a recorded-output stand-in works too. [env: MIGGATE_NVIDIA_SMI]
+    #[arg(long, value_name = "PATH")]
+    pub nvidia_smi: Option<PathBuf>,
+    /// The NVML library to load instead of libnvidia-ml.so.1.
+    #[arg(long, value_name = "PATH")]
+    pub nvml_library: Option<PathBuf>,
+    /// The Kubernetes node name to record.
+    #[arg(long, value_name = "NAME", env = "NODE_NAME")]
+    pub node: Option<String>,
+    /// Seconds each nvidia-smi command may run before it is killed.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    pub timeout: u64,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = CaptureOutput::Json)]
+    pub output: CaptureOutput,
+}
+
+/// `--backend`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum BackendArg {
+    /// NVML if it loads, else nvidia-smi.
+    Auto,
+    /// NVML only.
+    Nvml,
+    /// nvidia-smi only.
+    NvidiaSmi,
+}
+
+/// `miggate capture -o`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum CaptureOutput {
+    /// The manifest as JSON.
+    Json,
+    /// The manifest as YAML.
+    Yaml,
+    /// Each GPU with its slices, as a tree for people.
+    Table,
+}
+
 /// `--mode`.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum ModeArg {
@@ -72,6 +121,7 @@ pub enum CheckOutput {
 /// Runs a parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Capture(args) => crate::capture::run(&args),
         Command::Check(args) => crate::check::run(&args),
         Command::Schema => {
             print!("{}", miggate_compat::manifest_schema());

@@ -2,10 +2,12 @@
 //!
 //! Thin on purpose: flags are parsed here and the work happens in the library crates.
 
+mod capture;
 mod check;
 mod cli;
 mod input;
 mod table;
+mod tree;
 
 use std::process::ExitCode;
 

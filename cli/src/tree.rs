@@ -1,0 +1,124 @@
+//! A captured manifest drawn as a tree: each GPU with the slices cut from it, so a person sees
+//! at a glance which devices are whole GPUs and which are slices of which card.
+
+use std::io::{self, Write};
+
+use anstyle::{AnsiColor, Style};
+use miggate_compat::{Device, DeviceKind, GpuManifest, MigMode};
+
+fn mode_text(mode: Option<MigMode>) -> &'static str {
+    match mode {
+        Some(MigMode::Enabled) => "MIG enabled",
+        Some(MigMode::Disabled) => "MIG disabled",
+        Some(MigMode::PendingEnable) => "MIG pending enable (reset needed)",
+        Some(MigMode::PendingDisable) => "MIG pending disable (reset needed)",
+        None => "MIG n/a",
+    }
+}
+
+fn or_dash(v: Option<&str>) -> &str {
+    v.unwrap_or("-")
+}
+
+fn device_line(d: &Device) -> String {
+    let mut parts = Vec::new();
+    match d.kind() {
+        DeviceKind::Slice => parts.push(d.mig_profile.as_ref().map_or("slice (profile unknown)".to_string(), |p| p.to_string())),
+        DeviceKind::Whole => parts.push("whole GPU".to_string()),
+        DeviceKind::Unknown => parts.push("device (kind unknown)".to_string()),
+    }
+    parts.push(or_dash(d.uuid.as_deref()).to_string());
+    if let (Some(gi), Some(ci)) = (d.gpu_instance_id, d.compute_instance_id) {
+        parts.push(format!("gi {gi} ci {ci}"));
+    }
+    if let Some(m) = d.memory_mib {
+        parts.push(format!("{m} MiB"));
+    }
+    parts.join("  ")
+}
+
+/// Writes the tree.
+pub fn write_tree(out: &mut impl Write, m: &GpuManifest) -> io::Result<()> {
+    let bold = Style::new().bold();
+    let dim = Style::new().dimmed();
+    let host = m.host.clone().unwrap_or_default();
+    let nvidia = m.nvidia.clone().unwrap_or_default();
+    writeln!(
+        out,
+        "{bold}{}{bold:#}  kernel {}  {}  driver {}  CUDA {}  {dim}(via {}){dim:#}",
+        or_dash(host.node_name.as_deref()),
+        host.kernel_version.as_ref().map_or("-", |v| v.as_str()),
+        or_dash(host.cpu_arch.as_deref()),
+        nvidia.driver_version.as_ref().map_or("-", |v| v.as_str()),
+        nvidia.cuda_driver_version.as_ref().map_or("-", |v| v.as_str()),
+        m.captured_by.as_ref().and_then(|c| c.backend.as_deref()).unwrap_or("-"),
+    )?;
+    let gpus = nvidia.gpus.unwrap_or_default();
+    let devices = nvidia.devices.as_deref();
+    let mut shown = vec![false; devices.map_or(0, <[Device]>::len)];
+    for gpu in &gpus {
+        writeln!(
+            out,
+            "{bold}GPU {}{bold:#}  {}  {}  {}{}",
+            gpu.index.map_or("?".to_string(), |i| i.to_string()),
+            or_dash(gpu.product_name.as_deref()),
+            or_dash(gpu.uuid.as_deref()),
+            mode_text(gpu.mig_mode),
+            gpu.memory_mib.map_or(String::new(), |m| format!("  {m} MiB")),
+        )?;
+        let mine: Vec<usize> = devices
+            .unwrap_or_default()
+            .iter()
+            .enumerate()
+            .filter(|(_, d)| {
+                let uuid = gpu.uuid.as_deref();
+                uuid.is_some() && (d.parent_uuid.as_deref() == uuid || (d.kind() != DeviceKind::Slice && d.uuid.as_deref() == uuid))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if mine.is_empty() {
+            let why = match (devices, gpu.mig_mode.is_some_and(MigMode::is_active)) {
+                (None, _) => "devices unknown",
+                (Some(_), true) => "no MIG devices: offers nothing",
+                (Some(_), false) => "not visible as a device",
+            };
+            writeln!(out, "└── {dim}{why}{dim:#}")?;
+        }
+        for (n, i) in mine.iter().enumerate() {
+            shown[*i] = true;
+            let branch = if n + 1 == mine.len() { "└──" } else { "├──" };
+            let d = &devices.unwrap_or_default()[*i];
+            writeln!(out, "{branch} {}", device_line(d))?;
+        }
+    }
+    let rest: Vec<&Device> = devices
+        .unwrap_or_default()
+        .iter()
+        .zip(&shown)
+        .filter(|(_, s)| !**s)
+        .map(|(d, _)| d)
+        .collect();
+    if !rest.is_empty() {
+        writeln!(out, "{bold}devices without a listed GPU{bold:#}")?;
+        for (n, d) in rest.iter().enumerate() {
+            let branch = if n + 1 == rest.len() { "└──" } else { "├──" };
+            writeln!(out, "{branch} {}", device_line(d))?;
+        }
+    }
+    match devices {
+        None => writeln!(out, "\n{}devices: unknown{:#}", AnsiColor::Yellow.on_default(), AnsiColor::Yellow.on_default())?,
+        Some(ds) => {
+            let slices = ds.iter().filter(|d| d.kind() == DeviceKind::Slice).count();
+            let whole = ds.iter().filter(|d| d.kind() == DeviceKind::Whole).count();
+            writeln!(out, "\ndevices: {} ({slices} slices, {whole} whole)", ds.len())?;
+        }
+    }
+    if !m.warnings.is_empty() {
+        let y = AnsiColor::Yellow.on_default();
+        writeln!(out, "\n{y}warnings{y:#}")?;
+        for w in &m.warnings {
+            writeln!(out, "  - {w}")?;
+        }
+    }
+    Ok(())
+}
