@@ -38,7 +38,8 @@ pub struct Options {
 /// Captures the manifest of what this process sees: host facts, the driver, the GPUs and the
 /// devices, with what could not be read cleanly in `warnings`.
 pub fn capture(options: &Options) -> Result<GpuManifest, Error> {
-    let named_smi = options.nvidia_smi.is_some() || std::env::var_os("MIGGATE_NVIDIA_SMI").is_some_and(|v| !v.is_empty());
+    let named_smi =
+        options.nvidia_smi.is_some() || std::env::var_os("MIGGATE_NVIDIA_SMI").is_some_and(|v| !v.is_empty());
     let (nvidia, warnings, backend) = match options.backend {
         Backend::Nvml => from_nvml(options)?,
         Backend::NvidiaSmi => from_smi(options)?,

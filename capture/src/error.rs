@@ -60,7 +60,9 @@ pub enum Error {
         text: String,
     },
     /// The nvidia-smi binary does not exist: no driver is installed on this machine.
-    #[error("nvidia-smi not found at {program}: no NVIDIA driver here? (set --nvidia-smi or MIGGATE_NVIDIA_SMI)")]
+    #[error(
+        "nvidia-smi not found at {program}: no NVIDIA driver here? (set --nvidia-smi or MIGGATE_NVIDIA_SMI)"
+    )]
     NotFound {
         /// The program that was looked for.
         program: PathBuf,

@@ -70,7 +70,10 @@ pub fn run(program: &Path, args: &[&str], timeout: Duration) -> Result<Output, E
                 // Best effort: the child may have exited between the poll and the kill.
                 let _ = child.kill();
                 let _ = child.wait();
-                return Err(Error::Timeout { command, after: timeout });
+                return Err(Error::Timeout {
+                    command,
+                    after: timeout,
+                });
             }
             Ok(None) => thread::sleep(Duration::from_millis(5)),
             Err(error) => {
@@ -107,7 +110,11 @@ fn drain(mut pipe: impl Read + Send + 'static) -> thread::JoinHandle<Vec<u8>> {
 pub fn nvidia_smi_path(explicit: Option<&Path>) -> PathBuf {
     explicit
         .map(Path::to_path_buf)
-        .or_else(|| std::env::var_os("MIGGATE_NVIDIA_SMI").filter(|v| !v.is_empty()).map(PathBuf::from))
+        .or_else(|| {
+            std::env::var_os("MIGGATE_NVIDIA_SMI")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        })
         .unwrap_or_else(|| PathBuf::from("nvidia-smi"))
 }
 
@@ -118,7 +125,12 @@ mod tests {
 
     #[test]
     fn captures_both_streams_and_status() {
-        let out = run(Path::new("sh"), &["-c", "echo out; echo err >&2; exit 3"], DEFAULT_TIMEOUT).unwrap();
+        let out = run(
+            Path::new("sh"),
+            &["-c", "echo out; echo err >&2; exit 3"],
+            DEFAULT_TIMEOUT,
+        )
+        .unwrap();
         assert_eq!(out.stdout, "out\n");
         assert_eq!(out.stderr, "err\n");
         assert_eq!(out.status.code(), Some(3));

@@ -54,7 +54,10 @@ pub fn read(program: &Path, timeout: Duration) -> Result<SmiFacts, Error> {
         }
     };
     let facts = assemble(listing.as_ref(), &table);
-    let mig_on = facts.gpus.iter().any(|g| g.mig_mode.is_some_and(|m| m.is_active()));
+    let mig_on = facts
+        .gpus
+        .iter()
+        .any(|g| g.mig_mode.is_some_and(|m| m.is_active()));
     let (mut nvidia, assembled_warnings) = facts.into_nvidia();
     warnings.extend(assembled_warnings);
     match version {
@@ -81,7 +84,11 @@ fn join(h: thread::ScopedJoinHandle<'_, Result<Output, Error>>) -> Result<Output
 fn failure_text(out: &Output) -> String {
     let text = out.combined();
     let text = text.trim();
-    if text.is_empty() { format!("exit {}", out.status) } else { text.to_string() }
+    if text.is_empty() {
+        format!("exit {}", out.status)
+    } else {
+        text.to_string()
+    }
 }
 
 /// Runs `--query-gpu`, asking again without a field an old driver does not know.
@@ -122,7 +129,8 @@ pub fn cuda_version(text: &str) -> Option<VersionText> {
     text.lines().find_map(|line| {
         let (key, value) = line.split_once(':')?;
         let value = value.trim();
-        (key.trim().eq_ignore_ascii_case("CUDA Version") && !value.is_empty()).then(|| VersionText::new(value))
+        (key.trim().eq_ignore_ascii_case("CUDA Version") && !value.is_empty())
+            .then(|| VersionText::new(value))
     })
 }
 
@@ -139,7 +147,10 @@ fn add_instance_ids(
     let table = match run(program, &["mig", "-lci"], timeout) {
         Ok(out) if out.status.success() => parse_compute_instances(&out.stdout),
         Ok(out) => {
-            warnings.push(format!("nvidia-smi mig -lci: instance ids not read: {}", failure_text(&out)));
+            warnings.push(format!(
+                "nvidia-smi mig -lci: instance ids not read: {}",
+                failure_text(&out)
+            ));
             return;
         }
         Err(e) => {
@@ -155,7 +166,9 @@ fn add_instance_ids(
         }
     };
     for gpu in gpus {
-        let (Some(index), Some(uuid)) = (gpu.index, gpu.uuid.as_deref()) else { continue };
+        let (Some(index), Some(uuid)) = (gpu.index, gpu.uuid.as_deref()) else {
+            continue;
+        };
         let mut mine: Vec<&ComputeInstance> = cis.iter().filter(|c| c.gpu == index).collect();
         mine.sort_by_key(|c| (c.gpu_instance_id, c.instance_id));
         let slots: Vec<&mut Device> = devices
@@ -166,10 +179,11 @@ fn add_instance_ids(
             continue;
         }
         let aligned = slots.len() == mine.len()
-            && slots
-                .iter()
-                .zip(&mine)
-                .all(|(d, c)| d.mig_profile.as_ref().is_some_and(|p| Some(p) == c.profile.as_ref()));
+            && slots.iter().zip(&mine).all(|(d, c)| {
+                d.mig_profile
+                    .as_ref()
+                    .is_some_and(|p| Some(p) == c.profile.as_ref())
+            });
         if !aligned {
             warnings.push(format!(
                 "GPU {index}: `mig -lci` lists {} compute instances that do not line up with the {} MIG devices of `-L`; instance ids left unknown",

@@ -27,6 +27,10 @@ static CORPUS: LazyLock<Vec<(String, String)>> = LazyLock::new(|| {
         let kind = dir.file_name().unwrap().to_string_lossy().to_string();
         for file in fs::read_dir(&dir).unwrap() {
             let path = file.unwrap().path();
+            // Replay scenarios (testdata/nvidia-smi/replay/<scenario>/) are folders, not recordings.
+            if !path.is_file() {
+                continue;
+            }
             files.push((kind.clone(), fs::read_to_string(&path).unwrap()));
         }
     }

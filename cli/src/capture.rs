@@ -36,7 +36,9 @@ pub fn run(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
         CaptureOutput::Table => crate::tree::write_tree(&mut out, &manifest).map_err(anyhow::Error::from),
     };
     match written {
-        Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) => {}
+        Err(e)
+            if e.downcast_ref::<std::io::Error>()
+                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) => {}
         other => other.context("cannot write the manifest")?,
     }
     out.flush().ok();

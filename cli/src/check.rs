@@ -43,9 +43,7 @@ fn print(report: &miggate_compat::Report, args: &CheckArgs) -> std::io::Result<(
             serde_json::to_writer_pretty(&mut out, report)?;
             writeln!(out)?;
         }
-        CheckOutput::Text => {
-            crate::table::write_report(&mut out, report, &args.source, &args.target)?
-        }
+        CheckOutput::Text => crate::table::write_report(&mut out, report, &args.source, &args.target)?,
     }
     out.flush()
 }

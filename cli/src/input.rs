@@ -18,8 +18,8 @@ pub fn read_manifest(path: &Path, role: &str) -> anyhow::Result<GpuManifest> {
             .read_to_end(&mut bytes)
             .with_context(|| format!("cannot read {role} manifest from standard input"))?;
     } else {
-        let file = std::fs::File::open(path)
-            .with_context(|| format!("cannot open {role} manifest {shown}"))?;
+        let file =
+            std::fs::File::open(path).with_context(|| format!("cannot open {role} manifest {shown}"))?;
         file.take(limit)
             .read_to_end(&mut bytes)
             .with_context(|| format!("cannot read {role} manifest {shown}"))?;

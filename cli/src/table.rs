@@ -54,12 +54,7 @@ fn wrap(value: &str, width: usize) -> Vec<String> {
 }
 
 /// Writes the whole report.
-pub fn write_report(
-    out: &mut impl Write,
-    report: &Report,
-    source: &Path,
-    target: &Path,
-) -> io::Result<()> {
+pub fn write_report(out: &mut impl Write, report: &Report, source: &Path, target: &Path) -> io::Result<()> {
     let bold = Style::new().bold();
     writeln!(
         out,
@@ -164,8 +159,7 @@ mod tests {
 
     #[test]
     fn long_values_wrap_after_commas() {
-        let v =
-            "NVIDIA H100 80GB HBM3 1g.10gb x7, NVIDIA H100 80GB HBM3 3g.40gb x2, NVIDIA A100 x1";
+        let v = "NVIDIA H100 80GB HBM3 1g.10gb x7, NVIDIA H100 80GB HBM3 3g.40gb x2, NVIDIA A100 x1";
         let lines = wrap(v, 38);
         assert_eq!(
             lines,

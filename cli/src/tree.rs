@@ -23,7 +23,11 @@ fn or_dash(v: Option<&str>) -> &str {
 fn device_line(d: &Device) -> String {
     let mut parts = Vec::new();
     match d.kind() {
-        DeviceKind::Slice => parts.push(d.mig_profile.as_ref().map_or("slice (profile unknown)".to_string(), |p| p.to_string())),
+        DeviceKind::Slice => parts.push(
+            d.mig_profile
+                .as_ref()
+                .map_or("slice (profile unknown)".to_string(), |p| p.to_string()),
+        ),
         DeviceKind::Whole => parts.push("whole GPU".to_string()),
         DeviceKind::Unknown => parts.push("device (kind unknown)".to_string()),
     }
@@ -51,7 +55,10 @@ pub fn write_tree(out: &mut impl Write, m: &GpuManifest) -> io::Result<()> {
         or_dash(host.cpu_arch.as_deref()),
         nvidia.driver_version.as_ref().map_or("-", |v| v.as_str()),
         nvidia.cuda_driver_version.as_ref().map_or("-", |v| v.as_str()),
-        m.captured_by.as_ref().and_then(|c| c.backend.as_deref()).unwrap_or("-"),
+        m.captured_by
+            .as_ref()
+            .and_then(|c| c.backend.as_deref())
+            .unwrap_or("-"),
     )?;
     let gpus = nvidia.gpus.unwrap_or_default();
     let devices = nvidia.devices.as_deref();
@@ -72,7 +79,9 @@ pub fn write_tree(out: &mut impl Write, m: &GpuManifest) -> io::Result<()> {
             .enumerate()
             .filter(|(_, d)| {
                 let uuid = gpu.uuid.as_deref();
-                uuid.is_some() && (d.parent_uuid.as_deref() == uuid || (d.kind() != DeviceKind::Slice && d.uuid.as_deref() == uuid))
+                uuid.is_some()
+                    && (d.parent_uuid.as_deref() == uuid
+                        || (d.kind() != DeviceKind::Slice && d.uuid.as_deref() == uuid))
             })
             .map(|(i, _)| i)
             .collect();
@@ -86,7 +95,11 @@ pub fn write_tree(out: &mut impl Write, m: &GpuManifest) -> io::Result<()> {
         }
         for (n, i) in mine.iter().enumerate() {
             shown[*i] = true;
-            let branch = if n + 1 == mine.len() { "└──" } else { "├──" };
+            let branch = if n + 1 == mine.len() {
+                "└──"
+            } else {
+                "├──"
+            };
             let d = &devices.unwrap_or_default()[*i];
             writeln!(out, "{branch} {}", device_line(d))?;
         }
@@ -101,12 +114,21 @@ pub fn write_tree(out: &mut impl Write, m: &GpuManifest) -> io::Result<()> {
     if !rest.is_empty() {
         writeln!(out, "{bold}devices without a listed GPU{bold:#}")?;
         for (n, d) in rest.iter().enumerate() {
-            let branch = if n + 1 == rest.len() { "└──" } else { "├──" };
+            let branch = if n + 1 == rest.len() {
+                "└──"
+            } else {
+                "├──"
+            };
             writeln!(out, "{branch} {}", device_line(d))?;
         }
     }
     match devices {
-        None => writeln!(out, "\n{}devices: unknown{:#}", AnsiColor::Yellow.on_default(), AnsiColor::Yellow.on_default())?,
+        None => writeln!(
+            out,
+            "\n{}devices: unknown{:#}",
+            AnsiColor::Yellow.on_default(),
+            AnsiColor::Yellow.on_default()
+        )?,
         Some(ds) => {
             let slices = ds.iter().filter(|d| d.kind() == DeviceKind::Slice).count();
             let whole = ds.iter().filter(|d| d.kind() == DeviceKind::Whole).count();

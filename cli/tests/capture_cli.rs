@@ -9,7 +9,10 @@ use miggate_compat::{DeviceKind, GpuManifest};
 use rstest::rstest;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn replay() -> PathBuf {
@@ -18,7 +21,10 @@ fn replay() -> PathBuf {
 
 fn miggate(args: &[&str], scenario: Option<&str>) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_miggate"));
-    cmd.args(args).env("NO_COLOR", "1").env_remove("MIGGATE_NVIDIA_SMI").env_remove("NODE_NAME");
+    cmd.args(args)
+        .env("NO_COLOR", "1")
+        .env_remove("MIGGATE_NVIDIA_SMI")
+        .env_remove("NODE_NAME");
     if let Some(s) = scenario {
         cmd.env("MIGGATE_REPLAY", s);
     }
@@ -26,8 +32,22 @@ fn miggate(args: &[&str], scenario: Option<&str>) -> Output {
 }
 
 fn capture_smi(scenario: &str) -> (String, GpuManifest) {
-    let out = miggate(&["capture", "--nvidia-smi", replay().to_str().unwrap(), "--node", "node-a"], Some(scenario));
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = miggate(
+        &[
+            "capture",
+            "--nvidia-smi",
+            replay().to_str().unwrap(),
+            "--node",
+            "node-a",
+        ],
+        Some(scenario),
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).unwrap();
     let manifest = miggate_compat::from_str(&text).unwrap();
     (text, manifest)
@@ -58,13 +78,19 @@ fn captures_replayed_nvidia_smi(#[case] scenario: &str, #[case] slices: &[&str],
         .map(|d| d.mig_profile.as_ref().unwrap().as_str())
         .collect();
     assert_eq!(profiles, slices);
-    assert_eq!(devices.iter().filter(|d| d.kind() == DeviceKind::Whole).count(), whole);
+    assert_eq!(
+        devices.iter().filter(|d| d.kind() == DeviceKind::Whole).count(),
+        whole
+    );
     // Slices carry their parent's UUID and name; nvidia-smi names them after the parent card.
     for d in devices.iter().filter(|d| d.kind() == DeviceKind::Slice) {
         assert!(d.parent_uuid.as_deref().unwrap().starts_with("GPU-"));
         assert!(d.product_name.is_some());
     }
-    assert_eq!(m.captured_by.as_ref().unwrap().backend.as_deref(), Some("nvidia-smi"));
+    assert_eq!(
+        m.captured_by.as_ref().unwrap().backend.as_deref(),
+        Some("nvidia-smi")
+    );
     assert_eq!(m.host.as_ref().unwrap().node_name.as_deref(), Some("node-a"));
     assert!(text.starts_with("{\n  \"apiVersion\": \"miggate.io/v1alpha1\",\n  \"kind\": \"GpuManifest\""));
     insta::assert_yaml_snapshot!(format!("capture-{scenario}"), pinned(&m).to_value().unwrap());
@@ -73,19 +99,45 @@ fn captures_replayed_nvidia_smi(#[case] scenario: &str, #[case] slices: &[&str],
 #[test]
 fn instance_ids_come_from_mig_lci_when_it_answers() {
     let (_, m) = capture_smi("h100-mig-host");
-    let ids: Vec<(Option<u32>, Option<u32>)> =
-        m.devices().unwrap().iter().map(|d| (d.gpu_instance_id, d.compute_instance_id)).collect();
-    assert_eq!(ids, [(Some(2), Some(0)), (Some(2), Some(1)), (Some(2), Some(2)), (Some(9), Some(0)), (Some(10), Some(0))]);
+    let ids: Vec<(Option<u32>, Option<u32>)> = m
+        .devices()
+        .unwrap()
+        .iter()
+        .map(|d| (d.gpu_instance_id, d.compute_instance_id))
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            (Some(2), Some(0)),
+            (Some(2), Some(1)),
+            (Some(2), Some(2)),
+            (Some(9), Some(0)),
+            (Some(10), Some(0))
+        ]
+    );
     assert!(m.warnings.is_empty(), "{:?}", m.warnings);
 
     let (_, m) = capture_smi("h100-container-3g40gb");
     assert_eq!(m.devices().unwrap()[0].gpu_instance_id, None);
-    assert!(m.warnings.iter().any(|w| w.contains("Insufficient Permissions")), "{:?}", m.warnings);
+    assert!(
+        m.warnings.iter().any(|w| w.contains("Insufficient Permissions")),
+        "{:?}",
+        m.warnings
+    );
 }
 
 #[test]
 fn table_output_draws_each_gpu_with_its_slices() {
-    let out = miggate(&["capture", "--nvidia-smi", replay().to_str().unwrap(), "-o", "table"], Some("h100-mixed"));
+    let out = miggate(
+        &[
+            "capture",
+            "--nvidia-smi",
+            replay().to_str().unwrap(),
+            "-o",
+            "table",
+        ],
+        Some("h100-mixed"),
+    );
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
     // The first line names this machine's kernel; the tree below it is pinned.
@@ -95,12 +147,24 @@ fn table_output_draws_each_gpu_with_its_slices() {
 
 #[test]
 fn yaml_output_reads_back_as_the_same_manifest() {
-    let out = miggate(&["capture", "--nvidia-smi", replay().to_str().unwrap(), "-o", "yaml"], Some("h200-8gpu"));
+    let out = miggate(
+        &[
+            "capture",
+            "--nvidia-smi",
+            replay().to_str().unwrap(),
+            "-o",
+            "yaml",
+        ],
+        Some("h200-8gpu"),
+    );
     assert_eq!(out.status.code(), Some(0));
     let from_yaml = miggate_compat::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
     let (_, from_json) = capture_smi("h200-8gpu");
     assert_eq!(pinned(&from_yaml).nvidia, pinned(&from_json).nvidia);
-    assert_eq!(from_yaml.nvidia.unwrap().cuda_driver_version.unwrap().as_str(), "12.8");
+    assert_eq!(
+        from_yaml.nvidia.unwrap().cuda_driver_version.unwrap().as_str(),
+        "12.8"
+    );
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> String {
@@ -127,11 +191,19 @@ fn captured_manifests_are_compared_by_check() {
     assert_eq!(out.status.code(), Some(1));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let reason = report["reason"].as_str().unwrap();
-    assert!(reason.starts_with("mig-profile: source 3g.40gb x1, target "), "{reason}");
+    assert!(
+        reason.starts_with("mig-profile: source 3g.40gb x1, target "),
+        "{reason}"
+    );
 
     // The same 3g.40gb against a node that has one: the node offers it, the map names the pair.
     let out = miggate(&["check", &slice, &mixed, "--mode", "offer", "-o", "json"], None);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
         report["deviceMap"],
@@ -141,12 +213,25 @@ fn captured_manifests_are_compared_by_check() {
     // Against a restore container that was handed whole GPUs.
     let whole = root().join("testdata/manifests/restore-h100-whole.yaml");
     let out = miggate(
-        &["check", &slice, whole.to_str().unwrap(), "--skip", "kernel-version,driver-version", "-o", "json"],
+        &[
+            "check",
+            &slice,
+            whole.to_str().unwrap(),
+            "--skip",
+            "kernel-version,driver-version",
+            "-o",
+            "json",
+        ],
         None,
     );
     assert_eq!(out.status.code(), Some(1));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert!(report["reason"].as_str().unwrap().contains("mig-partitioning: source slice x1, target whole x2"));
+    assert!(
+        report["reason"]
+            .as_str()
+            .unwrap()
+            .contains("mig-partitioning: source slice x1, target whole x2")
+    );
 }
 
 #[rstest]
@@ -154,10 +239,20 @@ fn captured_manifests_are_compared_by_check() {
 #[case::no_nvidia_smi(&["--backend", "nvidia-smi", "--nvidia-smi", "/nonexistent/nvidia-smi"], None, "no NVIDIA driver here?")]
 #[case::no_nvml(&["--backend", "nvml", "--nvml-library", "/nonexistent/libnvidia-ml.so.1"], None, "NVML is not available")]
 #[case::auto_with_neither(&["--nvml-library", "/nonexistent/libnvidia-ml.so.1"], None, "nvidia-smi not found")]
-fn no_driver_is_a_clear_error_with_exit_2(#[case] flags: &[&str], #[case] scenario: Option<&str>, #[case] expect: &str) {
+fn no_driver_is_a_clear_error_with_exit_2(
+    #[case] flags: &[&str],
+    #[case] scenario: Option<&str>,
+    #[case] expect: &str,
+) {
     let replay = replay();
     let mut args = vec!["capture"];
-    args.extend(flags.iter().map(|f| if *f == "<replay>" { replay.to_str().unwrap() } else { f }));
+    args.extend(flags.iter().map(|f| {
+        if *f == "<replay>" {
+            replay.to_str().unwrap()
+        } else {
+            f
+        }
+    }));
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_miggate"));
     cmd.args(&args).env_remove("MIGGATE_NVIDIA_SMI");
     match scenario {
@@ -181,13 +276,24 @@ fn fake_nvml() -> PathBuf {
 
 fn build_fake_nvml(scenario: &str) -> PathBuf {
     let source = root().join("capture/tests/fake_nvml/libnvidia_ml.rs");
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("cli-fake-nvml").join(scenario);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("cli-fake-nvml")
+        .join(scenario);
     std::fs::create_dir_all(&dir).unwrap();
     let lib = dir.join("libnvidia-ml.so.1");
     let partial = dir.join(format!("libnvidia-ml.so.1.{}.partial", std::process::id()));
     let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
     let out = Command::new(rustc)
-        .args(["--crate-type", "cdylib", "-O", "--edition", "2021", "--crate-name", "nvidia_ml", "--cfg"])
+        .args([
+            "--crate-type",
+            "cdylib",
+            "-O",
+            "--edition",
+            "2021",
+            "--crate-name",
+            "nvidia_ml",
+            "--cfg",
+        ])
         .arg(format!("scenario=\"{scenario}\""))
         .arg(&source)
         .arg("-o")
@@ -202,11 +308,28 @@ fn build_fake_nvml(scenario: &str) -> PathBuf {
 #[test]
 fn both_backends_agree_on_one_node() {
     let lib = fake_nvml();
-    let out = miggate(&["capture", "--backend", "nvml", "--nvml-library", lib.to_str().unwrap()], None);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = miggate(
+        &[
+            "capture",
+            "--backend",
+            "nvml",
+            "--nvml-library",
+            lib.to_str().unwrap(),
+        ],
+        None,
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let nvml_text = String::from_utf8(out.stdout).unwrap();
     let nvml = miggate_compat::from_str(&nvml_text).unwrap();
-    assert_eq!(nvml.captured_by.as_ref().unwrap().backend.as_deref(), Some("nvml"));
+    assert_eq!(
+        nvml.captured_by.as_ref().unwrap().backend.as_deref(),
+        Some("nvml")
+    );
     let (smi_text, smi) = capture_smi("h100-mixed");
 
     // Every field a check reads is the same through both backends.
@@ -217,7 +340,17 @@ fn both_backends_agree_on_one_node() {
             .as_ref()
             .unwrap()
             .iter()
-            .map(|d| (d.uuid.clone(), d.parent_uuid.clone(), d.product_name.clone(), d.mig_profile.clone(), d.gpu_instance_id, d.compute_instance_id, d.kind()))
+            .map(|d| {
+                (
+                    d.uuid.clone(),
+                    d.parent_uuid.clone(),
+                    d.product_name.clone(),
+                    d.mig_profile.clone(),
+                    d.gpu_instance_id,
+                    d.compute_instance_id,
+                    d.kind(),
+                )
+            })
             .collect();
         (n.driver_version.clone(), n.cuda_driver_version.clone(), devices)
     };
@@ -227,7 +360,12 @@ fn both_backends_agree_on_one_node() {
     let a = write(dir.path(), "nvml.json", &nvml_text);
     let b = write(dir.path(), "smi.json", &smi_text);
     let out = miggate(&["check", &a, &b, "-o", "json"], None);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["deviceMap"], "");
 }
@@ -245,7 +383,12 @@ fn auto_prefers_a_loadable_nvml_and_falls_back_to_nvidia_smi() {
         .env("MIGGATE_NVIDIA_SMI", replay())
         .env("MIGGATE_REPLAY", "h100-mixed");
     let out = cmd.output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let m = miggate_compat::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
     assert_eq!(m.captured_by.unwrap().backend.as_deref(), Some("nvidia-smi"));
 }

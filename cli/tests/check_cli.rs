@@ -31,24 +31,9 @@ fn text(o: &Output) -> String {
 }
 
 #[rstest]
-#[case::slices_onto_same_slices(
-    "checkpoint-h100-3g40gb-x2.yaml",
-    "restore-h100-3g40gb-x2.yaml",
-    "exact",
-    0
-)]
-#[case::slices_onto_whole_gpus(
-    "checkpoint-h100-3g40gb-x2.yaml",
-    "restore-h100-whole.yaml",
-    "exact",
-    1
-)]
-#[case::slices_onto_a_mixed_node(
-    "checkpoint-h100-3g40gb-x2.yaml",
-    "node-h100-8gpu-mixed.yaml",
-    "offer",
-    0
-)]
+#[case::slices_onto_same_slices("checkpoint-h100-3g40gb-x2.yaml", "restore-h100-3g40gb-x2.yaml", "exact", 0)]
+#[case::slices_onto_whole_gpus("checkpoint-h100-3g40gb-x2.yaml", "restore-h100-whole.yaml", "exact", 1)]
+#[case::slices_onto_a_mixed_node("checkpoint-h100-3g40gb-x2.yaml", "node-h100-8gpu-mixed.yaml", "offer", 0)]
 #[case::whole_onto_one_whole_one_cut(
     "checkpoint-h100-whole-x2.json",
     "node-h100-1-whole-1-cut.yaml",
@@ -61,18 +46,8 @@ fn text(o: &Output) -> String {
     "offer",
     0
 )]
-#[case::h100_onto_h200(
-    "checkpoint-h100-whole-x2.json",
-    "node-h200-8gpu-gpu0-mig.yaml",
-    "offer",
-    1
-)]
-fn check_output_is_pinned(
-    #[case] source: &str,
-    #[case] target: &str,
-    #[case] mode: &str,
-    #[case] code: i32,
-) {
+#[case::h100_onto_h200("checkpoint-h100-whole-x2.json", "node-h200-8gpu-gpu0-mig.yaml", "offer", 1)]
+fn check_output_is_pinned(#[case] source: &str, #[case] target: &str, #[case] mode: &str, #[case] code: i32) {
     let s = format!("testdata/manifests/{source}");
     let t = format!("testdata/manifests/{target}");
     let name = format!(
@@ -182,19 +157,11 @@ fn write(dir: &Path, name: &str, body: &str) -> String {
 #[case::wrong_type(Some(("type.yaml", "apiVersion: miggate.io/v1alpha1\nkind: GpuManifest\nnvidia:\n  devices: 3\n")), &["type.yaml", "line 4 column 12"])]
 #[case::bad_profile(Some(("prof.yaml", "apiVersion: miggate.io/v1alpha1\nkind: GpuManifest\nnvidia: {devices: [{uuid: MIG-1, migProfile: MIG 1g.10gb}]}\n")), &["prof.yaml", "`MIG 1g.10gb` is not a MIG profile", "line 3"])]
 #[case::empty_file(Some(("blank.yaml", "  \n")), &["blank.yaml", "manifest is empty"])]
-fn bad_input_exits_2_naming_file_and_position(
-    #[case] file: Option<(&str, &str)>,
-    #[case] expect: &[&str],
-) {
+fn bad_input_exits_2_naming_file_and_position(#[case] file: Option<(&str, &str)>, #[case] expect: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let source = match file {
         Some((name, body)) => write(dir.path(), name, body),
-        None => dir
-            .path()
-            .join("missing.yaml")
-            .to_str()
-            .unwrap()
-            .to_string(),
+        None => dir.path().join("missing.yaml").to_str().unwrap().to_string(),
     };
     let target = manifests().join("restore-h100-whole.yaml");
     let out = miggate(&["check", &source, target.to_str().unwrap()]);
@@ -213,9 +180,7 @@ fn oversized_input_is_refused_before_parsing() {
     let big = dir.path().join("big.yaml");
     let mut body = String::from("apiVersion: miggate.io/v1alpha1\nkind: GpuManifest\nwarnings:\n");
     while body.len() <= 16 * 1024 * 1024 {
-        body.push_str(
-            "- aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n",
-        );
+        body.push_str("- aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n");
     }
     std::fs::write(&big, body).unwrap();
     let out = miggate(&["check", big.to_str().unwrap(), big.to_str().unwrap()]);

@@ -80,15 +80,19 @@ impl Device {
 
     /// A slice's shape; `None` when the device is not a slice.
     pub fn slice_shape(&self) -> Option<SliceShape<'_>> {
-        (self.kind() == DeviceKind::Slice).then(|| match &self.mig_profile {
+        let shape = match &self.mig_profile {
             Some(p) => SliceShape::Known(p),
             None => SliceShape::Unknown,
-        })
+        };
+        (self.kind() == DeviceKind::Slice).then_some(shape)
     }
 
     /// The product name, trimmed, or `None` when unknown or blank.
     pub fn model(&self) -> Option<&str> {
-        self.product_name.as_deref().map(str::trim).filter(|s| !s.is_empty())
+        self.product_name
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
     }
 
     /// The GPU instance a slice lives in, as (parent GPU, GPU instance id), when both are known.
@@ -104,7 +108,8 @@ impl Device {
     /// Whether the UUID is one cuda-checkpoint can be given in a device map.
     pub fn mappable_uuid(&self) -> Option<&str> {
         let uuid = self.uuid.as_deref()?.trim();
-        let ok = (uuid.starts_with("GPU-") || uuid.starts_with("MIG-")) && parse_legacy_mig_uuid(uuid).is_none();
+        let ok =
+            (uuid.starts_with("GPU-") || uuid.starts_with("MIG-")) && parse_legacy_mig_uuid(uuid).is_none();
         ok.then_some(uuid)
     }
 }
@@ -125,8 +130,14 @@ mod tests {
 
     #[rstest]
     #[case(dev(Some("GPU-1"), None, None), DeviceKind::Whole)]
-    #[case(dev(Some("MIG-7089d0f3-293f-58c9-8f8c-5ea666eedbde"), None, None), DeviceKind::Slice)]
-    #[case(dev(Some("MIG-GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f/7/0"), None, None), DeviceKind::Slice)]
+    #[case(
+        dev(Some("MIG-7089d0f3-293f-58c9-8f8c-5ea666eedbde"), None, None),
+        DeviceKind::Slice
+    )]
+    #[case(
+        dev(Some("MIG-GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f/7/0"), None, None),
+        DeviceKind::Slice
+    )]
     #[case(dev(Some("GPU-1"), Some("1g.10gb"), None), DeviceKind::Slice)]
     #[case(dev(Some("GPU-1"), None, Some("GPU-0")), DeviceKind::Slice)]
     #[case(dev(None, Some("3g.40gb"), None), DeviceKind::Slice)]
@@ -150,8 +161,15 @@ mod tests {
         assert_eq!((l.gpu_instance, l.compute_instance), (7, 0));
         assert!(parse_legacy_mig_uuid("MIG-7089d0f3-293f-58c9-8f8c-5ea666eedbde").is_none());
         assert!(parse_legacy_mig_uuid("MIG-GPU-x/a/0").is_none());
-        let d = dev(Some("MIG-GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f/7/0"), None, None);
-        assert_eq!(d.gpu_instance(), Some(("GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f", 7)));
+        let d = dev(
+            Some("MIG-GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f/7/0"),
+            None,
+            None,
+        );
+        assert_eq!(
+            d.gpu_instance(),
+            Some(("GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f", 7))
+        );
         assert_eq!(d.mappable_uuid(), None);
     }
 }

@@ -41,8 +41,8 @@ pub use checks::{
 pub use device::{DeviceKind, LegacyMigUuid, SliceShape, parse_legacy_mig_uuid};
 pub use error::Error;
 pub use manifest::{
-    API_VERSION, ApiVersion, CapturedBy, Device, Gpu, GpuManifest, Host, KIND, Kind, MigMode, MigStrategy, Nvidia,
-    PathSegment, Pod, UnknownField, render_path,
+    API_VERSION, ApiVersion, CapturedBy, Device, Gpu, GpuManifest, Host, KIND, Kind, MigMode, MigStrategy,
+    Nvidia, PathSegment, Pod, UnknownField, render_path,
 };
 pub use multiset::Multiset;
 pub use profile::MigProfile;

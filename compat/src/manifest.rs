@@ -22,7 +22,10 @@ pub const KIND: &str = "GpuManifest";
 /// A GPU manifest: the facts one side of a restore is compared on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(title = "GpuManifest", description = "What a GPU checkpoint was captured on, or what a restore target offers (miggate.io/v1alpha1).")]
+#[schemars(
+    title = "GpuManifest",
+    description = "What a GPU checkpoint was captured on, or what a restore target offers (miggate.io/v1alpha1)."
+)]
 pub struct GpuManifest {
     /// Always `miggate.io/v1alpha1`.
     pub api_version: ApiVersion,
@@ -175,7 +178,9 @@ impl TryFrom<String> for Kind {
         if value == KIND {
             Ok(Kind::GpuManifest)
         } else {
-            Err(format!("kind is `{value}`, expected `{KIND}`: this is not a miggate GpuManifest"))
+            Err(format!(
+                "kind is `{value}`, expected `{KIND}`: this is not a miggate GpuManifest"
+            ))
         }
     }
 }

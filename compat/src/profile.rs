@@ -62,12 +62,15 @@ impl FromStr for MigProfile {
         };
         let (compute_slices, gi_start, gi) = match s.split_once('.') {
             Some((head, rest)) if head.ends_with('c') => {
-                let c = count(&head[..head.len() - 1]).ok_or_else(|| bad("compute slices are not a number"))?;
+                let c =
+                    count(&head[..head.len() - 1]).ok_or_else(|| bad("compute slices are not a number"))?;
                 (Some(c), head.len() + 1, rest)
             }
             _ => (None, 0, s),
         };
-        let (slices, rest) = gi.split_once("g.").ok_or_else(|| bad("expected `<n>g.<memory>gb`"))?;
+        let (slices, rest) = gi
+            .split_once("g.")
+            .ok_or_else(|| bad("expected `<n>g.<memory>gb`"))?;
         count(slices).ok_or_else(|| bad("GPU slices are not a number"))?;
         let mem_digits = rest.bytes().take_while(u8::is_ascii_digit).count();
         if mem_digits == 0 || !rest[mem_digits..].starts_with("gb") {
@@ -77,9 +80,9 @@ impl FromStr for MigProfile {
         let suffix_ok = suffix.is_empty()
             || (suffix.starts_with(['+', '-'])
                 && suffix.len() > 1
-                && suffix[1..]
-                    .bytes()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'+' | b'-')));
+                && suffix[1..].bytes().all(|c| {
+                    c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'.' | b'+' | b'-')
+                }));
         if !suffix_ok {
             return Err(bad("unexpected text after the memory size"));
         }
@@ -138,7 +141,12 @@ mod tests {
     #[rstest]
     #[case("1g.10gb", false, "1g.10gb", Some("nvidia.com/mig-1g.10gb"))]
     #[case("1g.10gb+me", false, "1g.10gb+me", Some("nvidia.com/mig-1g.10gb.me"))]
-    #[case("1g.24gb+me.all", false, "1g.24gb+me.all", Some("nvidia.com/mig-1g.24gb.me.all"))]
+    #[case(
+        "1g.24gb+me.all",
+        false,
+        "1g.24gb+me.all",
+        Some("nvidia.com/mig-1g.24gb.me.all")
+    )]
     #[case("1g.24gb-me", false, "1g.24gb-me", Some("nvidia.com/mig-1g.24gb-me"))]
     #[case("2g.48gb+gfx", false, "2g.48gb+gfx", Some("nvidia.com/mig-2g.48gb.gfx"))]
     #[case("1c.3g.40gb", true, "3g.40gb", None)]

@@ -109,7 +109,9 @@ fn parse_nanos(text: &str) -> Option<u128> {
     if scale10 >= 0 {
         scaled.checked_mul(10u128.checked_pow(u32::try_from(scale10).ok()?)?)
     } else {
-        let div = 10u128.checked_pow(u32::try_from(-scale10).ok()?).unwrap_or(u128::MAX);
+        let div = 10u128
+            .checked_pow(u32::try_from(-scale10).ok()?)
+            .unwrap_or(u128::MAX);
         Some(scaled.div_ceil(div))
     }
 }

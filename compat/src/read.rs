@@ -37,7 +37,7 @@ pub fn from_str(text: &str) -> Result<GpuManifest, Error> {
         return Err(Error::Empty);
     }
     let mut ignored: Vec<Vec<PathSegment>> = Vec::new();
-    let json = body.trim_start().starts_with('{');
+    let json = looks_like_json(body);
     let mut manifest: GpuManifest = if json {
         let mut de = serde_json::Deserializer::from_str(body);
         let m = serde_ignored::deserialize(&mut de, |p| ignored.push(segments(&p)))?;
@@ -64,6 +64,14 @@ pub fn from_str(text: &str) -> Result<GpuManifest, Error> {
             .collect();
     }
     Ok(manifest)
+}
+
+/// JSON when the document is an object whose first key is quoted (or that is empty). A YAML
+/// flow mapping (`{apiVersion: …}`) also starts with `{` but has bare keys, and reads as YAML.
+fn looks_like_json(body: &str) -> bool {
+    body.trim_start()
+        .strip_prefix('{')
+        .is_some_and(|rest| rest.trim_start().starts_with(['"', '}']) || rest.trim().is_empty())
 }
 
 fn segments(path: &serde_ignored::Path<'_>) -> Vec<PathSegment> {
@@ -147,5 +155,21 @@ impl GpuManifest {
     /// The manifest as YAML.
     pub fn to_yaml(&self) -> Result<String, Error> {
         Ok(serde_saphyr::to_string(&self.to_value()?)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yaml_flow_mappings_are_not_mistaken_for_json() {
+        let m =
+            from_str("{apiVersion: miggate.io/v1alpha1, kind: GpuManifest, host: {cpuArch: amd64}}").unwrap();
+        assert_eq!(m.host.unwrap().cpu_arch.as_deref(), Some("amd64"));
+        assert!(looks_like_json("{\"apiVersion\": 1}"));
+        assert!(looks_like_json(" {}"));
+        assert!(looks_like_json("{"));
+        assert!(!looks_like_json("apiVersion: x"));
     }
 }

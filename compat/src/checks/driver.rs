@@ -11,7 +11,12 @@ fn driver(m: &crate::GpuManifest) -> Option<&str> {
 /// cuda-checkpoint restores only under the driver build it checkpointed with
 /// (560.35.03 → 560.35.05 failed upstream), compared per numeric component.
 pub(super) fn driver_version(ctx: &Ctx<'_>) -> Verdict {
-    must_match(driver(ctx.source), driver(ctx.target), "driver version", versions_equal)
+    must_match(
+        driver(ctx.source),
+        driver(ctx.target),
+        "driver version",
+        versions_equal,
+    )
 }
 
 /// The checkpoint/restore driver API needs a recent driver on the target.
@@ -22,10 +27,18 @@ pub(super) fn driver_minimum(ctx: &Ctx<'_>) -> Verdict {
         return Verdict::new(Outcome::Unknown, need, "unknown", "target driver not recorded");
     };
     match leading_number(version) {
-        Some(major) if major >= floor => {
-            Verdict::new(Outcome::Pass, need, version, format!("driver is at least {floor}"))
-        }
-        Some(_) => Verdict::new(Outcome::Refuse, need, version, format!("driver is older than {floor}")),
+        Some(major) if major >= floor => Verdict::new(
+            Outcome::Pass,
+            need,
+            version,
+            format!("driver is at least {floor}"),
+        ),
+        Some(_) => Verdict::new(
+            Outcome::Refuse,
+            need,
+            version,
+            format!("driver is older than {floor}"),
+        ),
         None => Verdict::new(
             Outcome::Unknown,
             need,

@@ -12,14 +12,20 @@ use crate::multiset::Multiset;
 use crate::report::Outcome;
 
 /// Both sides' device lists, or the verdict for when either is not recorded.
-fn both<'a>(ctx: &Ctx<'a>, render: impl Fn(&[Device]) -> String) -> Result<(&'a [Device], &'a [Device]), Verdict> {
+fn both<'a>(
+    ctx: &Ctx<'a>,
+    render: impl Fn(&[Device]) -> String,
+) -> Result<(&'a [Device], &'a [Device]), Verdict> {
     match (ctx.source.devices(), ctx.target.devices()) {
         (Some(s), Some(t)) => Ok((s, t)),
         (s, t) => Err(Verdict::new(
             Outcome::Unknown,
             s.map_or("unknown".into(), &render),
             t.map_or("unknown".into(), &render),
-            format!("devices not recorded on {}", unknown_sides(s.is_none(), t.is_none())),
+            format!(
+                "devices not recorded on {}",
+                unknown_sides(s.is_none(), t.is_none())
+            ),
         )),
     }
 }
@@ -53,10 +59,20 @@ pub(super) fn gpu_model(ctx: &Ctx<'_>) -> Verdict {
         Err(v) => return v,
     };
     if s.is_empty() {
-        return Verdict::new(Outcome::Pass, "none", models(t).render(), "the checkpoint used no GPU");
+        return Verdict::new(
+            Outcome::Pass,
+            "none",
+            models(t).render(),
+            "the checkpoint used no GPU",
+        );
     }
     if t.is_empty() {
-        return Verdict::new(Outcome::NotApplicable, models(s).render(), "none", "the target has no devices; gpu-count speaks");
+        return Verdict::new(
+            Outcome::NotApplicable,
+            models(s).render(),
+            "none",
+            "the target has no devices; gpu-count speaks",
+        );
     }
     let unnamed = |d: &[Device]| d.iter().any(|x| x.model().is_none());
     if unnamed(s) || unnamed(t) {
@@ -64,7 +80,10 @@ pub(super) fn gpu_model(ctx: &Ctx<'_>) -> Verdict {
             Outcome::Unknown,
             models(s).render(),
             models(t).render(),
-            format!("a device's product name is not recorded on {}", unknown_sides(unnamed(s), unnamed(t))),
+            format!(
+                "a device's product name is not recorded on {}",
+                unknown_sides(unnamed(s), unnamed(t))
+            ),
         );
     }
     let mode = ctx.options.mode;
@@ -81,7 +100,10 @@ pub(super) fn gpu_model(ctx: &Ctx<'_>) -> Verdict {
     match (ok, kinds_known || mode == Mode::Exact) {
         (false, _) => v(Outcome::Refuse, refused(mode, &ms, &mt, "GPU models")),
         (true, true) => v(Outcome::Pass, "same GPU models".into()),
-        (true, false) => v(Outcome::Unknown, "models match, but not every device's kind is known".into()),
+        (true, false) => v(
+            Outcome::Unknown,
+            "models match, but not every device's kind is known".into(),
+        ),
     }
 }
 
@@ -108,18 +130,33 @@ pub(super) fn gpu_count(ctx: &Ctx<'_>) -> Verdict {
         return Verdict::new(Outcome::Pass, "0", count(t), "the checkpoint used no GPU");
     }
     match ctx.options.mode {
-        Mode::Exact if n == t.len() => Verdict::new(Outcome::Pass, count(s), count(t), "same number of devices"),
+        Mode::Exact if n == t.len() => {
+            Verdict::new(Outcome::Pass, count(s), count(t), "same number of devices")
+        }
         Mode::Exact => Verdict::new(Outcome::Refuse, count(s), count(t), "different number of devices"),
         Mode::Offer => {
             let any_unknown = s.iter().chain(t).any(|d| d.kind() == DeviceKind::Unknown);
             let wanted: Vec<DeviceKind> = s.iter().map(Device::kind).collect();
             let eligible = t.iter().filter(|d| wanted.contains(&d.kind())).count();
             if any_unknown {
-                let o = if t.len() < n { Outcome::Refuse } else { Outcome::Unknown };
+                let o = if t.len() < n {
+                    Outcome::Refuse
+                } else {
+                    Outcome::Unknown
+                };
                 return Verdict::new(o, count(s), count(t), "not every device's kind is known");
             }
-            let o = if eligible >= n { Outcome::Pass } else { Outcome::Refuse };
-            Verdict::new(o, count(s), eligible.to_string(), format!("{eligible} target devices are of the checkpoint's kinds"))
+            let o = if eligible >= n {
+                Outcome::Pass
+            } else {
+                Outcome::Refuse
+            };
+            Verdict::new(
+                o,
+                count(s),
+                eligible.to_string(),
+                format!("{eligible} target devices are of the checkpoint's kinds"),
+            )
         }
     }
 }
@@ -135,25 +172,37 @@ pub(super) fn mig_partitioning(ctx: &Ctx<'_>) -> Verdict {
         Err(v) => return v,
     };
     if s.is_empty() {
-        return Verdict::new(Outcome::Pass, "none", kinds(t).render(), "the checkpoint used no GPU");
+        return Verdict::new(
+            Outcome::Pass,
+            "none",
+            kinds(t).render(),
+            "the checkpoint used no GPU",
+        );
     }
     if t.is_empty() {
-        return Verdict::new(Outcome::NotApplicable, kinds(s).render(), "none", "the target has no devices; gpu-count speaks");
+        return Verdict::new(
+            Outcome::NotApplicable,
+            kinds(s).render(),
+            "none",
+            "the target has no devices; gpu-count speaks",
+        );
     }
     let (ks, kt) = (kinds(s), kinds(t));
     let unknown = DeviceKind::Unknown.as_str();
-    let (su, tu) = (ks.count(unknown), kt.count(unknown));
+    let (su, tu) = (ks.count(unknown) > 0, kt.count(unknown) > 0);
     let known = [DeviceKind::Whole.as_str(), DeviceKind::Slice.as_str()];
     let exact = ctx.options.mode == Mode::Exact;
-    // A refusal only where no reading of the unknown devices could make the sides match.
+    // Kinds, not counts: how many devices there are is gpu-count's question (a checkpoint on two
+    // whole GPUs against one whole GPU is the same partitioning). A refusal only where no
+    // reading of the unknown devices could make the kinds match.
     let short: Vec<String> = known
         .into_iter()
-        .filter(|k| kt.count(k) + tu < ks.count(k))
+        .filter(|k| ks.count(k) > 0 && kt.count(k) == 0 && !tu)
         .map(|k| format!("{} {k} for the checkpoint's {}", kt.count(k), ks.count(k)))
         .collect();
     let extra: Vec<String> = known
         .into_iter()
-        .filter(|k| exact && ks.count(k) + su < kt.count(k))
+        .filter(|k| exact && kt.count(k) > 0 && ks.count(k) == 0 && !su)
         .map(|k| format!("{} {k} where the checkpoint had {}", kt.count(k), ks.count(k)))
         .collect();
     let v = |o, m: String| Verdict::new(o, ks.render(), kt.render(), m);
@@ -161,8 +210,11 @@ pub(super) fn mig_partitioning(ctx: &Ctx<'_>) -> Verdict {
         v(Outcome::Refuse, format!("the target has {}", short.join(" and ")))
     } else if !extra.is_empty() {
         v(Outcome::Refuse, format!("the target has {}", extra.join(" and ")))
-    } else if su + tu > 0 {
-        v(Outcome::Unknown, format!("a device's kind is not known on {}", unknown_sides(su > 0, tu > 0)))
+    } else if su || tu {
+        v(
+            Outcome::Unknown,
+            format!("a device's kind is not known on {}", unknown_sides(su, tu)),
+        )
     } else {
         v(Outcome::Pass, "same partitioning".into())
     }
@@ -171,11 +223,17 @@ pub(super) fn mig_partitioning(ctx: &Ctx<'_>) -> Verdict {
 /// A slice's memory and SM count come from its profile: restoring a `3g.40gb` process onto a
 /// `1g.10gb` fails inside CUDA. Shapes are counted per (model, profile).
 pub(super) fn mig_profile(ctx: &Ctx<'_>) -> Verdict {
-    let slices = |d: &[Device]| -> Vec<Device> { d.iter().filter(|x| x.kind() == DeviceKind::Slice).cloned().collect() };
-    let (s, t) = match both(ctx, |d| flat(&slices(d), false).render()) {
-        Ok((s, t)) => (slices(s), slices(t)),
+    let slices = |d: &[Device]| -> Vec<Device> {
+        d.iter()
+            .filter(|x| x.kind() == DeviceKind::Slice)
+            .cloned()
+            .collect()
+    };
+    let (all_s, all_t) = match both(ctx, |d| flat(&slices(d), false).render()) {
+        Ok(v) => v,
         Err(v) => return v,
     };
+    let (s, t) = (slices(all_s), slices(all_t));
     if s.is_empty() && t.is_empty() {
         return Verdict::new(Outcome::Pass, "none", "none", "no MIG slices on either side");
     }
@@ -191,17 +249,27 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> Verdict {
     let distinct: std::collections::BTreeSet<&str> = all.iter().filter_map(|d| d.model()).collect();
     let with_model = all.iter().all(|d| d.model().is_some()) && distinct.len() > 1;
     let (fs, ft) = (flat(&s, with_model), flat(&t, with_model));
+    // A slice without a profile has an unknown shape, and a device of unknown kind may be such a
+    // slice: either could make up any difference.
     let no_shape = |d: &[Device]| d.iter().any(|x| x.slice_shape() == Some(SliceShape::Unknown));
+    let no_kind = |d: &[Device]| d.iter().any(|x| x.kind() == DeviceKind::Unknown);
+    let unknown = |why: String| Verdict::new(Outcome::Unknown, fs.render(), ft.render(), why);
     if no_shape(&s) || no_shape(&t) {
-        return Verdict::new(
-            Outcome::Unknown,
-            fs.render(),
-            ft.render(),
-            format!("a slice's profile is not recorded on {}", unknown_sides(no_shape(&s), no_shape(&t))),
-        );
+        return unknown(format!(
+            "a slice's profile is not recorded on {}",
+            unknown_sides(no_shape(&s), no_shape(&t))
+        ));
+    }
+    if no_kind(all_s) || no_kind(all_t) {
+        return unknown(format!(
+            "a device's kind is not known on {}, and it may be a slice",
+            unknown_sides(no_kind(all_s), no_kind(all_t))
+        ));
     }
     let mode = ctx.options.mode;
-    let has_ci = all.iter().any(|d| d.mig_profile.as_ref().is_some_and(|p| p.is_compute_instance()));
+    let has_ci = all
+        .iter()
+        .any(|d| d.mig_profile.as_ref().is_some_and(|p| p.is_compute_instance()));
     let grouped = has_ci
         && all
             .iter()
@@ -219,7 +287,10 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> Verdict {
     if grouped && !compare(mode, &ds, &dt) {
         return v(
             Outcome::Refuse,
-            format!("{} (compute instances share their GPU instance's memory)", refused(mode, &ds, &dt, "GPU-instance layouts")),
+            format!(
+                "{} (compute instances share their GPU instance's memory)",
+                refused(mode, &ds, &dt, "GPU-instance layouts")
+            ),
         );
     }
     if has_ci && !grouped {
@@ -252,15 +323,35 @@ fn by_instance(slices: &[Device], with_model: bool) -> Multiset {
     let mut out = Multiset::new();
     let mut groups: BTreeMap<(&str, u32), Vec<&Device>> = BTreeMap::new();
     for d in slices {
-        match (d.mig_profile.as_ref().is_some_and(|p| p.is_compute_instance()), d.gpu_instance()) {
+        match (
+            d.mig_profile.as_ref().is_some_and(|p| p.is_compute_instance()),
+            d.gpu_instance(),
+        ) {
             (true, Some(gi)) => groups.entry(gi).or_default().push(d),
             _ => out.add(key(d, with_model, shape(d))),
         }
     }
     for members in groups.values() {
-        let mut names: Vec<&str> = members.iter().map(|d| shape(d)).collect();
+        // One model per GPU instance (its parent's) is the rule; should members disagree, each
+        // keeps its own, so the key never depends on which member is listed first.
+        let models: std::collections::BTreeSet<Option<&str>> = members.iter().map(|d| d.model()).collect();
+        let one_model = models.len() == 1;
+        let mut names: Vec<String> = members
+            .iter()
+            .map(|d| {
+                if one_model {
+                    shape(d).to_string()
+                } else {
+                    key(d, with_model, shape(d))
+                }
+            })
+            .collect();
         names.sort_unstable();
-        out.add(key(members[0], with_model, &format!("{{{}}}", names.join(", "))));
+        out.add(key(
+            members[0],
+            with_model && one_model,
+            &format!("{{{}}}", names.join(", ")),
+        ));
     }
     out
 }

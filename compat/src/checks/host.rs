@@ -4,7 +4,10 @@ use super::{Ctx, Verdict, must_match};
 use crate::report::Outcome;
 use crate::text::kernel_major_minor;
 
-fn host_field<'a>(m: &'a crate::GpuManifest, f: impl Fn(&'a crate::Host) -> Option<&'a str>) -> Option<&'a str> {
+fn host_field<'a>(
+    m: &'a crate::GpuManifest,
+    f: impl Fn(&'a crate::Host) -> Option<&'a str>,
+) -> Option<&'a str> {
     m.host.as_ref().and_then(f)
 }
 
@@ -39,10 +42,18 @@ pub(super) fn kernel_minimum(ctx: &Ctx<'_>) -> Verdict {
         return Verdict::new(Outcome::Unknown, floor, "unknown", "target kernel not recorded");
     };
     match kernel_major_minor(release) {
-        Some(have) if have >= (maj, min) => {
-            Verdict::new(Outcome::Pass, floor, release, format!("kernel is at least {maj}.{min}"))
-        }
-        Some(_) => Verdict::new(Outcome::Refuse, floor, release, format!("kernel is older than {maj}.{min}")),
+        Some(have) if have >= (maj, min) => Verdict::new(
+            Outcome::Pass,
+            floor,
+            release,
+            format!("kernel is at least {maj}.{min}"),
+        ),
+        Some(_) => Verdict::new(
+            Outcome::Refuse,
+            floor,
+            release,
+            format!("kernel is older than {maj}.{min}"),
+        ),
         None => Verdict::new(
             Outcome::Unknown,
             floor,

@@ -216,7 +216,10 @@ pub fn parse_min_kernel(text: &str) -> Result<(u64, u64), Error> {
         why: "expected `<major>.<minor>`, such as 5.13",
     };
     let (major, minor) = text.trim().split_once('.').ok_or_else(bad)?;
-    Ok((major.parse().map_err(|_| bad())?, minor.parse().map_err(|_| bad())?))
+    Ok((
+        major.parse().map_err(|_| bad())?,
+        minor.parse().map_err(|_| bad())?,
+    ))
 }
 
 /// What the two sides are and how to compare them; each check reads only this.
@@ -236,7 +239,12 @@ pub(crate) struct Verdict {
 }
 
 impl Verdict {
-    pub fn new(outcome: Outcome, source: impl Into<String>, target: impl Into<String>, message: impl Into<String>) -> Self {
+    pub fn new(
+        outcome: Outcome,
+        source: impl Into<String>,
+        target: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
         Verdict {
             outcome,
             source: source.into(),
@@ -354,7 +362,10 @@ pub(crate) fn must_match(
             Outcome::Unknown,
             crate::report::or_unknown(s),
             crate::report::or_unknown(t),
-            format!("{what} not recorded on {}", unknown_sides(s.is_none(), t.is_none())),
+            format!(
+                "{what} not recorded on {}",
+                unknown_sides(s.is_none(), t.is_none())
+            ),
         ),
     }
 }
@@ -369,6 +380,7 @@ pub(crate) fn unknown_sides(source: bool, target: bool) -> &'static str {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
 

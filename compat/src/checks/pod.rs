@@ -26,13 +26,20 @@ pub fn reduce_digest(image_id: &str) -> Option<String> {
         "sha512" => 128,
         _ => return None,
     };
-    let valid = hex.len() == len && hex.bytes().all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
+    let valid = hex.len() == len
+        && hex
+            .bytes()
+            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
     valid.then(|| s.to_string())
 }
 
 /// A different image restores the checkpoint's memory over files that no longer match it.
 pub(super) fn image_digest(ctx: &Ctx<'_>) -> Verdict {
-    let reduce = |m| pod(m).and_then(|p| p.image_digest.as_deref()).and_then(reduce_digest);
+    let reduce = |m| {
+        pod(m)
+            .and_then(|p| p.image_digest.as_deref())
+            .and_then(reduce_digest)
+    };
     let (s, t) = (reduce(ctx.source), reduce(ctx.target));
     let mut v = must_match(s.as_deref(), t.as_deref(), "image content digest", |a, b| a == b);
     if v.outcome == Outcome::Unknown {
@@ -44,11 +51,7 @@ pub(super) fn image_digest(ctx: &Ctx<'_>) -> Verdict {
     v
 }
 
-fn at_least_source(
-    source: Option<&Quantity>,
-    target: Option<&Quantity>,
-    what: &str,
-) -> Verdict {
+fn at_least_source(source: Option<&Quantity>, target: Option<&Quantity>, what: &str) -> Verdict {
     let show = |q: Option<&Quantity>| or_unknown(q.map(Quantity::as_str));
     let (s_txt, t_txt) = (show(source), show(target));
     let (Some(s), Some(t)) = (source, target) else {
@@ -56,17 +59,30 @@ fn at_least_source(
             Outcome::Unknown,
             s_txt,
             t_txt,
-            format!("{what} not recorded on {}", unknown_sides(source.is_none(), target.is_none())),
+            format!(
+                "{what} not recorded on {}",
+                unknown_sides(source.is_none(), target.is_none())
+            ),
         );
     };
     match t.compare(s) {
-        Some(Ordering::Less) => Verdict::new(Outcome::Refuse, s_txt, t_txt, format!("target {what} is smaller")),
-        Some(_) => Verdict::new(Outcome::Pass, s_txt, t_txt, format!("target {what} is at least the source's")),
+        Some(Ordering::Less) => {
+            Verdict::new(Outcome::Refuse, s_txt, t_txt, format!("target {what} is smaller"))
+        }
+        Some(_) => Verdict::new(
+            Outcome::Pass,
+            s_txt,
+            t_txt,
+            format!("target {what} is at least the source's"),
+        ),
         None => Verdict::new(
             Outcome::Unknown,
             s_txt,
             t_txt,
-            format!("{what} is not a Kubernetes quantity on {}", unknown_sides(s.nanos().is_none(), t.nanos().is_none())),
+            format!(
+                "{what} is not a Kubernetes quantity on {}",
+                unknown_sides(s.nanos().is_none(), t.nanos().is_none())
+            ),
         ),
     }
 }
@@ -89,7 +105,11 @@ const EXEMPT_MOUNTS: [&str; 2] = ["/", "/dev/shm"];
 fn normalize(path: &str) -> &str {
     let p = path.trim();
     let trimmed = p.trim_end_matches('/');
-    if trimmed.is_empty() && p.starts_with('/') { "/" } else { trimmed }
+    if trimmed.is_empty() && p.starts_with('/') {
+        "/"
+    } else {
+        trimmed
+    }
 }
 
 /// CRIU fails the restore when an externalized mount has nowhere to go.
@@ -101,7 +121,10 @@ pub(super) fn mount(ctx: &Ctx<'_>) -> Verdict {
             Outcome::Unknown,
             s.map_or("unknown".into(), |m| list(m.iter().map(String::as_str))),
             t.map_or("unknown".into(), |m| list(m.iter().map(String::as_str))),
-            format!("mounts not recorded on {}", unknown_sides(s.is_none(), t.is_none())),
+            format!(
+                "mounts not recorded on {}",
+                unknown_sides(s.is_none(), t.is_none())
+            ),
         );
     };
     let needed: Vec<&str> = source
@@ -120,7 +143,10 @@ pub(super) fn mount(ctx: &Ctx<'_>) -> Verdict {
     if !missing.is_empty() {
         v.outcome = Outcome::Refuse;
         v.message = format!("missing on the target: {}", missing.join(", "));
-        v.mismatches = missing.iter().map(|m| (m.to_string(), "missing".to_string())).collect();
+        v.mismatches = missing
+            .iter()
+            .map(|m| (m.to_string(), "missing".to_string()))
+            .collect();
     }
     v
 }
@@ -139,11 +165,17 @@ mod tests {
 
     #[rstest]
     #[case(A, Some(A))]
-    #[case("docker-pullable://nvcr.io/nvidia/tritonserver@sha256:1111111111111111111111111111111111111111111111111111111111111111", Some(A))]
+    #[case(
+        "docker-pullable://nvcr.io/nvidia/tritonserver@sha256:1111111111111111111111111111111111111111111111111111111111111111",
+        Some(A)
+    )]
     #[case("registry.example/source@sha256:index-a", None)]
     #[case("runtime-local-image", None)]
     #[case("sha256:ABCD", None)]
-    #[case("  sha256:1111111111111111111111111111111111111111111111111111111111111111  ", Some(A))]
+    #[case(
+        "  sha256:1111111111111111111111111111111111111111111111111111111111111111  ",
+        Some(A)
+    )]
     fn image_ids_reduce_to_digests(#[case] id: &str, #[case] want: Option<&str>) {
         assert_eq!(reduce_digest(id).as_deref(), want);
     }

@@ -13,40 +13,76 @@ use crate::report::Outcome;
 const GPU: &str = "nvidia.com/gpu";
 const MIG_PREFIX: &str = "nvidia.com/mig-";
 
-/// What the source's devices are called as device-plugin resources.
-enum Needs {
-    Resources(Multiset),
+/// What the source's devices are called as device-plugin resources. `shown` names every
+/// device (a resource name where there is one, the profile of a compute-instance slice, or
+/// `unknown`) so that a refusal reports the source's value, not just a count.
+struct Needs {
+    shown: Multiset,
+    problem: Option<Problem>,
+}
+
+enum Problem {
     Unknown(String),
     Unrequestable(String),
 }
 
 fn needs(devs: &[crate::Device]) -> Needs {
-    let mut out = Multiset::new();
+    let mut shown = Multiset::new();
+    let mut problem = None;
     for d in devs {
         match (d.kind(), d.slice_shape()) {
-            (DeviceKind::Whole, _) => out.add(GPU),
+            (DeviceKind::Whole, _) => shown.add(GPU),
             (DeviceKind::Slice, Some(SliceShape::Known(p))) => match p.device_plugin_resource() {
-                Some(r) => out.add(r),
+                Some(r) => shown.add(r),
                 None => {
-                    return Needs::Unrequestable(format!(
-                        "the checkpoint ran on compute-instance slice {p}, which the device plugin never advertises; request it through a DRA ResourceClaim"
-                    ));
+                    shown.add(p.as_str());
+                    if !matches!(problem, Some(Problem::Unrequestable(_))) {
+                        problem = Some(Problem::Unrequestable(format!(
+                            "the checkpoint ran on compute-instance slice {p}, which the device plugin never advertises; request it through a DRA ResourceClaim"
+                        )));
+                    }
                 }
             },
-            (DeviceKind::Slice, _) => return Needs::Unknown("a slice's profile is not recorded on the source".into()),
-            (DeviceKind::Unknown, _) => return Needs::Unknown("a device's kind is not known on the source".into()),
+            (kind, _) => {
+                shown.add("unknown");
+                // A device that cannot be requested refuses whatever the unknown ones are.
+                if problem.is_none() {
+                    problem = Some(Problem::Unknown(if kind == DeviceKind::Slice {
+                        "a slice's profile is not recorded on the source".into()
+                    } else {
+                        "a device's kind is not known on the source".into()
+                    }));
+                }
+            }
         }
     }
-    Needs::Resources(out)
+    Needs { shown, problem }
+}
+
+/// Whether every request could be one of the source's devices (an `unknown` one could be any).
+fn part_of(asked: &Multiset, need: &Multiset) -> bool {
+    let surplus: usize = asked.iter().map(|(k, n)| n.saturating_sub(need.count(k))).sum();
+    surplus <= need.count("unknown")
 }
 
 pub(super) fn gpu_request(ctx: &Ctx<'_>) -> Verdict {
     let pod = ctx.target.pod.as_ref();
-    if pod.and_then(|p| p.resource_claims.as_ref()).is_some_and(|c| !c.is_empty()) {
-        return Verdict::new(Outcome::NotApplicable, "-", "resource claims", "GPUs come through resource claims (DRA)");
+    let claims = pod.and_then(|p| p.resource_claims.as_ref());
+    if claims.is_some_and(|c| !c.is_empty()) {
+        return Verdict::new(
+            Outcome::NotApplicable,
+            "-",
+            "resource claims",
+            "GPUs come through resource claims (DRA)",
+        );
     }
     let Some(requests) = pod.and_then(|p| p.gpu_requests.as_ref()) else {
-        return Verdict::new(Outcome::NotApplicable, "-", "no GPU requests", "the target records no GPU requests");
+        return Verdict::new(
+            Outcome::NotApplicable,
+            "-",
+            "no GPU requests",
+            "the target records no GPU requests",
+        );
     };
     let mut asked = Multiset::new();
     let mut odd = Vec::new();
@@ -59,41 +95,94 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> Verdict {
         }
     }
     let Some(devs) = ctx.source.devices() else {
-        return Verdict::new(Outcome::Unknown, "unknown", asked.render(), "devices not recorded on the source");
+        return Verdict::new(
+            Outcome::Unknown,
+            "unknown",
+            asked.render(),
+            "devices not recorded on the source",
+        );
     };
-    let need = match needs(devs) {
-        Needs::Resources(m) => m,
-        Needs::Unknown(why) => return Verdict::new(Outcome::Unknown, devs.len().to_string(), asked.render(), why),
-        Needs::Unrequestable(why) => return Verdict::new(Outcome::Refuse, devs.len().to_string(), asked.render(), why),
-    };
+    let Needs { shown: need, problem } = needs(devs);
     let v = |o, m: String| Verdict::new(o, need.render(), asked.render(), m);
+    // Absent `resourceClaims` is unknown, not none: devices the requests fall short of could
+    // still come through a claim. Requests for anything the checkpoint did not use still refuse.
+    let maybe_claimed =
+        claims.is_none() && odd.is_empty() && asked.total() < need.total() && part_of(&asked, &need);
+    let strategy = ctx.target.nvidia.as_ref().and_then(|n| n.mig_strategy);
+    let gpus = asked.count(GPU);
+    match problem {
+        Some(Problem::Unknown(why)) => return v(Outcome::Unknown, why),
+        Some(Problem::Unrequestable(why)) if !maybe_claimed => return v(Outcome::Refuse, why),
+        _ => {}
+    }
+    if gpus < asked.total() && matches!(strategy, Some(MigStrategy::Single | MigStrategy::None)) {
+        let name = if strategy == Some(MigStrategy::Single) {
+            "single"
+        } else {
+            "none"
+        };
+        return v(
+            Outcome::Refuse,
+            format!("the {name} strategy advertises no {MIG_PREFIX}* resources"),
+        );
+    }
+    if maybe_claimed {
+        return v(
+            Outcome::Unknown,
+            format!(
+                "requests {} of the checkpoint's {} devices; resource claims are not recorded, and could give the rest",
+                asked.total(),
+                need.total()
+            ),
+        );
+    }
     if need.total() != asked.total() && odd.is_empty() {
-        return v(Outcome::Refuse, format!("requests {} devices, the checkpoint used {}", asked.total(), need.total()));
+        return v(
+            Outcome::Refuse,
+            format!(
+                "requests {} devices, the checkpoint used {}",
+                asked.total(),
+                need.total()
+            ),
+        );
     }
     if !odd.is_empty() {
         return v(Outcome::Unknown, odd.join("; "));
     }
-    let gpus = asked.count(GPU);
     if gpus == 0 {
         return if need == asked {
             v(Outcome::Pass, "requests give the checkpoint's devices".into())
         } else {
-            v(Outcome::Refuse, "requests give other devices than the checkpoint used".into())
+            v(
+                Outcome::Refuse,
+                "requests give other devices than the checkpoint used".into(),
+            )
         };
     }
-    match ctx.target.nvidia.as_ref().and_then(|n| n.mig_strategy) {
-        None => v(Outcome::Unknown, format!("{GPU} gives a whole GPU or a slice depending on the node's MIG strategy, which is not known")),
-        Some(MigStrategy::None | MigStrategy::Mixed) if need == asked => v(Outcome::Pass, "requests give the checkpoint's devices".into()),
-        Some(MigStrategy::None | MigStrategy::Mixed) => {
-            v(Outcome::Refuse, format!("{GPU} gives whole GPUs here; the checkpoint used other devices"))
+    match strategy {
+        None => v(
+            Outcome::Unknown,
+            format!(
+                "{GPU} gives a whole GPU or a slice depending on the node's MIG strategy, which is not known"
+            ),
+        ),
+        Some(MigStrategy::None | MigStrategy::Mixed) if need == asked => {
+            v(Outcome::Pass, "requests give the checkpoint's devices".into())
         }
+        Some(MigStrategy::None | MigStrategy::Mixed) => v(
+            Outcome::Refuse,
+            format!("{GPU} gives whole GPUs here; the checkpoint used other devices"),
+        ),
         Some(MigStrategy::Single) if need.count(GPU) > 0 => v(
             Outcome::Unknown,
-            format!("under the single strategy {GPU} gives a slice on a MIG node; the checkpoint used whole GPUs"),
+            format!(
+                "under the single strategy {GPU} gives a slice on a MIG node; the checkpoint used whole GPUs"
+            ),
         ),
-        Some(MigStrategy::Single) if asked.count(GPU) == asked.total() => {
-            v(Outcome::Pass, format!("under the single strategy {GPU} gives one slice each; mig-profile checks the shape"))
-        }
-        Some(MigStrategy::Single) => v(Outcome::Refuse, format!("the single strategy advertises no {MIG_PREFIX}* resources")),
+        // Only `nvidia.com/gpu` is left here (mig-* resources under single refused above).
+        Some(MigStrategy::Single) => v(
+            Outcome::Pass,
+            format!("under the single strategy {GPU} gives one slice each; mig-profile checks the shape"),
+        ),
     }
 }
