@@ -21,6 +21,9 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         min_kernel: parse_min_kernel(&args.min_kernel).context("--min-kernel")?,
         min_driver: args.min_driver,
     };
+    if args.source.as_os_str() == "-" && args.target.as_os_str() == "-" {
+        anyhow::bail!("source and target cannot both be `-`: standard input holds one manifest");
+    }
     let source = read_manifest(&args.source, "source")?;
     let target = read_manifest(&args.target, "target")?;
     let report = evaluate(&source, &target, &options);

@@ -193,11 +193,17 @@ fn oversized_input_is_refused_before_parsing() {
 #[case::unknown_skip(&["--skip", "gpu-cuont"], "unknown check `gpu-cuont`")]
 #[case::bad_min_kernel(&["--min-kernel", "five"], "--min-kernel")]
 #[case::bad_mode(&["--mode", "fuzzy"], "invalid value 'fuzzy'")]
+#[case::stdin_twice(&["-", "-"], "cannot both be `-`")]
 fn bad_flags_exit_2(#[case] flags: &[&str], #[case] expect: &str) {
     let s = manifests().join("checkpoint-h100-3g40gb-x2.yaml");
     let s = s.to_str().unwrap();
-    let mut args = vec!["check", s, s];
-    args.extend_from_slice(flags);
+    let mut args = vec!["check"];
+    if flags.first() == Some(&"-") {
+        args.extend_from_slice(flags);
+    } else {
+        args.extend([s, s]);
+        args.extend_from_slice(flags);
+    }
     let out = miggate(&args);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8(out.stderr).unwrap();

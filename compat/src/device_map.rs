@@ -161,11 +161,11 @@ fn label(d: &Device, i: usize) -> String {
 }
 
 fn mappable(d: &Device, i: usize) -> Result<&str, String> {
-    match uuid(d) {
-        Some(u) if parse_legacy_mig_uuid(u).is_some() => Err(format!(
-            "device {u} has a legacy MIG-GPU-… id, which cuda-checkpoint does not accept"
-        )),
-        Some(u) => Ok(u),
-        None => Err(format!("device #{i} has no UUID")),
-    }
+    d.mappable_uuid().ok_or_else(|| match uuid(d) {
+        Some(u) if parse_legacy_mig_uuid(u).is_some() => {
+            format!("device {u} has a legacy MIG-GPU-… id, which cuda-checkpoint does not accept")
+        }
+        Some(u) => format!("device {u} has no GPU-… or MIG-… UUID, which is all cuda-checkpoint accepts"),
+        None => format!("device #{i} has no UUID"),
+    })
 }

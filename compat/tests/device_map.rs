@@ -223,3 +223,34 @@ fn a_node_device_without_uuid_is_passed_over_when_another_fits() {
     );
     assert_eq!(r.device_map.as_deref(), Some("MIG-s1=MIG-n2"), "{:?}", r.warnings);
 }
+
+#[test]
+fn ids_cuda_checkpoint_does_not_accept_are_never_emitted() {
+    let dev = |uuid: &str| miggate_compat::Device {
+        uuid: Some(uuid.to_string()),
+        product_name: Some("NVIDIA L4".into()),
+        ..Default::default()
+    };
+    let side = |d: miggate_compat::Device| miggate_compat::GpuManifest {
+        nvidia: Some(miggate_compat::Nvidia {
+            devices: Some(vec![d]),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let report = miggate_compat::evaluate(
+        &side(dev("0000:18:00.0")),
+        &side(dev("0000:3b:00.0")),
+        &miggate_compat::Options::default(),
+    );
+    assert!(report.compatible);
+    assert_eq!(report.device_map, None);
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("no GPU-… or MIG-… UUID")),
+        "{:?}",
+        report.warnings
+    );
+}

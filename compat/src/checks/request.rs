@@ -140,7 +140,7 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> Verdict {
         return v(
             Outcome::Refuse,
             format!(
-                "requests {} devices, the checkpoint used {}",
+                "requests {} device(s), the checkpoint used {}",
                 asked.total(),
                 need.total()
             ),
