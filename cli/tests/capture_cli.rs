@@ -268,41 +268,13 @@ fn no_driver_is_a_clear_error_with_exit_2(
     assert!(out.stdout.is_empty());
 }
 
-/// The fake NVML library of `capture/tests/nvml.rs`, scenario `h100_mixed`, built once per process.
-fn fake_nvml() -> PathBuf {
-    static LIB: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    LIB.get_or_init(|| build_fake_nvml("h100_mixed")).clone()
-}
+#[path = "../../capture/tests/support/fake_nvml.rs"]
+mod support;
 
-fn build_fake_nvml(scenario: &str) -> PathBuf {
-    let source = root().join("capture/tests/fake_nvml/libnvidia_ml.rs");
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("cli-fake-nvml")
-        .join(scenario);
-    std::fs::create_dir_all(&dir).unwrap();
-    let lib = dir.join("libnvidia-ml.so.1");
-    let partial = dir.join(format!("libnvidia-ml.so.1.{}.partial", std::process::id()));
-    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let out = Command::new(rustc)
-        .args([
-            "--crate-type",
-            "cdylib",
-            "-O",
-            "--edition",
-            "2021",
-            "--crate-name",
-            "nvidia_ml",
-            "--cfg",
-        ])
-        .arg(format!("scenario=\"{scenario}\""))
-        .arg(&source)
-        .arg("-o")
-        .arg(&partial)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    std::fs::rename(&partial, &lib).unwrap();
-    lib
+/// The fake NVML library of `capture/tests/nvml.rs`, scenario `h100_mixed` (the node the
+/// replayed `h100-mixed` nvidia-smi describes).
+fn fake_nvml() -> PathBuf {
+    support::fake("h100_mixed")
 }
 
 #[test]
