@@ -104,7 +104,7 @@ fn whole_checkpoint_against_a_node_of_slices_in_offer_mode() {
     assert_refusing(&r, "gpu-model, gpu-count, mig-partitioning");
     assert_eq!(
         row_of(&r, CheckName::MigPartitioning).message,
-        "the target has 0 whole for the checkpoint's 1"
+        "the checkpoint ran on whole GPUs; the target has none"
     );
 }
 

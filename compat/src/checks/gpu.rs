@@ -198,18 +198,18 @@ pub(super) fn mig_partitioning(ctx: &Ctx<'_>) -> Verdict {
     let short: Vec<String> = known
         .into_iter()
         .filter(|k| ks.count(k) > 0 && kt.count(k) == 0 && !tu)
-        .map(|k| format!("{} {k} for the checkpoint's {}", kt.count(k), ks.count(k)))
+        .map(|k| format!("the checkpoint ran on {}; the target has none", plural(k)))
         .collect();
     let extra: Vec<String> = known
         .into_iter()
         .filter(|k| exact && kt.count(k) > 0 && ks.count(k) == 0 && !su)
-        .map(|k| format!("{} {k} where the checkpoint had {}", kt.count(k), ks.count(k)))
+        .map(|k| format!("the target has {}; the checkpoint ran on none", plural(k)))
         .collect();
     let v = |o, m: String| Verdict::new(o, ks.render(), kt.render(), m);
     if !short.is_empty() {
-        v(Outcome::Refuse, format!("the target has {}", short.join(" and ")))
+        v(Outcome::Refuse, short.join("; "))
     } else if !extra.is_empty() {
-        v(Outcome::Refuse, format!("the target has {}", extra.join(" and ")))
+        v(Outcome::Refuse, extra.join("; "))
     } else if su || tu {
         v(
             Outcome::Unknown,
@@ -217,6 +217,14 @@ pub(super) fn mig_partitioning(ctx: &Ctx<'_>) -> Verdict {
         )
     } else {
         v(Outcome::Pass, "same partitioning".into())
+    }
+}
+
+fn plural(kind: &str) -> &str {
+    if kind == DeviceKind::Whole.as_str() {
+        "whole GPUs"
+    } else {
+        "MIG slices"
     }
 }
 
