@@ -467,3 +467,13 @@ fn the_schema_names_the_contract() {
         "{text}"
     );
 }
+
+/// Found by the `manifest` fuzz target: a long number read from YAML, written as JSON and read
+/// back must be the same number, or JSON and YAML readings of one manifest drift apart.
+#[test]
+fn long_numbers_survive_a_json_round_trip() {
+    let yaml = "apiVersion: miggate.io/v1alpha1\nkind: GpuManifest\nx: 1344444444444444444444444444444444444444444444444444444444444444444444444444444444444444444\n";
+    let m = miggate_compat::from_str(yaml).unwrap();
+    let again = miggate_compat::from_str(&m.to_json().unwrap()).unwrap();
+    assert_eq!(m.unknown_fields, again.unknown_fields);
+}

@@ -1,0 +1,79 @@
+//! How long reading a large node's `nvidia-smi` output takes: an 8-GPU `nvidia-smi -L` listing
+//! with seven `1g.10gb` slices under each GPU (R470+ format, 64 lines), an 8-row
+//! `--query-gpu` CSV (`noheader,nounits`, as the runner asks for it), and the join of the two
+//! into devices.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::fmt::Write as _;
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use miggate_capture::assemble::assemble;
+use miggate_capture::parse::{list, query};
+
+const H100: &str = "NVIDIA H100 80GB HBM3";
+const GPUS: u32 = 8;
+const SLICES: u32 = 7;
+
+fn gpu_uuid(gpu: u32) -> String {
+    format!("GPU-{gpu:08x}-9c8b-4c3b-8a29-1f0e9d8c7b6a")
+}
+
+/// `nvidia-smi -L` on an 8 × H100 node with every GPU cut into seven `1g.10gb` slices.
+fn listing_text() -> String {
+    let mut out = String::new();
+    for gpu in 0..GPUS {
+        writeln!(out, "GPU {gpu}: {H100} (UUID: {})", gpu_uuid(gpu)).unwrap();
+        for slot in 0..SLICES {
+            writeln!(
+                out,
+                "  MIG 1g.10gb     Device  {slot}: (UUID: MIG-{gpu:08x}-{slot:04x}-5000-8000-000000000000)"
+            )
+            .unwrap();
+        }
+    }
+    out
+}
+
+/// `--query-gpu=<FIELDS> --format=csv,noheader,nounits` on the same node: MIG on everywhere.
+fn query_text() -> String {
+    let mut out = String::new();
+    for gpu in 0..GPUS {
+        writeln!(
+            out,
+            "{gpu}, {}, {H100}, 00000000:{:02X}:00.0, 81559, 9.0, 580.82.07, Enabled, Enabled",
+            gpu_uuid(gpu),
+            0x18 + 0x10 * gpu
+        )
+        .unwrap();
+    }
+    out
+}
+
+fn bench(c: &mut Criterion) {
+    let list_text = listing_text();
+    let query_text = query_text();
+    let listing = list::parse(&list_text).expect("the generated listing reads");
+    let table = query::parse(&query_text, &query::FIELDS).expect("the generated query reads");
+    // The inputs are what they claim to be: 56 slices, 8 rows, and 56 devices once joined,
+    // with nothing skipped.
+    assert_eq!(listing.gpus.iter().map(|g| g.slices.len()).sum::<usize>(), 56);
+    assert!(listing.warnings.is_empty(), "{:?}", listing.warnings);
+    assert_eq!(table.rows.len(), 8);
+    assert!(table.warnings.is_empty(), "{:?}", table.warnings);
+    let facts = assemble(Some(&listing), &table);
+    assert_eq!(facts.devices.as_ref().map(Vec::len), Some(56));
+
+    c.bench_function("parse/list-8gpu-x7-1g.10gb", |b| {
+        b.iter(|| list::parse(black_box(&list_text)).unwrap())
+    });
+    c.bench_function("parse/query-8-rows", |b| {
+        b.iter(|| query::parse(black_box(&query_text), &query::FIELDS).unwrap())
+    });
+    c.bench_function("assemble/8gpu-x7-slices", |b| {
+        b.iter(|| assemble(Some(black_box(&listing)), black_box(&table)))
+    });
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
