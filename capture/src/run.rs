@@ -97,11 +97,18 @@ pub fn run(program: &Path, args: &[&str], timeout: Duration) -> Result<Output, E
     })
 }
 
-fn drain(mut pipe: impl Read + Send + 'static) -> thread::JoinHandle<Vec<u8>> {
+/// The most of one stream that is kept. nvidia-smi prints kilobytes; a child that prints more
+/// is not nvidia-smi, and memory stays bounded whatever it does.
+pub const MAX_OUTPUT_BYTES: u64 = 8 * 1024 * 1024;
+
+fn drain(pipe: impl Read + Send + 'static) -> thread::JoinHandle<Vec<u8>> {
     thread::spawn(move || {
         let mut buf = Vec::new();
+        let mut limited = pipe.take(MAX_OUTPUT_BYTES);
         // A read error ends the capture of this stream; what was read so far is kept.
-        let _ = pipe.read_to_end(&mut buf);
+        let _ = limited.read_to_end(&mut buf);
+        // Keep reading past the limit and drop it, so the child is never blocked on a full pipe.
+        let _ = std::io::copy(&mut limited.into_inner(), &mut std::io::sink());
         buf
     })
 }
@@ -143,6 +150,19 @@ mod tests {
         let err = run(Path::new("sleep"), &["30"], Duration::from_millis(200)).unwrap_err();
         assert!(matches!(err, Error::Timeout { .. }), "{err}");
         assert!(start.elapsed() < Duration::from_secs(10));
+    }
+
+    #[test]
+    fn output_is_bounded_and_the_child_still_finishes() {
+        let out = run(
+            Path::new("sh"),
+            &["-c", "head -c 20000000 /dev/zero; echo done >&2"],
+            DEFAULT_TIMEOUT,
+        )
+        .unwrap();
+        assert_eq!(out.stdout.len() as u64, MAX_OUTPUT_BYTES);
+        assert_eq!(out.stderr, "done\n");
+        assert!(out.status.success());
     }
 
     #[test]
