@@ -63,6 +63,14 @@ impl Joined<'_> {
         let from_row = self.row.and_then(|r| r.name.as_deref());
         from_row.or(self.listed.and_then(|g| g.name.as_deref()))
     }
+    /// Whether the GPU is older than MIG (compute capability below 8.0), so an unknown MIG
+    /// mode cannot hide slices.
+    fn predates_mig(&self) -> bool {
+        let cc = self.row.and_then(|r| r.compute_cap.as_deref());
+        cc.and_then(|c| c.split('.').next()?.trim().parse::<u32>().ok())
+            .is_some_and(|major| major < 8)
+    }
+
     fn mig_mode(&self) -> Option<MigMode> {
         let row = self.row?;
         Some(MigMode::from_current_pending(
@@ -166,6 +174,14 @@ fn offer(j: &Joined<'_>, listing_read: bool, has_slices: bool, warnings: &mut Ve
         ));
     }
     if !listing_read {
+        if mode.is_none() && !j.predates_mig() {
+            warnings.push(format!(
+                "{} has an unknown MIG mode and {} could not be read: its slices, and so the devices, are unknown",
+                j.label(),
+                list::COMMAND
+            ));
+            return Offer::Unknown;
+        }
         if !active {
             return Offer::Whole;
         }
@@ -192,6 +208,14 @@ fn offer(j: &Joined<'_>, listing_read: bool, has_slices: bool, warnings: &mut Ve
         (false, true) => {
             warnings.push(format!(
                 "{} has MIG enabled but is not in {}: its slices, and so the devices, are unknown",
+                j.label(),
+                list::COMMAND
+            ));
+            Offer::Unknown
+        }
+        (false, false) if mode.is_none() && !j.predates_mig() => {
+            warnings.push(format!(
+                "{} is not in {} and its MIG mode is unknown: the devices are unknown",
                 j.label(),
                 list::COMMAND
             ));

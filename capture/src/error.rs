@@ -75,6 +75,14 @@ pub enum Error {
         /// Why.
         error: std::io::Error,
     },
+    /// Waiting for a started command failed.
+    #[error("cannot wait for `{command}`: {error}")]
+    Wait {
+        /// The command line.
+        command: String,
+        /// Why.
+        error: std::io::Error,
+    },
     /// A command that did not finish in time was killed (a wedged GPU can hang nvidia-smi).
     #[error("`{command}` did not finish within {after:?} and was killed")]
     Timeout {
@@ -92,6 +100,16 @@ pub enum Error {
         status: String,
         /// Its stdout and stderr.
         output: String,
+    },
+    /// Neither backend is there: NVML does not load and no nvidia-smi can be found.
+    #[error(
+        "no NVIDIA driver here: NVML is not available ({nvml}) and nvidia-smi was not found at {nvidia_smi}"
+    )]
+    NoDriver {
+        /// Why NVML did not load.
+        nvml: String,
+        /// Where nvidia-smi was looked for.
+        nvidia_smi: PathBuf,
     },
     /// The NVML library could not be loaded or initialised.
     #[error("NVML is not available: {message}")]

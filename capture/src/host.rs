@@ -24,7 +24,7 @@ pub fn kubernetes_arch(rust_arch: &'static str) -> &'static str {
         "aarch64" => "arm64",
         "x86" => "386",
         "arm" => "arm",
-        "powerpc64" => "ppc64le",
+        "powerpc64" if cfg!(target_endian = "little") => "ppc64le",
         "s390x" => "s390x",
         "riscv64" => "riscv64",
         "loongarch64" => "loong64",
@@ -49,16 +49,30 @@ mod tests {
     fn architectures_use_kubernetes_names() {
         assert_eq!(kubernetes_arch("x86_64"), "amd64");
         assert_eq!(kubernetes_arch("aarch64"), "arm64");
-        assert_eq!(kubernetes_arch("powerpc64"), "ppc64le");
+        let ppc = if cfg!(target_endian = "little") {
+            "ppc64le"
+        } else {
+            "powerpc64"
+        };
+        assert_eq!(kubernetes_arch("powerpc64"), ppc);
     }
 
     #[test]
     fn this_host_reads() {
         let h = host(Some("node-1"));
         assert_eq!(h.node_name.as_deref(), Some("node-1"));
-        assert!(h.cpu_arch.is_some());
+        assert_eq!(
+            h.cpu_arch.as_deref(),
+            Some(kubernetes_arch(std::env::consts::ARCH))
+        );
         if cfg!(target_os = "linux") {
-            assert!(h.kernel_version.is_some());
+            // The same release `uname -r` prints.
+            let uname = std::process::Command::new("uname")
+                .arg("-r")
+                .output()
+                .expect("uname runs");
+            let want = String::from_utf8_lossy(&uname.stdout).trim().to_string();
+            assert_eq!(h.kernel_version.map(|v| v.to_string()), Some(want));
         }
     }
 }

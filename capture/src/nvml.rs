@@ -71,15 +71,6 @@ impl NvmlFacts {
     }
 }
 
-/// Checks that NVML loads and initialises from `lib_path` (default [`DEFAULT_LIBRARY`]), reading
-/// nothing else, so `--backend auto` can choose between NVML and nvidia-smi up front and say why.
-///
-/// # Errors
-/// [`Error::NvmlUnavailable`] with the loader's or NVML's message.
-pub fn probe(lib_path: Option<&Path>) -> Result<(), Error> {
-    open(lib_path).map(drop)
-}
-
 /// Reads the driver, GPUs and devices from NVML loaded from `lib_path` (default
 /// [`DEFAULT_LIBRARY`]).
 ///

@@ -7,6 +7,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -39,34 +40,45 @@ impl Output {
     }
 }
 
+/// How long output is still collected after the command ended (or was killed); only a
+/// descendant that left its process group can hold a pipe open that long.
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
+
 /// Runs `program args…`, killing it after `timeout`. A missing binary is [`Error::NotFound`].
+///
+/// The command runs in a process group of its own, and whatever is left of that group when the
+/// command ends or times out is killed, so a wrapper's stray background process can neither
+/// outlive the capture nor hold its output pipes (and the capture) open.
 pub fn run(program: &Path, args: &[&str], timeout: Duration) -> Result<Output, Error> {
     let command = std::iter::once(program.display().to_string())
         .chain(args.iter().map(|a| a.to_string()))
         .collect::<Vec<_>>()
         .join(" ");
-    let mut child = Command::new(program)
-        .args(args)
+    let mut cmd = Command::new(program);
+    cmd.args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|error| match error.kind() {
-            std::io::ErrorKind::NotFound => Error::NotFound {
-                program: program.to_path_buf(),
-            },
-            _ => Error::Spawn {
-                program: program.to_path_buf(),
-                error,
-            },
-        })?;
+        .stderr(Stdio::piped());
+    #[cfg(unix)]
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+    let mut child = cmd.spawn().map_err(|error| match error.kind() {
+        std::io::ErrorKind::NotFound => Error::NotFound {
+            program: program.to_path_buf(),
+        },
+        _ => Error::Spawn {
+            program: program.to_path_buf(),
+            error,
+        },
+    })?;
     let stdout = child.stdout.take().map(drain);
     let stderr = child.stderr.take().map(drain);
-    let deadline = Instant::now() + timeout;
+    // A deadline past what `Instant` can hold is no deadline.
+    let deadline = Instant::now().checked_add(timeout);
     let status = loop {
         match child.try_wait() {
             Ok(Some(status)) => break status,
-            Ok(None) if Instant::now() >= deadline => {
+            Ok(None) if deadline.is_some_and(|d| Instant::now() >= d) => {
+                kill_group(&mut child);
                 // Best effort: the child may have exited between the poll and the kill.
                 let _ = child.kill();
                 let _ = child.wait();
@@ -77,31 +89,52 @@ pub fn run(program: &Path, args: &[&str], timeout: Duration) -> Result<Output, E
             }
             Ok(None) => thread::sleep(Duration::from_millis(5)),
             Err(error) => {
-                return Err(Error::Spawn {
-                    program: program.to_path_buf(),
-                    error,
-                });
+                kill_group(&mut child);
+                return Err(Error::Wait { command, error });
             }
         }
     };
-    let collect = |h: Option<thread::JoinHandle<Vec<u8>>>| {
-        h.and_then(|h| h.join().ok())
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default()
-    };
+    kill_group(&mut child);
+    let grace = Instant::now() + DRAIN_GRACE;
     Ok(Output {
         command,
         status,
-        stdout: collect(stdout),
-        stderr: collect(stderr),
+        stdout: collect(stdout, grace),
+        stderr: collect(stderr, grace),
     })
+}
+
+/// Kills what is left of the child's process group (the child itself may be gone already).
+fn kill_group(child: &mut std::process::Child) {
+    #[cfg(unix)]
+    if let Some(pid) = i32::try_from(child.id())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        // ESRCH (nothing left) is the usual answer and is fine.
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+    #[cfg(not(unix))]
+    let _ = child;
+}
+
+/// A stream's bytes, waiting no later than `until` for its reader to finish.
+fn collect(reader: Option<mpsc::Receiver<Vec<u8>>>, until: Instant) -> String {
+    reader
+        .and_then(|rx| {
+            rx.recv_timeout(until.saturating_duration_since(Instant::now()))
+                .ok()
+        })
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .unwrap_or_default()
 }
 
 /// The most of one stream that is kept. nvidia-smi prints kilobytes; a child that prints more
 /// is not nvidia-smi, and memory stays bounded whatever it does.
 pub const MAX_OUTPUT_BYTES: u64 = 8 * 1024 * 1024;
 
-fn drain(pipe: impl Read + Send + 'static) -> thread::JoinHandle<Vec<u8>> {
+fn drain(pipe: impl Read + Send + 'static) -> mpsc::Receiver<Vec<u8>> {
+    let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
         let mut buf = Vec::new();
         let mut limited = pipe.take(MAX_OUTPUT_BYTES);
@@ -109,20 +142,15 @@ fn drain(pipe: impl Read + Send + 'static) -> thread::JoinHandle<Vec<u8>> {
         let _ = limited.read_to_end(&mut buf);
         // Keep reading past the limit and drop it, so the child is never blocked on a full pipe.
         let _ = std::io::copy(&mut limited.into_inner(), &mut std::io::sink());
-        buf
-    })
+        // The receiver may have stopped waiting; then there is no one to tell.
+        let _ = tx.send(buf);
+    });
+    rx
 }
 
-/// Where nvidia-smi is: the explicit path, else `MIGGATE_NVIDIA_SMI`, else `nvidia-smi` on PATH.
+/// The nvidia-smi to run: the path given, else `nvidia-smi` on PATH.
 pub fn nvidia_smi_path(explicit: Option<&Path>) -> PathBuf {
-    explicit
-        .map(Path::to_path_buf)
-        .or_else(|| {
-            std::env::var_os("MIGGATE_NVIDIA_SMI")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        })
-        .unwrap_or_else(|| PathBuf::from("nvidia-smi"))
+    explicit.map_or_else(|| PathBuf::from("nvidia-smi"), Path::to_path_buf)
 }
 
 #[cfg(test)]
@@ -163,6 +191,36 @@ mod tests {
         assert_eq!(out.stdout.len() as u64, MAX_OUTPUT_BYTES);
         assert_eq!(out.stderr, "done\n");
         assert!(out.status.success());
+    }
+
+    #[test]
+    fn a_stray_background_process_neither_outlives_nor_stalls_the_command() {
+        let start = Instant::now();
+        let out = run(
+            Path::new("sh"),
+            &["-c", "sleep 30 & echo listed"],
+            Duration::from_secs(20),
+        )
+        .unwrap();
+        assert_eq!(out.stdout, "listed\n");
+        assert!(start.elapsed() < Duration::from_secs(10), "{:?}", start.elapsed());
+    }
+
+    #[test]
+    fn a_timeout_kills_the_whole_group() {
+        let dir = tempfile::tempdir().unwrap();
+        let marker = dir.path().join("survived");
+        let script = format!("(sleep 1; touch {}) & sleep 30", marker.display());
+        let err = run(Path::new("sh"), &["-c", &script], Duration::from_millis(200)).unwrap_err();
+        assert!(matches!(err, Error::Timeout { .. }), "{err}");
+        thread::sleep(Duration::from_millis(1500));
+        assert!(!marker.exists(), "a process of the timed-out group kept running");
+    }
+
+    #[test]
+    fn a_huge_timeout_is_no_deadline_not_a_panic() {
+        let out = run(Path::new("sh"), &["-c", "echo ok"], Duration::MAX).unwrap();
+        assert_eq!(out.stdout, "ok\n");
     }
 
     #[test]

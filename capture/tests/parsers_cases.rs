@@ -331,11 +331,6 @@ fn ordinary_output_is_not_a_failure(#[case] text: &str) {
 
 // ---------------------------------------------------------------- --query-gpu
 
-#[test]
-fn fields_arg_is_the_field_list() {
-    assert_eq!(query::FIELDS.join(","), query::FIELDS_ARG);
-}
-
 #[rstest]
 #[case::header_with_units(
     "index, uuid, name, pci.bus_id, memory.total [MiB], compute_cap, driver_version, mig.mode.current, mig.mode.pending\n0, GPU-1, NVIDIA H100 80GB HBM3, 00000000:18:00.0, 81559 MiB, 9.0, 580.82.07, Enabled, Disabled\n",
@@ -625,6 +620,35 @@ fn list_failed_and_not_applicable_mig_mode_gives_whole_gpus() {
     let q = rows("0, GPU-1, Tesla T4, 00000000:18:00.0, 15360 MiB, 7.5, 535.1, [N/A], [N/A]\n");
     let facts = assemble(None, &q);
     assert_eq!(kinds(&facts), [DeviceKind::Whole]);
+}
+
+#[rstest]
+#[case::a100_mode_not_reported(
+    "0, GPU-1, A100-SXM4-40GB, 00000000:18:00.0, 40960 MiB, 8.0, 470.57.02, [N/A], [N/A]\n"
+)]
+#[case::no_compute_capability(
+    "0, GPU-1, A100-SXM4-40GB, 00000000:18:00.0, 40960 MiB, [N/A], 470.57.02, [N/A], [N/A]\n"
+)]
+fn list_failed_and_unknown_mig_mode_on_a_mig_capable_gpu_is_unknown_not_whole(#[case] row: &str) {
+    // The mode could be Enabled with slices nobody read: recording a whole GPU would be a guess.
+    let facts = assemble(None, &rows(row));
+    assert_eq!(facts.devices, None);
+    assert!(
+        facts.warnings.iter().any(|w| w.contains("unknown MIG mode")),
+        "{:?}",
+        facts.warnings
+    );
+}
+
+#[test]
+fn a_gpu_missing_from_the_listing_with_unknown_mode_is_unknown() {
+    let l = listing(&format!("GPU 0: NVIDIA H100 80GB HBM3 (UUID: {GPU_A})\n"));
+    let q = rows(&format!(
+        "0, {GPU_A}, NVIDIA H100 80GB HBM3, 00000000:18:00.0, 81559 MiB, 9.0, 580.82.07, Disabled, Disabled\n\
+         1, {GPU_B}, NVIDIA H100 80GB HBM3, 00000000:2A:00.0, 81559 MiB, 9.0, 580.82.07, [N/A], [N/A]\n"
+    ));
+    let facts = assemble(Some(&l), &q);
+    assert_eq!(facts.devices, None, "{:?}", facts.warnings);
 }
 
 #[test]

@@ -61,9 +61,17 @@ fn run_all(text: &str) {
         let listed_slices = all_slices().count();
         let slice_devices = devices.iter().filter(|d| d.kind() == DeviceKind::Slice).count();
         assert!(slice_devices <= listed_slices);
-        let bare_gpus = l.gpus.iter().filter(|g| g.slices.is_empty()).count();
-        let whole = devices.iter().filter(|d| d.kind() == DeviceKind::Whole).count();
-        assert!(whole <= bare_gpus + facts.gpus.len());
+        // A GPU with listed slices never also appears as a whole device.
+        for g in l.gpus.iter().filter(|g| !g.slices.is_empty()) {
+            if let Some(uuid) = &g.uuid {
+                assert!(
+                    !devices
+                        .iter()
+                        .any(|d| d.kind() == DeviceKind::Whole && d.uuid.as_ref() == Some(uuid)),
+                    "GPU {uuid} has slices and is also a whole device"
+                );
+            }
+        }
         assert!(devices.len() <= listed_slices + facts.gpus.len());
         for s in all_slices() {
             if let Some(uuid) = &s.uuid {

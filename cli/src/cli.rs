@@ -61,8 +61,8 @@ pub struct CaptureArgs {
     /// auto: NVML when the library loads, else nvidia-smi (naming an nvidia-smi binary picks it).
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
-    /// The nvidia-smi binary to run; a recorded-output stand-in works too. [env: MIGGATE_NVIDIA_SMI]
-    #[arg(long, value_name = "PATH")]
+    /// The nvidia-smi binary to run; a recorded-output stand-in works too.
+    #[arg(long, value_name = "PATH", env = "MIGGATE_NVIDIA_SMI")]
     pub nvidia_smi: Option<PathBuf>,
     /// The NVML library to load instead of libnvidia-ml.so.1.
     #[arg(long, value_name = "PATH")]
@@ -71,7 +71,7 @@ pub struct CaptureArgs {
     #[arg(long, value_name = "NAME", env = "NODE_NAME")]
     pub node: Option<String>,
     /// Seconds each nvidia-smi command may run before it is killed.
-    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: u64,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = CaptureOutput::Json)]

@@ -6,6 +6,7 @@ mod capture;
 mod check;
 mod cli;
 mod input;
+mod printable;
 mod table;
 mod tree;
 

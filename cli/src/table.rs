@@ -7,6 +7,8 @@ use std::path::Path;
 use anstyle::{AnsiColor, Style};
 use miggate_compat::{Outcome, Report};
 
+use crate::printable::printable;
+
 /// Values wider than this wrap at `, ` onto continuation lines, so a long multiset
 /// (`NVIDIA H100 80GB HBM3 x8, …`) does not push the target column off the screen.
 const VALUE_WIDTH: usize = 38;
@@ -22,6 +24,7 @@ fn outcome_style(o: Outcome) -> Style {
 
 /// Splits a value into lines no wider than `width`, breaking after `, ` where possible.
 fn wrap(value: &str, width: usize) -> Vec<String> {
+    let value = printable(value);
     let mut lines = Vec::new();
     let mut line = String::new();
     for (i, part) in value.split(", ").enumerate() {
@@ -38,8 +41,8 @@ fn wrap(value: &str, width: usize) -> Vec<String> {
         }
     }
     lines.push(line);
-    // A single token longer than the column (an image digest) is elided in the middle of the
-    // screen only; `-o json` keeps every value whole.
+    // A single token longer than the column (an image digest) is cut short on the screen
+    // only; `-o json` keeps every value whole.
     lines
         .into_iter()
         .map(|l| {
@@ -59,8 +62,8 @@ pub fn write_report(out: &mut impl Write, report: &Report, source: &Path, target
     writeln!(
         out,
         "{bold}{} -> {}{bold:#} ({} mode)\n",
-        source.display(),
-        target.display(),
+        printable(&source.display().to_string()),
+        printable(&target.display().to_string()),
         report.mode
     )?;
     let check_w = report
@@ -122,7 +125,12 @@ pub fn write_report(out: &mut impl Write, report: &Report, source: &Path, target
         writeln!(out, "{bold}notes{bold:#}")?;
         for (checks, outcome, message) in notes {
             let style = outcome_style(outcome);
-            writeln!(out, "  {style}{}{style:#}: {message}", checks.join(", "))?;
+            writeln!(
+                out,
+                "  {style}{}{style:#}: {}",
+                checks.join(", "),
+                printable(message)
+            )?;
         }
         writeln!(out)?;
     }
@@ -132,14 +140,14 @@ pub fn write_report(out: &mut impl Write, report: &Report, source: &Path, target
     } else {
         let s = outcome_style(Outcome::Refuse);
         writeln!(out, "verdict:    {s}refused{s:#}")?;
-        writeln!(out, "reason:     {}", report.reason)?;
+        writeln!(out, "reason:     {}", printable(&report.reason))?;
     }
     match report.device_map.as_deref() {
         Some("") => writeln!(out, "device map: (every device maps to itself)")?,
         Some(map) => {
             writeln!(out, "device map:")?;
             for pair in map.split(',') {
-                writeln!(out, "  {pair}")?;
+                writeln!(out, "  {}", printable(pair))?;
             }
         }
         None => writeln!(out, "device map: none")?,
@@ -147,7 +155,7 @@ pub fn write_report(out: &mut impl Write, report: &Report, source: &Path, target
     if !report.warnings.is_empty() {
         writeln!(out, "\n{bold}warnings{bold:#}")?;
         for w in &report.warnings {
-            writeln!(out, "  - {w}")?;
+            writeln!(out, "  - {}", printable(w))?;
         }
     }
     Ok(())

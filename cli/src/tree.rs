@@ -6,6 +6,8 @@ use std::io::{self, Write};
 use anstyle::{AnsiColor, Style};
 use miggate_compat::{Device, DeviceKind, GpuManifest, MigMode};
 
+use crate::printable::printable;
+
 fn mode_text(mode: Option<MigMode>) -> &'static str {
     match mode {
         Some(MigMode::Enabled) => "MIG enabled",
@@ -16,8 +18,8 @@ fn mode_text(mode: Option<MigMode>) -> &'static str {
     }
 }
 
-fn or_dash(v: Option<&str>) -> &str {
-    v.unwrap_or("-")
+fn or_dash(v: Option<&str>) -> std::borrow::Cow<'_, str> {
+    printable(v.unwrap_or("-"))
 }
 
 fn device_line(d: &Device) -> String {
@@ -26,12 +28,14 @@ fn device_line(d: &Device) -> String {
         DeviceKind::Slice => parts.push(
             d.mig_profile
                 .as_ref()
-                .map_or("slice (profile unknown)".to_string(), |p| p.to_string()),
+                .map_or("slice (profile unknown)".to_string(), |p| {
+                    printable(p.as_str()).into_owned()
+                }),
         ),
         DeviceKind::Whole => parts.push("whole GPU".to_string()),
         DeviceKind::Unknown => parts.push("device (kind unknown)".to_string()),
     }
-    parts.push(or_dash(d.uuid.as_deref()).to_string());
+    parts.push(or_dash(d.uuid.as_deref()).into_owned());
     if let (Some(gi), Some(ci)) = (d.gpu_instance_id, d.compute_instance_id) {
         parts.push(format!("gi {gi} ci {ci}"));
     }
@@ -51,14 +55,11 @@ pub fn write_tree(out: &mut impl Write, m: &GpuManifest) -> io::Result<()> {
         out,
         "{bold}{}{bold:#}  kernel {}  {}  driver {}  CUDA {}  {dim}(via {}){dim:#}",
         or_dash(host.node_name.as_deref()),
-        host.kernel_version.as_ref().map_or("-", |v| v.as_str()),
+        or_dash(host.kernel_version.as_ref().map(|v| v.as_str())),
         or_dash(host.cpu_arch.as_deref()),
-        nvidia.driver_version.as_ref().map_or("-", |v| v.as_str()),
-        nvidia.cuda_driver_version.as_ref().map_or("-", |v| v.as_str()),
-        m.captured_by
-            .as_ref()
-            .and_then(|c| c.backend.as_deref())
-            .unwrap_or("-"),
+        or_dash(nvidia.driver_version.as_ref().map(|v| v.as_str())),
+        or_dash(nvidia.cuda_driver_version.as_ref().map(|v| v.as_str())),
+        or_dash(m.captured_by.as_ref().and_then(|c| c.backend.as_deref())),
     )?;
     let gpus = nvidia.gpus.unwrap_or_default();
     let devices = nvidia.devices.as_deref();
@@ -139,7 +140,7 @@ pub fn write_tree(out: &mut impl Write, m: &GpuManifest) -> io::Result<()> {
         let y = AnsiColor::Yellow.on_default();
         writeln!(out, "\n{y}warnings{y:#}")?;
         for w in &m.warnings {
-            writeln!(out, "  - {w}")?;
+            writeln!(out, "  - {}", printable(w))?;
         }
     }
     Ok(())

@@ -238,7 +238,9 @@ fn captured_manifests_are_compared_by_check() {
 #[case::driver_unreachable(&["--nvidia-smi", "<replay>"], Some("no-driver"), "cannot communicate with the NVIDIA driver")]
 #[case::no_nvidia_smi(&["--backend", "nvidia-smi", "--nvidia-smi", "/nonexistent/nvidia-smi"], None, "no NVIDIA driver here?")]
 #[case::no_nvml(&["--backend", "nvml", "--nvml-library", "/nonexistent/libnvidia-ml.so.1"], None, "NVML is not available")]
-#[case::auto_with_neither(&["--nvml-library", "/nonexistent/libnvidia-ml.so.1"], None, "nvidia-smi not found")]
+#[case::auto_with_neither(&["--nvml-library", "/nonexistent/libnvidia-ml.so.1"], None, "no NVIDIA driver here: NVML is not available")]
+#[case::timeout_zero(&["--timeout", "0"], None, "0 is not in 1..=3600")]
+#[case::timeout_huge(&["--timeout", "18446744073709551615"], None, "is not in 1..=3600")]
 fn no_driver_is_a_clear_error_with_exit_2(
     #[case] flags: &[&str],
     #[case] scenario: Option<&str>,
@@ -351,8 +353,11 @@ fn auto_prefers_a_loadable_nvml_and_falls_back_to_nvidia_smi() {
     assert_eq!(m.captured_by.unwrap().backend.as_deref(), Some("nvml"));
 
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_miggate"));
+    // Nothing names nvidia-smi: the fallback finds the stand-in on PATH.
+    let path = format!("{}:/usr/bin:/bin", replay().parent().unwrap().display());
     cmd.args(["capture", "--nvml-library", "/nonexistent/libnvidia-ml.so.1"])
-        .env("MIGGATE_NVIDIA_SMI", replay())
+        .env_remove("MIGGATE_NVIDIA_SMI")
+        .env("PATH", path)
         .env("MIGGATE_REPLAY", "h100-mixed");
     let out = cmd.output().unwrap();
     assert_eq!(
@@ -363,4 +368,10 @@ fn auto_prefers_a_loadable_nvml_and_falls_back_to_nvidia_smi() {
     );
     let m = miggate_compat::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
     assert_eq!(m.captured_by.unwrap().backend.as_deref(), Some("nvidia-smi"));
+    // Why NVML was passed over is kept.
+    assert!(
+        m.warnings[0].starts_with("NVML is not available ("),
+        "{:?}",
+        m.warnings
+    );
 }

@@ -32,10 +32,6 @@ pub const FIELDS: [&str; 9] = [
     "mig.mode.pending",
 ];
 
-/// [`FIELDS`] as the `--query-gpu=` argument, so the runner and the parser cannot disagree.
-pub const FIELDS_ARG: &str =
-    "index,uuid,name,pci.bus_id,memory.total,compute_cap,driver_version,mig.mode.current,mig.mode.pending";
-
 /// A parsed `--query-gpu` table.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct QueryTable {
