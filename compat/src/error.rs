@@ -1,5 +1,7 @@
 //! The one error type of this crate.
 
+use crate::manifest::{PathSegment, render_path};
+
 /// What went wrong reading a manifest or setting up a comparison. Every variant names what
 /// failed and where, so a caller can print it as is.
 #[derive(Debug, thiserror::Error)]
@@ -20,11 +22,24 @@ pub enum Error {
     #[error("manifest is not UTF-8 text: {0}")]
     NotUtf8(std::str::Utf8Error),
     /// JSON that does not parse, or does not fit the manifest's shape.
-    #[error("invalid manifest JSON: {0}")]
-    Json(serde_json::Error),
+    #[error("invalid manifest JSON{}: {error}", at(path))]
+    Json {
+        /// The field it happened at, from the document root (`nvidia.devices[0].memoryMiB`);
+        /// empty at the root, or where no field is involved.
+        path: Vec<PathSegment>,
+        /// serde_json's error, with the line and column.
+        error: serde_json::Error,
+    },
     /// YAML that does not parse, or does not fit the manifest's shape.
-    #[error("invalid manifest YAML: {0}")]
-    Yaml(serde_saphyr::Error),
+    #[error("invalid manifest YAML{}: {error}", at(path))]
+    Yaml {
+        /// The field it happened at, from the document root; empty at the root, or where no
+        /// field is involved.
+        path: Vec<PathSegment>,
+        /// serde-saphyr's error, with the line, the column and the lines around them (boxed:
+        /// it is large, and every `Result` of this crate would carry its size).
+        error: Box<serde_saphyr::Error>,
+    },
     /// A manifest that could not be written out.
     #[error("cannot write manifest as YAML: {0}")]
     YamlWrite(serde_saphyr::SerializeError),
@@ -56,6 +71,15 @@ pub enum Error {
     },
 }
 
+/// ` at <path>`, or nothing at the root.
+fn at(path: &[PathSegment]) -> String {
+    if path.is_empty() {
+        String::new()
+    } else {
+        format!(" at {}", render_path(path))
+    }
+}
+
 // The wrapped errors are shown in each variant's message rather than as `source()`, so a
 // caller printing the whole chain does not print them twice.
 impl From<std::str::Utf8Error> for Error {
@@ -65,14 +89,20 @@ impl From<std::str::Utf8Error> for Error {
 }
 
 impl From<serde_json::Error> for Error {
-    fn from(e: serde_json::Error) -> Self {
-        Error::Json(e)
+    fn from(error: serde_json::Error) -> Self {
+        Error::Json {
+            path: Vec::new(),
+            error,
+        }
     }
 }
 
 impl From<serde_saphyr::Error> for Error {
-    fn from(e: serde_saphyr::Error) -> Self {
-        Error::Yaml(e)
+    fn from(error: serde_saphyr::Error) -> Self {
+        Error::Yaml {
+            path: Vec::new(),
+            error: Box::new(error),
+        }
     }
 }
 

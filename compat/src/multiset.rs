@@ -15,13 +15,14 @@ impl Multiset {
 
     /// Adds one of `key`.
     pub fn add(&mut self, key: impl Into<String>) {
-        *self.0.entry(key.into()).or_default() += 1;
+        self.add_n(key, 1);
     }
 
-    /// Adds `n` of `key`.
+    /// Adds `n` of `key`; a count past `usize::MAX` stays at `usize::MAX`.
     pub fn add_n(&mut self, key: impl Into<String>, n: usize) {
         if n > 0 {
-            *self.0.entry(key.into()).or_default() += n;
+            let count = self.0.entry(key.into()).or_default();
+            *count = count.saturating_add(n);
         }
     }
 
@@ -30,9 +31,9 @@ impl Multiset {
         self.0.get(key).copied().unwrap_or(0)
     }
 
-    /// The total count.
+    /// The total count; a total past `usize::MAX` stays at `usize::MAX`.
     pub fn total(&self) -> usize {
-        self.0.values().sum()
+        self.0.values().fold(0, |sum, n| sum.saturating_add(*n))
     }
 
     /// Whether there is nothing in it.
@@ -89,6 +90,20 @@ mod tests {
         let m: Multiset = ["Tesla T4", "NVIDIA L4", "NVIDIA L4"].into_iter().collect();
         assert_eq!(m.render(), "NVIDIA L4 x2, Tesla T4 x1");
         assert_eq!(Multiset::new().render(), "none");
+    }
+
+    #[test]
+    fn counts_saturate_instead_of_overflowing() {
+        let mut m = Multiset::new();
+        m.add_n("a", usize::MAX);
+        m.add_n("b", usize::MAX);
+        assert_eq!(m.total(), usize::MAX);
+        m.add_n("a", usize::MAX);
+        m.add("a");
+        assert_eq!(m.count("a"), usize::MAX);
+        m.add_n("c", 0);
+        assert_eq!(m.count("c"), 0);
+        assert!(!m.render().contains('c'));
     }
 
     #[test]

@@ -12,6 +12,8 @@ use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::text::all_ascii_digits;
+
 /// A quantity as written, with its value when the text is a valid Kubernetes quantity.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Quantity {
@@ -70,8 +72,7 @@ fn parse_nanos(text: &str) -> Option<u128> {
         Some((i, f)) => (i, f),
         None => (number, ""),
     };
-    let digits = |d: &str| d.bytes().all(|c| c.is_ascii_digit());
-    if (int.is_empty() && frac.is_empty()) || !digits(int) || !digits(frac) {
+    if (int.is_empty() && frac.is_empty()) || !all_ascii_digits(int) || !all_ascii_digits(frac) {
         return None;
     }
     let (exp10, exp2): (i64, u32) = match suffix {
@@ -94,7 +95,7 @@ fn parse_nanos(text: &str) -> Option<u128> {
         other => {
             let exp = other.strip_prefix(['e', 'E'])?;
             let digits = exp.strip_prefix(['+', '-']).unwrap_or(exp);
-            if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
+            if digits.is_empty() || !all_ascii_digits(digits) {
                 return None;
             }
             (exp.parse::<i64>().ok()?, 0)
@@ -105,12 +106,15 @@ fn parse_nanos(text: &str) -> Option<u128> {
         mantissa = mantissa.checked_mul(10)?.checked_add(u128::from(c - b'0'))?;
     }
     let scaled = mantissa.checked_mul(1u128.checked_shl(exp2)?)?;
-    let scale10 = 9 + exp10 - i64::try_from(frac.len()).ok()?;
+    // An exponent at the edge of `i64` is no quantity: checked, so it never overflows.
+    let scale10 = exp10
+        .checked_add(9)?
+        .checked_sub(i64::try_from(frac.len()).ok()?)?;
     if scale10 >= 0 {
         scaled.checked_mul(10u128.checked_pow(u32::try_from(scale10).ok()?)?)
     } else {
         let div = 10u128
-            .checked_pow(u32::try_from(-scale10).ok()?)
+            .checked_pow(u32::try_from(scale10.checked_neg()?).ok()?)
             .unwrap_or(u128::MAX);
         Some(scaled.div_ceil(div))
     }
@@ -192,6 +196,10 @@ mod tests {
     #[case("1e99")]
     #[case(".")]
     #[case("1.2.3")]
+    #[case("1e9223372036854775807")]
+    #[case("1E+9223372036854775807")]
+    #[case("1.000000000e-9223372036854775808")]
+    #[case("1e-9223372036854775809")]
     fn unreadable_quantities_have_no_value(#[case] text: &str) {
         assert_eq!(Quantity::new(text).nanos(), None, "{text}");
     }

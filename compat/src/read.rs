@@ -4,6 +4,11 @@
 //! does not know: those are kept and reported, so a typo such as `driverversion` is seen instead
 //! of silently becoming an unknown fact.
 
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 
 use crate::Error;
@@ -13,7 +18,8 @@ use crate::manifest::{GpuManifest, PathSegment, UnknownField, render_path};
 /// an unbounded input is a way to exhaust memory.
 pub const MAX_MANIFEST_BYTES: usize = 16 * 1024 * 1024;
 
-/// Reads a manifest from bytes (JSON when the first non-blank character is `{`, YAML otherwise).
+/// Reads a manifest from bytes (JSON when it starts with `[`, or with `{` and a quoted key;
+/// YAML otherwise).
 pub fn from_slice(bytes: &[u8]) -> Result<GpuManifest, Error> {
     if bytes.len() > MAX_MANIFEST_BYTES {
         return Err(Error::TooLarge {
@@ -24,7 +30,8 @@ pub fn from_slice(bytes: &[u8]) -> Result<GpuManifest, Error> {
     from_str(std::str::from_utf8(bytes)?)
 }
 
-/// Reads a manifest from text (JSON when the first non-blank character is `{`, YAML otherwise).
+/// Reads a manifest from text (JSON when it starts with `[`, or with `{` and a quoted key;
+/// YAML otherwise). An error names the field it happened at, and the line and column.
 pub fn from_str(text: &str) -> Result<GpuManifest, Error> {
     if text.len() > MAX_MANIFEST_BYTES {
         return Err(Error::TooLarge {
@@ -40,12 +47,20 @@ pub fn from_str(text: &str) -> Result<GpuManifest, Error> {
     let json = looks_like_json(body);
     let mut manifest: GpuManifest = if json {
         let mut de = serde_json::Deserializer::from_str(body);
-        let m = serde_ignored::deserialize(&mut de, |p| ignored.push(segments(&p)))?;
+        let m = document(&mut de, &mut ignored).map_err(|(path, error)| Error::Json { path, error })?;
         de.end()?;
         m
     } else {
+        let mut at = Vec::new();
         serde_saphyr::with_deserializer_from_str(body, |de| {
-            serde_ignored::deserialize(de, |p| ignored.push(segments(&p)))
+            document(de, &mut ignored).map_err(|(path, error)| {
+                at = path;
+                error
+            })
+        })
+        .map_err(|error| Error::Yaml {
+            path: at,
+            error: Box::new(error),
         })?
     };
     if !ignored.is_empty() {
@@ -66,12 +81,61 @@ pub fn from_str(text: &str) -> Result<GpuManifest, Error> {
     Ok(manifest)
 }
 
-/// JSON when the document is an object whose first key is quoted (or that is empty). A YAML
-/// flow mapping (`{apiVersion: …}`) also starts with `{` but has bare keys, and reads as YAML.
+/// Reads the manifest, noting each field no type knows in `ignored`; an error comes with the
+/// path of the field it happened at.
+fn document<'de, D: Deserializer<'de>>(
+    de: D,
+    ignored: &mut Vec<Vec<PathSegment>>,
+) -> Result<GpuManifest, (Vec<PathSegment>, D::Error)> {
+    let mut note = |p: serde_ignored::Path<'_>| ignored.push(segments(&p));
+    serde_path_to_error::deserialize(serde_ignored::Deserializer::new(de, &mut note))
+        .map(|Mapping(m)| m)
+        .map_err(|e| (error_path(e.path()), e.into_inner()))
+}
+
+/// A manifest read only from a mapping: serde_json would otherwise read a struct from an array
+/// of its fields in order (`["miggate.io/v1alpha1", "GpuManifest"]`), which is no manifest.
+struct Mapping(GpuManifest);
+
+impl<'de> Deserialize<'de> for Mapping {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = GpuManifest;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a GpuManifest (a mapping with apiVersion and kind)")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<GpuManifest, A::Error> {
+                GpuManifest::deserialize(MapAccessDeserializer::new(map))
+            }
+        }
+        d.deserialize_map(V).map(Mapping)
+    }
+}
+
+/// A serde_path_to_error path as ours; it stops before a segment it could not name (a map key
+/// that is not text), so it never names a field that is not there.
+fn error_path(path: &serde_path_to_error::Path) -> Vec<PathSegment> {
+    use serde_path_to_error::Segment;
+    path.iter()
+        .map_while(|s| match s {
+            Segment::Seq { index } => Some(PathSegment::Index(*index)),
+            Segment::Map { key } => Some(PathSegment::Key(key.clone())),
+            Segment::Enum { variant } => Some(PathSegment::Key(variant.clone())),
+            Segment::Unknown => None,
+        })
+        .collect()
+}
+
+/// JSON when the document is an array, or an object whose first key is quoted (or that is
+/// empty). A YAML flow mapping (`{apiVersion: …}`) also starts with `{` but has bare keys, and
+/// reads as YAML. No manifest is an array; read as JSON, one is refused with JSON's position.
 fn looks_like_json(body: &str) -> bool {
-    body.trim_start()
-        .strip_prefix('{')
-        .is_some_and(|rest| rest.trim_start().starts_with(['"', '}']) || rest.trim().is_empty())
+    let body = body.trim_start();
+    body.starts_with('[')
+        || body
+            .strip_prefix('{')
+            .is_some_and(|rest| rest.trim_start().starts_with(['"', '}']) || rest.trim().is_empty())
 }
 
 fn segments(path: &serde_ignored::Path<'_>) -> Vec<PathSegment> {
@@ -125,17 +189,22 @@ fn insert(tree: &mut Value, path: &[PathSegment], value: Value) {
 }
 
 impl GpuManifest {
-    /// Warnings about the document itself: each unknown field, by path.
+    /// Warnings about the document itself, by path: each unknown field, then each MIG profile
+    /// nvidia-smi is not known to print (read as an opaque profile, compared as text).
     pub fn read_warnings(&self) -> Vec<String> {
-        self.unknown_fields
-            .iter()
-            .map(|f| {
-                format!(
-                    "unknown field `{}` kept but not read by any check (a typo?)",
-                    render_path(&f.path)
-                )
-            })
-            .collect()
+        let unknown = self.unknown_fields.iter().map(|f| {
+            format!(
+                "unknown field `{}` kept but not read by any check (a typo?)",
+                render_path(&f.path)
+            )
+        });
+        let profiles = self.devices().into_iter().flatten().enumerate().filter_map(|(i, d)| {
+            let p = d.mig_profile.as_ref().filter(|p| !p.is_recognised())?;
+            Some(format!(
+                "nvidia.devices[{i}].migProfile: `{p}` is not a MIG profile nvidia-smi is known to print; compared as text"
+            ))
+        });
+        unknown.chain(profiles).collect()
     }
 
     /// The manifest as a JSON tree, unknown fields put back where they were.
@@ -171,5 +240,8 @@ mod tests {
         assert!(looks_like_json(" {}"));
         assert!(looks_like_json("{"));
         assert!(!looks_like_json("apiVersion: x"));
+        assert!(looks_like_json("[1]"));
+        assert!(looks_like_json("\n  [\"a\"]"));
+        assert!(!looks_like_json("- a\n- b\n"));
     }
 }

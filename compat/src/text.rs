@@ -85,12 +85,18 @@ pub fn versions_equal(a: &str, b: &str) -> bool {
 }
 
 fn component_eq(a: &str, b: &str) -> bool {
-    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|c| c.is_ascii_digit());
+    let numeric = |s: &str| !s.is_empty() && all_ascii_digits(s);
     if numeric(a) && numeric(b) {
         a.trim_start_matches('0') == b.trim_start_matches('0')
     } else {
         a == b
     }
+}
+
+/// Whether every character is an ASCII digit (`true` for the empty string: callers that need
+/// a digit check for emptiness themselves).
+pub(crate) fn all_ascii_digits(s: &str) -> bool {
+    s.bytes().all(|c| c.is_ascii_digit())
 }
 
 /// The leading run of ASCII digits as a number; `None` when there is none or it overflows.

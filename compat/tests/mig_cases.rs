@@ -436,6 +436,135 @@ fn legacy_uuids_carry_the_gpu_instance() {
     assert_refusing(&r, "");
 }
 
+// Offer mode asks whether the node can offer a GPU instance holding the checkpoint's compute
+// instances: one of the same GPU-instance profile (and model) with at least those compute
+// instances can, and each of the checkpoint's GPU instances needs one of its own.
+
+fn ci_on(uuid: &str, model: &str, parent: &str, gi: u32, ci_id: u32) -> Device {
+    slice_in(uuid, model, "1c.3g.40gb", parent, gi, ci_id)
+}
+
+const P2: &str = "GPU-2e3d4c5b-6a79-4880-9f1e-2d3c4b5a6978";
+
+fn two_in_one() -> Vec<Device> {
+    vec![ci("MIG-s1", P0, 1, 0), ci("MIG-s2", P0, 1, 1)]
+}
+
+fn two_in_each_of_two() -> Vec<Device> {
+    vec![
+        ci("MIG-s1", P0, 1, 0),
+        ci("MIG-s2", P0, 1, 1),
+        ci("MIG-s3", P0, 2, 0),
+        ci("MIG-s4", P0, 2, 1),
+    ]
+}
+
+#[rstest]
+#[case::more_compute_instances_in_one_gpu_instance(
+    two_in_one(),
+    vec![ci("MIG-t1", P1, 1, 0), ci("MIG-t2", P1, 1, 1), ci("MIG-t3", P1, 1, 2)],
+    Outcome::Pass
+)]
+#[case::the_same_layout(
+    two_in_one(),
+    vec![ci("MIG-t1", P1, 2, 0), ci("MIG-t2", P1, 2, 1)],
+    Outcome::Pass
+)]
+#[case::one_compute_instance_in_each_of_two(
+    two_in_one(),
+    vec![ci("MIG-t1", P1, 1, 0), ci("MIG-t2", P1, 2, 0)],
+    Outcome::Refuse
+)]
+#[case::a_big_enough_instance_beside_a_small_one(
+    two_in_one(),
+    vec![ci("MIG-t1", P1, 1, 0), ci("MIG-t2", P1, 2, 0), ci("MIG-t3", P1, 2, 1), ci("MIG-t4", P1, 2, 2)],
+    Outcome::Pass
+)]
+#[case::the_big_enough_instance_is_another_model(
+    two_in_one(),
+    vec![
+        ci("MIG-t1", P1, 1, 0),
+        ci("MIG-t2", P1, 2, 0),
+        ci_on("MIG-t3", A100_80, P2, 1, 0),
+        ci_on("MIG-t4", A100_80, P2, 1, 1),
+    ],
+    Outcome::Refuse
+)]
+#[case::two_instances_cannot_share_one(
+    two_in_each_of_two(),
+    vec![ci("MIG-t1", P1, 1, 0), ci("MIG-t2", P1, 1, 1), ci("MIG-t3", P1, 1, 2), ci("MIG-t4", P1, 1, 3)],
+    Outcome::Refuse
+)]
+#[case::two_instances_onto_two_bigger_ones(
+    two_in_each_of_two(),
+    vec![
+        ci("MIG-t1", P1, 1, 0),
+        ci("MIG-t2", P1, 1, 1),
+        ci("MIG-t3", P1, 1, 2),
+        ci("MIG-t4", P2, 5, 0),
+        ci("MIG-t5", P2, 5, 1),
+    ],
+    Outcome::Pass
+)]
+fn offer_mode_places_each_gpu_instance_of_the_checkpoint(
+    #[case] source: Vec<Device>,
+    #[case] node_devices: Vec<Device>,
+    #[case] want: Outcome,
+) {
+    let r = check_with(full(source.clone()), node(node_devices.clone()), &offer());
+    assert_eq!(outcome(&r, CheckName::MigProfile), want, "{}", table(&r));
+    // Exact mode keeps comparing the layouts for equality.
+    let same = node_devices.len() == source.len() && want == Outcome::Pass;
+    let r = check(full(source), full(node_devices));
+    assert_eq!(
+        outcome(&r, CheckName::MigProfile),
+        if same { Outcome::Pass } else { Outcome::Refuse },
+        "{}",
+        table(&r)
+    );
+}
+
+#[test]
+fn offer_mode_names_the_gpu_instance_it_cannot_place() {
+    let r = check_with(
+        full(two_in_one()),
+        node(vec![ci("MIG-t1", P1, 1, 0), ci("MIG-t2", P1, 2, 0)]),
+        &offer(),
+    );
+    assert_refusing(&r, "mig-profile");
+    let row = row_of(&r, CheckName::MigProfile);
+    assert_eq!(
+        row.message,
+        "no GPU instance on the target can hold {1c.3g.40gb, 1c.3g.40gb} x1 (each needs its own GPU instance of the same profile with at least those compute instances, which share its memory)"
+    );
+    assert_eq!(
+        r.reason,
+        "mig-profile: source {1c.3g.40gb, 1c.3g.40gb} x1, target {1c.3g.40gb} x2"
+    );
+}
+
+#[test]
+fn exact_mode_still_wants_the_same_gpu_instances() {
+    let r = check(
+        full(two_in_one()),
+        full(vec![
+            ci("MIG-t1", P1, 1, 0),
+            ci("MIG-t2", P1, 1, 1),
+            ci("MIG-t3", P1, 1, 2),
+        ]),
+    );
+    assert_eq!(
+        outcome(&r, CheckName::MigProfile),
+        Outcome::Refuse,
+        "{}",
+        table(&r)
+    );
+    assert_eq!(
+        row_of(&r, CheckName::MigProfile).target,
+        "{1c.3g.40gb, 1c.3g.40gb, 1c.3g.40gb} x1"
+    );
+}
+
 #[rstest]
 #[case::neither_side_knows(true, true)]
 #[case::source_does_not_know(true, false)]
@@ -549,6 +678,24 @@ fn restore_pod(devices: Vec<Device>, strategy: Option<MigStrategy>, requests: &[
     &[("nvidia.com/mig-3g.40gb", "1")],
     Outcome::Refuse
 )]
+#[case::single_strategy_two_slices_of_one_shape(
+    vec![s3g("MIG-s1"), s3g("MIG-s2")],
+    Some(MigStrategy::Single),
+    &[("nvidia.com/gpu", "2")],
+    Outcome::Pass
+)]
+#[case::single_strategy_slices_of_two_shapes(
+    vec![s1g("MIG-s1"), s3g("MIG-s2"), s3g("MIG-s3")],
+    Some(MigStrategy::Single),
+    &[("nvidia.com/gpu", "3")],
+    Outcome::Refuse
+)]
+#[case::single_strategy_whole_gpus_and_slices(
+    vec![whole("GPU-a", H100), s3g("MIG-s1")],
+    Some(MigStrategy::Single),
+    &[("nvidia.com/gpu", "2")],
+    Outcome::Refuse
+)]
 #[case::none_strategy_advertises_no_mig_resources(
     vec![s3g("MIG-s1")],
     Some(MigStrategy::None),
@@ -598,6 +745,52 @@ fn gpu_request_reasons_name_resources() {
         r.reason,
         "gpu-request: source nvidia.com/mig-3g.40gb x2, target nvidia.com/mig-3g.40gb x1"
     );
+}
+
+#[test]
+fn the_single_strategy_gives_one_shape_per_node() {
+    let s = vec![s1g("MIG-s1"), s3g("MIG-s2"), s3g("MIG-s3")];
+    let r = check(
+        full(s.clone()),
+        restore_pod(s, Some(MigStrategy::Single), &[("nvidia.com/gpu", "3")]),
+    );
+    assert_refusing(&r, "gpu-request");
+    assert_eq!(
+        row_of(&r, CheckName::GpuRequest).message,
+        "under the single strategy every device nvidia.com/gpu gives on a node has the same shape; the checkpoint used 2 shapes (nvidia.com/mig-1g.10gb, nvidia.com/mig-3g.40gb)"
+    );
+    assert_eq!(
+        r.reason,
+        "gpu-request: source nvidia.com/mig-1g.10gb x1, nvidia.com/mig-3g.40gb x2, target nvidia.com/gpu x3"
+    );
+}
+
+/// Found in review: two requests of `u64::MAX` overflowed the sum of the requests (a panic in
+/// debug builds, a wrapped count in release).
+#[test]
+fn request_counts_at_the_edge_of_u64_refuse_without_a_panic() {
+    let source = full(vec![s1g("MIG-s1")]).build();
+    for strategy in ["mixed", "single", "none"] {
+        for claims in [r#", "resourceClaims": []"#, ""] {
+            let target = miggate_compat::from_str(&format!(
+                r#"{{"apiVersion": "miggate.io/v1alpha1", "kind": "GpuManifest",
+                    "pod": {{"gpuRequests": {{"nvidia.com/gpu": "18446744073709551615", "nvidia.com/mig-1g.10gb": "18446744073709551615"}}{claims}}},
+                    "nvidia": {{"migStrategy": "{strategy}"}}}}"#
+            ))
+            .unwrap();
+            let r = miggate_compat::evaluate(&source, &target, &exact());
+            assert_eq!(
+                outcome(&r, CheckName::GpuRequest),
+                Outcome::Refuse,
+                "{strategy}{claims}: {}",
+                table(&r)
+            );
+            assert_eq!(
+                row_of(&r, CheckName::GpuRequest).target,
+                "nvidia.com/gpu x18446744073709551615, nvidia.com/mig-1g.10gb x18446744073709551615"
+            );
+        }
+    }
 }
 
 #[test]

@@ -223,6 +223,13 @@ fn memory_limit(#[case] s: Option<&str>, #[case] t: Option<&str>, #[case] want: 
 #[case::same_value_in_millicores(Some("4"), Some("4000m"), Outcome::Pass)]
 #[case::target_has_no_limit(Some("4"), None, Outcome::Unknown)]
 #[case::checkpoint_has_no_limit(None, Some("4"), Outcome::Unknown)]
+#[case::exponent_past_every_scale(Some("1e9223372036854775807"), Some("4"), Outcome::Unknown)]
+#[case::exponent_past_every_scale_on_the_target(Some("4"), Some("1e9223372036854775807"), Outcome::Unknown)]
+#[case::negative_exponent_at_the_bottom(
+    Some("4"),
+    Some("1.000000000e-9223372036854775808"),
+    Outcome::Unknown
+)]
 fn cpu_limit(#[case] s: Option<&str>, #[case] t: Option<&str>, #[case] want: Outcome) {
     let r = check(cpu(s), cpu(t));
     assert_eq!(outcome(&r, CheckName::CpuLimit), want);
@@ -590,5 +597,24 @@ fn the_default_manifest_is_all_unknown() {
             c.check,
             c.outcome
         );
+    }
+}
+
+/// Found in review: `9 + exponent - fraction digits` overflowed on an exponent at the edge of
+/// `i64` (a panic in debug builds, a wrapped scale in release). Such a limit has no value.
+#[test]
+fn a_limit_with_an_exponent_at_the_edge_of_i64_is_unknown_not_a_panic() {
+    let read = |cpu: &str| {
+        miggate_compat::from_str(&format!(
+            r#"{{"apiVersion": "miggate.io/v1alpha1", "kind": "GpuManifest", "pod": {{"cpuLimit": "{cpu}"}}}}"#
+        ))
+        .unwrap()
+    };
+    for edge in ["1e9223372036854775807", "1.000000000e-9223372036854775808"] {
+        let r = miggate_compat::evaluate(&read(edge), &read("4"), &Default::default());
+        assert_eq!(outcome(&r, CheckName::CpuLimit), Outcome::Unknown, "{edge}");
+        let r = miggate_compat::evaluate(&read("4"), &read(edge), &Default::default());
+        assert_eq!(outcome(&r, CheckName::CpuLimit), Outcome::Unknown, "{edge}");
+        assert_eq!(r.result(CheckName::CpuLimit).unwrap().target, edge);
     }
 }

@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use common::{A100_80, H100, L4, table};
 use miggate_compat::{
-    Device, DeviceKind, GpuManifest, Host, MigStrategy, Mode, Nvidia, Options, Outcome, Pod, Quantity,
-    Report, VersionText, evaluate,
+    Device, DeviceKind, GpuManifest, Host, MigProfile, MigStrategy, Mode, Nvidia, Options, Outcome, Pod,
+    Quantity, Report, VersionText, evaluate,
 };
 use proptest::prelude::*;
 use proptest::sample::select;
@@ -509,11 +509,13 @@ proptest! {
         }
     }
 
-    /// A node offering more devices can still offer a matching set.
+    /// A node offering more devices can still offer a matching set: more GPUs, and more compute
+    /// instances in a GPU instance it already has.
     #[test]
     fn offer_mode_is_monotone(
         (source, target) in pair(),
         extra in proptest::collection::vec(proto(), 1..4),
+        joins in proptest::collection::vec(proptest::option::weighted(0.6, any::<usize>()), 4),
         at in proptest::collection::vec(any::<u32>(), 10),
     ) {
         let o = Options { mode: Mode::Offer, ..Options::default() };
@@ -525,11 +527,40 @@ proptest! {
         if base.compatible {
             let mut bigger = target.clone();
             let devs = bigger.nvidia.as_mut().unwrap().devices.as_mut().unwrap();
-            // Fresh GPUs: new UUIDs and parents, so no added slice joins an existing GPU instance.
+            // The target's compute instances with a known GPU instance: an added compute
+            // instance may join one of those GPU instances.
+            let instances: Vec<Device> = devs
+                .iter()
+                .filter(|d| d.mig_profile.as_ref().is_some_and(|p| p.is_compute_instance()))
+                .filter(|d| d.gpu_instance().is_some())
+                .cloned()
+                .collect();
             for (i, p) in extra.iter().enumerate() {
                 let mut d = device(p, &format!("{}-added{i}", if p.slice { "MIG" } else { "GPU" }));
-                if d.parent_uuid.is_some() {
-                    d.parent_uuid = Some(format!("GPU-added{i}"));
+                match joins[i] {
+                    Some(k) if p.slice && !instances.is_empty() => {
+                        // Another compute instance in an existing GPU instance: same parent, GPU
+                        // instance and model, and a compute-instance profile of that GPU
+                        // instance's profile (as a real GPU instance would have).
+                        let member = &instances[k % instances.len()];
+                        let (parent, gi) = member.gpu_instance().unwrap();
+                        let gi_profile = member.mig_profile.as_ref().unwrap().gpu_instance_profile();
+                        let fits: Vec<MigProfile> = PROFILES
+                            .iter()
+                            .map(|x| x.parse::<MigProfile>().unwrap())
+                            .filter(|x| x.is_compute_instance() && x.gpu_instance_profile() == gi_profile)
+                            .collect();
+                        d.mig_profile = Some(fits[(k / instances.len()) % fits.len()].clone());
+                        d.parent_uuid = Some(parent.to_string());
+                        d.gpu_instance_id = Some(gi);
+                        d.product_name = member.product_name.clone();
+                    }
+                    // A fresh GPU: new UUIDs and parents, so the slice joins no GPU instance.
+                    _ => {
+                        if d.parent_uuid.is_some() {
+                            d.parent_uuid = Some(format!("GPU-added{i}"));
+                        }
+                    }
                 }
                 devs.push(d);
             }

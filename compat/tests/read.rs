@@ -339,13 +339,15 @@ fn json_errors_carry_line_and_column() {
     let text =
         format!("{{\n  {HEAD_JSON},\n  \"nvidia\": {{\"devices\": [{{\"gpuInstanceId\": \"two\"}}]}}\n}}");
     let e = err(&text);
-    let inner = match &e {
-        Error::Json(inner) => Some(inner),
-        _ => None,
-    }
-    .expect("a JSON error");
-    assert_eq!(inner.line(), 3, "{e}");
-    assert!(inner.column() > 0);
+    let Error::Json { path, error } = &e else {
+        panic!("a JSON error: {e:?}");
+    };
+    assert_eq!(error.line(), 3, "{e}");
+    assert!(error.column() > 0);
+    assert_eq!(
+        miggate_compat::render_path(path),
+        "nvidia.devices[0].gpuInstanceId"
+    );
     assert!(e.to_string().contains("line 3"), "{e}");
 }
 
@@ -354,12 +356,14 @@ fn yaml_errors_carry_line_and_column() {
     let text =
         yaml("host:\n  cpuArch: amd64\nnvidia:\n  devices:\n  - uuid: GPU-1\n    gpuInstanceId: two\n");
     let e = err(&text);
-    let inner = match &e {
-        Error::Yaml(inner) => Some(inner),
-        _ => None,
-    }
-    .expect("a YAML error");
-    let at = inner.location().expect("a YAML error has a location");
+    let Error::Yaml { path, error } = &e else {
+        panic!("a YAML error: {e:?}");
+    };
+    assert_eq!(
+        miggate_compat::render_path(path),
+        "nvidia.devices[0].gpuInstanceId"
+    );
+    let at = error.location().expect("a YAML error has a location");
     assert_eq!(at.line(), 8, "{e}");
     assert!(at.column() > 0, "{e}");
     let msg = e.to_string();
@@ -372,7 +376,8 @@ fn yaml_errors_carry_line_and_column() {
 #[case::negative_index(json(r#""nvidia": {"gpus": [{"index": -1}]}"#))]
 #[case::memory_as_text(json(r#""nvidia": {"gpus": [{"memoryMiB": "lots"}]}"#))]
 #[case::instance_id_too_large(json(r#""nvidia": {"devices": [{"gpuInstanceId": 99999999999}]}"#))]
-#[case::bad_profile(yaml("nvidia: {devices: [{uuid: MIG-1, migProfile: 3g}]}\n"))]
+#[case::profile_with_white_space(yaml("nvidia: {devices: [{uuid: MIG-1, migProfile: \"3g .40gb\"}]}\n"))]
+#[case::empty_profile(json(r#""nvidia": {"devices": [{"migProfile": ""}]}"#))]
 #[case::profile_is_a_number(json(r#""nvidia": {"devices": [{"migProfile": 3}]}"#))]
 #[case::unknown_strategy(yaml("nvidia: {migStrategy: always}\n"))]
 #[case::unknown_mig_mode(yaml("nvidia: {gpus: [{migMode: on}]}\n"))]
@@ -393,6 +398,149 @@ fn wrong_shapes_are_errors_not_panics(#[case] text: String) {
     let result = result.expect("reading never panics");
     let e = result.expect_err("should not read");
     assert!(!e.to_string().is_empty());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Error paths: a read error names the field, as well as the line and column.
+
+#[test]
+fn a_json_type_error_names_the_field_path() {
+    let text = format!("{{{HEAD_JSON},\n\"nvidia\": {{\"devices\": [{{\"memoryMiB\": \"x\"}}]}}}}");
+    assert_eq!(
+        err(&text).to_string(),
+        "invalid manifest JSON at nvidia.devices[0].memoryMiB: invalid type: string \"x\", expected u64 at line 2 column 40"
+    );
+}
+
+#[test]
+fn a_yaml_type_error_names_the_field_path() {
+    let text = yaml("nvidia:\n  devices:\n  - uuid: GPU-1\n  - uuid: GPU-2\n    gpuInstanceId: two\n");
+    let msg = err(&text).to_string();
+    assert!(
+        msg.starts_with("invalid manifest YAML at nvidia.devices[1].gpuInstanceId: "),
+        "{msg}"
+    );
+    assert!(msg.contains("line 7 column 20"), "{msg}");
+}
+
+#[rstest]
+#[case::a_key_with_dots(
+    json(r#""pod": {"gpuRequests": {"nvidia.com/gpu": true}}"#),
+    "invalid manifest JSON at pod.gpuRequests[\"nvidia.com/gpu\"]: "
+)]
+#[case::an_enum_value(
+    yaml("nvidia: {migStrategy: always}\n"),
+    "invalid manifest YAML at nvidia.migStrategy: "
+)]
+#[case::identity(
+    "apiVersion: v1\nkind: Pod\n".to_string(),
+    "invalid manifest YAML at apiVersion: "
+)]
+#[case::a_missing_field_is_at_its_mapping(
+    "{}".to_string(),
+    "invalid manifest JSON: missing field `apiVersion` at line 1 column 2"
+)]
+#[case::trailing_text_has_no_path(format!("{} {{}}", json("")), "invalid manifest JSON: trailing characters")]
+fn error_paths(#[case] text: String, #[case] starts: &str) {
+    let msg = err(&text).to_string();
+    assert!(msg.starts_with(starts), "{msg}");
+}
+
+#[rstest]
+#[case::an_array("[1, 2]", 1)]
+#[case::a_manifest_written_as_an_array(r#"["miggate.io/v1alpha1", "GpuManifest"]"#, 1)]
+#[case::after_a_byte_order_mark_and_blank_lines("\u{feff}\n  [\"a\"]", 2)]
+fn a_document_starting_with_a_bracket_is_json_and_not_a_manifest(#[case] text: &str, #[case] line: usize) {
+    let msg = err(text).to_string();
+    assert!(msg.starts_with("invalid manifest JSON: "), "{msg}");
+    assert!(msg.contains(&format!("at line {line} column")), "{msg}");
+}
+
+#[test]
+fn read_errors_carry_no_source_that_repeats_them() {
+    for text in [
+        json(r#""nvidia": {"gpus": [{"memoryMiB": "lots"}]}"#),
+        yaml("nvidia: {devices: 3}\n"),
+        "[1]".to_string(),
+    ] {
+        let e = err(&text);
+        assert!(std::error::Error::source(&e).is_none(), "{e}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// MIG profiles today's nvidia-smi does not print: read as text, with a warning.
+
+#[rstest]
+#[case::yaml(yaml(
+    "nvidia:\n  devices:\n  - {uuid: MIG-0, migProfile: 1g.10gb}\n  - {uuid: MIG-1, migProfile: 1g.10gb+me}\n  - {uuid: MIG-2, migProfile: 1c.3g.40gb}\n  - {uuid: MIG-3, migProfile: 1g.10GB}\n"
+))]
+#[case::json(json(
+    r#""nvidia": {"devices": [{"uuid": "MIG-0", "migProfile": "1g.10gb"}, {"uuid": "MIG-1", "migProfile": "1g.10gb+me"},
+       {"uuid": "MIG-2", "migProfile": "1c.3g.40gb"}, {"uuid": "MIG-3", "migProfile": "1g.10GB"}]}"#
+))]
+fn an_unrecognised_profile_reads_as_text_with_a_warning(#[case] text: String) {
+    let m = from_str(&text).unwrap();
+    assert_eq!(
+        m.read_warnings(),
+        [
+            "nvidia.devices[3].migProfile: `1g.10GB` is not a MIG profile nvidia-smi is known to print; compared as text"
+        ]
+    );
+    let p = m.devices().unwrap()[3].mig_profile.as_ref().unwrap();
+    assert_eq!(p.as_str(), "1g.10GB");
+    assert_eq!(
+        p.device_plugin_resource().as_deref(),
+        Some("nvidia.com/mig-1g.10GB")
+    );
+    // Written back as it was, and read back the same.
+    let back = from_str(&m.to_json().unwrap()).unwrap();
+    assert_eq!(back, m);
+    assert!(m.to_yaml().unwrap().contains("1g.10GB"));
+}
+
+#[test]
+fn an_unrecognised_profile_is_compared_as_text() {
+    let side = |profile: &str| {
+        from_str(&yaml(&format!(
+            "nvidia: {{migStrategy: mixed, devices: [{{uuid: MIG-1, productName: NVIDIA H100 80GB HBM3, migProfile: {profile}}}]}}\n"
+        )))
+        .unwrap()
+    };
+    let opts = Default::default();
+    let r = miggate_compat::evaluate(&side("1g.12gb-xy"), &side("1g.12gb-xy"), &opts);
+    assert!(r.compatible, "{}", r.reason);
+    let r = miggate_compat::evaluate(&side("7g.80GB"), &side("7g.80GB"), &opts);
+    assert!(r.compatible, "{}", r.reason);
+    assert!(
+        r.warnings.iter().any(|w| w
+            == "source: nvidia.devices[0].migProfile: `7g.80GB` is not a MIG profile nvidia-smi is known to print; compared as text"),
+        "{:?}",
+        r.warnings
+    );
+    let r = miggate_compat::evaluate(&side("7g.80GB"), &side("7g.80gb"), &opts);
+    assert_eq!(r.reason, "mig-profile: source 7g.80GB x1, target 7g.80gb x1");
+}
+
+#[rstest]
+#[case::a_space("MIG 1g.10gb")]
+#[case::a_tab("1g.10gb\tx")]
+#[case::a_line_break("1g.10gb\n")]
+#[case::a_no_break_space("1g.10gb\u{a0}")]
+#[case::a_control_character("1g.10gb\u{7}")]
+#[case::a_byte_order_mark("\u{feff}1g.10gb")]
+#[case::empty("")]
+fn a_profile_with_white_space_or_control_characters_is_an_error(#[case] profile: &str) {
+    let quoted = serde_json::to_string(profile).unwrap();
+    let msg = err(&json(&format!(
+        r#""nvidia": {{"devices": [{{"migProfile": {quoted}}}]}}"#
+    )))
+    .to_string();
+    assert!(
+        msg.starts_with("invalid manifest JSON at nvidia.devices[0].migProfile: "),
+        "{msg}"
+    );
+    assert!(msg.contains("is not a MIG profile"), "{msg}");
 }
 
 #[test]

@@ -3,7 +3,7 @@
 //! nvidia-smi names a slice after its parent card, so model and count alone let a whole H100
 //! pass for a `1g.10gb` of one. The MIG checks read the device kind and the slice shape.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::{Ctx, Mode, Verdict, unknown_sides};
 use crate::device::{DeviceKind, SliceShape};
@@ -254,7 +254,7 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> Verdict {
         );
     }
     let all: Vec<&Device> = s.iter().chain(&t).collect();
-    let distinct: std::collections::BTreeSet<&str> = all.iter().filter_map(|d| d.model()).collect();
+    let distinct: BTreeSet<&str> = all.iter().filter_map(|d| d.model()).collect();
     let with_model = all.iter().all(|d| d.model().is_some()) && distinct.len() > 1;
     let (fs, ft) = (flat(&s, with_model), flat(&t, with_model));
     // A slice without a profile has an unknown shape, and a device of unknown kind may be such a
@@ -283,8 +283,9 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> Verdict {
             .iter()
             .filter(|d| d.mig_profile.as_ref().is_some_and(|p| p.is_compute_instance()))
             .all(|d| d.gpu_instance().is_some());
+    let (ls, lt) = (layout(&s, with_model), layout(&t, with_model));
     let (ds, dt) = if grouped {
-        (by_instance(&s, with_model), by_instance(&t, with_model))
+        (ls.counted(), lt.counted())
     } else {
         (fs.clone(), ft.clone())
     };
@@ -292,14 +293,29 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> Verdict {
     if !compare(mode, &fs, &ft) {
         return v(Outcome::Refuse, refused(mode, &fs, &ft, "slice shapes"));
     }
-    if grouped && !compare(mode, &ds, &dt) {
-        return v(
-            Outcome::Refuse,
-            format!(
-                "{} (compute instances share their GPU instance's memory)",
-                refused(mode, &ds, &dt, "GPU-instance layouts")
-            ),
-        );
+    if grouped {
+        match mode {
+            Mode::Exact if ds != dt => {
+                return v(
+                    Outcome::Refuse,
+                    "different GPU-instance layouts (compute instances share their GPU instance's memory)"
+                        .into(),
+                );
+            }
+            Mode::Offer => {
+                let left = unplaced(&ls.groups, &lt.groups);
+                if !left.is_empty() {
+                    return v(
+                        Outcome::Refuse,
+                        format!(
+                            "no GPU instance on the target can hold {} (each needs its own GPU instance of the same profile with at least those compute instances, which share its memory)",
+                            left.render()
+                        ),
+                    );
+                }
+            }
+            Mode::Exact => {}
+        }
     }
     if has_ci && !grouped {
         return v(
@@ -325,24 +341,56 @@ fn flat(slices: &[Device], with_model: bool) -> Multiset {
     slices.iter().map(|d| key(d, with_model, shape(d))).collect()
 }
 
-/// Slices with compute-instance profiles grouped by the GPU instance they share; every other
-/// slice stands alone.
-fn by_instance(slices: &[Device], with_model: bool) -> Multiset {
-    let mut out = Multiset::new();
-    let mut groups: BTreeMap<(&str, u32), Vec<&Device>> = BTreeMap::new();
+/// The compute-instance slices of one GPU instance, compared together because they share its
+/// memory.
+struct Group {
+    /// How it is shown: `{1c.3g.40gb, 1c.3g.40gb}`, after the model when models are printed.
+    name: String,
+    /// What a GPU instance that holds it must be: its GPU-instance profile (`3g.40gb`), after
+    /// the model when models are printed.
+    instance: String,
+    /// Its compute instances' shapes.
+    members: Multiset,
+}
+
+/// A side's slices: compute-instance slices grouped by the GPU instance they share, every other
+/// slice on its own.
+struct Layout {
+    singles: Multiset,
+    groups: Vec<Group>,
+}
+
+impl Layout {
+    /// Single slices and GPU instances, counted (`3g.40gb x1, {1c.3g.40gb, 1c.3g.40gb} x1`).
+    fn counted(&self) -> Multiset {
+        let mut out = self.singles.clone();
+        for g in &self.groups {
+            out.add(g.name.as_str());
+        }
+        out
+    }
+}
+
+fn layout(slices: &[Device], with_model: bool) -> Layout {
+    let mut singles = Multiset::new();
+    let mut by_gi: BTreeMap<(&str, u32), Vec<&Device>> = BTreeMap::new();
     for d in slices {
         match (
             d.mig_profile.as_ref().is_some_and(|p| p.is_compute_instance()),
             d.gpu_instance(),
         ) {
-            (true, Some(gi)) => groups.entry(gi).or_default().push(d),
-            _ => out.add(key(d, with_model, shape(d))),
+            (true, Some(gi)) => by_gi.entry(gi).or_default().push(d),
+            _ => singles.add(key(d, with_model, shape(d))),
         }
     }
-    for members in groups.values() {
+    let mut groups = Vec::with_capacity(by_gi.len());
+    for members in by_gi.values() {
+        let [first, ..] = members.as_slice() else {
+            continue;
+        };
         // One model per GPU instance (its parent's) is the rule; should members disagree, each
         // keeps its own, so the key never depends on which member is listed first.
-        let models: std::collections::BTreeSet<Option<&str>> = members.iter().map(|d| d.model()).collect();
+        let models: BTreeSet<Option<&str>> = members.iter().map(|d| d.model()).collect();
         let one_model = models.len() == 1;
         let mut names: Vec<String> = members
             .iter()
@@ -355,11 +403,123 @@ fn by_instance(slices: &[Device], with_model: bool) -> Multiset {
             })
             .collect();
         names.sort_unstable();
-        out.add(key(
-            members[0],
-            with_model && one_model,
-            &format!("{{{}}}", names.join(", ")),
-        ));
+        let instance: BTreeSet<String> = members
+            .iter()
+            .map(|d| {
+                let gi = d
+                    .mig_profile
+                    .as_ref()
+                    .map_or("unknown", |p| p.gpu_instance_profile());
+                key(d, with_model, gi)
+            })
+            .collect();
+        groups.push(Group {
+            name: key(
+                first,
+                with_model && one_model,
+                &format!("{{{}}}", names.join(", ")),
+            ),
+            instance: instance.into_iter().collect::<Vec<_>>().join(", "),
+            members: names.into_iter().collect(),
+        });
+    }
+    Layout { singles, groups }
+}
+
+/// The source's GPU instances the target cannot give one of its own, counted. Each source GPU
+/// instance needs a distinct target GPU instance of the same profile (and model) holding at
+/// least its compute instances.
+///
+/// A bipartite matching, found by augmenting paths as in the device map, but between classes
+/// of identical GPU instances with their counts as capacities, so that a large inventory of
+/// alike GPU instances costs one class, not one node each.
+fn unplaced(source: &[Group], target: &[Group]) -> Multiset {
+    fn classes(groups: &[Group]) -> Vec<(&Group, usize)> {
+        let mut by_key: BTreeMap<(&str, &str), (&Group, usize)> = BTreeMap::new();
+        for g in groups {
+            by_key
+                .entry((g.instance.as_str(), g.name.as_str()))
+                .or_insert((g, 0))
+                .1 += 1;
+        }
+        by_key.into_values().collect()
+    }
+    let (sc, tc) = (classes(source), classes(target));
+    let fits: Vec<Vec<bool>> = sc
+        .iter()
+        .map(|(s, _)| {
+            tc.iter()
+                .map(|(t, _)| s.instance == t.instance && s.members.is_covered_by(&t.members))
+                .collect()
+        })
+        .collect();
+    let mut left: Vec<usize> = sc.iter().map(|(_, n)| *n).collect();
+    let mut room: Vec<usize> = tc.iter().map(|(_, n)| *n).collect();
+    // flow[i][j]: how many of source class i are placed in target class j.
+    let mut flow = vec![vec![0usize; tc.len()]; sc.len()];
+    loop {
+        // Breadth first from every source class with GPU instances left: to a target class
+        // that fits, and from a full target class back to a source class placed there, which
+        // may move elsewhere.
+        let mut via_target: Vec<Option<usize>> = vec![None; tc.len()];
+        let mut via_source: Vec<Option<usize>> = vec![None; sc.len()];
+        let mut seen: Vec<bool> = left.iter().map(|n| *n > 0).collect();
+        let mut queue: std::collections::VecDeque<usize> = (0..sc.len()).filter(|&i| seen[i]).collect();
+        let mut end = None;
+        'search: while let Some(i) = queue.pop_front() {
+            for j in 0..tc.len() {
+                if !fits[i][j] || via_target[j].is_some() {
+                    continue;
+                }
+                via_target[j] = Some(i);
+                if room[j] > 0 {
+                    end = Some(j);
+                    break 'search;
+                }
+                for k in 0..sc.len() {
+                    if flow[k][j] > 0 && !seen[k] {
+                        seen[k] = true;
+                        via_source[k] = Some(j);
+                        queue.push_back(k);
+                    }
+                }
+            }
+        }
+        let Some(end) = end else { break };
+        // How much the path carries, then carry it.
+        let mut amount = room[end];
+        let mut i = via_target[end];
+        while let Some(si) = i {
+            match via_source[si] {
+                Some(back) => {
+                    amount = amount.min(flow[si][back]);
+                    i = via_target[back];
+                }
+                None => {
+                    amount = amount.min(left[si]);
+                    break;
+                }
+            }
+        }
+        room[end] -= amount;
+        let (mut i, mut j) = (via_target[end], end);
+        while let Some(si) = i {
+            flow[si][j] += amount;
+            match via_source[si] {
+                Some(back) => {
+                    flow[si][back] -= amount;
+                    (i, j) = (via_target[back], back);
+                }
+                None => {
+                    left[si] -= amount;
+                    break;
+                }
+            }
+        }
+    }
+    let mut out = Multiset::new();
+    for ((g, _), n) in sc.iter().zip(&left) {
+        out.add_n(g.name.as_str(), *n);
     }
     out
 }

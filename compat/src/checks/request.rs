@@ -61,7 +61,10 @@ fn needs(devs: &[crate::Device]) -> Needs {
 
 /// Whether every request could be one of the source's devices (an `unknown` one could be any).
 fn part_of(asked: &Multiset, need: &Multiset) -> bool {
-    let surplus: usize = asked.iter().map(|(k, n)| n.saturating_sub(need.count(k))).sum();
+    let surplus = asked
+        .iter()
+        .map(|(k, n)| n.saturating_sub(need.count(k)))
+        .fold(0usize, usize::saturating_add);
     surplus <= need.count("unknown")
 }
 
@@ -88,7 +91,9 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> Verdict {
     let mut odd = Vec::new();
     for (name, qty) in requests.iter().filter(|(n, _)| n.starts_with("nvidia.com/")) {
         match qty.whole() {
-            Some(n) if name == GPU || name.starts_with(MIG_PREFIX) => asked.add_n(name.as_str(), n as usize),
+            Some(n) if name == GPU || name.starts_with(MIG_PREFIX) => {
+                asked.add_n(name.as_str(), usize::try_from(n).unwrap_or(usize::MAX));
+            }
             Some(0) => {}
             Some(_) => odd.push(format!("{name} is not a resource this check knows")),
             None => odd.push(format!("{name}: `{qty}` is not a whole number")),
@@ -115,7 +120,8 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> Verdict {
         Some(Problem::Unrequestable(why)) if !maybe_claimed => return v(Outcome::Refuse, why),
         _ => {}
     }
-    if gpus < asked.total() && matches!(strategy, Some(MigStrategy::Single | MigStrategy::None)) {
+    let mig_requests = asked.iter().any(|(k, _)| k != GPU);
+    if mig_requests && matches!(strategy, Some(MigStrategy::Single | MigStrategy::None)) {
         let name = if strategy == Some(MigStrategy::Single) {
             "single"
         } else {
@@ -172,6 +178,16 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> Verdict {
         Some(MigStrategy::None | MigStrategy::Mixed) => v(
             Outcome::Refuse,
             format!("{GPU} gives whole GPUs here; the checkpoint used other devices"),
+        ),
+        // The single strategy needs every GPU of a node cut the same way (or none cut), so
+        // `nvidia.com/gpu` never gives two shapes on one node.
+        Some(MigStrategy::Single) if need.iter().count() > 1 => v(
+            Outcome::Refuse,
+            format!(
+                "under the single strategy every device {GPU} gives on a node has the same shape; the checkpoint used {} shapes ({})",
+                need.iter().count(),
+                need.iter().map(|(k, _)| k).collect::<Vec<_>>().join(", ")
+            ),
         ),
         Some(MigStrategy::Single) if need.count(GPU) > 0 => v(
             Outcome::Unknown,
