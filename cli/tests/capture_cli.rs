@@ -126,20 +126,30 @@ fn instance_ids_come_from_mig_lci_when_it_answers() {
     );
 }
 
-#[test]
-fn table_output_draws_each_gpu_with_its_slices() {
+/// `miggate capture -o <format>` of a replay scenario; the process must succeed.
+fn capture_as(format: &str, scenario: &str) -> String {
     let out = miggate(
         &[
             "capture",
             "--nvidia-smi",
             replay().to_str().unwrap(),
             "-o",
-            "table",
+            format,
         ],
-        Some("h100-mixed"),
+        Some(scenario),
     );
-    assert_eq!(out.status.code(), Some(0));
-    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn table_output_draws_each_gpu_with_its_slices() {
+    let text = capture_as("table", "h100-mixed");
     // The first line names this machine's kernel; the tree below it is pinned.
     let tree: String = text.lines().skip(1).map(|l| format!("{l}\n")).collect();
     insta::assert_snapshot!("capture-h100-mixed-table", tree);
@@ -147,18 +157,7 @@ fn table_output_draws_each_gpu_with_its_slices() {
 
 #[test]
 fn yaml_output_reads_back_as_the_same_manifest() {
-    let out = miggate(
-        &[
-            "capture",
-            "--nvidia-smi",
-            replay().to_str().unwrap(),
-            "-o",
-            "yaml",
-        ],
-        Some("h200-8gpu"),
-    );
-    assert_eq!(out.status.code(), Some(0));
-    let from_yaml = miggate_compat::from_str(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    let from_yaml = miggate_compat::from_str(&capture_as("yaml", "h200-8gpu")).unwrap();
     let (_, from_json) = capture_smi("h200-8gpu");
     assert_eq!(pinned(&from_yaml).nvidia, pinned(&from_json).nvidia);
     assert_eq!(
@@ -173,6 +172,15 @@ fn write(dir: &Path, name: &str, text: &str) -> String {
     p.to_str().unwrap().to_string()
 }
 
+/// `miggate check ARGS -o json`: the exit code and the report.
+fn check_json(args: &[&str]) -> (Option<i32>, serde_json::Value) {
+    let mut all = vec!["check"];
+    all.extend_from_slice(args);
+    all.extend(["-o", "json"]);
+    let out = miggate(&all, None);
+    (out.status.code(), serde_json::from_slice(&out.stdout).unwrap())
+}
+
 #[test]
 fn captured_manifests_are_compared_by_check() {
     let dir = tempfile::tempdir().unwrap();
@@ -181,15 +189,12 @@ fn captured_manifests_are_compared_by_check() {
     let mixed = write(dir.path(), "mixed.json", &capture_smi("h100-mixed").0);
 
     // The same capture on both sides: compatible, every device maps to itself.
-    let out = miggate(&["check", &slice, &slice, "-o", "json"], None);
-    assert_eq!(out.status.code(), Some(0));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(report["deviceMap"], "");
+    let (code, report) = check_json(&[&slice, &slice]);
+    assert_eq!((code, &report["deviceMap"]), (Some(0), &serde_json::json!("")));
 
     // A 3g.40gb checkpoint against a node whose 3g GPU instance is split into compute instances.
-    let out = miggate(&["check", &slice, &host, "--mode", "offer", "-o", "json"], None);
-    assert_eq!(out.status.code(), Some(1));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (code, report) = check_json(&[&slice, &host, "--mode", "offer"]);
+    assert_eq!(code, Some(1));
     let reason = report["reason"].as_str().unwrap();
     assert!(
         reason.starts_with("mig-profile: source 3g.40gb x1, target "),
@@ -197,14 +202,8 @@ fn captured_manifests_are_compared_by_check() {
     );
 
     // The same 3g.40gb against a node that has one: the node offers it, the map names the pair.
-    let out = miggate(&["check", &slice, &mixed, "--mode", "offer", "-o", "json"], None);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (code, report) = check_json(&[&slice, &mixed, "--mode", "offer"]);
+    assert_eq!(code, Some(0), "{report}");
     assert_eq!(
         report["deviceMap"],
         "MIG-b3061c09-2a4c-5026-a575-79f86a5bb12c=MIG-7089d0f3-293f-58c9-8f8c-5ea666eedbde"
@@ -212,25 +211,13 @@ fn captured_manifests_are_compared_by_check() {
 
     // Against a restore container that was handed whole GPUs.
     let whole = root().join("testdata/manifests/restore-h100-whole.yaml");
-    let out = miggate(
-        &[
-            "check",
-            &slice,
-            whole.to_str().unwrap(),
-            "--skip",
-            "kernel-version,driver-version",
-            "-o",
-            "json",
-        ],
-        None,
-    );
-    assert_eq!(out.status.code(), Some(1));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let skip = "kernel-version,driver-version";
+    let (code, report) = check_json(&[&slice, whole.to_str().unwrap(), "--skip", skip]);
+    assert_eq!(code, Some(1));
+    let reason = report["reason"].as_str().unwrap();
     assert!(
-        report["reason"]
-            .as_str()
-            .unwrap()
-            .contains("mig-partitioning: source slice x1, target whole x2")
+        reason.contains("mig-partitioning: source slice x1, target whole x2"),
+        "{reason}"
     );
 }
 
@@ -333,14 +320,8 @@ fn both_backends_agree_on_one_node() {
     let dir = tempfile::tempdir().unwrap();
     let a = write(dir.path(), "nvml.json", &nvml_text);
     let b = write(dir.path(), "smi.json", &smi_text);
-    let out = miggate(&["check", &a, &b, "-o", "json"], None);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (code, report) = check_json(&[&a, &b]);
+    assert_eq!(code, Some(0), "{report}");
     assert_eq!(report["deviceMap"], "");
 }
 
