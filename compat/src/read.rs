@@ -45,12 +45,24 @@ pub fn from_str(text: &str) -> Result<GpuManifest, Error> {
     }
     let mut ignored: Vec<Vec<PathSegment>> = Vec::new();
     let json = looks_like_json(body);
-    let mut manifest: GpuManifest = if json {
+    // The fast read does not track where it is; only a document that fails is read again, with
+    // the path tracking that names the failing field.
+    let fast = if json {
+        let mut de = serde_json::Deserializer::from_str(body);
+        quick(&mut de, &mut ignored).ok().filter(|_| de.end().is_ok())
+    } else {
+        serde_saphyr::with_deserializer_from_str(body, |de| quick(de, &mut ignored)).ok()
+    };
+    let mut manifest: GpuManifest = if let Some(m) = fast {
+        m
+    } else if json {
+        ignored.clear();
         let mut de = serde_json::Deserializer::from_str(body);
         let m = document(&mut de, &mut ignored).map_err(|(path, error)| Error::Json { path, error })?;
         de.end()?;
         m
     } else {
+        ignored.clear();
         let mut at = Vec::new();
         serde_saphyr::with_deserializer_from_str(body, |de| {
             document(de, &mut ignored).map_err(|(path, error)| {
@@ -81,8 +93,16 @@ pub fn from_str(text: &str) -> Result<GpuManifest, Error> {
     Ok(manifest)
 }
 
-/// Reads the manifest, noting each field no type knows in `ignored`; an error comes with the
-/// path of the field it happened at.
+/// Reads the manifest, noting each field no type knows in `ignored`.
+fn quick<'de, D: Deserializer<'de>>(
+    de: D,
+    ignored: &mut Vec<Vec<PathSegment>>,
+) -> Result<GpuManifest, D::Error> {
+    let mut note = |p: serde_ignored::Path<'_>| ignored.push(segments(&p));
+    Mapping::deserialize(serde_ignored::Deserializer::new(de, &mut note)).map(|Mapping(m)| m)
+}
+
+/// As [`quick`], and an error comes with the path of the field it happened at.
 fn document<'de, D: Deserializer<'de>>(
     de: D,
     ignored: &mut Vec<Vec<PathSegment>>,
