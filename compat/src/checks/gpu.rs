@@ -231,12 +231,6 @@ fn plural(kind: &str) -> &str {
 /// A slice's memory and SM count come from its profile: restoring a `3g.40gb` process onto a
 /// `1g.10gb` fails inside CUDA. Shapes are counted per (model, profile).
 pub(super) fn mig_profile(ctx: &Ctx<'_>) -> Verdict {
-    let slices = |d: &[Device]| -> Vec<Device> {
-        d.iter()
-            .filter(|x| x.kind() == DeviceKind::Slice)
-            .cloned()
-            .collect()
-    };
     let (all_s, all_t) = match both(ctx, |d| flat(&slices(d), false).render()) {
         Ok(v) => v,
         Err(v) => return v,
@@ -253,13 +247,13 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> Verdict {
             "slices on one side only; mig-partitioning speaks",
         );
     }
-    let all: Vec<&Device> = s.iter().chain(&t).collect();
+    let all: Vec<&Device> = s.iter().chain(&t).copied().collect();
     let distinct: BTreeSet<&str> = all.iter().filter_map(|d| d.model()).collect();
     let with_model = all.iter().all(|d| d.model().is_some()) && distinct.len() > 1;
     let (fs, ft) = (flat(&s, with_model), flat(&t, with_model));
     // A slice without a profile has an unknown shape, and a device of unknown kind may be such a
     // slice: either could make up any difference.
-    let no_shape = |d: &[Device]| d.iter().any(|x| x.slice_shape() == Some(SliceShape::Unknown));
+    let no_shape = |d: &[&Device]| d.iter().any(|x| x.slice_shape() == Some(SliceShape::Unknown));
     let no_kind = |d: &[Device]| d.iter().any(|x| x.kind() == DeviceKind::Unknown);
     let unknown = |why: String| Verdict::new(Outcome::Unknown, fs.render(), ft.render(), why);
     if no_shape(&s) || no_shape(&t) {
@@ -337,7 +331,12 @@ fn shape(d: &Device) -> &str {
     d.mig_profile.as_ref().map_or("unknown", |p| p.as_str())
 }
 
-fn flat(slices: &[Device], with_model: bool) -> Multiset {
+/// The MIG slices among `devices`, borrowed.
+fn slices(devices: &[Device]) -> Vec<&Device> {
+    devices.iter().filter(|d| d.kind() == DeviceKind::Slice).collect()
+}
+
+fn flat(slices: &[&Device], with_model: bool) -> Multiset {
     slices.iter().map(|d| key(d, with_model, shape(d))).collect()
 }
 
@@ -371,7 +370,7 @@ impl Layout {
     }
 }
 
-fn layout(slices: &[Device], with_model: bool) -> Layout {
+fn layout(slices: &[&Device], with_model: bool) -> Layout {
     let mut singles = Multiset::new();
     let mut by_gi: BTreeMap<(&str, u32), Vec<&Device>> = BTreeMap::new();
     for d in slices {
