@@ -8,6 +8,7 @@ use anyhow::Context;
 use miggate_capture::{Backend, Options, capture};
 
 use crate::cli::{BackendArg, CaptureArgs, CaptureOutput};
+use crate::input::closed_pipe_is_fine;
 
 /// Captures this process's GPU facts and prints the manifest.
 pub fn run(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
@@ -23,24 +24,17 @@ pub fn run(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
         timeout: Some(Duration::from_secs(args.timeout)),
     };
     let manifest = capture(&options).context("capture failed")?;
-    let mut out = anstream::stdout().lock();
-    let written = match args.output {
-        CaptureOutput::Json => manifest
-            .to_json()
-            .map_err(anyhow::Error::from)
-            .and_then(|t| Ok(writeln!(out, "{t}")?)),
-        CaptureOutput::Yaml => manifest
-            .to_yaml()
-            .map_err(anyhow::Error::from)
-            .and_then(|t| Ok(write!(out, "{t}")?)),
-        CaptureOutput::Table => crate::tree::write_tree(&mut out, &manifest).map_err(anyhow::Error::from),
+    // Serialise first, so a write failure is only ever an I/O failure.
+    let text = match args.output {
+        CaptureOutput::Json => Some(manifest.to_json()? + "\n"),
+        CaptureOutput::Yaml => Some(manifest.to_yaml()?),
+        CaptureOutput::Table => None,
     };
-    match written {
-        Err(e)
-            if e.downcast_ref::<std::io::Error>()
-                .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) => {}
-        other => other.context("cannot write the manifest")?,
-    }
-    out.flush().ok();
+    let mut out = anstream::stdout().lock();
+    let written = match &text {
+        Some(text) => out.write_all(text.as_bytes()),
+        None => crate::tree::write_tree(&mut out, &manifest),
+    };
+    closed_pipe_is_fine(written.and_then(|()| out.flush())).context("cannot write the manifest")?;
     Ok(ExitCode::SUCCESS)
 }

@@ -7,7 +7,7 @@ use anyhow::Context;
 use miggate_compat::{Mode, Options, evaluate, parse_min_kernel, parse_skip};
 
 use crate::cli::{CheckArgs, CheckOutput, ModeArg};
-use crate::input::read_manifest;
+use crate::input::{closed_pipe_is_fine, read_manifest};
 
 /// Compares the two manifests and prints the report; the exit code carries the verdict.
 pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
@@ -32,11 +32,8 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     };
-    match print(&report, args) {
-        // A reader that stopped early (`| head`) is not an error; the verdict still stands.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(code),
-        other => other.map(|()| code).context("cannot write the report"),
-    }
+    closed_pipe_is_fine(print(&report, args)).context("cannot write the report")?;
+    Ok(code)
 }
 
 fn print(report: &miggate_compat::Report, args: &CheckArgs) -> std::io::Result<()> {

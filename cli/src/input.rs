@@ -1,4 +1,4 @@
-//! Reading manifest files, with errors that name the file.
+//! Reading manifest files, with errors that name the file, and finishing output.
 
 use std::io::Read;
 use std::path::Path;
@@ -28,4 +28,13 @@ pub fn read_manifest(path: &Path, role: &str) -> anyhow::Result<GpuManifest> {
         bail!("{role} manifest {shown} is over the {MAX_MANIFEST_BYTES}-byte limit");
     }
     miggate_compat::from_slice(&bytes).with_context(|| format!("{role} manifest {shown}"))
+}
+
+/// The result of writing to standard output, with a reader that stopped early (`| head`) not
+/// counted as a failure: what was asked for is done, and the exit status still carries it.
+pub fn closed_pipe_is_fine(written: std::io::Result<()>) -> std::io::Result<()> {
+    match written {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => other,
+    }
 }

@@ -45,26 +45,36 @@ fn device_line(d: &Device) -> String {
     parts.join("  ")
 }
 
+/// The tree branch for item `n` of `len`.
+fn branch(n: usize, len: usize) -> &'static str {
+    if n + 1 == len { "└──" } else { "├──" }
+}
+
 /// Writes the tree.
 pub fn write_tree(out: &mut impl Write, m: &GpuManifest) -> io::Result<()> {
     let bold = Style::new().bold();
     let dim = Style::new().dimmed();
-    let host = m.host.clone().unwrap_or_default();
-    let nvidia = m.nvidia.clone().unwrap_or_default();
+    let host = m.host.as_ref();
+    let nvidia = m.nvidia.as_ref();
     writeln!(
         out,
         "{bold}{}{bold:#}  kernel {}  {}  driver {}  CUDA {}  {dim}(via {}){dim:#}",
-        or_dash(host.node_name.as_deref()),
-        or_dash(host.kernel_version.as_ref().map(|v| v.as_str())),
-        or_dash(host.cpu_arch.as_deref()),
-        or_dash(nvidia.driver_version.as_ref().map(|v| v.as_str())),
-        or_dash(nvidia.cuda_driver_version.as_ref().map(|v| v.as_str())),
+        or_dash(host.and_then(|h| h.node_name.as_deref())),
+        or_dash(host.and_then(|h| h.kernel_version.as_ref()).map(|v| v.as_str())),
+        or_dash(host.and_then(|h| h.cpu_arch.as_deref())),
+        or_dash(nvidia.and_then(|n| n.driver_version.as_ref()).map(|v| v.as_str())),
+        or_dash(
+            nvidia
+                .and_then(|n| n.cuda_driver_version.as_ref())
+                .map(|v| v.as_str())
+        ),
         or_dash(m.captured_by.as_ref().and_then(|c| c.backend.as_deref())),
     )?;
-    let gpus = nvidia.gpus.unwrap_or_default();
-    let devices = nvidia.devices.as_deref();
-    let mut shown = vec![false; devices.map_or(0, <[Device]>::len)];
-    for gpu in &gpus {
+    let gpus = nvidia.and_then(|n| n.gpus.as_deref()).unwrap_or_default();
+    let devices = m.devices();
+    let listed = devices.unwrap_or_default();
+    let mut shown = vec![false; listed.len()];
+    for gpu in gpus {
         writeln!(
             out,
             "{bold}GPU {}{bold:#}  {}  {}  {}{}",
@@ -74,17 +84,15 @@ pub fn write_tree(out: &mut impl Write, m: &GpuManifest) -> io::Result<()> {
             mode_text(gpu.mig_mode),
             gpu.memory_mib.map_or(String::new(), |m| format!("  {m} MiB")),
         )?;
-        let mine: Vec<usize> = devices
-            .unwrap_or_default()
+        let uuid = gpu.uuid.as_deref();
+        let mine: Vec<(usize, &Device)> = listed
             .iter()
             .enumerate()
             .filter(|(_, d)| {
-                let uuid = gpu.uuid.as_deref();
                 uuid.is_some()
                     && (d.parent_uuid.as_deref() == uuid
                         || (d.kind() != DeviceKind::Slice && d.uuid.as_deref() == uuid))
             })
-            .map(|(i, _)| i)
             .collect();
         if mine.is_empty() {
             let why = match (devices, gpu.mig_mode.is_some_and(MigMode::is_active)) {
@@ -94,19 +102,14 @@ pub fn write_tree(out: &mut impl Write, m: &GpuManifest) -> io::Result<()> {
             };
             writeln!(out, "└── {dim}{why}{dim:#}")?;
         }
-        for (n, i) in mine.iter().enumerate() {
-            shown[*i] = true;
-            let branch = if n + 1 == mine.len() {
-                "└──"
-            } else {
-                "├──"
-            };
-            let d = &devices.unwrap_or_default()[*i];
-            writeln!(out, "{branch} {}", device_line(d))?;
+        for (n, (i, d)) in mine.iter().enumerate() {
+            if let Some(s) = shown.get_mut(*i) {
+                *s = true;
+            }
+            writeln!(out, "{} {}", branch(n, mine.len()), device_line(d))?;
         }
     }
-    let rest: Vec<&Device> = devices
-        .unwrap_or_default()
+    let rest: Vec<&Device> = listed
         .iter()
         .zip(&shown)
         .filter(|(_, s)| !**s)
@@ -115,12 +118,7 @@ pub fn write_tree(out: &mut impl Write, m: &GpuManifest) -> io::Result<()> {
     if !rest.is_empty() {
         writeln!(out, "{bold}devices without a listed GPU{bold:#}")?;
         for (n, d) in rest.iter().enumerate() {
-            let branch = if n + 1 == rest.len() {
-                "└──"
-            } else {
-                "├──"
-            };
-            writeln!(out, "{branch} {}", device_line(d))?;
+            writeln!(out, "{} {}", branch(n, rest.len()), device_line(d))?;
         }
     }
     match devices {

@@ -42,6 +42,11 @@ fn capture_smi(scenario: &str) -> (String, GpuManifest) {
         ],
         Some(scenario),
     );
+    captured(out)
+}
+
+/// A successful capture's output: the text and the manifest it reads as.
+fn captured(out: Output) -> (String, GpuManifest) {
     assert_eq!(
         out.status.code(),
         Some(0),
@@ -279,14 +284,7 @@ fn both_backends_agree_on_one_node() {
         ],
         None,
     );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let nvml_text = String::from_utf8(out.stdout).unwrap();
-    let nvml = miggate_compat::from_str(&nvml_text).unwrap();
+    let (nvml_text, nvml) = captured(out);
     assert_eq!(
         nvml.captured_by.as_ref().unwrap().backend.as_deref(),
         Some("nvml")
