@@ -97,8 +97,7 @@ fn query_gpus(program: &Path, timeout: Duration) -> Result<query::QueryTable, Er
     loop {
         let arg = format!("--query-gpu={}", fields.join(","));
         let out = run(program, &[&arg, "--format=csv,noheader,nounits"], timeout)?;
-        let rejected = query::rejected_field(&out.combined());
-        if let Some(field) = rejected {
+        if let Some(field) = query::rejected_field(&out.combined()) {
             let before = fields.len();
             fields.retain(|f| !f.eq_ignore_ascii_case(&field));
             if fields.len() < before && fields.contains(&"uuid") {
@@ -113,14 +112,10 @@ fn query_gpus(program: &Path, timeout: Duration) -> Result<query::QueryTable, Er
                 output: text,
             }));
         }
-        return match query::parse(&out.stdout, &fields) {
-            Err(Error::QueryFieldRejected { field, .. }) if fields.iter().any(|f| *f == field) => {
-                fields.retain(|f| *f != field);
-                continue;
-            }
-            Err(e) => Err(failure::classify(&out.combined()).unwrap_or(e)),
-            ok => ok,
-        };
+        // A rejected field was dealt with above (the parser finds it the same way), so what is
+        // left to map is a failure text that only stderr carried.
+        return query::parse(&out.stdout, &fields)
+            .map_err(|e| failure::classify(&out.combined()).unwrap_or(e));
     }
 }
 
@@ -202,6 +197,33 @@ fn add_instance_ids(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An old driver that does not know `compute_cap`: the query is asked again without it.
+    #[test]
+    fn a_rejected_query_field_is_dropped_and_the_query_asked_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let smi = dir.path().join("nvidia-smi");
+        let script = r#"#!/bin/sh
+case "$*" in
+  *compute_cap*) echo 'Field "compute_cap" is not a valid field to query.'; exit 2 ;;
+  --query-gpu=*) echo '0, GPU-1, Tesla T4, 00000000:18:00.0, 15360, 470.57.02, [N/A], [N/A]' ;;
+  -L) echo 'GPU 0: Tesla T4 (UUID: GPU-1)' ;;
+  *) exit 2 ;;
+esac
+"#;
+        std::fs::write(&smi, script).unwrap();
+        std::process::Command::new("chmod")
+            .arg("+x")
+            .arg(&smi)
+            .status()
+            .unwrap();
+        let facts = read(&smi, Duration::from_secs(10)).unwrap();
+        let gpus = facts.nvidia.gpus.unwrap();
+        assert_eq!(gpus.len(), 1);
+        assert_eq!(gpus[0].product_name.as_deref(), Some("Tesla T4"));
+        assert_eq!(gpus[0].compute_capability, None);
+        assert_eq!(facts.nvidia.devices.unwrap().len(), 1);
+    }
 
     #[test]
     fn reads_the_cuda_version() {
