@@ -142,7 +142,10 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> Verdict {
             ),
         );
     }
-    if need.total() != asked.total() && odd.is_empty() {
+    if !odd.is_empty() {
+        return v(Outcome::Unknown, odd.join("; "));
+    }
+    if need.total() != asked.total() {
         return v(
             Outcome::Refuse,
             format!(
@@ -151,9 +154,6 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> Verdict {
                 need.total()
             ),
         );
-    }
-    if !odd.is_empty() {
-        return v(Outcome::Unknown, odd.join("; "));
     }
     if gpus == 0 {
         return if need == asked {
