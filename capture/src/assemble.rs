@@ -293,7 +293,7 @@ fn gpu(j: &Joined<'_>) -> Gpu {
     let row = j.row;
     Gpu {
         index: j.index(),
-        uuid: j.uuid().map(String::from),
+        uuid: j.uuid().and_then(|u| u.parse().ok()),
         product_name: j.name().map(String::from),
         pci_bus_id: row.and_then(|r| r.pci_bus_id.clone()),
         memory_mib: row.and_then(|r| r.memory_total_mib),
@@ -305,7 +305,7 @@ fn gpu(j: &Joined<'_>) -> Gpu {
 /// A whole-GPU device.
 fn whole(j: &Joined<'_>) -> Device {
     Device {
-        uuid: j.uuid().map(String::from),
+        uuid: j.uuid().and_then(|u| u.parse().ok()),
         product_name: j.name().map(String::from),
         memory_mib: j.row.and_then(|r| r.memory_total_mib),
         ..Device::default()
@@ -316,8 +316,8 @@ fn whole(j: &Joined<'_>) -> Device {
 fn slice(s: &ListedSlice, parent: Option<&Joined<'_>>) -> Device {
     let parent_uuid = parent.and_then(Joined::uuid).or(s.legacy_parent.as_deref());
     Device {
-        uuid: s.uuid.clone(),
-        parent_uuid: parent_uuid.map(String::from),
+        uuid: s.uuid.as_deref().and_then(|u| u.parse().ok()),
+        parent_uuid: parent_uuid.and_then(|u| u.parse().ok()),
         product_name: parent.and_then(Joined::name).map(String::from),
         mig_profile: s.profile.clone(),
         gpu_instance_id: s.gpu_instance_id,

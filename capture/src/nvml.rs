@@ -140,6 +140,23 @@ fn open(lib_path: Option<&Path>) -> Result<Nvml, Error> {
     })
 }
 
+/// A UUID NVML gave, kept only in a form nvidia-smi prints; anything else is unknown, with a
+/// warning that quotes it escaped.
+fn checked_uuid<U: std::str::FromStr<Err = miggate_compat::Error>>(
+    uuid: Option<String>,
+    at: &str,
+    warnings: &mut Vec<String>,
+) -> Option<String> {
+    let uuid = uuid?;
+    match uuid.parse::<U>() {
+        Ok(_) => Some(uuid),
+        Err(e) => {
+            warnings.push(format!("{at}: {e}; taken as unknown"));
+            None
+        }
+    }
+}
+
 /// One physical GPU, and the devices it offers (`None` when they cannot be told).
 fn read_gpu(
     nvml: &Nvml,
@@ -148,7 +165,11 @@ fn read_gpu(
     warnings: &mut Vec<String>,
 ) -> (Gpu, Option<Vec<Device>>) {
     let at = format!("GPU {index}");
-    let uuid = fact(handle.uuid(), "nvmlDeviceGetUUID", "the UUID", &at, warnings);
+    let uuid = checked_uuid::<miggate_compat::GpuUuid>(
+        fact(handle.uuid(), "nvmlDeviceGetUUID", "the UUID", &at, warnings),
+        &at,
+        warnings,
+    );
     let at = match &uuid {
         Some(u) => format!("GPU {index} ({u})"),
         None => at,
@@ -204,7 +225,7 @@ fn read_gpu(
 
     let gpu = Gpu {
         index: Some(index),
-        uuid: uuid.clone(),
+        uuid: uuid.as_deref().and_then(|u| u.parse().ok()),
         product_name: product_name.clone(),
         pci_bus_id,
         memory_mib,
@@ -222,7 +243,7 @@ fn read_gpu(
             read_slices(nvml, &parent, handle, warnings)
         }
         Ok(_) => Some(vec![Device {
-            uuid,
+            uuid: uuid.as_deref().and_then(|u| u.parse().ok()),
             product_name,
             memory_mib,
             ..Device::default()
@@ -295,7 +316,11 @@ fn read_slice(
     warnings: &mut Vec<String>,
 ) -> Device {
     let at = format!("GPU {} MIG device {position}", parent.index);
-    let uuid = fact(mig.uuid(), "nvmlDeviceGetUUID", "the UUID", &at, warnings);
+    let uuid = checked_uuid::<miggate_compat::DeviceUuid>(
+        fact(mig.uuid(), "nvmlDeviceGetUUID", "the UUID", &at, warnings),
+        &at,
+        warnings,
+    );
     let at = match &uuid {
         Some(u) => format!("{at} ({u})"),
         None => at,
@@ -344,8 +369,8 @@ fn read_slice(
     )
     .map(|m| m.total / MIB);
     Device {
-        uuid,
-        parent_uuid: parent.uuid.map(String::from),
+        uuid: uuid.as_deref().and_then(|u| u.parse().ok()),
+        parent_uuid: parent.uuid.and_then(|u| u.parse().ok()),
         product_name: parent.name.map(String::from),
         mig_profile,
         gpu_instance_id,

@@ -199,7 +199,7 @@ fn list_counts(
     // known parent carries the parent's product name.
     for d in devices.iter().filter(|d| d.kind() == DeviceKind::Slice) {
         if d.uuid.is_some() {
-            assert_ne!(d.uuid, d.parent_uuid);
+            assert_ne!(d.uuid.as_deref(), d.parent_uuid.as_deref());
         }
         if d.parent_uuid.is_some() {
             assert!(d.product_name.is_some(), "{d:?}");

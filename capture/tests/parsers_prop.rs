@@ -67,7 +67,7 @@ fn run_all(text: &str) {
                 assert!(
                     !devices
                         .iter()
-                        .any(|d| d.kind() == DeviceKind::Whole && d.uuid.as_ref() == Some(uuid)),
+                        .any(|d| d.kind() == DeviceKind::Whole && d.uuid.as_deref() == Some(uuid.as_str())),
                     "GPU {uuid} has slices and is also a whole device"
                 );
             }
@@ -77,7 +77,7 @@ fn run_all(text: &str) {
             if let Some(uuid) = &s.uuid {
                 let d = devices
                     .iter()
-                    .find(|d| d.uuid.as_ref() == Some(uuid))
+                    .find(|d| d.uuid.as_deref() == Some(uuid.as_str()))
                     .expect("a listed slice is a device");
                 assert_eq!(d.kind(), DeviceKind::Slice);
             }

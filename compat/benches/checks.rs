@@ -21,8 +21,12 @@ fn manifest(seed: u32, with_pod: bool) -> GpuManifest {
         let parent = format!("GPU-{seed:08x}-{gpu:04x}-4000-8000-000000000000");
         for slot in 0..7u32 {
             devices.push(Device {
-                uuid: Some(format!("MIG-{seed:08x}-{gpu:04x}-5000-8000-{slot:012x}")),
-                parent_uuid: Some(parent.clone()),
+                uuid: Some(
+                    format!("MIG-{seed:08x}-{gpu:04x}-5000-8000-{slot:012x}")
+                        .parse()
+                        .unwrap(),
+                ),
+                parent_uuid: Some(parent.parse().unwrap()),
                 product_name: Some(H100.into()),
                 mig_profile: Some("1g.10gb".parse().unwrap()),
                 gpu_instance_id: Some(7 + slot),

@@ -5,6 +5,7 @@
 
 use crate::manifest::Device;
 use crate::profile::MigProfile;
+use crate::uuid::DeviceUuid;
 
 /// Whether a device is a whole GPU, a MIG slice, or cannot be told.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -13,7 +14,7 @@ pub enum DeviceKind {
     Whole,
     /// A MIG slice: a `MIG-` UUID (either form), a profile, or a parent.
     Slice,
-    /// Neither could be established (no UUID, or one of another form).
+    /// Neither could be established: no UUID and no MIG fields.
     Unknown,
 }
 
@@ -37,41 +38,13 @@ pub enum SliceShape<'a> {
     Unknown,
 }
 
-/// The parts of a legacy `MIG-GPU-<parent>/<gi>/<ci>` UUID (drivers before R470).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LegacyMigUuid<'a> {
-    /// The parent GPU's `GPU-…` UUID.
-    pub parent: &'a str,
-    /// The GPU instance id.
-    pub gpu_instance: u32,
-    /// The compute instance id.
-    pub compute_instance: u32,
-}
-
-/// Splits a legacy MIG UUID; `None` for any other form.
-pub fn parse_legacy_mig_uuid(uuid: &str) -> Option<LegacyMigUuid<'_>> {
-    let rest = uuid.strip_prefix("MIG-")?;
-    if !rest.starts_with("GPU-") {
-        return None;
-    }
-    let mut parts = rest.rsplitn(3, '/');
-    let ci = parts.next()?.parse().ok()?;
-    let gi = parts.next()?.parse().ok()?;
-    let parent = parts.next()?;
-    Some(LegacyMigUuid {
-        parent,
-        gpu_instance: gi,
-        compute_instance: ci,
-    })
-}
-
 impl Device {
     /// The device's kind, as the manifest contract defines it.
     pub fn kind(&self) -> DeviceKind {
-        let uuid = self.uuid.as_deref().map(str::trim).unwrap_or("");
-        if uuid.starts_with("MIG-") || self.mig_profile.is_some() || self.parent_uuid.is_some() {
+        let mig_uuid = self.uuid.as_ref().is_some_and(DeviceUuid::is_mig);
+        if mig_uuid || self.mig_profile.is_some() || self.parent_uuid.is_some() {
             DeviceKind::Slice
-        } else if uuid.starts_with("GPU-") {
+        } else if self.uuid.is_some() {
             DeviceKind::Whole
         } else {
             DeviceKind::Unknown
@@ -98,19 +71,16 @@ impl Device {
     /// The GPU instance a slice lives in, as (parent GPU, GPU instance id), when both are known.
     /// Compute instances of one GPU instance share its memory, so they are compared together.
     pub fn gpu_instance(&self) -> Option<(&str, u32)> {
-        let uuid = self.uuid.as_deref().unwrap_or("");
-        if let Some(legacy) = parse_legacy_mig_uuid(uuid) {
-            return Some((legacy.parent, legacy.gpu_instance));
+        if let Some(legacy) = self.uuid.as_ref().and_then(DeviceUuid::legacy_gpu_instance) {
+            return Some(legacy);
         }
-        Some((self.parent_uuid.as_deref()?, self.gpu_instance_id?))
+        Some((self.parent_uuid.as_ref()?.as_str(), self.gpu_instance_id?))
     }
 
-    /// Whether the UUID is one cuda-checkpoint can be given in a device map.
+    /// The UUID as cuda-checkpoint takes it in a device map; `None` without a UUID or with a
+    /// legacy `MIG-GPU-…` one.
     pub fn mappable_uuid(&self) -> Option<&str> {
-        let uuid = self.uuid.as_deref()?.trim();
-        let ok =
-            (uuid.starts_with("GPU-") || uuid.starts_with("MIG-")) && parse_legacy_mig_uuid(uuid).is_none();
-        ok.then_some(uuid)
+        self.uuid.as_ref()?.mappable()
     }
 }
 
@@ -121,9 +91,9 @@ mod tests {
 
     fn dev(uuid: Option<&str>, profile: Option<&str>, parent: Option<&str>) -> Device {
         Device {
-            uuid: uuid.map(String::from),
+            uuid: uuid.map(|u| u.parse().unwrap()),
             mig_profile: profile.map(|p| p.parse().unwrap()),
-            parent_uuid: parent.map(String::from),
+            parent_uuid: parent.map(|u| u.parse().unwrap()),
             ..Device::default()
         }
     }
@@ -142,7 +112,6 @@ mod tests {
     #[case(dev(Some("GPU-1"), None, Some("GPU-0")), DeviceKind::Slice)]
     #[case(dev(None, Some("3g.40gb"), None), DeviceKind::Slice)]
     #[case(dev(None, None, None), DeviceKind::Unknown)]
-    #[case(dev(Some("0000:18:00.0"), None, None), DeviceKind::Unknown)]
     fn kinds_follow_the_contract(#[case] d: Device, #[case] want: DeviceKind) {
         assert_eq!(d.kind(), want);
     }
@@ -156,11 +125,6 @@ mod tests {
 
     #[test]
     fn legacy_uuids_name_parent_and_instances() {
-        let l = parse_legacy_mig_uuid("MIG-GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f/7/0").unwrap();
-        assert_eq!(l.parent, "GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f");
-        assert_eq!((l.gpu_instance, l.compute_instance), (7, 0));
-        assert!(parse_legacy_mig_uuid("MIG-7089d0f3-293f-58c9-8f8c-5ea666eedbde").is_none());
-        assert!(parse_legacy_mig_uuid("MIG-GPU-x/a/0").is_none());
         let d = dev(
             Some("MIG-GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f/7/0"),
             None,

@@ -7,7 +7,6 @@
 use std::collections::BTreeSet;
 
 use crate::checks::CheckName;
-use crate::device::parse_legacy_mig_uuid;
 use crate::manifest::{Device, GpuManifest};
 
 /// Whether two devices can stand for each other; dimensions unknown on either side, or waived
@@ -28,7 +27,7 @@ fn same_class(a: &Device, b: &Device, skip: &BTreeSet<CheckName>) -> bool {
 }
 
 fn uuid(d: &Device) -> Option<&str> {
-    d.uuid.as_deref().map(str::trim).filter(|u| !u.is_empty())
+    d.uuid.as_ref().map(|u| u.as_str())
 }
 
 /// Builds the map: `Ok(Some(""))` when every device maps to itself (or the source has none),
@@ -162,7 +161,7 @@ fn label(d: &Device, i: usize) -> String {
 
 fn mappable(d: &Device, i: usize) -> Result<&str, String> {
     d.mappable_uuid().ok_or_else(|| match uuid(d) {
-        Some(u) if parse_legacy_mig_uuid(u).is_some() => {
+        Some(u) if d.uuid.as_ref().is_none_or(|x| x.mappable().is_none()) => {
             format!("device {u} has a legacy MIG-GPU-… id, which cuda-checkpoint does not accept")
         }
         Some(u) => format!("device {u} has no GPU-… or MIG-… UUID, which is all cuda-checkpoint accepts"),

@@ -51,6 +51,14 @@ pub enum Error {
         /// What is wrong with it.
         why: String,
     },
+    /// A UUID that is not in a form nvidia-smi prints; quoted escaped.
+    #[error("`{uuid}` is not a GPU or MIG UUID: {why}")]
+    InvalidUuid {
+        /// The text given, escaped.
+        uuid: String,
+        /// What is wrong with it.
+        why: &'static str,
+    },
     /// A check name that does not exist (in `--skip`, say).
     #[error("unknown check `{name}`; known checks: {known}")]
     UnknownCheck {

@@ -25,6 +25,7 @@ mod checks;
 mod device;
 mod device_map;
 mod error;
+pub mod escape;
 mod manifest;
 mod multiset;
 mod profile;
@@ -33,12 +34,13 @@ mod read;
 mod report;
 mod schema;
 mod text;
+mod uuid;
 
 pub use checks::{
     CheckName, DEFAULT_MIN_DRIVER, DEFAULT_MIN_KERNEL, Mode, Options, evaluate, parse_min_kernel, parse_skip,
     reduce_digest,
 };
-pub use device::{DeviceKind, LegacyMigUuid, SliceShape, parse_legacy_mig_uuid};
+pub use device::{DeviceKind, SliceShape};
 pub use error::Error;
 pub use manifest::{
     API_VERSION, ApiVersion, CapturedBy, Device, Gpu, GpuManifest, Host, KIND, Kind, MigMode, MigStrategy,
@@ -51,3 +53,4 @@ pub use read::{MAX_MANIFEST_BYTES, from_slice, from_str};
 pub use report::{CheckResult, Outcome, Report};
 pub use schema::manifest_schema;
 pub use text::{VersionText, kernel_major_minor, versions_equal};
+pub use uuid::{DeviceUuid, GpuUuid, MAX_UUID_BYTES, UuidForm};

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::profile::MigProfile;
 use crate::quantity::Quantity;
 use crate::text::VersionText;
+use crate::uuid::{DeviceUuid, GpuUuid};
 
 /// The only `apiVersion` this crate reads; anything else (a Pod's `v1`) is refused outright so a
 /// wrong file cannot pass as a manifest with every fact unknown.
@@ -303,7 +304,7 @@ pub struct Gpu {
     pub index: Option<u32>,
     /// `GPU-…` UUID.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uuid: Option<String>,
+    pub uuid: Option<GpuUuid>,
     /// The product name nvidia-smi prints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub product_name: Option<String>,
@@ -358,10 +359,10 @@ impl MigMode {
 pub struct Device {
     /// `GPU-…` for a whole GPU, `MIG-…` (or legacy `MIG-GPU-…/gi/ci`) for a slice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub uuid: Option<String>,
+    pub uuid: Option<DeviceUuid>,
     /// The parent GPU's UUID, for a slice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub parent_uuid: Option<String>,
+    pub parent_uuid: Option<GpuUuid>,
     /// The product name; a slice carries its parent card's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub product_name: Option<String>,

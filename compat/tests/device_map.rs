@@ -225,32 +225,15 @@ fn a_node_device_without_uuid_is_passed_over_when_another_fits() {
 }
 
 #[test]
-fn ids_cuda_checkpoint_does_not_accept_are_never_emitted() {
-    let dev = |uuid: &str| miggate_compat::Device {
-        uuid: Some(uuid.to_string()),
-        product_name: Some("NVIDIA L4".into()),
-        ..Default::default()
-    };
-    let side = |d: miggate_compat::Device| miggate_compat::GpuManifest {
-        nvidia: Some(miggate_compat::Nvidia {
-            devices: Some(vec![d]),
-            ..Default::default()
-        }),
-        ..Default::default()
-    };
-    let report = miggate_compat::evaluate(
-        &side(dev("0000:18:00.0")),
-        &side(dev("0000:3b:00.0")),
-        &miggate_compat::Options::default(),
-    );
-    assert!(report.compatible);
-    assert_eq!(report.device_map, None);
-    assert!(
-        report
-            .warnings
-            .iter()
-            .any(|w| w.contains("no GPU-… or MIG-… UUID")),
-        "{:?}",
-        report.warnings
-    );
+fn ids_cuda_checkpoint_does_not_accept_cannot_be_read() {
+    // A UUID outside the printed forms never reaches a map: reading the manifest fails and
+    // names the field.
+    for uuid in ["0000:18:00.0", "GPU-2,GPU-9=GPU-7", "GPU-1 "] {
+        let text = format!(
+            "{{\"apiVersion\": \"miggate.io/v1alpha1\", \"kind\": \"GpuManifest\", \"nvidia\": {{\"devices\": [{{\"uuid\": {uuid:?}}}]}}}}"
+        );
+        let err = miggate_compat::from_str(&text).unwrap_err().to_string();
+        assert!(err.contains("at nvidia.devices[0].uuid"), "{err}");
+        assert!(err.contains("is not a GPU or MIG UUID"), "{err}");
+    }
 }

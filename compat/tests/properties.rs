@@ -80,8 +80,12 @@ fn proto() -> impl Strategy<Value = Proto> {
 fn device(p: &Proto, uuid: &str) -> Device {
     let whole = !p.slice;
     Device {
-        uuid: p.has_uuid.then(|| uuid.to_string()),
-        parent_uuid: if whole { None } else { p.parent.map(String::from) },
+        uuid: p.has_uuid.then(|| uuid.parse().unwrap()),
+        parent_uuid: if whole {
+            None
+        } else {
+            p.parent.map(|x| x.parse().unwrap())
+        },
         product_name: p.model.map(String::from),
         mig_profile: if whole {
             None
@@ -551,14 +555,14 @@ proptest! {
                             .filter(|x| x.is_compute_instance() && x.gpu_instance_profile() == gi_profile)
                             .collect();
                         d.mig_profile = Some(fits[(k / instances.len()) % fits.len()].clone());
-                        d.parent_uuid = Some(parent.to_string());
+                        d.parent_uuid = Some(parent.parse().unwrap());
                         d.gpu_instance_id = Some(gi);
                         d.product_name = member.product_name.clone();
                     }
                     // A fresh GPU: new UUIDs and parents, so the slice joins no GPU instance.
                     _ => {
                         if d.parent_uuid.is_some() {
-                            d.parent_uuid = Some(format!("GPU-added{i}"));
+                            d.parent_uuid = Some(format!("GPU-added{i}").parse().unwrap());
                         }
                     }
                 }

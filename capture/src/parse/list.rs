@@ -15,7 +15,7 @@
 //! - MIG lines with no GPU line above them are kept as slices with an unknown parent, never
 //!   turned into whole GPUs.
 
-use miggate_compat::{MigProfile, parse_legacy_mig_uuid};
+use miggate_compat::{DeviceUuid, GpuUuid, MigProfile, escape::escape};
 use serde::Serialize;
 
 use super::{failure, nothing_parsed, number, numbered_lines};
@@ -250,14 +250,27 @@ fn mig_line(line: &str, n: usize, warnings: &mut Vec<String>) -> Option<ListedSl
             }
         }
     };
-    let legacy = uuid.as_deref().and_then(parse_legacy_mig_uuid);
+    let legacy = uuid
+        .as_deref()
+        .and_then(|u| u.parse::<DeviceUuid>().ok())
+        .and_then(|u| match u.form() {
+            miggate_compat::UuidForm::LegacyMig {
+                gpu_instance,
+                compute_instance,
+            } => Some((
+                u.legacy_gpu_instance().map(|(p, _)| p.to_string()),
+                gpu_instance,
+                compute_instance,
+            )),
+            _ => None,
+        });
     Some(ListedSlice {
         profile,
         unreadable_profile,
         device,
-        gpu_instance_id: legacy.as_ref().map(|l| l.gpu_instance),
-        compute_instance_id: legacy.as_ref().map(|l| l.compute_instance),
-        legacy_parent: legacy.as_ref().map(|l| l.parent.to_string()),
+        gpu_instance_id: legacy.as_ref().map(|l| l.1),
+        compute_instance_id: legacy.as_ref().map(|l| l.2),
+        legacy_parent: legacy.and_then(|l| l.0),
         uuid,
         line: n,
     })
@@ -282,12 +295,23 @@ fn uuid_of_form(uuid: &str, prefix: &str, n: usize, warnings: &mut Vec<String>) 
             "{COMMAND} line {n}: white space inside UUID removed, read as {uuid}"
         ));
     }
-    if uuid.len() > prefix.len() && uuid.starts_with(prefix) {
-        Some(uuid)
+    let checked = if prefix == "GPU-" {
+        uuid.parse::<GpuUuid>().map(|_| ())
     } else {
-        warnings.push(format!(
-            "{COMMAND} line {n}: UUID {uuid:?} does not start with `{prefix}`; taken as unknown"
-        ));
-        None
+        uuid.parse::<DeviceUuid>().map(|_| ())
+    };
+    match checked {
+        Ok(()) if uuid.starts_with(prefix) => Some(uuid),
+        Ok(()) => {
+            warnings.push(format!(
+                "{COMMAND} line {n}: UUID `{}` does not start with `{prefix}`; taken as unknown",
+                escape(&uuid)
+            ));
+            None
+        }
+        Err(e) => {
+            warnings.push(format!("{COMMAND} line {n}: {e}; taken as unknown"));
+            None
+        }
     }
 }

@@ -105,7 +105,7 @@ impl From<M> for GpuManifest {
 /// A whole GPU.
 pub fn whole(uuid: &str, model: &str) -> Device {
     Device {
-        uuid: Some(uuid.into()),
+        uuid: Some(uuid.parse().unwrap()),
         product_name: Some(model.into()),
         ..Device::default()
     }
@@ -114,7 +114,7 @@ pub fn whole(uuid: &str, model: &str) -> Device {
 /// A device known only by its UUID (an older capture).
 pub fn bare(uuid: &str) -> Device {
     Device {
-        uuid: Some(uuid.into()),
+        uuid: Some(uuid.parse().unwrap()),
         ..Device::default()
     }
 }
@@ -122,7 +122,7 @@ pub fn bare(uuid: &str) -> Device {
 /// A MIG slice with its profile.
 pub fn slice(uuid: &str, model: &str, profile: &str) -> Device {
     Device {
-        uuid: Some(uuid.into()),
+        uuid: Some(uuid.parse().unwrap()),
         product_name: Some(model.into()),
         mig_profile: Some(profile.parse().unwrap()),
         ..Device::default()
@@ -132,7 +132,7 @@ pub fn slice(uuid: &str, model: &str, profile: &str) -> Device {
 /// A MIG slice with its place: parent GPU, GPU instance and compute instance.
 pub fn slice_in(uuid: &str, model: &str, profile: &str, parent: &str, gi: u32, ci: u32) -> Device {
     Device {
-        parent_uuid: Some(parent.into()),
+        parent_uuid: Some(parent.parse().unwrap()),
         gpu_instance_id: Some(gi),
         compute_instance_id: Some(ci),
         ..slice(uuid, model, profile)
