@@ -292,6 +292,7 @@ fn distinct_rows<'a>(rows: &'a [QueryRow], warnings: &mut Vec<String>) -> Vec<&'
 fn gpu(j: &Joined<'_>) -> Gpu {
     let row = j.row;
     Gpu {
+        unknown: Default::default(),
         index: j.index(),
         uuid: j.uuid().and_then(|u| u.parse().ok()),
         product_name: j.name().map(String::from),
@@ -316,6 +317,7 @@ fn whole(j: &Joined<'_>) -> Device {
 fn slice(s: &ListedSlice, parent: Option<&Joined<'_>>) -> Device {
     let parent_uuid = parent.and_then(Joined::uuid).or(s.legacy_parent.as_deref());
     Device {
+        unknown: Default::default(),
         uuid: s.uuid.as_deref().and_then(|u| u.parse().ok()),
         parent_uuid: parent_uuid.and_then(|u| u.parse().ok()),
         product_name: parent.and_then(Joined::name).map(String::from),

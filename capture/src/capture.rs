@@ -67,6 +67,7 @@ pub fn capture(options: &Options) -> Result<GpuManifest, Error> {
     let mut manifest = GpuManifest::new();
     manifest.captured_at = Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
     manifest.captured_by = Some(CapturedBy {
+        unknown: Default::default(),
         tool: Some("miggate".into()),
         version: Some(env!("CARGO_PKG_VERSION").into()),
         backend: Some(backend.into()),

@@ -35,6 +35,7 @@ pub fn kubernetes_arch(rust_arch: &'static str) -> &'static str {
 /// This host's facts, with the node name when one is given.
 pub fn host(node_name: Option<&str>) -> Host {
     Host {
+        unknown: Default::default(),
         node_name: node_name.map(str::to_string),
         kernel_version: kernel_release().map(VersionText::new),
         cpu_arch: Some(cpu_arch().to_string()),

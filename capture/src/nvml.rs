@@ -62,6 +62,7 @@ impl NvmlFacts {
     /// it is the device plugin's setting, which NVML does not know).
     pub fn to_nvidia(&self) -> Nvidia {
         Nvidia {
+            unknown: Default::default(),
             driver_version: self.driver_version.clone(),
             cuda_driver_version: self.cuda_driver_version.clone(),
             mig_strategy: None,
@@ -224,6 +225,7 @@ fn read_gpu(
     };
 
     let gpu = Gpu {
+        unknown: Default::default(),
         index: Some(index),
         uuid: uuid.as_deref().and_then(|u| u.parse().ok()),
         product_name: product_name.clone(),
@@ -369,6 +371,7 @@ fn read_slice(
     )
     .map(|m| m.total / MIB);
     Device {
+        unknown: Default::default(),
         uuid: uuid.as_deref().and_then(|u| u.parse().ok()),
         parent_uuid: parent.uuid.and_then(|u| u.parse().ok()),
         product_name: parent.name.map(String::from),

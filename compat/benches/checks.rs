@@ -21,6 +21,7 @@ fn manifest(seed: u32, with_pod: bool) -> GpuManifest {
         let parent = format!("GPU-{seed:08x}-{gpu:04x}-4000-8000-000000000000");
         for slot in 0..7u32 {
             devices.push(Device {
+                unknown: Default::default(),
                 uuid: Some(
                     format!("MIG-{seed:08x}-{gpu:04x}-5000-8000-{slot:012x}")
                         .parse()
@@ -37,12 +38,14 @@ fn manifest(seed: u32, with_pod: bool) -> GpuManifest {
     }
     let mut m = GpuManifest::new();
     m.host = Some(Host {
+        unknown: Default::default(),
         node_name: Some(format!("gpu-node-{seed}")),
         kernel_version: Some(VersionText::new("5.15.0-1071-aws")),
         cpu_arch: Some("amd64".into()),
     });
     if with_pod {
         m.pod = Some(Pod {
+            unknown: Default::default(),
             image: Some("nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.6.1".into()),
             image_digest: Some(
                 "sha256:9f2c4be5a0e7f4b1c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a1b0".into(),
@@ -55,6 +58,7 @@ fn manifest(seed: u32, with_pod: bool) -> GpuManifest {
         });
     }
     m.nvidia = Some(Nvidia {
+        unknown: Default::default(),
         driver_version: Some(VersionText::new("580.82.07")),
         cuda_driver_version: Some(VersionText::new("13.0")),
         mig_strategy: Some(MigStrategy::Mixed),

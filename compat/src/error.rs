@@ -19,8 +19,19 @@ pub enum Error {
     #[error("manifest is empty")]
     Empty,
     /// The input is not valid UTF-8.
-    #[error("manifest is not UTF-8 text: {0}")]
-    NotUtf8(std::str::Utf8Error),
+    #[error("manifest is not UTF-8 text: invalid bytes at line {line} column {column}")]
+    NotUtf8 {
+        /// The line of the first invalid byte, from 1.
+        line: usize,
+        /// Its column in characters, from 1.
+        column: usize,
+    },
+    /// YAML past one of the reading limits that guard against hostile documents.
+    #[error("manifest YAML cannot be read: {why}")]
+    YamlLimit {
+        /// Which limit, in words.
+        why: String,
+    },
     /// JSON that does not parse, or does not fit the manifest's shape.
     #[error("invalid manifest JSON{}: {error}", at(path))]
     Json {
@@ -90,12 +101,6 @@ fn at(path: &[PathSegment]) -> String {
 
 // The wrapped errors are shown in each variant's message rather than as `source()`, so a
 // caller printing the whole chain does not print them twice.
-impl From<std::str::Utf8Error> for Error {
-    fn from(e: std::str::Utf8Error) -> Self {
-        Error::NotUtf8(e)
-    }
-}
-
 impl From<serde_json::Error> for Error {
     fn from(error: serde_json::Error) -> Self {
         Error::Json {

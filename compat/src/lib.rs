@@ -26,6 +26,7 @@ mod device;
 mod device_map;
 mod error;
 pub mod escape;
+mod fields;
 mod manifest;
 mod multiset;
 mod profile;
@@ -44,13 +45,13 @@ pub use device::{DeviceKind, SliceShape};
 pub use error::Error;
 pub use manifest::{
     API_VERSION, ApiVersion, CapturedBy, Device, Gpu, GpuManifest, Host, KIND, Kind, MigMode, MigStrategy,
-    Nvidia, PathSegment, Pod, UnknownField, render_path,
+    Nvidia, PathSegment, Pod, UnknownField, UnknownFields, render_path,
 };
 pub use multiset::Multiset;
 pub use profile::MigProfile;
 pub use quantity::Quantity;
-pub use read::{MAX_MANIFEST_BYTES, from_slice, from_str};
+pub use read::{MAX_DEPTH, MAX_MANIFEST_BYTES, from_slice, from_str};
 pub use report::{CheckResult, Outcome, Report};
-pub use schema::manifest_schema;
+pub use schema::{manifest_body_schema, manifest_schema};
 pub use text::{VersionText, kernel_major_minor, versions_equal};
 pub use uuid::{DeviceUuid, GpuUuid, MAX_UUID_BYTES, UuidForm};

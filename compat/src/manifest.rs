@@ -20,18 +20,22 @@ pub const API_VERSION: &str = "miggate.io/v1alpha1";
 /// The only `kind` this crate reads.
 pub const KIND: &str = "GpuManifest";
 
-/// A GPU manifest: the facts one side of a restore is compared on.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+/// A GPU manifest's facts: what one side of a restore is compared on.
+///
+/// This is the manifest *body*: everything but the `apiVersion`/`kind` envelope, which only the
+/// document carries ([`from_str`](crate::from_str) requires it, [`GpuManifest::to_json`] and
+/// [`GpuManifest::to_yaml`] write it). So the same type is a Kubernetes resource's
+/// `spec.manifest` without an envelope nested inside. Plain serde reads it too: an envelope,
+/// when present, must be miggate's, and every field no type knows is kept (see
+/// [`GpuManifest::unknown_fields`]) and written back out by any serializer.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(
     title = "GpuManifest",
-    description = "What a GPU checkpoint was captured on, or what a restore target offers (miggate.io/v1alpha1)."
+    description = "What a GPU checkpoint was captured on, or what a restore target offers (miggate.io/v1alpha1).",
+    extend("x-kubernetes-preserve-unknown-fields" = true)
 )]
 pub struct GpuManifest {
-    /// Always `miggate.io/v1alpha1`.
-    pub api_version: ApiVersion,
-    /// Always `GpuManifest`.
-    pub kind: Kind,
     /// When the capture ran (RFC 3339), for people reading the manifest; no check reads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub captured_at: Option<String>,
@@ -50,37 +54,91 @@ pub struct GpuManifest {
     /// The NVIDIA driver and the GPUs and devices visible to the process.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvidia: Option<Nvidia>,
-    /// Fields this version does not know, kept so that re-writing a manifest loses nothing.
-    #[serde(skip)]
+    /// Fields of this level that this version does not know, kept so that re-writing a
+    /// manifest loses nothing and a typo is reported instead of silently becoming unknown.
+    #[serde(flatten)]
     #[schemars(skip)]
-    pub unknown_fields: Vec<UnknownField>,
+    pub unknown: UnknownFields,
 }
 
 impl GpuManifest {
     /// An empty manifest: every fact unknown. Capture and tests fill it in.
     pub fn new() -> Self {
-        GpuManifest {
-            api_version: ApiVersion::V1alpha1,
-            kind: Kind::GpuManifest,
-            captured_at: None,
-            captured_by: None,
-            warnings: Vec::new(),
-            host: None,
-            pod: None,
-            nvidia: None,
-            unknown_fields: Vec::new(),
-        }
+        GpuManifest::default()
     }
 
     /// The devices a workload is given, or `None` when the capture could not tell.
     pub fn devices(&self) -> Option<&[Device]> {
         self.nvidia.as_ref()?.devices.as_deref()
     }
+
+    /// Every field no type knows, anywhere in the manifest, with its path from the root, in
+    /// the order of the fields that hold them.
+    pub fn unknown_fields(&self) -> Vec<UnknownField> {
+        let mut out = Vec::new();
+        let key = |k: &str| PathSegment::Key(k.to_string());
+        self.unknown.collect(&[], &mut out);
+        if let Some(c) = &self.captured_by {
+            c.unknown.collect(&[key("capturedBy")], &mut out);
+        }
+        if let Some(h) = &self.host {
+            h.unknown.collect(&[key("host")], &mut out);
+        }
+        if let Some(p) = &self.pod {
+            p.unknown.collect(&[key("pod")], &mut out);
+        }
+        if let Some(n) = &self.nvidia {
+            n.unknown.collect(&[key("nvidia")], &mut out);
+            for (i, g) in n.gpus.iter().flatten().enumerate() {
+                g.unknown
+                    .collect(&[key("nvidia"), key("gpus"), PathSegment::Index(i)], &mut out);
+            }
+            for (i, d) in n.devices.iter().flatten().enumerate() {
+                d.unknown
+                    .collect(&[key("nvidia"), key("devices"), PathSegment::Index(i)], &mut out);
+            }
+        }
+        out
+    }
 }
 
-impl Default for GpuManifest {
-    fn default() -> Self {
-        Self::new()
+/// The fields of one mapping that no type knows, in the order they were read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct UnknownFields(serde_json::Map<String, serde_json::Value>);
+
+impl UnknownFields {
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The fields, keyed by name, in the order they were read.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &serde_json::Value)> {
+        self.0.iter().map(|(k, v)| (k.as_str(), v))
+    }
+
+    /// Keeps a field; a name already kept is an error, as YAML and the known fields have it.
+    pub fn insert<E: serde::de::Error>(&mut self, key: String, value: serde_json::Value) -> Result<(), E> {
+        if self.0.contains_key(&key) {
+            return Err(E::custom(format_args!(
+                "duplicate field `{}`",
+                crate::escape::escape(&key)
+            )));
+        }
+        self.0.insert(key, value);
+        Ok(())
+    }
+
+    fn collect(&self, at: &[PathSegment], out: &mut Vec<UnknownField>) {
+        for (k, v) in &self.0 {
+            let mut path = at.to_vec();
+            path.push(PathSegment::Key(k.clone()));
+            out.push(UnknownField {
+                path,
+                value: v.clone(),
+            });
+        }
     }
 }
 
@@ -203,8 +261,9 @@ impl From<Kind> for String {
 }
 
 /// Who wrote a manifest.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct CapturedBy {
     /// The tool's name (`miggate`, or a checkpoint agent's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -215,11 +274,16 @@ pub struct CapturedBy {
     /// Which reader produced the GPU facts (`nvml`, `nvidia-smi`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backend: Option<String>,
+    /// Fields of this mapping that this version does not know, kept and reported.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: UnknownFields,
 }
 
 /// Host facts.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct Host {
     /// The Kubernetes node name, for people; no check reads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -231,11 +295,16 @@ pub struct Host {
     /// CPU architecture in Kubernetes naming (`amd64`, `arm64`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_arch: Option<String>,
+    /// Fields of this mapping that this version does not know, kept and reported.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: UnknownFields,
 }
 
 /// The restored (or checkpointed) container's facts.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct Pod {
     /// The image reference, for people; the digest is what is compared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -259,11 +328,16 @@ pub struct Pod {
     /// device-plugin request check not applicable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_claims: Option<Vec<String>>,
+    /// Fields of this mapping that this version does not know, kept and reported.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: UnknownFields,
 }
 
 /// The NVIDIA side of a manifest.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct Nvidia {
     /// The kernel driver version (`580.82.07`), kept as text.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -281,6 +355,10 @@ pub struct Nvidia {
     /// capture could not tell; `[]` when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub devices: Option<Vec<Device>>,
+    /// Fields of this mapping that this version does not know, kept and reported.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: UnknownFields,
 }
 
 /// The NVIDIA device plugin's MIG strategy, which decides what `nvidia.com/gpu` hands out.
@@ -296,8 +374,9 @@ pub enum MigStrategy {
 }
 
 /// A physical GPU.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct Gpu {
     /// The index nvidia-smi shows for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -320,6 +399,10 @@ pub struct Gpu {
     /// MIG mode, current with a pending change folded in.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mig_mode: Option<MigMode>,
+    /// Fields of this mapping that this version does not know, kept and reported.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: UnknownFields,
 }
 
 /// A GPU's MIG mode. A pending change only takes effect after a GPU reset, so it is kept apart.
@@ -354,8 +437,9 @@ impl MigMode {
 }
 
 /// A device a workload is given: a whole GPU or a MIG slice.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-preserve-unknown-fields" = true))]
 pub struct Device {
     /// `GPU-…` for a whole GPU, `MIG-…` (or legacy `MIG-GPU-…/gi/ci`) for a slice.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -378,6 +462,10 @@ pub struct Device {
     /// Memory in MiB.
     #[serde(default, skip_serializing_if = "Option::is_none", rename = "memoryMiB")]
     pub memory_mib: Option<u64>,
+    /// Fields of this mapping that this version does not know, kept and reported.
+    #[serde(flatten)]
+    #[schemars(skip)]
+    pub unknown: UnknownFields,
 }
 
 #[cfg(test)]

@@ -156,8 +156,11 @@ impl JsonSchema for Quantity {
         "Quantity".into()
     }
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        // What Kubernetes itself uses for a value that is a number or a string: a structural
+        // schema cannot hold a type union.
         json_schema!({
-            "type": ["string", "number"],
+            "x-kubernetes-int-or-string": true,
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
             "description": "A Kubernetes quantity (\"32Gi\", \"4000m\", 4)."
         })
     }

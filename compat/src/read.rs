@@ -4,15 +4,12 @@
 //! does not know: those are kept and reported, so a typo such as `driverversion` is seen instead
 //! of silently becoming an unknown fact.
 
-use std::fmt;
-
 use serde::Deserialize;
-use serde::de::value::MapAccessDeserializer;
-use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::Value;
 
 use crate::Error;
-use crate::manifest::{GpuManifest, PathSegment, UnknownField, render_path};
+use crate::fields::Document;
+use crate::manifest::{API_VERSION, GpuManifest, KIND, PathSegment, render_path};
 
 /// Manifests larger than this are refused before parsing: no real manifest comes near it, and
 /// an unbounded input is a way to exhaust memory.
@@ -27,7 +24,20 @@ pub fn from_slice(bytes: &[u8]) -> Result<GpuManifest, Error> {
             limit: MAX_MANIFEST_BYTES,
         });
     }
-    from_str(std::str::from_utf8(bytes)?)
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        let (line, column) = line_column(bytes, e.valid_up_to());
+        Error::NotUtf8 { line, column }
+    })?;
+    from_str(text)
+}
+
+/// The 1-based line and column (in characters) of byte `at`, all of which before it is UTF-8.
+fn line_column(bytes: &[u8], at: usize) -> (usize, usize) {
+    let before = bytes.get(..at).unwrap_or(bytes);
+    let line_start = before.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    let line = before.iter().filter(|b| **b == b'\n').count() + 1;
+    let column = std::str::from_utf8(&before[line_start..]).map_or(0, |s| s.chars().count()) + 1;
+    (line, column)
 }
 
 /// Reads a manifest from text (JSON when it starts with `[`, or with `{` and a quoted key;
@@ -43,93 +53,82 @@ pub fn from_str(text: &str) -> Result<GpuManifest, Error> {
     if body.trim().is_empty() {
         return Err(Error::Empty);
     }
-    let mut ignored: Vec<Vec<PathSegment>> = Vec::new();
-    let json = looks_like_json(body);
-    // The fast read does not track where it is; only a document that fails is read again, with
-    // the path tracking that names the failing field.
-    let fast = if json {
+    if looks_like_json(body) {
         let mut de = serde_json::Deserializer::from_str(body);
-        quick(&mut de, &mut ignored).ok().filter(|_| de.end().is_ok())
-    } else {
-        serde_saphyr::with_deserializer_from_str(body, |de| quick(de, &mut ignored)).ok()
-    };
-    let mut manifest: GpuManifest = if let Some(m) = fast {
-        m
-    } else if json {
-        ignored.clear();
+        // The fast read does not track where it is; only a document that fails is read again,
+        // with the path tracking that names the failing field.
+        if let Ok(Document(m)) = Document::deserialize(&mut de)
+            && de.end().is_ok()
+        {
+            return Ok(m);
+        }
         let mut de = serde_json::Deserializer::from_str(body);
-        let m = document(&mut de, &mut ignored).map_err(|(path, error)| Error::Json { path, error })?;
+        let Document(m) = serde_path_to_error::deserialize(&mut de).map_err(|e| Error::Json {
+            path: error_path(e.path()),
+            error: e.into_inner(),
+        })?;
         de.end()?;
-        m
+        Ok(m)
     } else {
-        ignored.clear();
+        if let Ok(Document(m)) =
+            serde_saphyr::with_deserializer_from_str_with_options(body, yaml_options(), |de| {
+                Document::deserialize(de)
+            })
+        {
+            return Ok(m);
+        }
         let mut at = Vec::new();
-        serde_saphyr::with_deserializer_from_str(body, |de| {
-            document(de, &mut ignored).map_err(|(path, error)| {
-                at = path;
-                error
+        serde_saphyr::with_deserializer_from_str_with_options(body, yaml_options(), |de| {
+            serde_path_to_error::deserialize(de).map_err(|e| {
+                at = error_path(e.path());
+                e.into_inner()
             })
         })
-        .map_err(|error| Error::Yaml {
-            path: at,
-            error: Box::new(error),
-        })?
-    };
-    if !ignored.is_empty() {
-        // Only documents with unknown fields pay for a second, untyped read to keep their values.
-        let tree: Value = if json {
-            serde_json::from_str(body)?
-        } else {
-            serde_saphyr::from_str(body)?
-        };
-        manifest.unknown_fields = ignored
-            .into_iter()
-            .map(|path| {
-                let value = lookup(&tree, &path).cloned().unwrap_or(Value::Null);
-                UnknownField { path, value }
-            })
-            .collect();
+        .map(|Document(m)| m)
+        .map_err(|error| yaml_error(at, error))
     }
-    Ok(manifest)
 }
 
-/// Reads the manifest, noting each field no type knows in `ignored`.
-fn quick<'de, D: Deserializer<'de>>(
-    de: D,
-    ignored: &mut Vec<Vec<PathSegment>>,
-) -> Result<GpuManifest, D::Error> {
-    let mut note = |p: serde_ignored::Path<'_>| ignored.push(segments(&p));
-    Mapping::deserialize(serde_ignored::Deserializer::new(de, &mut note)).map(|Mapping(m)| m)
+/// The deepest nesting read, in YAML as in JSON (serde_json's own limit).
+pub const MAX_DEPTH: usize = 128;
+
+/// YAML is read within limits that let through every document JSON reads under the size limit
+/// (a node takes at least two bytes), while alias bombs stay refused by serde-saphyr's alias
+/// and anchor limits.
+fn yaml_options() -> serde_saphyr::Options {
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_nodes = MAX_MANIFEST_BYTES;
+    budget.max_events = 2 * MAX_MANIFEST_BYTES;
+    budget.max_depth = MAX_DEPTH;
+    let mut options = serde_saphyr::Options::default();
+    options.budget = Some(budget);
+    options
 }
 
-/// As [`quick`], and an error comes with the path of the field it happened at.
-fn document<'de, D: Deserializer<'de>>(
-    de: D,
-    ignored: &mut Vec<Vec<PathSegment>>,
-) -> Result<GpuManifest, (Vec<PathSegment>, D::Error)> {
-    let mut note = |p: serde_ignored::Path<'_>| ignored.push(segments(&p));
-    serde_path_to_error::deserialize(serde_ignored::Deserializer::new(de, &mut note))
-        .map(|Mapping(m)| m)
-        .map_err(|e| (error_path(e.path()), e.into_inner()))
-}
-
-/// A manifest read only from a mapping: serde_json would otherwise read a struct from an array
-/// of its fields in order (`["miggate.io/v1alpha1", "GpuManifest"]`), which is no manifest.
-struct Mapping(GpuManifest);
-
-impl<'de> Deserialize<'de> for Mapping {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = GpuManifest;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a GpuManifest (a mapping with apiVersion and kind)")
+/// A YAML error, with a budget breach said in words instead of serde-saphyr's Debug text.
+fn yaml_error(path: Vec<PathSegment>, error: serde_saphyr::Error) -> Error {
+    use serde_saphyr::budget::BudgetBreach;
+    if let serde_saphyr::Error::Budget { breach, .. } = &error {
+        let why = match breach {
+            BudgetBreach::Depth { .. } => format!("it nests deeper than {MAX_DEPTH} levels"),
+            BudgetBreach::Nodes { .. } | BudgetBreach::Events { .. } => {
+                "it has more YAML nodes than a 16 MiB manifest can hold".to_string()
             }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<GpuManifest, A::Error> {
-                GpuManifest::deserialize(MapAccessDeserializer::new(map))
+            BudgetBreach::Aliases { .. }
+            | BudgetBreach::Anchors { .. }
+            | BudgetBreach::AliasAnchorRatio { .. }
+            | BudgetBreach::RecordedAnchorEvents { .. }
+            | BudgetBreach::RecordedAnchorBytes { .. } => {
+                "it uses more YAML aliases or anchors than a manifest needs (an alias bomb?)".to_string()
             }
-        }
-        d.deserialize_map(V).map(Mapping)
+            BudgetBreach::Documents { .. } => "it holds more than one YAML document".to_string(),
+            other => format!("it exceeds a YAML reading limit ({other:?})"),
+        };
+        return Error::YamlLimit { why };
+    }
+    Error::Yaml {
+        path,
+        error: Box::new(error),
     }
 }
 
@@ -158,61 +157,11 @@ fn looks_like_json(body: &str) -> bool {
             .is_some_and(|rest| rest.trim_start().starts_with(['"', '}']) || rest.trim().is_empty())
 }
 
-fn segments(path: &serde_ignored::Path<'_>) -> Vec<PathSegment> {
-    let mut out = Vec::new();
-    let mut cur = path;
-    loop {
-        match cur {
-            serde_ignored::Path::Root => break,
-            serde_ignored::Path::Seq { parent, index } => {
-                out.push(PathSegment::Index(*index));
-                cur = parent;
-            }
-            serde_ignored::Path::Map { parent, key } => {
-                out.push(PathSegment::Key(key.clone()));
-                cur = parent;
-            }
-            serde_ignored::Path::Some { parent }
-            | serde_ignored::Path::NewtypeStruct { parent }
-            | serde_ignored::Path::NewtypeVariant { parent } => cur = parent,
-        }
-    }
-    out.reverse();
-    out
-}
-
-fn lookup<'a>(tree: &'a Value, path: &[PathSegment]) -> Option<&'a Value> {
-    path.iter().try_fold(tree, |node, seg| match seg {
-        PathSegment::Key(k) => node.get(k),
-        PathSegment::Index(i) => node.get(i),
-    })
-}
-
-fn insert(tree: &mut Value, path: &[PathSegment], value: Value) {
-    let Some((last, parents)) = path.split_last() else {
-        return;
-    };
-    let mut node = tree;
-    for seg in parents {
-        let next = match seg {
-            PathSegment::Key(k) => node.get_mut(k),
-            PathSegment::Index(i) => node.get_mut(i),
-        };
-        match next {
-            Some(n) => node = n,
-            None => return,
-        }
-    }
-    if let (PathSegment::Key(k), Value::Object(map)) = (last, node) {
-        map.insert(k.clone(), value);
-    }
-}
-
 impl GpuManifest {
     /// Warnings about the document itself, by path: each unknown field, then each MIG profile
     /// nvidia-smi is not known to print (read as an opaque profile, compared as text).
     pub fn read_warnings(&self) -> Vec<String> {
-        let unknown = self.unknown_fields.iter().map(|f| {
+        let unknown = self.unknown_fields().into_iter().map(|f| {
             format!(
                 "unknown field `{}` kept but not read by any check (a typo?)",
                 render_path(&f.path)
@@ -227,13 +176,19 @@ impl GpuManifest {
         unknown.chain(profiles).collect()
     }
 
-    /// The manifest as a JSON tree, unknown fields put back where they were.
+    /// The manifest document as a JSON tree: the envelope, then the body with its unknown
+    /// fields where they were.
     pub fn to_value(&self) -> Result<Value, Error> {
-        let mut tree = serde_json::to_value(self)?;
-        for field in &self.unknown_fields {
-            insert(&mut tree, &field.path, field.value.clone());
+        let mut tree = serde_json::Map::new();
+        tree.insert("apiVersion".into(), API_VERSION.into());
+        tree.insert("kind".into(), KIND.into());
+        if let Value::Object(body) = serde_json::to_value(self)? {
+            for (k, v) in body {
+                // A body read on its own may hold no envelope of its own: the one above stands.
+                tree.entry(k).or_insert(v);
+            }
         }
-        Ok(tree)
+        Ok(Value::Object(tree))
     }
 
     /// The manifest as pretty JSON.

@@ -80,6 +80,7 @@ fn proto() -> impl Strategy<Value = Proto> {
 fn device(p: &Proto, uuid: &str) -> Device {
     let whole = !p.slice;
     Device {
+        unknown: Default::default(),
         uuid: p.has_uuid.then(|| uuid.parse().unwrap()),
         parent_uuid: if whole {
             None
@@ -224,6 +225,7 @@ fn manifest(f: &Facts, tag: &str) -> GpuManifest {
     let mut m = GpuManifest::new();
     if f.arch.is_some() || f.kernel.is_some() {
         m.host = Some(Host {
+            unknown: Default::default(),
             node_name: None,
             kernel_version: f.kernel.map(VersionText::new),
             cpu_arch: f.arch.map(String::from),
@@ -244,6 +246,7 @@ fn manifest(f: &Facts, tag: &str) -> GpuManifest {
             }
         });
         m.pod = Some(Pod {
+            unknown: Default::default(),
             image: None,
             image_digest: p.digest.map(String::from),
             cpu_limit: p.cpu.map(Quantity::new),
@@ -258,6 +261,7 @@ fn manifest(f: &Facts, tag: &str) -> GpuManifest {
     }
     if f.driver.is_some() || f.strategy.is_some() || devs.is_some() {
         m.nvidia = Some(Nvidia {
+            unknown: Default::default(),
             driver_version: f.driver.map(VersionText::new),
             cuda_driver_version: None,
             mig_strategy: f.strategy,
