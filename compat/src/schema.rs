@@ -61,10 +61,11 @@ pub fn manifest_body_schema() -> Value {
 /// `enum`). The schema's depth is the types' nesting, never the input's, so recursion is fine.
 fn make_structural(node: &mut Value) {
     let Value::Object(map) = node else { return };
+    let is_null = |b: &Value| b.get("enum") == Some(&serde_json::json!([null]));
     if let Some(Value::Array(branches)) = map.get("anyOf")
-        && let [value, null] | [null, value] = branches.as_slice()
-        && null.get("enum") == Some(&serde_json::json!([null]))
-        && let Value::Object(inner) = value.clone()
+        && branches.len() == 2
+        && branches.iter().any(is_null)
+        && let Some(Value::Object(inner)) = branches.iter().find(|b| !is_null(b)).cloned()
     {
         map.remove("anyOf");
         for (k, v) in inner {
