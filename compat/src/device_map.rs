@@ -3,168 +3,249 @@
 //! Positional pairing turns a GPU difference into a device-map error that names neither GPU.
 //! Here a source device is paired with a target device of the same class (kind, model,
 //! profile), in visible order, and with itself where the UUID is the same on both sides.
+//!
+//! Cost stays near-linear whatever the input: identity pairs are found through a hash map,
+//! devices are grouped into classes, and the classes are placed by the one matcher
+//! ([`crate::matching`]) with each class's candidates found through an index, never by
+//! comparing every device with every other.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
-use crate::checks::CheckName;
-use crate::manifest::{Device, GpuManifest};
+use crate::device::DeviceKind;
+use crate::manifest::Device;
+use crate::matching::{Problem, TooVaried, place};
+use crate::vocab::CheckName;
 
-/// Whether two devices can stand for each other; dimensions unknown on either side, or waived
-/// by a skipped check, are left out.
-fn same_class(a: &Device, b: &Device, skip: &BTreeSet<CheckName>) -> bool {
-    let kind = skip.contains(&CheckName::MigPartitioning) || a.kind() == b.kind();
-    let model = skip.contains(&CheckName::GpuModel)
-        || match (a.model(), b.model()) {
-            (Some(x), Some(y)) => x == y,
-            _ => true,
-        };
-    let profile = skip.contains(&CheckName::MigProfile)
-        || match (&a.mig_profile, &b.mig_profile) {
-            (Some(x), Some(y)) => x == y,
-            _ => true,
-        };
-    kind && model && profile
+/// A device's class: each dimension `None` where it is unknown or waived, and then it fits any
+/// value. The kind is always compared (unknown is a kind of its own) unless waived.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct Class<'a> {
+    kind: Option<DeviceKind>,
+    model: Option<&'a str>,
+    profile: Option<&'a str>,
 }
 
-fn uuid(d: &Device) -> Option<&str> {
-    d.uuid.as_ref().map(|u| u.as_str())
+impl<'a> Class<'a> {
+    fn of(d: &'a Device, skip: &BTreeSet<CheckName>) -> Self {
+        Class {
+            kind: (!skip.contains(&CheckName::MIG_PARTITIONING)).then(|| d.kind()),
+            model: d.model().filter(|_| !skip.contains(&CheckName::GPU_MODEL)),
+            profile: d
+                .mig_profile
+                .as_ref()
+                .map(|p| p.as_str())
+                .filter(|_| !skip.contains(&CheckName::MIG_PROFILE)),
+        }
+    }
+
+    /// Which dimensions are known, as bits: kind 1, model 2, profile 4.
+    fn mask(&self) -> u8 {
+        u8::from(self.kind.is_some())
+            | u8::from(self.model.is_some()) << 1
+            | u8::from(self.profile.is_some()) << 2
+    }
+
+    /// The class with only the dimensions in `mask` kept.
+    fn project(&self, mask: u8) -> Class<'a> {
+        Class {
+            kind: self.kind.filter(|_| mask & 1 != 0),
+            model: self.model.filter(|_| mask & 2 != 0),
+            profile: self.profile.filter(|_| mask & 4 != 0),
+        }
+    }
+
+    fn fits(&self, other: &Class<'_>) -> bool {
+        let m = self.mask() & other.mask();
+        self.project(m) == other.project(m)
+    }
+
+    /// How many dimensions are known: the more, the fewer devices the class fits.
+    fn known(&self) -> u32 {
+        self.mask().count_ones()
+    }
 }
 
-/// Builds the map: `Ok(Some(""))` when every device maps to itself (or the source has none),
-/// `Ok(Some("a=b,…"))` otherwise, and `Err(why)` when a pairing or an id cuda-checkpoint
-/// accepts cannot be found.
+/// Builds the map: `Ok("")` when every device maps to itself (or the source has none),
+/// `Ok("a=b,…")` otherwise, and `Err(why)` when a pairing or an id cuda-checkpoint accepts
+/// cannot be found.
 pub fn build(
-    source: &GpuManifest,
-    target: &GpuManifest,
+    source: Option<&[Device]>,
+    target: Option<&[Device]>,
     skip: &BTreeSet<CheckName>,
-) -> Result<Option<String>, String> {
-    let (Some(src), Some(tgt)) = (source.devices(), target.devices()) else {
+) -> Result<String, String> {
+    let (Some(src), Some(tgt)) = (source, target) else {
         return Err("devices not recorded on both sides".into());
     };
     if src.is_empty() {
-        return Ok(Some(String::new()));
+        return Ok(String::new());
     }
+    let src_class: Vec<Class<'_>> = src.iter().map(|d| Class::of(d, skip)).collect();
+    let tgt_class: Vec<Class<'_>> = tgt.iter().map(|d| Class::of(d, skip)).collect();
     // Pair only with targets cuda-checkpoint can be given (a UUID, not a legacy id) where that
     // is possible, so which of a node's interchangeable devices comes first does not decide
     // whether there is a map; otherwise pair with any, and let the id check below say why not.
-    let usable: Vec<bool> = tgt
-        .iter()
-        .enumerate()
-        .map(|(j, t)| mappable(t, j).is_ok())
-        .collect();
-    let pairs = match pair_up(src, tgt, skip, &usable) {
+    let usable: Vec<bool> = tgt.iter().map(|t| t.mappable_uuid().is_some()).collect();
+    let pairs = match pair_up(src, tgt, &src_class, &tgt_class, &usable)? {
         Ok(p) => p,
-        Err(_) => pair_up(src, tgt, skip, &vec![true; tgt.len()]).map_err(|i| {
+        Err(_) => pair_up(src, tgt, &src_class, &tgt_class, &vec![true; tgt.len()])?.map_err(|i| {
             format!(
                 "no target device of the same class for source device {}",
                 label(&src[i], i)
             )
         })?,
     };
-    let mut rendered = Vec::with_capacity(src.len());
+    let mut map = String::new();
     let mut all_identity = true;
     for (i, s) in src.iter().enumerate() {
-        let t = &tgt[pairs[i]];
         let j = pairs[i];
-        let (su, tu) = (mappable(s, i)?, mappable(t, j)?);
+        let (su, tu) = (mappable(s, i)?, mappable(&tgt[j], j)?);
         all_identity &= su == tu;
-        rendered.push(format!("{su}={tu}"));
+        if !map.is_empty() {
+            map.push(',');
+        }
+        map.push_str(su);
+        map.push('=');
+        map.push_str(tu);
     }
-    Ok(Some(if all_identity {
-        String::new()
-    } else {
-        rendered.join(",")
-    }))
+    Ok(if all_identity { String::new() } else { map })
 }
 
 /// Pairs every source device with a distinct target device of its class among `allowed` ones:
-/// identity first, then the first free target in visible order, then an augmenting path when a
-/// dimension unknown on some device made an earlier pairing take the only target this one fits.
-/// `Err(i)` names a source device that cannot be paired.
+/// identity first, then class by class in visible order. `Ok(Err(i))` names a source device
+/// that cannot be paired; `Err` says the input was too varied to pair within the budget.
 fn pair_up(
     src: &[Device],
     tgt: &[Device],
-    skip: &BTreeSet<CheckName>,
+    src_class: &[Class<'_>],
+    tgt_class: &[Class<'_>],
     allowed: &[bool],
-) -> Result<Vec<usize>, usize> {
-    // owner[j]: the source device target j is paired with.
-    let mut owner: Vec<Option<usize>> = vec![None; tgt.len()];
+) -> Result<Result<Vec<usize>, usize>, String> {
+    const NONE: usize = usize::MAX;
+    let mut pairs = vec![NONE; src.len()];
+    let mut taken = vec![false; tgt.len()];
     // Identity first: a device present on both sides stays where it is.
-    for (i, s) in src.iter().enumerate() {
-        let Some(u) = uuid(s) else { continue };
-        if let Some(j) = (0..tgt.len()).find(|&j| {
-            allowed[j] && owner[j].is_none() && uuid(&tgt[j]) == Some(u) && same_class(s, &tgt[j], skip)
-        }) {
-            owner[j] = Some(i);
-        }
-    }
-    // Identity pairs and targets not allowed are never (re)assigned.
-    let locked: Vec<bool> = owner
-        .iter()
-        .zip(allowed)
-        .map(|(o, a)| o.is_some() || !a)
-        .collect();
-    for (i, s) in src.iter().enumerate() {
-        if owner.contains(&Some(i)) {
-            continue;
-        }
-        if let Some(j) =
-            (0..tgt.len()).find(|&j| !locked[j] && owner[j].is_none() && same_class(s, &tgt[j], skip))
+    let mut by_uuid: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (j, t) in tgt.iter().enumerate().rev() {
+        if let Some(u) = &t.uuid
+            && allowed[j]
         {
-            owner[j] = Some(i);
-            continue;
-        }
-        let mut seen = locked.clone();
-        if !augment(i, src, tgt, skip, &mut owner, &mut seen) {
-            return Err(i);
+            by_uuid.entry(u.as_str()).or_default().push(j);
         }
     }
-    let mut pairs = vec![0; src.len()];
-    for (j, o) in owner.iter().enumerate() {
-        if let Some(i) = o {
-            pairs[*i] = j;
-        }
-    }
-    Ok(pairs)
-}
-
-/// Kuhn's augmenting path: finds source `i` a target, re-pairing earlier sources where needed.
-/// `seen` starts with the locked targets marked, so those are never taken or moved.
-fn augment(
-    i: usize,
-    src: &[Device],
-    tgt: &[Device],
-    skip: &BTreeSet<CheckName>,
-    owner: &mut [Option<usize>],
-    seen: &mut [bool],
-) -> bool {
-    for j in 0..tgt.len() {
-        if seen[j] || !same_class(&src[i], &tgt[j], skip) {
+    for (i, s) in src.iter().enumerate() {
+        let Some(candidates) = s.uuid.as_ref().and_then(|u| by_uuid.get_mut(u.as_str())) else {
             continue;
-        }
-        seen[j] = true;
-        let free = match owner[j] {
-            None => true,
-            Some(k) => augment(k, src, tgt, skip, owner, seen),
         };
-        if free {
-            owner[j] = Some(i);
-            return true;
+        // Candidates are stacked last-first, so the first in visible order is on top.
+        if let Some(&j) = candidates.last()
+            && src_class[i].fits(&tgt_class[j])
+        {
+            candidates.pop();
+            pairs[i] = j;
+            taken[j] = true;
         }
     }
-    false
+
+    // The rest by class: members in visible order.
+    let mut left_of: HashMap<Class<'_>, usize> = HashMap::new();
+    let mut lefts: Vec<(Class<'_>, Vec<usize>)> = Vec::new();
+    for (i, c) in src_class.iter().enumerate().filter(|(i, _)| pairs[*i] == NONE) {
+        let l = *left_of.entry(*c).or_insert_with(|| {
+            lefts.push((*c, Vec::new()));
+            lefts.len() - 1
+        });
+        lefts[l].1.push(i);
+    }
+    if lefts.is_empty() {
+        return Ok(Ok(pairs));
+    }
+    let mut right_of: HashMap<Class<'_>, usize> = HashMap::new();
+    let mut rights: Vec<(Class<'_>, Vec<usize>)> = Vec::new();
+    for (j, c) in tgt_class
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| allowed[*j] && !taken[*j])
+    {
+        let r = *right_of.entry(*c).or_insert_with(|| {
+            rights.push((*c, Vec::new()));
+            rights.len() - 1
+        });
+        rights[r].1.push(j);
+    }
+
+    // Buckets: the right classes of one known-mask, grouped by their values on the dimensions
+    // a left class's mask shares with it. A left class fits exactly the right classes of the
+    // bucket its own values name, for each right mask: at most eight buckets per left class.
+    let left_masks: BTreeSet<u8> = lefts.iter().map(|(c, _)| c.mask()).collect();
+    let right_masks: BTreeSet<u8> = rights.iter().map(|(c, _)| c.mask()).collect();
+    let mut bucket_of: HashMap<(u8, Class<'_>), usize> = HashMap::new();
+    let mut buckets: Vec<Vec<usize>> = Vec::new();
+    for (r, (c, _)) in rights.iter().enumerate() {
+        let shared: BTreeSet<u8> = left_masks.iter().map(|m| m & c.mask()).collect();
+        for m in shared {
+            let b = *bucket_of.entry((c.mask(), c.project(m))).or_insert_with(|| {
+                buckets.push(Vec::new());
+                buckets.len() - 1
+            });
+            buckets[b].push(r);
+        }
+    }
+    let links: Vec<Vec<usize>> = lefts
+        .iter()
+        .map(|(c, _)| {
+            right_masks
+                .iter()
+                .filter_map(|&rm| bucket_of.get(&(rm, c.project(c.mask() & rm))).copied())
+                .collect()
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..lefts.len()).collect();
+    order.sort_by_key(|&l| std::cmp::Reverse(lefts[l].0.known()));
+    let placement = place(Problem {
+        need: lefts.iter().map(|(_, m)| m.len()).collect(),
+        room: rights.iter().map(|(_, m)| m.len()).collect(),
+        buckets,
+        links,
+        order,
+    })
+    .map_err(|TooVaried| {
+        format!(
+            "the devices are too varied to pair ({} source and {} target classes)",
+            lefts.len(),
+            rights.len()
+        )
+    })?;
+    if let Some(l) = placement.unplaced.iter().position(|n| *n > 0) {
+        // Which device is left over: the last of its class in visible order.
+        let members = &lefts[l].1;
+        return Ok(Err(members[members.len() - placement.unplaced[l]]));
+    }
+
+    // Hand out the targets: each left class's right classes in the order their first target
+    // shows, each right class's targets in visible order.
+    let mut next = vec![0usize; rights.len()];
+    for (l, (_, members)) in lefts.iter().enumerate() {
+        let mut flows = placement.flows[l].clone();
+        flows.sort_by_key(|(r, _)| rights[*r].1[0]);
+        let mut slots = flows.iter().flat_map(|&(r, n)| std::iter::repeat_n(r, n));
+        for &i in members {
+            let Some(r) = slots.next() else {
+                return Ok(Err(i));
+            };
+            pairs[i] = rights[r].1[next[r]];
+            next[r] += 1;
+        }
+    }
+    Ok(Ok(pairs))
 }
 
 fn label(d: &Device, i: usize) -> String {
-    uuid(d).map_or_else(|| format!("#{i}"), str::to_string)
+    d.uuid.as_ref().map_or_else(|| format!("#{i}"), |u| u.to_string())
 }
 
 fn mappable(d: &Device, i: usize) -> Result<&str, String> {
-    d.mappable_uuid().ok_or_else(|| match uuid(d) {
-        Some(u) if d.uuid.as_ref().is_none_or(|x| x.mappable().is_none()) => {
-            format!("device {u} has a legacy MIG-GPU-… id, which cuda-checkpoint does not accept")
-        }
-        Some(u) => format!("device {u} has no GPU-… or MIG-… UUID, which is all cuda-checkpoint accepts"),
+    d.mappable_uuid().ok_or_else(|| match &d.uuid {
+        Some(u) => format!("device {u} has a legacy MIG-GPU-… id, which cuda-checkpoint does not accept"),
         None => format!("device #{i} has no UUID"),
     })
 }

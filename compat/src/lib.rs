@@ -28,6 +28,7 @@ mod error;
 pub mod escape;
 mod fields;
 mod manifest;
+mod matching;
 mod multiset;
 mod profile;
 mod quantity;
@@ -36,10 +37,11 @@ mod report;
 mod schema;
 mod text;
 mod uuid;
+mod vocab;
 
 pub use checks::{
-    CheckName, DEFAULT_MIN_DRIVER, DEFAULT_MIN_KERNEL, Mode, Options, evaluate, parse_min_kernel, parse_skip,
-    reduce_digest,
+    DEFAULT_MIN_DRIVER, DEFAULT_MIN_KERNEL, Options, Target, evaluate, evaluate_target, parse_min_kernel,
+    parse_skip, reduce_digest,
 };
 pub use device::{DeviceKind, SliceShape};
 pub use error::Error;
@@ -47,11 +49,11 @@ pub use manifest::{
     API_VERSION, ApiVersion, CapturedBy, Device, Gpu, GpuManifest, Host, KIND, Kind, MigMode, MigStrategy,
     Nvidia, PathSegment, Pod, UnknownField, UnknownFields, render_path,
 };
-pub use multiset::Multiset;
 pub use profile::MigProfile;
 pub use quantity::Quantity;
 pub use read::{MAX_DEPTH, MAX_MANIFEST_BYTES, from_slice, from_str};
-pub use report::{CheckResult, Outcome, Report};
+pub use report::{CheckResult, Report, Text};
 pub use schema::{manifest_body_schema, manifest_schema};
 pub use text::{VersionText, kernel_major_minor, versions_equal};
 pub use uuid::{DeviceUuid, GpuUuid, MAX_UUID_BYTES, UuidForm};
+pub use vocab::{CheckName, Mode, Outcome, Scope, TargetScope};

@@ -1,25 +1,26 @@
 //! Counted sets rendered the peer's way: `NVIDIA L4 x1, Tesla T4 x1`, keys in byte order.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
-/// A multiset of display keys. `BTreeMap<String, _>` orders keys by bytes, which is the order
-/// the reason format promises.
+/// A multiset of display keys, borrowed from the manifests where they can be. The map orders
+/// keys by bytes, which is the order the reason format promises.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Multiset(BTreeMap<String, usize>);
+pub(crate) struct Multiset<'a>(BTreeMap<Cow<'a, str>, usize>);
 
-impl Multiset {
+impl<'a> Multiset<'a> {
     /// An empty multiset.
     pub fn new() -> Self {
         Multiset::default()
     }
 
     /// Adds one of `key`.
-    pub fn add(&mut self, key: impl Into<String>) {
+    pub fn add(&mut self, key: impl Into<Cow<'a, str>>) {
         self.add_n(key, 1);
     }
 
     /// Adds `n` of `key`; a count past `usize::MAX` stays at `usize::MAX`.
-    pub fn add_n(&mut self, key: impl Into<String>, n: usize) {
+    pub fn add_n(&mut self, key: impl Into<Cow<'a, str>>, n: usize) {
         if n > 0 {
             let count = self.0.entry(key.into()).or_default();
             *count = count.saturating_add(n);
@@ -43,16 +44,16 @@ impl Multiset {
 
     /// Keys with their counts, in byte order.
     pub fn iter(&self) -> impl Iterator<Item = (&str, usize)> {
-        self.0.iter().map(|(k, v)| (k.as_str(), *v))
+        self.0.iter().map(|(k, v)| (k.as_ref(), *v))
     }
 
     /// Whether `other` holds at least as many of every key as `self`.
-    pub fn is_covered_by(&self, other: &Multiset) -> bool {
+    pub fn is_covered_by(&self, other: &Multiset<'_>) -> bool {
         self.iter().all(|(k, n)| other.count(k) >= n)
     }
 
     /// The keys `other` holds fewer of than `self`, for messages.
-    pub fn shortfall(&self, other: &Multiset) -> Vec<String> {
+    pub fn shortfall(&self, other: &Multiset<'_>) -> Vec<String> {
         self.iter()
             .filter(|(k, n)| other.count(k) < *n)
             .map(|(k, n)| format!("{k} (needs {n}, has {})", other.count(k)))
@@ -60,18 +61,33 @@ impl Multiset {
     }
 
     /// `key xN, …`, or `none` when empty.
-    pub fn render(&self) -> String {
+    pub fn render(&self) -> Cow<'static, str> {
         if self.0.is_empty() {
-            return "none".to_string();
+            return Cow::Borrowed("none");
         }
-        self.iter()
-            .map(|(k, n)| format!("{k} x{n}"))
-            .collect::<Vec<_>>()
-            .join(", ")
+        let mut out = String::new();
+        for (k, n) in self.iter() {
+            if !out.is_empty() {
+                out.push_str(", ");
+            }
+            out.push_str(k);
+            out.push_str(" x");
+            out.push_str(itoa(n).as_str());
+        }
+        Cow::Owned(out)
+    }
+
+    /// Whether two multisets hold the same keys with the same counts.
+    pub fn same_as(&self, other: &Multiset<'_>) -> bool {
+        self.0.len() == other.0.len() && self.iter().zip(other.iter()).all(|(a, b)| a == b)
     }
 }
 
-impl<S: Into<String>> FromIterator<S> for Multiset {
+fn itoa(n: usize) -> String {
+    n.to_string()
+}
+
+impl<'a, S: Into<Cow<'a, str>>> FromIterator<S> for Multiset<'a> {
     fn from_iter<I: IntoIterator<Item = S>>(iter: I) -> Self {
         let mut m = Multiset::new();
         for k in iter {

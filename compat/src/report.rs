@@ -1,58 +1,59 @@
 //! Outcomes, per-check results and the report, in the shape scripts and the webhook rely on.
 
-use serde::Serialize;
+use std::borrow::Cow;
 
-use crate::checks::{CheckName, Mode};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
-/// What one check concluded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Outcome {
-    /// The target matches.
-    Pass,
-    /// The target does not match; the restore is refused.
-    Refuse,
-    /// A fact is missing on either side; admits unless strict.
-    Unknown,
-    /// The check's inputs do not exist for this kind of target; never refuses.
-    NotApplicable,
-    /// Waived by the caller.
-    Skipped,
-}
+use crate::vocab::{CheckName, Mode, Outcome};
 
-impl Outcome {
-    /// The name used in reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Pass => "pass",
-            Outcome::Refuse => "refuse",
-            Outcome::Unknown => "unknown",
-            Outcome::NotApplicable => "not-applicable",
-            Outcome::Skipped => "skipped",
-        }
-    }
-}
+/// A report value: static text where the value is fixed (`none`, `unknown`), built only where
+/// it is not.
+pub type Text = Cow<'static, str>;
 
-/// One row of a report: a check, its outcome and both values.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One row of a report: a check, its outcome and both values. Checks build it as they
+/// conclude; policy (strict, skip, scope) then adjusts outcome and message.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct CheckResult {
     /// The check's stable name.
     pub check: CheckName,
     /// What it concluded.
     pub outcome: Outcome,
     /// The source's value as compared (`unknown` when absent).
-    pub source: String,
+    pub source: Text,
     /// The target's value as compared (`unknown` when absent).
-    pub target: String,
+    pub target: Text,
     /// Why, in a sentence.
-    pub message: String,
+    pub message: Text,
     /// The (source, target) pairs a refusal names in the reason; one per missing mount, say.
+    /// Not part of the JSON shape: the reason carries them.
     #[serde(skip)]
+    #[schemars(skip)]
     pub mismatches: Vec<(String, String)>,
 }
 
+impl CheckResult {
+    /// A row of `check` with no mismatches beyond its two values.
+    pub fn new(
+        check: CheckName,
+        outcome: Outcome,
+        source: impl Into<Text>,
+        target: impl Into<Text>,
+        message: impl Into<Text>,
+    ) -> Self {
+        CheckResult {
+            check,
+            outcome,
+            source: source.into(),
+            target: target.into(),
+            message: message.into(),
+            mismatches: Vec::new(),
+        }
+    }
+}
+
 /// The comparison of a source manifest with a target.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
     /// The version of this JSON shape.
@@ -85,10 +86,10 @@ impl Report {
 }
 
 /// A value for a report: blank or absent becomes `unknown`, as the peer's protocol says.
-pub fn or_unknown(value: Option<&str>) -> String {
+pub fn or_unknown(value: Option<&str>) -> Text {
     match value.map(str::trim) {
-        Some(v) if !v.is_empty() => v.to_string(),
-        _ => "unknown".to_string(),
+        Some(v) if !v.is_empty() => Cow::Owned(v.to_string()),
+        _ => Cow::Borrowed("unknown"),
     }
 }
 
@@ -120,31 +121,24 @@ mod tests {
     use super::*;
 
     fn refuse(check: CheckName, s: &str, t: &str) -> CheckResult {
-        CheckResult {
-            check,
-            outcome: Outcome::Refuse,
-            source: s.into(),
-            target: t.into(),
-            message: String::new(),
-            mismatches: vec![],
-        }
+        CheckResult::new(check, Outcome::Refuse, s.to_string(), t.to_string(), "")
     }
 
     #[test]
     fn reasons_follow_the_peer_protocol() {
         assert_eq!(
-            reason(&[refuse(CheckName::MemoryLimit, "32Gi", "1Gi")]),
+            reason(&[refuse(CheckName::MEMORY_LIMIT, "32Gi", "1Gi")]),
             "memory-limit: source 32Gi, target 1Gi"
         );
         assert_eq!(
             reason(&[
-                refuse(CheckName::CpuArch, "amd64", "arm64"),
-                refuse(CheckName::MemoryLimit, "32Gi", "1Gi")
+                refuse(CheckName::CPU_ARCH, "amd64", "arm64"),
+                refuse(CheckName::MEMORY_LIMIT, "32Gi", "1Gi")
             ]),
             "cpu-arch: source amd64, target arm64; memory-limit: source 32Gi, target 1Gi"
         );
         assert_eq!(
-            reason(&[refuse(CheckName::KernelVersion, "", "  ")]),
+            reason(&[refuse(CheckName::KERNEL_VERSION, "", "  ")]),
             "kernel-version: source unknown, target unknown"
         );
         assert_eq!(reason(&[]), "");

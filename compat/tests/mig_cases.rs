@@ -54,7 +54,7 @@ fn whole_and_slice_differ_in_partitioning(
     let r = check(full(s), full(t));
     assert_refusing(&r, "mig-partitioning");
     assert_eq!(r.reason, reason);
-    let profile = outcome(&r, CheckName::MigProfile);
+    let profile = outcome(&r, CheckName::MIG_PROFILE);
     assert!(
         matches!(profile, Outcome::NotApplicable | Outcome::Pass),
         "mig-profile leaves kinds to mig-partitioning: {profile:?}"
@@ -90,7 +90,7 @@ fn partitioning_compares_kinds_not_counts() {
         full(vec![whole("GPU-a", H100), s3g("MIG-s1")]),
         full(vec![whole("GPU-b", H100), s3g("MIG-t1"), s3g("MIG-t2")]),
     );
-    assert_eq!(outcome(&r, CheckName::MigPartitioning), Outcome::Pass);
+    assert_eq!(outcome(&r, CheckName::MIG_PARTITIONING), Outcome::Pass);
     assert_refusing(&r, "gpu-model, gpu-count, mig-profile");
 }
 
@@ -103,7 +103,7 @@ fn whole_checkpoint_against_a_node_of_slices_in_offer_mode() {
     );
     assert_refusing(&r, "gpu-model, gpu-count, mig-partitioning");
     assert_eq!(
-        row_of(&r, CheckName::MigPartitioning).message,
+        row_of(&r, CheckName::MIG_PARTITIONING).message,
         "the checkpoint ran on whole GPUs; the target has none"
     );
 }
@@ -117,10 +117,10 @@ fn unknown_kinds_never_refuse_partitioning() {
         ..Device::default()
     };
     let r = check(full(vec![s3g("MIG-s1")]), full(vec![odd()]));
-    assert_eq!(outcome(&r, CheckName::MigPartitioning), Outcome::Unknown);
+    assert_eq!(outcome(&r, CheckName::MIG_PARTITIONING), Outcome::Unknown);
     assert!(r.compatible, "{}", r.reason);
     let r = check(full(vec![odd()]), full(vec![whole("GPU-b", H100)]));
-    assert_eq!(outcome(&r, CheckName::MigPartitioning), Outcome::Unknown);
+    assert_eq!(outcome(&r, CheckName::MIG_PARTITIONING), Outcome::Unknown);
     assert!(r.compatible, "{}", r.reason);
 }
 
@@ -137,10 +137,10 @@ fn legacy_and_new_uuid_forms_of_one_profile_pass(#[case] s: &str, #[case] t: &st
     let r = check(full(vec![s3g(s)]), full(vec![s3g(t)]));
     assert_refusing(&r, "");
     for c in [
-        CheckName::GpuModel,
-        CheckName::GpuCount,
-        CheckName::MigPartitioning,
-        CheckName::MigProfile,
+        CheckName::GPU_MODEL,
+        CheckName::GPU_COUNT,
+        CheckName::MIG_PARTITIONING,
+        CheckName::MIG_PROFILE,
     ] {
         assert_eq!(outcome(&r, c), Outcome::Pass, "{c}");
     }
@@ -165,8 +165,8 @@ fn a_legacy_checkpoint_without_profile_admits_with_an_unknown_shape() {
     .driver("580.65.06");
     let r = check(source.clone(), target.clone());
     assert_refusing(&r, "");
-    assert_eq!(outcome(&r, CheckName::MigPartitioning), Outcome::Pass);
-    assert_eq!(outcome(&r, CheckName::MigProfile), Outcome::Unknown);
+    assert_eq!(outcome(&r, CheckName::MIG_PARTITIONING), Outcome::Pass);
+    assert_eq!(outcome(&r, CheckName::MIG_PROFILE), Outcome::Unknown);
     let r = check_with(source, target, &strict(exact()));
     assert_refusing(&r, "mig-profile");
     assert_eq!(r.reason, "mig-profile: source unknown x1, target 1g.5gb x1");
@@ -222,18 +222,18 @@ fn an_unknown_profile_admits_unless_strict() {
     };
     let r = check(full(vec![unshaped.clone()]), full(vec![s3g("MIG-t1")]));
     assert_refusing(&r, "");
-    let p = row_of(&r, CheckName::MigProfile);
+    let p = row_of(&r, CheckName::MIG_PROFILE);
     assert_eq!(
-        (p.outcome, p.source.as_str(), p.target.as_str()),
+        (p.outcome, p.source.as_ref(), p.target.as_ref()),
         (Outcome::Unknown, "unknown x1", "3g.40gb x1")
     );
     // A slice without a profile is a slice of unknown shape, never a whole GPU.
-    assert_eq!(outcome(&r, CheckName::MigPartitioning), Outcome::Pass);
+    assert_eq!(outcome(&r, CheckName::MIG_PARTITIONING), Outcome::Pass);
 
     let r = check_with(full(vec![unshaped]), full(vec![s3g("MIG-t1")]), &strict(exact()));
     assert_refusing(&r, "mig-profile");
     assert_eq!(r.reason, "mig-profile: source unknown x1, target 3g.40gb x1");
-    assert!(row_of(&r, CheckName::MigProfile).message.contains("strict"));
+    assert!(row_of(&r, CheckName::MIG_PROFILE).message.contains("strict"));
 }
 
 #[test]
@@ -277,7 +277,10 @@ fn offer_mode_passes_on_a_larger_node() {
     let source = testdata("checkpoint-h100-3g40gb-x2.yaml");
     let r = check_with(source, testdata("node-h100-8gpu-mixed.yaml"), &offer());
     assert_refusing(&r, "");
-    for c in CheckName::ALL.into_iter().filter(|c| c.reads_pod()) {
+    for c in CheckName::ALL
+        .into_iter()
+        .filter(|c| c.scope() == miggate_compat::Scope::Pod)
+    {
         assert_eq!(outcome(&r, c), Outcome::NotApplicable, "{c}");
     }
     // Paired by class: the node's two 3g.40gb, not its first two devices by position.
@@ -302,7 +305,7 @@ fn offer_mode_refuses_a_node_one_slice_short_naming_the_profile() {
     ]);
     let r = check_with(source, n, &offer());
     assert_refusing(&r, "mig-profile");
-    let p = row_of(&r, CheckName::MigProfile);
+    let p = row_of(&r, CheckName::MIG_PROFILE);
     assert_eq!(p.message, "the target is short of 3g.40gb (needs 2, has 1)");
     assert_eq!(
         r.reason,
@@ -331,11 +334,11 @@ fn a_node_inventory_without_pod_is_compatible_in_strict_mode() {
     let r = check_with(source, testdata("node-h100-8gpu-mixed.yaml"), &strict(offer()));
     assert_refusing(&r, "");
     for c in [
-        CheckName::ImageDigest,
-        CheckName::MemoryLimit,
-        CheckName::CpuLimit,
-        CheckName::Mount,
-        CheckName::GpuRequest,
+        CheckName::IMAGE_DIGEST,
+        CheckName::MEMORY_LIMIT,
+        CheckName::CPU_LIMIT,
+        CheckName::MOUNT,
+        CheckName::GPU_REQUEST,
     ] {
         assert_eq!(outcome(&r, c), Outcome::NotApplicable, "{c}");
     }
@@ -512,12 +515,12 @@ fn offer_mode_places_each_gpu_instance_of_the_checkpoint(
     #[case] want: Outcome,
 ) {
     let r = check_with(full(source.clone()), node(node_devices.clone()), &offer());
-    assert_eq!(outcome(&r, CheckName::MigProfile), want, "{}", table(&r));
+    assert_eq!(outcome(&r, CheckName::MIG_PROFILE), want, "{}", table(&r));
     // Exact mode keeps comparing the layouts for equality.
     let same = node_devices.len() == source.len() && want == Outcome::Pass;
     let r = check(full(source), full(node_devices));
     assert_eq!(
-        outcome(&r, CheckName::MigProfile),
+        outcome(&r, CheckName::MIG_PROFILE),
         if same { Outcome::Pass } else { Outcome::Refuse },
         "{}",
         table(&r)
@@ -532,7 +535,7 @@ fn offer_mode_names_the_gpu_instance_it_cannot_place() {
         &offer(),
     );
     assert_refusing(&r, "mig-profile");
-    let row = row_of(&r, CheckName::MigProfile);
+    let row = row_of(&r, CheckName::MIG_PROFILE);
     assert_eq!(
         row.message,
         "no GPU instance on the target can hold {1c.3g.40gb, 1c.3g.40gb} x1 (each needs its own GPU instance of the same profile with at least those compute instances, which share its memory)"
@@ -554,13 +557,13 @@ fn exact_mode_still_wants_the_same_gpu_instances() {
         ]),
     );
     assert_eq!(
-        outcome(&r, CheckName::MigProfile),
+        outcome(&r, CheckName::MIG_PROFILE),
         Outcome::Refuse,
         "{}",
         table(&r)
     );
     assert_eq!(
-        row_of(&r, CheckName::MigProfile).target,
+        row_of(&r, CheckName::MIG_PROFILE).target,
         "{1c.3g.40gb, 1c.3g.40gb, 1c.3g.40gb} x1"
     );
 }
@@ -581,7 +584,7 @@ fn compute_instances_without_gpu_instance_ids_are_unknown(#[case] hide_s: bool, 
     ];
     let r = check(full(s.clone()), full(t.clone()));
     assert_refusing(&r, "");
-    assert_eq!(outcome(&r, CheckName::MigProfile), Outcome::Unknown);
+    assert_eq!(outcome(&r, CheckName::MIG_PROFILE), Outcome::Unknown);
     let r = check_with(full(s), full(t), &strict(exact()));
     assert_refusing(&r, "mig-profile");
 }
@@ -723,7 +726,7 @@ fn gpu_request(
 ) {
     let target = restore_pod(source.clone(), strategy, requests);
     let r = check(full(source), target);
-    assert_eq!(outcome(&r, CheckName::GpuRequest), want, "{}", table(&r));
+    assert_eq!(outcome(&r, CheckName::GPU_REQUEST), want, "{}", table(&r));
     assert_refusing(
         &r,
         if want == Outcome::Refuse {
@@ -756,7 +759,7 @@ fn the_single_strategy_gives_one_shape_per_node() {
     );
     assert_refusing(&r, "gpu-request");
     assert_eq!(
-        row_of(&r, CheckName::GpuRequest).message,
+        row_of(&r, CheckName::GPU_REQUEST).message,
         "under the single strategy every device nvidia.com/gpu gives on a node has the same shape; the checkpoint used 2 shapes (nvidia.com/mig-1g.10gb, nvidia.com/mig-3g.40gb)"
     );
     assert_eq!(
@@ -780,13 +783,13 @@ fn request_counts_at_the_edge_of_u64_refuse_without_a_panic() {
             .unwrap();
             let r = miggate_compat::evaluate(&source, &target, &exact());
             assert_eq!(
-                outcome(&r, CheckName::GpuRequest),
+                outcome(&r, CheckName::GPU_REQUEST),
                 Outcome::Refuse,
                 "{strategy}{claims}: {}",
                 table(&r)
             );
             assert_eq!(
-                row_of(&r, CheckName::GpuRequest).target,
+                row_of(&r, CheckName::GPU_REQUEST).target,
                 "nvidia.com/gpu x18446744073709551615, nvidia.com/mig-1g.10gb x18446744073709551615"
             );
         }
@@ -801,7 +804,7 @@ fn a_compute_instance_checkpoint_cannot_be_requested_through_the_device_plugin()
         restore_pod(s, Some(MigStrategy::Mixed), &[("nvidia.com/mig-3g.40gb", "1")]),
     );
     assert_refusing(&r, "gpu-request");
-    let row = row_of(&r, CheckName::GpuRequest);
+    let row = row_of(&r, CheckName::GPU_REQUEST);
     assert!(row.message.contains("DRA"), "{}", row.message);
     assert!(row.message.contains("1c.3g.40gb"), "{}", row.message);
     assert_eq!(
@@ -828,13 +831,13 @@ fn a_compute_instance_refuses_whatever_order_an_unknown_slice_comes_in() {
         );
         let r = check(full(s), t);
         assert_eq!(
-            outcome(&r, CheckName::GpuRequest),
+            outcome(&r, CheckName::GPU_REQUEST),
             Outcome::Refuse,
             "{}",
             table(&r)
         );
         assert_eq!(
-            row_of(&r, CheckName::GpuRequest).source,
+            row_of(&r, CheckName::GPU_REQUEST).source,
             "1c.3g.40gb x1, unknown x1"
         );
     }
@@ -846,14 +849,14 @@ fn gpu_request_is_not_applicable_without_device_plugin_requests() {
     // GPUs through resource claims (DRA).
     let t = restore_pod(s.clone(), Some(MigStrategy::Mixed), &[]).claims(&["gpu"]);
     let r = check(full(s.clone()), t);
-    assert_eq!(outcome(&r, CheckName::GpuRequest), Outcome::NotApplicable);
+    assert_eq!(outcome(&r, CheckName::GPU_REQUEST), Outcome::NotApplicable);
     assert_refusing(&r, "");
     // No gpuRequests recorded.
     let r = check(full(s.clone()), full(s.clone()));
-    assert_eq!(outcome(&r, CheckName::GpuRequest), Outcome::NotApplicable);
+    assert_eq!(outcome(&r, CheckName::GPU_REQUEST), Outcome::NotApplicable);
     // Not applicable stays quiet in strict mode.
     let r = check_with(full(s.clone()), full(s), &strict(exact()));
-    assert_eq!(outcome(&r, CheckName::GpuRequest), Outcome::NotApplicable);
+    assert_eq!(outcome(&r, CheckName::GPU_REQUEST), Outcome::NotApplicable);
     assert_refusing(&r, "");
 }
 
@@ -869,7 +872,7 @@ fn requests_short_of_the_checkpoint_are_unknown_when_claims_are_not_recorded() {
     t.0.pod.as_mut().unwrap().resource_claims = None;
     let r = check(full(s.clone()), t.clone());
     assert_eq!(
-        outcome(&r, CheckName::GpuRequest),
+        outcome(&r, CheckName::GPU_REQUEST),
         Outcome::Unknown,
         "{}",
         table(&r)
@@ -907,7 +910,7 @@ fn a_skipped_refusal_is_reported_skipped_and_the_verdict_is_compatible() {
     let (s, t) = shapes_differ();
     let r = check_with(s, t, &skipping(exact(), "mig-profile"));
     assert_refusing(&r, "");
-    let p = row_of(&r, CheckName::MigProfile);
+    let p = row_of(&r, CheckName::MIG_PROFILE);
     assert_eq!(p.outcome, Outcome::Skipped);
     assert_eq!(p.message, "waived by request (refuse)");
     // Both values are still reported.

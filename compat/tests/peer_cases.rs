@@ -15,7 +15,7 @@ use rstest::rstest;
 
 fn row(r: &Report, c: CheckName) -> (Outcome, &str, &str) {
     let x = r.result(c).unwrap();
-    (x.outcome, x.source.as_str(), x.target.as_str())
+    (x.outcome, x.source.as_ref(), x.target.as_ref())
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -42,7 +42,7 @@ fn cpu_arch(
     let side = |a: Option<&str>| a.map_or_else(m, |a| m().arch(a));
     let r = check(side(s), side(t));
     assert_refusing(&r, refused);
-    assert_eq!(outcome(&r, CheckName::CpuArch), want);
+    assert_eq!(outcome(&r, CheckName::CPU_ARCH), want);
     assert_eq!(r.reason, reason);
 }
 
@@ -91,21 +91,21 @@ fn kernel_version(
 fn kernel_rows_say_unknown_where_the_peer_passes_silently() {
     let r = check(m(), m().kernel("5.15.0-1071-aws"));
     assert_eq!(
-        row(&r, CheckName::KernelVersion),
+        row(&r, CheckName::KERNEL_VERSION),
         (Outcome::Unknown, "unknown", "5.15.0-1071-aws")
     );
     assert_eq!(
-        row(&r, CheckName::KernelMinimum),
+        row(&r, CheckName::KERNEL_MINIMUM),
         (Outcome::Pass, "5.13 or newer", "5.15.0-1071-aws")
     );
     let r = check(m().kernel("custom-build"), m().kernel("custom-build"));
-    assert_eq!(row(&r, CheckName::KernelVersion).0, Outcome::Pass);
+    assert_eq!(row(&r, CheckName::KERNEL_VERSION).0, Outcome::Pass);
     assert_eq!(
-        row(&r, CheckName::KernelMinimum),
+        row(&r, CheckName::KERNEL_MINIMUM),
         (Outcome::Unknown, "5.13 or newer", "custom-build")
     );
     let r = check(m().kernel("5.15.0-1071-aws"), m());
-    assert_eq!(row(&r, CheckName::KernelMinimum).0, Outcome::Unknown);
+    assert_eq!(row(&r, CheckName::KERNEL_MINIMUM).0, Outcome::Unknown);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -177,7 +177,7 @@ fn image_digest(#[case] s: M, #[case] t: M, #[case] want: Outcome, #[case] reaso
             ""
         },
     );
-    assert_eq!(outcome(&r, CheckName::ImageDigest), want);
+    assert_eq!(outcome(&r, CheckName::IMAGE_DIGEST), want);
     assert_eq!(r.reason, reason);
 }
 
@@ -202,7 +202,7 @@ fn cpu(q: Option<&str>) -> M {
 #[case::unreadable_limit(Some("32Gi"), Some("plenty"), Outcome::Unknown)]
 fn memory_limit(#[case] s: Option<&str>, #[case] t: Option<&str>, #[case] want: Outcome) {
     let r = check(mem(s), mem(t));
-    assert_eq!(outcome(&r, CheckName::MemoryLimit), want);
+    assert_eq!(outcome(&r, CheckName::MEMORY_LIMIT), want);
     if want == Outcome::Refuse {
         assert_refusing(&r, "memory-limit");
         assert_eq!(
@@ -232,7 +232,7 @@ fn memory_limit(#[case] s: Option<&str>, #[case] t: Option<&str>, #[case] want: 
 )]
 fn cpu_limit(#[case] s: Option<&str>, #[case] t: Option<&str>, #[case] want: Outcome) {
     let r = check(cpu(s), cpu(t));
-    assert_eq!(outcome(&r, CheckName::CpuLimit), want);
+    assert_eq!(outcome(&r, CheckName::CPU_LIMIT), want);
     if want == Outcome::Refuse {
         assert_refusing(&r, "cpu-limit");
         assert_eq!(
@@ -267,7 +267,7 @@ fn mount(#[case] s: &[&str], #[case] t: &[&str], #[case] reason: &str) {
     } else {
         Outcome::Refuse
     };
-    assert_eq!(outcome(&r, CheckName::Mount), want);
+    assert_eq!(outcome(&r, CheckName::MOUNT), want);
 }
 
 #[test]
@@ -275,7 +275,7 @@ fn mounts_the_target_did_not_record_are_unknown_but_none_recorded_refuses() {
     // The peer resolves the target's paths from the source list, so "absent" there is
     // "missing"; our manifest tells absent (unknown) from `[]` (known none).
     let r = check(m().mounts(&["/data"]), m().pod());
-    assert_eq!(outcome(&r, CheckName::Mount), Outcome::Unknown);
+    assert_eq!(outcome(&r, CheckName::MOUNT), Outcome::Unknown);
     assert!(r.compatible);
     let r = check(m().mounts(&["/data"]), m().mounts(&[]));
     assert_refusing(&r, "mount");
@@ -321,7 +321,7 @@ fn gpu_model(
 ) {
     let r = check(m().devices(s), m().devices(t));
     assert_refusing(&r, refused);
-    assert_eq!(outcome(&r, CheckName::GpuModel), want);
+    assert_eq!(outcome(&r, CheckName::GPU_MODEL), want);
     assert_eq!(r.reason, reason);
 }
 
@@ -414,17 +414,17 @@ fn driver_version(
 fn driver_rows_name_both_values() {
     let r = check(m(), m().driver("580.65.06"));
     assert_eq!(
-        row(&r, CheckName::DriverVersion),
+        row(&r, CheckName::DRIVER_VERSION),
         (Outcome::Unknown, "unknown", "580.65.06")
     );
     assert_eq!(
-        row(&r, CheckName::DriverMinimum),
+        row(&r, CheckName::DRIVER_MINIMUM),
         (Outcome::Pass, "580 or newer", "580.65.06")
     );
     let r = check(m().driver("vendor-build"), m().driver("vendor-build"));
-    assert_eq!(row(&r, CheckName::DriverVersion).0, Outcome::Pass);
+    assert_eq!(row(&r, CheckName::DRIVER_VERSION).0, Outcome::Pass);
     assert_eq!(
-        row(&r, CheckName::DriverMinimum),
+        row(&r, CheckName::DRIVER_MINIMUM),
         (Outcome::Unknown, "580 or newer", "vendor-build")
     );
 }
@@ -554,9 +554,9 @@ fn reason_format_follows_the_peer_protocol() {
 #[test]
 fn an_empty_multiset_renders_none() {
     let r = check(m().devices(gpus(&[L4])), m().devices(vec![]));
-    let model = r.result(CheckName::GpuModel).unwrap();
+    let model = r.result(CheckName::GPU_MODEL).unwrap();
     assert_eq!(
-        (model.source.as_str(), model.target.as_str()),
+        (model.source.as_ref(), model.target.as_ref()),
         ("NVIDIA L4 x1", "none")
     );
 }
@@ -612,9 +612,9 @@ fn a_limit_with_an_exponent_at_the_edge_of_i64_is_unknown_not_a_panic() {
     };
     for edge in ["1e9223372036854775807", "1.000000000e-9223372036854775808"] {
         let r = miggate_compat::evaluate(&read(edge), &read("4"), &Default::default());
-        assert_eq!(outcome(&r, CheckName::CpuLimit), Outcome::Unknown, "{edge}");
+        assert_eq!(outcome(&r, CheckName::CPU_LIMIT), Outcome::Unknown, "{edge}");
         let r = miggate_compat::evaluate(&read("4"), &read(edge), &Default::default());
-        assert_eq!(outcome(&r, CheckName::CpuLimit), Outcome::Unknown, "{edge}");
-        assert_eq!(r.result(CheckName::CpuLimit).unwrap().target, edge);
+        assert_eq!(outcome(&r, CheckName::CPU_LIMIT), Outcome::Unknown, "{edge}");
+        assert_eq!(r.result(CheckName::CPU_LIMIT).unwrap().target, edge);
     }
 }

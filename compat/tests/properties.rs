@@ -316,7 +316,7 @@ fn reorder(m: &GpuManifest, keys: &[u32]) -> GpuManifest {
 fn rows(r: &Report) -> Vec<(Outcome, String, String)> {
     r.results
         .iter()
-        .map(|c| (c.outcome, c.source.clone(), c.target.clone()))
+        .map(|c| (c.outcome, c.source.to_string(), c.target.to_string()))
         .collect()
 }
 

@@ -3,25 +3,30 @@
 //! nvidia-smi names a slice after its parent card, so model and count alone let a whole H100
 //! pass for a `1g.10gb` of one. The MIG checks read the device kind and the slice shape.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::borrow::Cow;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::{Ctx, Mode, Verdict, unknown_sides};
+use super::{Ctx, unknown_sides};
 use crate::device::{DeviceKind, SliceShape};
 use crate::manifest::Device;
+use crate::matching::{Problem, place};
 use crate::multiset::Multiset;
-use crate::report::Outcome;
+use crate::report::CheckResult;
+use crate::report::Text;
+use crate::vocab::Mode;
+use crate::vocab::Outcome;
 
 /// Both sides' device lists, or the verdict for when either is not recorded.
 fn both<'a>(
     ctx: &Ctx<'a>,
-    render: impl Fn(&[Device]) -> String,
-) -> Result<(&'a [Device], &'a [Device]), Verdict> {
+    render: impl Fn(&[Device]) -> Text,
+) -> Result<(&'a [Device], &'a [Device]), CheckResult> {
     match (ctx.source.devices(), ctx.target.devices()) {
         (Some(s), Some(t)) => Ok((s, t)),
-        (s, t) => Err(Verdict::new(
+        (s, t) => Err(ctx.row(
             Outcome::Unknown,
-            s.map_or("unknown".into(), &render),
-            t.map_or("unknown".into(), &render),
+            s.map_or(Cow::Borrowed("unknown"), &render),
+            t.map_or(Cow::Borrowed("unknown"), &render),
             format!(
                 "devices not recorded on {}",
                 unknown_sides(s.is_none(), t.is_none())
@@ -30,22 +35,22 @@ fn both<'a>(
     }
 }
 
-fn models(devs: &[Device]) -> Multiset {
+fn models(devs: &[Device]) -> Multiset<'_> {
     devs.iter().map(|d| d.model().unwrap_or("unknown")).collect()
 }
 
-fn count(devs: &[Device]) -> String {
-    devs.len().to_string()
+fn count(devs: &[Device]) -> Text {
+    Cow::Owned(devs.len().to_string())
 }
 
-fn compare(mode: Mode, source: &Multiset, target: &Multiset) -> bool {
+fn compare(mode: Mode, source: &Multiset<'_>, target: &Multiset<'_>) -> bool {
     match mode {
-        Mode::Exact => source == target,
+        Mode::Exact => source.same_as(target),
         Mode::Offer => source.is_covered_by(target),
     }
 }
 
-fn refused(mode: Mode, source: &Multiset, target: &Multiset, what: &str) -> String {
+fn refused(mode: Mode, source: &Multiset<'_>, target: &Multiset<'_>, what: &str) -> String {
     match mode {
         Mode::Exact => format!("different {what}"),
         Mode::Offer => format!("the target is short of {}", source.shortfall(target).join(", ")),
@@ -53,13 +58,13 @@ fn refused(mode: Mode, source: &Multiset, target: &Multiset, what: &str) -> Stri
 }
 
 /// cuda-checkpoint restores only onto the same chip type.
-pub(super) fn gpu_model(ctx: &Ctx<'_>) -> Verdict {
+pub(super) fn gpu_model(ctx: &Ctx<'_>) -> CheckResult {
     let (s, t) = match both(ctx, |d| models(d).render()) {
         Ok(v) => v,
         Err(v) => return v,
     };
     if s.is_empty() {
-        return Verdict::new(
+        return ctx.row(
             Outcome::Pass,
             "none",
             models(t).render(),
@@ -67,7 +72,7 @@ pub(super) fn gpu_model(ctx: &Ctx<'_>) -> Verdict {
         );
     }
     if t.is_empty() {
-        return Verdict::new(
+        return ctx.row(
             Outcome::NotApplicable,
             models(s).render(),
             "none",
@@ -75,14 +80,15 @@ pub(super) fn gpu_model(ctx: &Ctx<'_>) -> Verdict {
         );
     }
     let unnamed = |d: &[Device]| d.iter().any(|x| x.model().is_none());
-    if unnamed(s) || unnamed(t) {
-        return Verdict::new(
+    let (us, ut) = (unnamed(s), unnamed(t));
+    if us || ut {
+        return ctx.row(
             Outcome::Unknown,
             models(s).render(),
             models(t).render(),
             format!(
                 "a device's product name is not recorded on {}",
-                unknown_sides(unnamed(s), unnamed(t))
+                unknown_sides(us, ut)
             ),
         );
     }
@@ -96,9 +102,9 @@ pub(super) fn gpu_model(ctx: &Ctx<'_>) -> Verdict {
         (models(s), models(t))
     };
     let ok = compare(mode, &ms, &mt);
-    let v = |o, m: String| Verdict::new(o, ms.render(), mt.render(), m);
+    let v = |o, m: Text| ctx.row(o, ms.render(), mt.render(), m);
     match (ok, kinds_known || mode == Mode::Exact) {
-        (false, _) => v(Outcome::Refuse, refused(mode, &ms, &mt, "GPU models")),
+        (false, _) => v(Outcome::Refuse, refused(mode, &ms, &mt, "GPU models").into()),
         (true, true) => v(Outcome::Pass, "same GPU models".into()),
         (true, false) => v(
             Outcome::Unknown,
@@ -107,36 +113,42 @@ pub(super) fn gpu_model(ctx: &Ctx<'_>) -> Verdict {
     }
 }
 
-fn classes(devs: &[Device]) -> Multiset {
-    devs.iter()
-        .map(|d| {
-            let model = d.model().unwrap_or("unknown");
-            match d.kind() {
-                DeviceKind::Slice => format!("{model} (MIG slice)"),
-                _ => model.to_string(),
-            }
-        })
-        .collect()
+/// Devices counted per (model, kind), with the kind shown only for slices. Counted on borrowed
+/// names first, so each distinct class builds its text once, not once per device.
+fn classes(devs: &[Device]) -> Multiset<'_> {
+    let mut counts: BTreeMap<(&str, bool), usize> = BTreeMap::new();
+    for d in devs {
+        *counts
+            .entry((d.model().unwrap_or("unknown"), d.kind() == DeviceKind::Slice))
+            .or_default() += 1;
+    }
+    let mut out = Multiset::new();
+    for ((model, slice), n) in counts {
+        if slice {
+            out.add_n(format!("{model} (MIG slice)"), n);
+        } else {
+            out.add_n(model, n);
+        }
+    }
+    out
 }
 
 /// A restore must map every checkpointed GPU, and a container given more sees other devices.
-pub(super) fn gpu_count(ctx: &Ctx<'_>) -> Verdict {
+pub(super) fn gpu_count(ctx: &Ctx<'_>) -> CheckResult {
     let (s, t) = match both(ctx, count) {
         Ok(v) => v,
         Err(v) => return v,
     };
     let n = s.len();
     if n == 0 {
-        return Verdict::new(Outcome::Pass, "0", count(t), "the checkpoint used no GPU");
+        return ctx.row(Outcome::Pass, "0", count(t), "the checkpoint used no GPU");
     }
     match ctx.options.mode {
-        Mode::Exact if n == t.len() => {
-            Verdict::new(Outcome::Pass, count(s), count(t), "same number of devices")
-        }
-        Mode::Exact => Verdict::new(Outcome::Refuse, count(s), count(t), "different number of devices"),
+        Mode::Exact if n == t.len() => ctx.row(Outcome::Pass, count(s), count(t), "same number of devices"),
+        Mode::Exact => ctx.row(Outcome::Refuse, count(s), count(t), "different number of devices"),
         Mode::Offer => {
             let any_unknown = s.iter().chain(t).any(|d| d.kind() == DeviceKind::Unknown);
-            let wanted: Vec<DeviceKind> = s.iter().map(Device::kind).collect();
+            let wanted: BTreeSet<DeviceKind> = s.iter().map(Device::kind).collect();
             let eligible = t.iter().filter(|d| wanted.contains(&d.kind())).count();
             if any_unknown {
                 let o = if t.len() < n {
@@ -144,35 +156,35 @@ pub(super) fn gpu_count(ctx: &Ctx<'_>) -> Verdict {
                 } else {
                     Outcome::Unknown
                 };
-                return Verdict::new(o, count(s), count(t), "not every device's kind is known");
+                return ctx.row(o, count(s), count(t), "not every device's kind is known");
             }
             let o = if eligible >= n {
                 Outcome::Pass
             } else {
                 Outcome::Refuse
             };
-            Verdict::new(
+            ctx.row(
                 o,
                 count(s),
-                eligible.to_string(),
+                Cow::Owned(eligible.to_string()),
                 format!("{eligible} target devices are of the checkpoint's kinds"),
             )
         }
     }
 }
 
-fn kinds(devs: &[Device]) -> Multiset {
+fn kinds(devs: &[Device]) -> Multiset<'_> {
     devs.iter().map(|d| d.kind().as_str()).collect()
 }
 
 /// A process checkpointed on a whole GPU cannot be restored onto a slice, or the other way round.
-pub(super) fn mig_partitioning(ctx: &Ctx<'_>) -> Verdict {
+pub(super) fn mig_partitioning(ctx: &Ctx<'_>) -> CheckResult {
     let (s, t) = match both(ctx, |d| kinds(d).render()) {
         Ok(v) => v,
         Err(v) => return v,
     };
     if s.is_empty() {
-        return Verdict::new(
+        return ctx.row(
             Outcome::Pass,
             "none",
             kinds(t).render(),
@@ -180,7 +192,7 @@ pub(super) fn mig_partitioning(ctx: &Ctx<'_>) -> Verdict {
         );
     }
     if t.is_empty() {
-        return Verdict::new(
+        return ctx.row(
             Outcome::NotApplicable,
             kinds(s).render(),
             "none",
@@ -205,7 +217,7 @@ pub(super) fn mig_partitioning(ctx: &Ctx<'_>) -> Verdict {
         .filter(|k| exact && kt.count(k) > 0 && ks.count(k) == 0 && !su)
         .map(|k| format!("the target has {}; the checkpoint ran on none", plural(k)))
         .collect();
-    let v = |o, m: String| Verdict::new(o, ks.render(), kt.render(), m);
+    let v = |o, m: String| ctx.row(o, ks.render(), kt.render(), Cow::<str>::Owned(m));
     if !short.is_empty() {
         v(Outcome::Refuse, short.join("; "))
     } else if !extra.is_empty() {
@@ -230,17 +242,17 @@ fn plural(kind: &str) -> &str {
 
 /// A slice's memory and SM count come from its profile: restoring a `3g.40gb` process onto a
 /// `1g.10gb` fails inside CUDA. Shapes are counted per (model, profile).
-pub(super) fn mig_profile(ctx: &Ctx<'_>) -> Verdict {
+pub(super) fn mig_profile(ctx: &Ctx<'_>) -> CheckResult {
     let (all_s, all_t) = match both(ctx, |d| flat(&slices(d), false).render()) {
         Ok(v) => v,
         Err(v) => return v,
     };
     let (s, t) = (slices(all_s), slices(all_t));
     if s.is_empty() && t.is_empty() {
-        return Verdict::new(Outcome::Pass, "none", "none", "no MIG slices on either side");
+        return ctx.row(Outcome::Pass, "none", "none", "no MIG slices on either side");
     }
     if s.is_empty() || t.is_empty() {
-        return Verdict::new(
+        return ctx.row(
             Outcome::NotApplicable,
             flat(&s, false).render(),
             flat(&t, false).render(),
@@ -255,7 +267,7 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> Verdict {
     // slice: either could make up any difference.
     let no_shape = |d: &[&Device]| d.iter().any(|x| x.slice_shape() == Some(SliceShape::Unknown));
     let no_kind = |d: &[Device]| d.iter().any(|x| x.kind() == DeviceKind::Unknown);
-    let unknown = |why: String| Verdict::new(Outcome::Unknown, fs.render(), ft.render(), why);
+    let unknown = |why: String| ctx.row(Outcome::Unknown, fs.render(), ft.render(), Cow::<str>::Owned(why));
     if no_shape(&s) || no_shape(&t) {
         return unknown(format!(
             "a slice's profile is not recorded on {}",
@@ -283,9 +295,9 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> Verdict {
     } else {
         (fs.clone(), ft.clone())
     };
-    let v = |o, m: String| Verdict::new(o, ds.render(), dt.render(), m);
+    let v = |o, m: Text| ctx.row(o, ds.render(), dt.render(), m);
     if !compare(mode, &fs, &ft) {
-        return v(Outcome::Refuse, refused(mode, &fs, &ft, "slice shapes"));
+        return v(Outcome::Refuse, refused(mode, &fs, &ft, "slice shapes").into());
     }
     if grouped {
         match mode {
@@ -296,18 +308,25 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> Verdict {
                         .into(),
                 );
             }
-            Mode::Offer => {
-                let left = unplaced(&ls.groups, &lt.groups);
-                if !left.is_empty() {
+            Mode::Offer => match unplaced(&ls.groups, &lt.groups) {
+                Some(left) if left.is_empty() => {}
+                Some(left) => {
                     return v(
-                        Outcome::Refuse,
-                        format!(
-                            "no GPU instance on the target can hold {} (each needs its own GPU instance of the same profile with at least those compute instances, which share its memory)",
-                            left.render()
-                        ),
+                            Outcome::Refuse,
+                            format!(
+                                "no GPU instance on the target can hold {} (each needs its own GPU instance of the same profile with at least those compute instances, which share its memory)",
+                                left.render()
+                            )
+                            .into(),
+                        );
+                }
+                None => {
+                    return v(
+                        Outcome::Unknown,
+                        "the GPU-instance layouts are too varied to place within miggate's work bound".into(),
                     );
                 }
-            }
+            },
             Mode::Exact => {}
         }
     }
@@ -320,10 +339,10 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> Verdict {
     v(Outcome::Pass, "same slice shapes".into())
 }
 
-fn key(d: &Device, with_model: bool, shape: &str) -> String {
+fn key<'a>(d: &'a Device, with_model: bool, shape: &'a str) -> Cow<'a, str> {
     match (with_model, d.model()) {
-        (true, Some(m)) => format!("{m} {shape}"),
-        _ => shape.to_string(),
+        (true, Some(m)) => Cow::Owned(format!("{m} {shape}")),
+        _ => Cow::Borrowed(shape),
     }
 }
 
@@ -336,32 +355,32 @@ fn slices(devices: &[Device]) -> Vec<&Device> {
     devices.iter().filter(|d| d.kind() == DeviceKind::Slice).collect()
 }
 
-fn flat(slices: &[&Device], with_model: bool) -> Multiset {
+fn flat<'a>(slices: &[&'a Device], with_model: bool) -> Multiset<'a> {
     slices.iter().map(|d| key(d, with_model, shape(d))).collect()
 }
 
 /// The compute-instance slices of one GPU instance, compared together because they share its
 /// memory.
-struct Group {
+struct Group<'a> {
     /// How it is shown: `{1c.3g.40gb, 1c.3g.40gb}`, after the model when models are printed.
     name: String,
     /// What a GPU instance that holds it must be: its GPU-instance profile (`3g.40gb`), after
     /// the model when models are printed.
     instance: String,
     /// Its compute instances' shapes.
-    members: Multiset,
+    members: Multiset<'a>,
 }
 
 /// A side's slices: compute-instance slices grouped by the GPU instance they share, every other
 /// slice on its own.
-struct Layout {
-    singles: Multiset,
-    groups: Vec<Group>,
+struct Layout<'a> {
+    singles: Multiset<'a>,
+    groups: Vec<Group<'a>>,
 }
 
-impl Layout {
+impl Layout<'_> {
     /// Single slices and GPU instances, counted (`3g.40gb x1, {1c.3g.40gb, 1c.3g.40gb} x1`).
-    fn counted(&self) -> Multiset {
+    fn counted(&self) -> Multiset<'_> {
         let mut out = self.singles.clone();
         for g in &self.groups {
             out.add(g.name.as_str());
@@ -370,7 +389,7 @@ impl Layout {
     }
 }
 
-fn layout(slices: &[&Device], with_model: bool) -> Layout {
+fn layout<'a>(slices: &[&'a Device], with_model: bool) -> Layout<'a> {
     let mut singles = Multiset::new();
     let mut by_gi: BTreeMap<(&str, u32), Vec<&Device>> = BTreeMap::new();
     for d in slices {
@@ -391,18 +410,18 @@ fn layout(slices: &[&Device], with_model: bool) -> Layout {
         // keeps its own, so the key never depends on which member is listed first.
         let models: BTreeSet<Option<&str>> = members.iter().map(|d| d.model()).collect();
         let one_model = models.len() == 1;
-        let mut names: Vec<String> = members
+        let mut names: Vec<Cow<'a, str>> = members
             .iter()
             .map(|d| {
                 if one_model {
-                    shape(d).to_string()
+                    Cow::Borrowed(shape(d))
                 } else {
                     key(d, with_model, shape(d))
                 }
             })
             .collect();
         names.sort_unstable();
-        let instance: BTreeSet<String> = members
+        let instance: BTreeSet<Cow<'a, str>> = members
             .iter()
             .map(|d| {
                 let gi = d
@@ -417,7 +436,8 @@ fn layout(slices: &[&Device], with_model: bool) -> Layout {
                 first,
                 with_model && one_model,
                 &format!("{{{}}}", names.join(", ")),
-            ),
+            )
+            .into_owned(),
             instance: instance.into_iter().collect::<Vec<_>>().join(", "),
             members: names.into_iter().collect(),
         });
@@ -425,16 +445,14 @@ fn layout(slices: &[&Device], with_model: bool) -> Layout {
     Layout { singles, groups }
 }
 
-/// The source's GPU instances the target cannot give one of its own, counted. Each source GPU
-/// instance needs a distinct target GPU instance of the same profile (and model) holding at
-/// least its compute instances.
-///
-/// A bipartite matching, found by augmenting paths as in the device map, but between classes
-/// of identical GPU instances with their counts as capacities, so that a large inventory of
-/// alike GPU instances costs one class, not one node each.
-fn unplaced(source: &[Group], target: &[Group]) -> Multiset {
-    fn classes(groups: &[Group]) -> Vec<(&Group, usize)> {
-        let mut by_key: BTreeMap<(&str, &str), (&Group, usize)> = BTreeMap::new();
+/// The source's GPU instances the target cannot give one of its own, counted; `None` when the
+/// layouts are too varied to place within the matcher's work bound. Each source GPU instance
+/// needs a distinct target GPU instance of the same profile (and model) holding at least its
+/// compute instances: the one matcher places classes of alike GPU instances, so a large
+/// inventory of alike GPU instances costs one class, not one node each.
+fn unplaced<'a>(source: &'a [Group<'a>], target: &'a [Group<'a>]) -> Option<Multiset<'a>> {
+    fn classes<'g>(groups: &'g [Group<'g>]) -> Vec<(&'g Group<'g>, usize)> {
+        let mut by_key: BTreeMap<(&str, &str), (&Group<'_>, usize)> = BTreeMap::new();
         for g in groups {
             by_key
                 .entry((g.instance.as_str(), g.name.as_str()))
@@ -444,81 +462,40 @@ fn unplaced(source: &[Group], target: &[Group]) -> Multiset {
         by_key.into_values().collect()
     }
     let (sc, tc) = (classes(source), classes(target));
-    let fits: Vec<Vec<bool>> = sc
-        .iter()
-        .map(|(s, _)| {
-            tc.iter()
-                .map(|(t, _)| s.instance == t.instance && s.members.is_covered_by(&t.members))
-                .collect()
-        })
-        .collect();
-    let mut left: Vec<usize> = sc.iter().map(|(_, n)| *n).collect();
-    let mut room: Vec<usize> = tc.iter().map(|(_, n)| *n).collect();
-    // flow[i][j]: how many of source class i are placed in target class j.
-    let mut flow = vec![vec![0usize; tc.len()]; sc.len()];
-    loop {
-        // Breadth first from every source class with GPU instances left: to a target class
-        // that fits, and from a full target class back to a source class placed there, which
-        // may move elsewhere.
-        let mut via_target: Vec<Option<usize>> = vec![None; tc.len()];
-        let mut via_source: Vec<Option<usize>> = vec![None; sc.len()];
-        let mut seen: Vec<bool> = left.iter().map(|n| *n > 0).collect();
-        let mut queue: std::collections::VecDeque<usize> = (0..sc.len()).filter(|&i| seen[i]).collect();
-        let mut end = None;
-        'search: while let Some(i) = queue.pop_front() {
-            for j in 0..tc.len() {
-                if !fits[i][j] || via_target[j].is_some() {
-                    continue;
-                }
-                via_target[j] = Some(i);
-                if room[j] > 0 {
-                    end = Some(j);
-                    break 'search;
-                }
-                for k in 0..sc.len() {
-                    if flow[k][j] > 0 && !seen[k] {
-                        seen[k] = true;
-                        via_source[k] = Some(j);
-                        queue.push_back(k);
-                    }
-                }
-            }
-        }
-        let Some(end) = end else { break };
-        // How much the path carries, then carry it.
-        let mut amount = room[end];
-        let mut i = via_target[end];
-        while let Some(si) = i {
-            match via_source[si] {
-                Some(back) => {
-                    amount = amount.min(flow[si][back]);
-                    i = via_target[back];
-                }
-                None => {
-                    amount = amount.min(left[si]);
-                    break;
-                }
-            }
-        }
-        room[end] -= amount;
-        let (mut i, mut j) = (via_target[end], end);
-        while let Some(si) = i {
-            flow[si][j] += amount;
-            match via_source[si] {
-                Some(back) => {
-                    flow[si][back] -= amount;
-                    (i, j) = (via_target[back], back);
-                }
-                None => {
-                    left[si] -= amount;
-                    break;
-                }
-            }
-        }
+    // Only GPU instances of the same profile can fit: look them up, then test coverage, within
+    // the matcher's budget.
+    let mut by_instance: HashMap<&str, Vec<usize>> = HashMap::new();
+    for (j, (t, _)) in tc.iter().enumerate() {
+        by_instance.entry(t.instance.as_str()).or_default().push(j);
     }
+    let mut work = 0usize;
+    let mut buckets = Vec::with_capacity(sc.len());
+    for (s, _) in &sc {
+        let same = by_instance
+            .get(s.instance.as_str())
+            .map_or(&[][..], Vec::as_slice);
+        work = work.saturating_add(same.len());
+        if work > crate::matching::WORK_BUDGET {
+            return None;
+        }
+        buckets.push(
+            same.iter()
+                .copied()
+                .filter(|&j| s.members.is_covered_by(&tc[j].0.members))
+                .collect::<Vec<_>>(),
+        );
+    }
+    let placement = place(Problem {
+        need: sc.iter().map(|(_, n)| *n).collect(),
+        room: tc.iter().map(|(_, n)| *n).collect(),
+        links: (0..sc.len()).map(|i| vec![i]).collect(),
+        order: (0..sc.len()).collect(),
+        buckets,
+    })
+    .ok()?;
     let mut out = Multiset::new();
-    for ((g, _), n) in sc.iter().zip(&left) {
+    for ((g, _), n) in sc.iter().zip(&placement.unplaced) {
         out.add_n(g.name.as_str(), *n);
     }
-    out
+    Some(out)
 }

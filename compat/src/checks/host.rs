@@ -1,19 +1,18 @@
 //! `cpu-arch`, `kernel-version`, `kernel-minimum`: the host a process is restored on.
 
-use super::{Ctx, Verdict, must_match};
-use crate::report::Outcome;
+use super::{Ctx, Side, must_match};
+use crate::report::CheckResult;
 use crate::text::kernel_major_minor;
+use crate::vocab::Outcome;
 
-fn host_field<'a>(
-    m: &'a crate::GpuManifest,
-    f: impl Fn(&'a crate::Host) -> Option<&'a str>,
-) -> Option<&'a str> {
-    m.host.as_ref().and_then(f)
+fn host_field<'a>(side: Side<'a>, f: impl Fn(&'a crate::Host) -> Option<&'a str>) -> Option<&'a str> {
+    side.host.and_then(f)
 }
 
 /// CRIU restores machine code as is: the architecture must be the same.
-pub(super) fn cpu_arch(ctx: &Ctx<'_>) -> Verdict {
+pub(super) fn cpu_arch(ctx: &Ctx<'_>) -> CheckResult {
     must_match(
+        ctx,
         host_field(ctx.source, |h| h.cpu_arch.as_deref()),
         host_field(ctx.target, |h| h.cpu_arch.as_deref()),
         "CPU architecture",
@@ -22,8 +21,9 @@ pub(super) fn cpu_arch(ctx: &Ctx<'_>) -> Verdict {
 }
 
 /// The full release is compared: kernels of one major.minor still differ in what CRIU restores.
-pub(super) fn kernel_version(ctx: &Ctx<'_>) -> Verdict {
+pub(super) fn kernel_version(ctx: &Ctx<'_>) -> CheckResult {
     must_match(
+        ctx,
         host_field(ctx.source, |h| h.kernel_version.as_ref().map(|v| v.as_str())),
         host_field(ctx.target, |h| h.kernel_version.as_ref().map(|v| v.as_str())),
         "kernel release",
@@ -32,32 +32,32 @@ pub(super) fn kernel_version(ctx: &Ctx<'_>) -> Verdict {
 }
 
 /// CRIU needs rseq support, which arrived in 5.13; older kernels fail the restore late.
-pub(super) fn kernel_minimum(ctx: &Ctx<'_>) -> Verdict {
+pub(super) fn kernel_minimum(ctx: &Ctx<'_>) -> CheckResult {
     let (maj, min) = ctx.options.min_kernel;
     let floor = format!("{maj}.{min} or newer");
     let target = host_field(ctx.target, |h| h.kernel_version.as_ref().map(|v| v.as_str()))
         .map(str::trim)
         .filter(|s| !s.is_empty());
     let Some(release) = target else {
-        return Verdict::new(Outcome::Unknown, floor, "unknown", "target kernel not recorded");
+        return ctx.row(Outcome::Unknown, floor, "unknown", "target kernel not recorded");
     };
     match kernel_major_minor(release) {
-        Some(have) if have >= (maj, min) => Verdict::new(
+        Some(have) if have >= (maj, min) => ctx.row(
             Outcome::Pass,
             floor,
-            release,
+            release.to_string(),
             format!("kernel is at least {maj}.{min}"),
         ),
-        Some(_) => Verdict::new(
+        Some(_) => ctx.row(
             Outcome::Refuse,
             floor,
-            release,
+            release.to_string(),
             format!("kernel is older than {maj}.{min}"),
         ),
-        None => Verdict::new(
+        None => ctx.row(
             Outcome::Unknown,
             floor,
-            release,
+            release.to_string(),
             format!("kernel release `{release}` has no readable major.minor"),
         ),
     }

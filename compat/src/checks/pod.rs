@@ -3,14 +3,17 @@
 //! The caller (`run`) has already made these not applicable when the target has no pod.
 
 use std::cmp::Ordering;
+use std::collections::HashSet;
 
-use super::{Ctx, Verdict, must_match, unknown_sides};
+use super::{Ctx, Side, must_match, unknown_sides};
 use crate::manifest::Pod;
 use crate::quantity::Quantity;
-use crate::report::{Outcome, or_unknown};
+use crate::report::CheckResult;
+use crate::report::or_unknown;
+use crate::vocab::Outcome;
 
-fn pod(m: &crate::GpuManifest) -> Option<&Pod> {
-    m.pod.as_ref()
+fn pod(side: Side<'_>) -> Option<&Pod> {
+    side.pod
 }
 
 /// Reduces an image ID to its content digest: drop a `scheme://` prefix, keep what follows the
@@ -34,28 +37,36 @@ pub fn reduce_digest(image_id: &str) -> Option<String> {
 }
 
 /// A different image restores the checkpoint's memory over files that no longer match it.
-pub(super) fn image_digest(ctx: &Ctx<'_>) -> Verdict {
+pub(super) fn image_digest(ctx: &Ctx<'_>) -> CheckResult {
     let reduce = |m| {
         pod(m)
             .and_then(|p| p.image_digest.as_deref())
             .and_then(reduce_digest)
     };
     let (s, t) = (reduce(ctx.source), reduce(ctx.target));
-    let mut v = must_match(s.as_deref(), t.as_deref(), "image content digest", |a, b| a == b);
+    let mut v = must_match(ctx, s.as_deref(), t.as_deref(), "image content digest", |a, b| {
+        a == b
+    });
     if v.outcome == Outcome::Unknown {
         v.message = format!(
             "no content digest on {} (absent or not a valid digest)",
             unknown_sides(s.is_none(), t.is_none())
-        );
+        )
+        .into();
     }
     v
 }
 
-fn at_least_source(source: Option<&Quantity>, target: Option<&Quantity>, what: &str) -> Verdict {
+fn at_least_source(
+    ctx: &Ctx<'_>,
+    source: Option<&Quantity>,
+    target: Option<&Quantity>,
+    what: &str,
+) -> CheckResult {
     let show = |q: Option<&Quantity>| or_unknown(q.map(Quantity::as_str));
     let (s_txt, t_txt) = (show(source), show(target));
     let (Some(s), Some(t)) = (source, target) else {
-        return Verdict::new(
+        return ctx.row(
             Outcome::Unknown,
             s_txt,
             t_txt,
@@ -66,16 +77,14 @@ fn at_least_source(source: Option<&Quantity>, target: Option<&Quantity>, what: &
         );
     };
     match t.compare(s) {
-        Some(Ordering::Less) => {
-            Verdict::new(Outcome::Refuse, s_txt, t_txt, format!("target {what} is smaller"))
-        }
-        Some(_) => Verdict::new(
+        Some(Ordering::Less) => ctx.row(Outcome::Refuse, s_txt, t_txt, format!("target {what} is smaller")),
+        Some(_) => ctx.row(
             Outcome::Pass,
             s_txt,
             t_txt,
             format!("target {what} is at least the source's"),
         ),
-        None => Verdict::new(
+        None => ctx.row(
             Outcome::Unknown,
             s_txt,
             t_txt,
@@ -88,15 +97,15 @@ fn at_least_source(source: Option<&Quantity>, target: Option<&Quantity>, what: &
 }
 
 /// A restored process needs the memory it had; a smaller limit gets it OOM-killed mid-restore.
-pub(super) fn memory_limit(ctx: &Ctx<'_>) -> Verdict {
+pub(super) fn memory_limit(ctx: &Ctx<'_>) -> CheckResult {
     let q = |m| pod(m).and_then(|p| p.memory_limit.as_ref());
-    at_least_source(q(ctx.source), q(ctx.target), "memory limit")
+    at_least_source(ctx, q(ctx.source), q(ctx.target), "memory limit")
 }
 
 /// A smaller CPU limit throttles a restored process that was sized for more.
-pub(super) fn cpu_limit(ctx: &Ctx<'_>) -> Verdict {
+pub(super) fn cpu_limit(ctx: &Ctx<'_>) -> CheckResult {
     let q = |m| pod(m).and_then(|p| p.cpu_limit.as_ref());
-    at_least_source(q(ctx.source), q(ctx.target), "CPU limit")
+    at_least_source(ctx, q(ctx.source), q(ctx.target), "CPU limit")
 }
 
 /// CRIU recreates `/` and `/dev/shm` itself; every other externalized mount must be there.
@@ -113,11 +122,11 @@ fn normalize(path: &str) -> &str {
 }
 
 /// CRIU fails the restore when an externalized mount has nowhere to go.
-pub(super) fn mount(ctx: &Ctx<'_>) -> Verdict {
+pub(super) fn mount(ctx: &Ctx<'_>) -> CheckResult {
     let mounts = |m| pod(m).and_then(|p| p.mounts.as_ref());
     let (Some(source), Some(target)) = (mounts(ctx.source), mounts(ctx.target)) else {
         let (s, t) = (mounts(ctx.source), mounts(ctx.target));
-        return Verdict::new(
+        return ctx.row(
             Outcome::Unknown,
             s.map_or("unknown".into(), |m| list(m.iter().map(String::as_str))),
             t.map_or("unknown".into(), |m| list(m.iter().map(String::as_str))),
@@ -133,8 +142,13 @@ pub(super) fn mount(ctx: &Ctx<'_>) -> Verdict {
         .filter(|m| !m.is_empty() && !EXEMPT_MOUNTS.contains(m))
         .collect();
     let present: Vec<&str> = target.iter().map(|m| normalize(m)).collect();
-    let missing: Vec<&str> = needed.iter().copied().filter(|m| !present.contains(m)).collect();
-    let mut v = Verdict::new(
+    let present_set: HashSet<&str> = present.iter().copied().collect();
+    let missing: Vec<&str> = needed
+        .iter()
+        .copied()
+        .filter(|m| !present_set.contains(m))
+        .collect();
+    let mut v = ctx.row(
         Outcome::Pass,
         list(needed.iter().copied()),
         list(present.iter().copied()),
@@ -142,7 +156,7 @@ pub(super) fn mount(ctx: &Ctx<'_>) -> Verdict {
     );
     if !missing.is_empty() {
         v.outcome = Outcome::Refuse;
-        v.message = format!("missing on the target: {}", missing.join(", "));
+        v.message = format!("missing on the target: {}", missing.join(", ")).into();
         v.mismatches = missing
             .iter()
             .map(|m| (m.to_string(), "missing".to_string()))

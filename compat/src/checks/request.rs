@@ -4,11 +4,12 @@
 //! strategy, each GPU-instance profile as `nvidia.com/mig-<profile>` with `+` turned into `.`.
 //! Under `single`, `nvidia.com/gpu` hands out one slice of the node's only shape.
 
-use super::{Ctx, Verdict};
+use super::Ctx;
 use crate::device::{DeviceKind, SliceShape};
 use crate::manifest::MigStrategy;
 use crate::multiset::Multiset;
-use crate::report::Outcome;
+use crate::report::CheckResult;
+use crate::vocab::Outcome;
 
 const GPU: &str = "nvidia.com/gpu";
 const MIG_PREFIX: &str = "nvidia.com/mig-";
@@ -16,8 +17,8 @@ const MIG_PREFIX: &str = "nvidia.com/mig-";
 /// What the source's devices are called as device-plugin resources. `shown` names every
 /// device (a resource name where there is one, the profile of a compute-instance slice, or
 /// `unknown`) so that a refusal reports the source's value, not just a count.
-struct Needs {
-    shown: Multiset,
+struct Needs<'a> {
+    shown: Multiset<'a>,
     problem: Option<Problem>,
 }
 
@@ -26,7 +27,7 @@ enum Problem {
     Unrequestable(String),
 }
 
-fn needs(devs: &[crate::Device]) -> Needs {
+fn needs(devs: &[crate::Device]) -> Needs<'_> {
     let mut shown = Multiset::new();
     let mut problem = None;
     for d in devs {
@@ -60,7 +61,7 @@ fn needs(devs: &[crate::Device]) -> Needs {
 }
 
 /// Whether every request could be one of the source's devices (an `unknown` one could be any).
-fn part_of(asked: &Multiset, need: &Multiset) -> bool {
+fn part_of(asked: &Multiset<'_>, need: &Multiset<'_>) -> bool {
     let surplus = asked
         .iter()
         .map(|(k, n)| n.saturating_sub(need.count(k)))
@@ -68,11 +69,11 @@ fn part_of(asked: &Multiset, need: &Multiset) -> bool {
     surplus <= need.count("unknown")
 }
 
-pub(super) fn gpu_request(ctx: &Ctx<'_>) -> Verdict {
-    let pod = ctx.target.pod.as_ref();
+pub(super) fn gpu_request(ctx: &Ctx<'_>) -> CheckResult {
+    let pod = ctx.target.pod;
     let claims = pod.and_then(|p| p.resource_claims.as_ref());
     if claims.is_some_and(|c| !c.is_empty()) {
-        return Verdict::new(
+        return ctx.row(
             Outcome::NotApplicable,
             "-",
             "resource claims",
@@ -80,7 +81,7 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> Verdict {
         );
     }
     let Some(requests) = pod.and_then(|p| p.gpu_requests.as_ref()) else {
-        return Verdict::new(
+        return ctx.row(
             Outcome::NotApplicable,
             "-",
             "no GPU requests",
@@ -100,7 +101,7 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> Verdict {
         }
     }
     let Some(devs) = ctx.source.devices() else {
-        return Verdict::new(
+        return ctx.row(
             Outcome::Unknown,
             "unknown",
             asked.render(),
@@ -108,12 +109,12 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> Verdict {
         );
     };
     let Needs { shown: need, problem } = needs(devs);
-    let v = |o, m: String| Verdict::new(o, need.render(), asked.render(), m);
+    let v = |o, m: String| ctx.row(o, need.render(), asked.render(), m);
     // Absent `resourceClaims` is unknown, not none: devices the requests fall short of could
     // still come through a claim. Requests for anything the checkpoint did not use still refuse.
     let maybe_claimed =
         claims.is_none() && odd.is_empty() && asked.total() < need.total() && part_of(&asked, &need);
-    let strategy = ctx.target.nvidia.as_ref().and_then(|n| n.mig_strategy);
+    let strategy = ctx.target.nvidia.and_then(|n| n.mig_strategy);
     let gpus = asked.count(GPU);
     match problem {
         Some(Problem::Unknown(why)) => return v(Outcome::Unknown, why),
