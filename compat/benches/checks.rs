@@ -7,8 +7,8 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use miggate_compat::{
-    Device, GpuManifest, Host, MigStrategy, Mode, Nvidia, Options, Pod, Quantity, VersionText, evaluate,
-    from_str,
+    Device, GpuManifest, Host, MigStrategy, Mode, Nvidia, Options, Pod, Quantity, Target, VersionText,
+    evaluate, evaluate_target, from_str,
 };
 
 const H100: &str = "NVIDIA H100 80GB HBM3";
@@ -88,6 +88,32 @@ fn checks(c: &mut Criterion) {
     });
     c.bench_function("evaluate/offer/56-slices", |b| {
         b.iter(|| evaluate(black_box(&source), black_box(&node), black_box(&offer)))
+    });
+    // Admission before binding: the restore pod's own facts, no node yet.
+    let pod = restore.pod.clone().unwrap();
+    let strict = Options {
+        strict: true,
+        ..Options::default()
+    };
+    assert!(evaluate_target(&source, Target::pod(&pod), &strict).compatible);
+    c.bench_function("evaluate/pod-scope/56-slices", |b| {
+        b.iter(|| {
+            evaluate_target(
+                black_box(&source),
+                black_box(Target::pod(&pod)),
+                black_box(&strict),
+            )
+        })
+    });
+    // A pod on its node, assembled from borrowed parts as the webhook does.
+    c.bench_function("evaluate/pod-on-node/56-slices", |b| {
+        b.iter(|| {
+            evaluate_target(
+                black_box(&source),
+                black_box(Target::pod_on_node(&pod, &node)),
+                black_box(&offer),
+            )
+        })
     });
     let text = source.to_json().unwrap();
     c.bench_function("from_str/json/56-slices", |b| {

@@ -9,7 +9,9 @@
 //! ([`crate::matching`]) with each class's candidates found through an index, never by
 //! comparing every device with every other.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
+
+use foldhash::{HashMap, HashMapExt};
 
 use crate::device::DeviceKind;
 use crate::manifest::Device;

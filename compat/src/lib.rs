@@ -51,7 +51,7 @@ pub use manifest::{
 };
 pub use profile::MigProfile;
 pub use quantity::Quantity;
-pub use read::{MAX_DEPTH, MAX_MANIFEST_BYTES, from_slice, from_str};
+pub use read::{MAX_MANIFEST_BYTES, MAX_YAML_DEPTH, from_slice, from_str};
 pub use report::{CheckResult, Report, Text};
 pub use schema::{manifest_body_schema, manifest_schema};
 pub use text::{VersionText, kernel_major_minor, versions_equal};

@@ -77,25 +77,33 @@ impl GpuManifest {
     pub fn unknown_fields(&self) -> Vec<UnknownField> {
         let mut out = Vec::new();
         let key = |k: &str| PathSegment::Key(k.to_string());
-        self.unknown.collect(&[], &mut out);
+        // Paths are built only for mappings that hold unknown fields: most hold none.
+        let mut at = |fields: &UnknownFields, path: &dyn Fn() -> Vec<PathSegment>| {
+            if !fields.is_empty() {
+                fields.collect(&path(), &mut out);
+            }
+        };
+        at(&self.unknown, &Vec::new);
         if let Some(c) = &self.captured_by {
-            c.unknown.collect(&[key("capturedBy")], &mut out);
+            at(&c.unknown, &|| vec![key("capturedBy")]);
         }
         if let Some(h) = &self.host {
-            h.unknown.collect(&[key("host")], &mut out);
+            at(&h.unknown, &|| vec![key("host")]);
         }
         if let Some(p) = &self.pod {
-            p.unknown.collect(&[key("pod")], &mut out);
+            at(&p.unknown, &|| vec![key("pod")]);
         }
         if let Some(n) = &self.nvidia {
-            n.unknown.collect(&[key("nvidia")], &mut out);
+            at(&n.unknown, &|| vec![key("nvidia")]);
             for (i, g) in n.gpus.iter().flatten().enumerate() {
-                g.unknown
-                    .collect(&[key("nvidia"), key("gpus"), PathSegment::Index(i)], &mut out);
+                at(&g.unknown, &|| {
+                    vec![key("nvidia"), key("gpus"), PathSegment::Index(i)]
+                });
             }
             for (i, d) in n.devices.iter().flatten().enumerate() {
-                d.unknown
-                    .collect(&[key("nvidia"), key("devices"), PathSegment::Index(i)], &mut out);
+                at(&d.unknown, &|| {
+                    vec![key("nvidia"), key("devices"), PathSegment::Index(i)]
+                });
             }
         }
         out

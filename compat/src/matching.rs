@@ -10,7 +10,9 @@
 //! is left, each bucket and class visited at most once per search, under a work budget that
 //! turns a pathological input into an answer ("too varied to pair") instead of a stall.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use foldhash::{HashMap, HashMapExt};
 
 /// What to place: `need[l]` items of each left class, `room[r]` places in each right class,
 /// and for each left class the buckets (lists of right classes) it fits.

@@ -8,6 +8,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::Error;
+use crate::escape::escape;
 use crate::fields::Document;
 use crate::manifest::{API_VERSION, GpuManifest, KIND, PathSegment, render_path};
 
@@ -70,12 +71,14 @@ pub fn from_str(text: &str) -> Result<GpuManifest, Error> {
         de.end()?;
         Ok(m)
     } else {
-        if let Ok(Document(m)) =
-            serde_saphyr::with_deserializer_from_str_with_options(body, yaml_options(), |de| {
-                Document::deserialize(de)
-            })
-        {
-            return Ok(m);
+        let budget = match serde_saphyr::with_deserializer_from_str_with_options(body, yaml_options(), |de| {
+            Document::deserialize(de)
+        }) {
+            Ok(Document(m)) => return Ok(m),
+            Err(e) => budget_breach(&e),
+        };
+        if let Some(why) = budget {
+            return Err(Error::YamlLimit { why });
         }
         let mut at = Vec::new();
         serde_saphyr::with_deserializer_from_str_with_options(body, yaml_options(), |de| {
@@ -89,8 +92,9 @@ pub fn from_str(text: &str) -> Result<GpuManifest, Error> {
     }
 }
 
-/// The deepest nesting read, in YAML as in JSON (serde_json's own limit).
-pub const MAX_DEPTH: usize = 128;
+/// The deepest nesting YAML is read to: serde-saphyr's own default, which keeps deep input off
+/// the stack of a 2 MiB thread (JSON's is serde_json's 128).
+pub const MAX_YAML_DEPTH: usize = 64;
 
 /// YAML is read within limits that let through every document JSON reads under the size limit
 /// (a node takes at least two bytes), while alias bombs stay refused by serde-saphyr's alias
@@ -99,31 +103,47 @@ fn yaml_options() -> serde_saphyr::Options {
     let mut budget = serde_saphyr::Budget::default();
     budget.max_nodes = MAX_MANIFEST_BYTES;
     budget.max_events = 2 * MAX_MANIFEST_BYTES;
-    budget.max_depth = MAX_DEPTH;
+    budget.max_depth = MAX_YAML_DEPTH;
     let mut options = serde_saphyr::Options::default();
     options.budget = Some(budget);
     options
 }
 
-/// A YAML error, with a budget breach said in words instead of serde-saphyr's Debug text.
-fn yaml_error(path: Vec<PathSegment>, error: serde_saphyr::Error) -> Error {
+/// A budget breach said in words instead of serde-saphyr's Debug text; `None` for any other
+/// error. Budgets are checked as the parser reads, so the first (untracked) read reports one
+/// as itself.
+fn budget_breach(error: &serde_saphyr::Error) -> Option<String> {
     use serde_saphyr::budget::BudgetBreach;
-    if let serde_saphyr::Error::Budget { breach, .. } = &error {
-        let why = match breach {
-            BudgetBreach::Depth { .. } => format!("it nests deeper than {MAX_DEPTH} levels"),
-            BudgetBreach::Nodes { .. } | BudgetBreach::Events { .. } => {
-                "it has more YAML nodes than a 16 MiB manifest can hold".to_string()
-            }
-            BudgetBreach::Aliases { .. }
-            | BudgetBreach::Anchors { .. }
-            | BudgetBreach::AliasAnchorRatio { .. }
-            | BudgetBreach::RecordedAnchorEvents { .. }
-            | BudgetBreach::RecordedAnchorBytes { .. } => {
-                "it uses more YAML aliases or anchors than a manifest needs (an alias bomb?)".to_string()
-            }
-            BudgetBreach::Documents { .. } => "it holds more than one YAML document".to_string(),
-            other => format!("it exceeds a YAML reading limit ({other:?})"),
-        };
+    let mut error = error;
+    // Snippets and alias context wrap the breach; look through them.
+    while let serde_saphyr::Error::WithSnippet { error: inner, .. }
+    | serde_saphyr::Error::AliasError { error: inner, .. } = error
+    {
+        error = inner;
+    }
+    let serde_saphyr::Error::Budget { breach, .. } = error else {
+        return None;
+    };
+    Some(match breach {
+        BudgetBreach::Depth { .. } => format!("it nests deeper than {MAX_YAML_DEPTH} levels"),
+        BudgetBreach::Nodes { .. } | BudgetBreach::Events { .. } => {
+            "it has more YAML nodes than a 16 MiB manifest can hold".to_string()
+        }
+        BudgetBreach::Aliases { .. }
+        | BudgetBreach::Anchors { .. }
+        | BudgetBreach::AliasAnchorRatio { .. }
+        | BudgetBreach::RecordedAnchorEvents { .. }
+        | BudgetBreach::RecordedAnchorBytes { .. } => {
+            "it uses more YAML aliases or anchors than a manifest needs (an alias bomb?)".to_string()
+        }
+        BudgetBreach::Documents { .. } => "it holds more than one YAML document".to_string(),
+        other => format!("it exceeds a YAML reading limit ({other:?})"),
+    })
+}
+
+/// A YAML error with the field path it happened at.
+fn yaml_error(path: Vec<PathSegment>, error: serde_saphyr::Error) -> Error {
+    if let Some(why) = budget_breach(&error) {
         return Error::YamlLimit { why };
     }
     Error::Yaml {
@@ -164,13 +184,14 @@ impl GpuManifest {
         let unknown = self.unknown_fields().into_iter().map(|f| {
             format!(
                 "unknown field `{}` kept but not read by any check (a typo?)",
-                render_path(&f.path)
+                escape(&render_path(&f.path))
             )
         });
         let profiles = self.devices().into_iter().flatten().enumerate().filter_map(|(i, d)| {
             let p = d.mig_profile.as_ref().filter(|p| !p.is_recognised())?;
             Some(format!(
-                "nvidia.devices[{i}].migProfile: `{p}` is not a MIG profile nvidia-smi is known to print; compared as text"
+                "nvidia.devices[{i}].migProfile: `{}` is not a MIG profile nvidia-smi is known to print; compared as text",
+                escape(p.as_str())
             ))
         });
         unknown.chain(profiles).collect()

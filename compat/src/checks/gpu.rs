@@ -4,7 +4,9 @@
 //! pass for a `1g.10gb` of one. The MIG checks read the device kind and the slice shape.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
+
+use foldhash::{HashMap, HashMapExt};
 
 use super::{Ctx, unknown_sides};
 use crate::device::{DeviceKind, SliceShape};

@@ -2,8 +2,8 @@
 //!
 //! The caller (`run`) has already made these not applicable when the target has no pod.
 
+use foldhash::{HashSet, HashSetExt};
 use std::cmp::Ordering;
-use std::collections::HashSet;
 
 use super::{Ctx, Side, must_match, unknown_sides};
 use crate::manifest::Pod;
@@ -142,7 +142,8 @@ pub(super) fn mount(ctx: &Ctx<'_>) -> CheckResult {
         .filter(|m| !m.is_empty() && !EXEMPT_MOUNTS.contains(m))
         .collect();
     let present: Vec<&str> = target.iter().map(|m| normalize(m)).collect();
-    let present_set: HashSet<&str> = present.iter().copied().collect();
+    let mut present_set: HashSet<&str> = HashSet::with_capacity(present.len());
+    present_set.extend(present.iter().copied());
     let missing: Vec<&str> = needed
         .iter()
         .copied()
