@@ -4,12 +4,14 @@ use std::io::Read;
 use std::path::Path;
 
 use anyhow::{Context, bail};
+use miggate_compat::escape::escape;
 use miggate_compat::{GpuManifest, MAX_MANIFEST_BYTES};
 
 /// Reads a manifest from a path (`-` is standard input), refusing oversized input before
-/// reading it all.
+/// reading it all. Errors quote the path escaped: a file name can hold escape sequences.
 pub fn read_manifest(path: &Path, role: &str) -> anyhow::Result<GpuManifest> {
-    let shown = path.display();
+    let shown = path.display().to_string();
+    let shown = escape(&shown);
     let mut bytes = Vec::new();
     let limit = u64::try_from(MAX_MANIFEST_BYTES).unwrap_or(u64::MAX) + 1;
     if path == Path::new("-") {
