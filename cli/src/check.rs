@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use miggate_compat::escape::is_hazard;
-use miggate_compat::{Mode, Options, evaluate, parse_min_kernel, parse_skip};
+use miggate_compat::{Mode, Options, evaluate};
 
 use crate::cli::{CheckArgs, CheckOutput, ModeArg};
 use crate::input::{closed_pipe_is_fine, read_manifest};
@@ -18,8 +18,8 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             ModeArg::Offer => Mode::Offer,
         },
         strict: args.strict,
-        skip: parse_skip(&args.skip).context("--skip")?,
-        min_kernel: parse_min_kernel(&args.min_kernel).context("--min-kernel")?,
+        skip: args.skip.clone().unwrap_or_default(),
+        min_kernel: args.min_kernel.0,
         min_driver: args.min_driver,
     };
     if args.source.as_os_str() == "-" && args.target.as_os_str() == "-" {

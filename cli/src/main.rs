@@ -34,7 +34,7 @@ fn main() -> ExitCode {
             let _ = writeln!(
                 std::io::stderr(),
                 "miggate: {}",
-                escape_lines(&format!("{err:#}"))
+                escape_lines(&format!("{err:#}"), MAX_ERROR_LINE_BYTES)
             );
             ExitCode::from(2)
         }
@@ -43,9 +43,9 @@ fn main() -> ExitCode {
 
 /// `text` with each line escaped and bounded, the line breaks kept: the last guard for outside
 /// text (a file name, a flag value, a manifest value inside a parser's message) in an error.
-fn escape_lines(text: &str) -> String {
+fn escape_lines(text: &str, max_line_bytes: usize) -> String {
     text.split('\n')
-        .map(|line| escape_within(line, MAX_ERROR_LINE_BYTES))
+        .map(|line| escape_within(line, max_line_bytes))
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -62,7 +62,8 @@ fn usage_error(err: &clap::Error) -> ExitCode {
         Err(plain) => plain.render().ansi().to_string(),
         Ok(_) => err.render().to_string(),
     };
-    let escaped = escape_lines(&raw);
+    // clap's lines each quote what was typed about once: one quotation's bound each.
+    let escaped = escape_lines(&raw, MAX_QUOTED_BYTES);
     if escaped == raw {
         // Nothing to neutralise: clap prints it, in colour where the terminal takes it. A
         // failed write (a closed pipe after `--help | head`) leaves nothing more to say.
@@ -80,10 +81,10 @@ mod tests {
     #[test]
     fn lines_are_escaped_and_line_breaks_kept() {
         assert_eq!(
-            escape_lines("a\u{1b}[2J\nb\u{202e}c\n"),
+            escape_lines("a\u{1b}[2J\nb\u{202e}c\n", 100),
             "a\\u{1b}[2J\nb\\u{202e}c\n"
         );
         let long = "x".repeat(1 << 20);
-        assert!(escape_lines(&long).len() < super::MAX_ERROR_LINE_BYTES + 40);
+        assert!(escape_lines(&long, 1000).len() < 1040);
     }
 }

@@ -187,3 +187,128 @@ fn a_bad_mode_with_escapes_is_quoted_escaped() {
     assert_clean("stderr", &out.stderr);
     assert!(stderr(&out).contains(NASTY_ESCAPED), "{}", stderr(&out));
 }
+
+/// `miggate check GOOD GOOD <flags…>`.
+fn check_with(flags: &[&OsStr]) -> Output {
+    let good = good();
+    let mut args = vec![OsStr::new("check"), good.as_os_str(), good.as_os_str()];
+    args.extend_from_slice(flags);
+    miggate(args)
+}
+
+#[test]
+fn a_skip_value_with_escapes_is_quoted_escaped() {
+    let value = format!("gpu-count,bad{NASTY}");
+    let out = check_with(&[OsStr::new("--skip"), OsStr::new(&value)]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_clean("stderr", &out.stderr);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("unknown check `bad{NASTY_ESCAPED}`")),
+        "{err}"
+    );
+    assert!(err.contains("--skip"), "{err}");
+    assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn a_min_kernel_value_with_escapes_is_quoted_escaped() {
+    let value = format!("5.{NASTY}");
+    let out = check_with(&[OsStr::new("--min-kernel"), OsStr::new(&value)]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_clean("stderr", &out.stderr);
+    let err = stderr(&out);
+    assert!(err.contains(&format!("'5.{NASTY_ESCAPED}'")), "{err}");
+    assert!(err.contains("--min-kernel"), "{err}");
+}
+
+#[test]
+fn a_min_driver_value_with_escapes_is_quoted_escaped() {
+    let out = check_with(&[OsStr::new("--min-driver"), OsStr::new(NASTY)]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_clean("stderr", &out.stderr);
+    assert!(stderr(&out).contains(NASTY_ESCAPED), "{}", stderr(&out));
+}
+
+#[test]
+fn a_skip_value_that_is_not_utf8_is_an_error_not_a_panic() {
+    let out = check_with(&[OsStr::new("--skip"), OsStr::from_bytes(b"mount,\xff\x1b[2J")]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert_clean("stderr", &out.stderr);
+    assert!(stderr(&out).contains("not UTF-8"), "{}", stderr(&out));
+}
+
+/// The longest single argument Linux passes to a program is 128 KiB (`MAX_ARG_STRLEN`), so a
+/// value just under it stands for "huge".
+const HUGE: usize = 120_000;
+
+#[test]
+fn a_huge_skip_value_gives_a_bounded_message() {
+    let value = "a".repeat(HUGE);
+    let out = check_with(&[OsStr::new("--skip"), OsStr::new(&value)]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.len() < 5 * 1024, "{} bytes", err.len());
+    assert!(err.contains("more bytes cut]"), "{err}");
+    // What failed is still said: the flag, and what the names could have been.
+    assert!(
+        err.contains("--skip") && err.contains("known checks: cpu-arch"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_huge_min_kernel_value_of_escapes_gives_a_bounded_message() {
+    let value = "\u{1b}".repeat(HUGE);
+    let out = check_with(&[OsStr::new("--min-kernel"), OsStr::new(&value)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_clean("stderr", &out.stderr);
+    let err = stderr(&out);
+    assert!(err.len() < 5 * 1024, "{} bytes", err.len());
+    assert!(err.contains("--min-kernel"), "{err}");
+}
+
+#[test]
+fn a_huge_unknown_flag_gives_a_bounded_message() {
+    let flag = format!("--{}", "\u{202e}".repeat(HUGE / 3));
+    let out = check_with(&[OsStr::new(&flag)]);
+    assert_eq!(out.status.code(), Some(2));
+    assert_clean("stderr", &out.stderr);
+    // clap quotes the flag on two lines (the error and a tip); each line is bounded.
+    assert!(stderr(&out).len() < 9 * 1024, "{} bytes", stderr(&out).len());
+}
+
+#[test]
+fn flags_read_into_their_values_still_work() {
+    let out = check_with(&[
+        OsStr::new("--skip"),
+        OsStr::new(" mount , gpu-count "),
+        OsStr::new("--min-kernel"),
+        OsStr::new("6.1"),
+        OsStr::new("--min-driver"),
+        OsStr::new("590"),
+        OsStr::new("-o"),
+        OsStr::new("json"),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let outcome = |check: &str| {
+        json["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["check"] == check)
+            .unwrap()["outcome"]
+            .clone()
+    };
+    assert_eq!(outcome("mount"), "skipped");
+    assert_eq!(outcome("gpu-count"), "skipped");
+    assert_eq!(outcome("kernel-minimum"), "refuse");
+    assert_eq!(outcome("driver-minimum"), "refuse");
+    // The defaults are compat's.
+    let out = check_with(&[OsStr::new("-o"), OsStr::new("json")]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (major, minor) = miggate_compat::DEFAULT_MIN_KERNEL;
+    let floor = json["results"][2]["source"].as_str().unwrap().to_string();
+    assert_eq!(floor, format!("{major}.{minor} or newer"));
+}
