@@ -8,7 +8,7 @@ use miggate_compat::escape::is_hazard;
 use miggate_compat::{Mode, Options, evaluate};
 
 use crate::cli::{CheckArgs, CheckOutput, ModeArg};
-use crate::input::{closed_pipe_is_fine, read_manifest};
+use crate::input::{closed_pipe_is_fine, read_manifest, stdout_is_closed};
 
 /// Compares the two manifests and prints the report; the exit code carries the verdict.
 pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
@@ -22,6 +22,9 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         min_kernel: args.min_kernel.0,
         min_driver: args.min_driver,
     };
+    if stdout_is_closed() {
+        anyhow::bail!("standard output is closed: the report would be lost (use >/dev/null to discard it)");
+    }
     if args.source.as_os_str() == "-" && args.target.as_os_str() == "-" {
         anyhow::bail!("source and target cannot both be `-`: standard input holds one manifest");
     }
