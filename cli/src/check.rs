@@ -4,10 +4,11 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use miggate_compat::{Mode, Options, evaluate, parse_min_kernel, parse_skip};
+use miggate_compat::escape::is_hazard;
+use miggate_compat::{Mode, Options, evaluate};
 
 use crate::cli::{CheckArgs, CheckOutput, ModeArg};
-use crate::input::{closed_pipe_is_fine, read_manifest};
+use crate::input::{closed_pipe_is_fine, read_manifest, stdout_is_closed};
 
 /// Compares the two manifests and prints the report; the exit code carries the verdict.
 pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
@@ -17,10 +18,13 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             ModeArg::Offer => Mode::Offer,
         },
         strict: args.strict,
-        skip: parse_skip(&args.skip).context("--skip")?,
-        min_kernel: parse_min_kernel(&args.min_kernel).context("--min-kernel")?,
+        skip: args.skip.clone().unwrap_or_default(),
+        min_kernel: args.min_kernel.0,
         min_driver: args.min_driver,
     };
+    if stdout_is_closed() {
+        anyhow::bail!("standard output is closed: the report would be lost (use >/dev/null to discard it)");
+    }
     if args.source.as_os_str() == "-" && args.target.as_os_str() == "-" {
         anyhow::bail!("source and target cannot both be `-`: standard input holds one manifest");
     }
@@ -40,10 +44,96 @@ fn print(report: &miggate_compat::Report, args: &CheckArgs) -> std::io::Result<(
     let mut out = anstream::stdout().lock();
     match args.output {
         CheckOutput::Json => {
-            serde_json::to_writer_pretty(&mut out, report)?;
+            let mut json = serde_json::Serializer::with_formatter(&mut out, TerminalSafe::default());
+            serde::Serialize::serialize(report, &mut json)?;
             writeln!(out)?;
         }
         CheckOutput::Text => crate::table::write_report(&mut out, report, &args.source, &args.target)?,
     }
     out.flush()
+}
+
+/// serde_json's pretty output, with the characters serde_json writes as they are but a terminal
+/// would act on (DEL, C1 controls, bidi overrides such as U+202E) written as `\uXXXX` escapes.
+/// serde_json already escapes C0 controls. A JSON reader gets the very same strings; only the
+/// bytes on the screen differ, so `-o json` piped to a terminal cannot be reordered or driven.
+#[derive(Default)]
+struct TerminalSafe(serde_json::ser::PrettyFormatter<'static>);
+
+impl serde_json::ser::Formatter for TerminalSafe {
+    fn write_string_fragment<W: ?Sized + Write>(&mut self, w: &mut W, fragment: &str) -> std::io::Result<()> {
+        let mut rest = fragment;
+        while let Some((at, c)) = rest.char_indices().find(|&(_, c)| is_hazard(c)) {
+            w.write_all(&rest.as_bytes()[..at])?;
+            // Every hazard is in the Basic Multilingual Plane, so one `\uXXXX` holds it.
+            write!(w, "\\u{:04x}", u32::from(c))?;
+            rest = &rest[at + c.len_utf8()..];
+        }
+        w.write_all(rest.as_bytes())
+    }
+
+    // Layout: exactly the methods `PrettyFormatter` overrides, handed to it.
+    fn begin_array<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_array(w)
+    }
+    fn end_array<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array(w)
+    }
+    fn begin_array_value<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+        self.0.begin_array_value(w, first)
+    }
+    fn end_array_value<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_array_value(w)
+    }
+    fn begin_object<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object(w)
+    }
+    fn end_object<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object(w)
+    }
+    fn begin_object_key<W: ?Sized + Write>(&mut self, w: &mut W, first: bool) -> std::io::Result<()> {
+        self.0.begin_object_key(w, first)
+    }
+    fn begin_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.begin_object_value(w)
+    }
+    fn end_object_value<W: ?Sized + Write>(&mut self, w: &mut W) -> std::io::Result<()> {
+        self.0.end_object_value(w)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TerminalSafe;
+
+    fn render(value: &serde_json::Value) -> String {
+        let mut out = Vec::new();
+        let mut json = serde_json::Serializer::with_formatter(&mut out, TerminalSafe::default());
+        serde::Serialize::serialize(value, &mut json).unwrap_or_default();
+        String::from_utf8(out).unwrap_or_default()
+    }
+
+    #[test]
+    fn hazards_are_json_escapes_and_the_strings_are_unchanged() {
+        let value = serde_json::json!({"a": ["x\u{202e}y\u{1b}[2J\u{7f}\u{9b}z", "日本"], "b": {}});
+        let text = render(&value);
+        assert!(text.contains(r"x\u202ey\u001b[2J\u007f\u009bz"), "{text}");
+        assert!(
+            !text
+                .chars()
+                .filter(|&c| c != '\n')
+                .any(miggate_compat::escape::is_hazard),
+            "{text}"
+        );
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&text).ok(),
+            Some(value.clone())
+        );
+        // The layout is serde_json's pretty one.
+        let plain = render(&serde_json::json!({"a": [1, 2], "b": {}}));
+        assert_eq!(
+            plain,
+            serde_json::to_string_pretty(&serde_json::json!({"a": [1, 2], "b": {}})).unwrap_or_default()
+        );
+    }
 }

@@ -1,10 +1,17 @@
 //! The command line: flags and dispatch. Exit codes are a contract: 0 compatible (or done),
 //! 1 refused, 2 bad input or usage.
 
+use std::collections::BTreeSet;
+use std::ffi::OsStr;
+use std::fmt;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::builder::TypedValueParser;
+use clap::error::ErrorKind;
+use clap::{Arg, Command as ClapCommand, Parser, Subcommand, ValueEnum};
+use miggate_compat::escape::{MAX_QUOTED_BYTES, escape, escape_within};
+use miggate_compat::{CheckName, DEFAULT_MIN_DRIVER, DEFAULT_MIN_KERNEL, parse_min_kernel, parse_skip};
 
 /// Decide whether a GPU checkpoint can be restored on a target, before CRIU finds out.
 #[derive(Debug, Parser)]
@@ -42,17 +49,83 @@ pub struct CheckArgs {
     #[arg(long)]
     pub strict: bool,
     /// Waive named checks, comma-separated (or `all`); an unknown name is an error.
-    #[arg(long, value_name = "CHECKS", default_value = "")]
-    pub skip: String,
+    #[arg(long, value_name = "CHECKS", value_parser = FlagParser(skip_list))]
+    pub skip: Option<BTreeSet<CheckName>>,
     /// Lowest kernel major.minor a target may run.
-    #[arg(long, value_name = "V", default_value = "5.13")]
-    pub min_kernel: String,
+    #[arg(long, value_name = "V", value_parser = FlagParser(kernel_floor),
+          default_value_t = KernelFloor(DEFAULT_MIN_KERNEL))]
+    pub min_kernel: KernelFloor,
     /// Lowest NVIDIA driver major version a target may run.
-    #[arg(long, value_name = "N", default_value_t = miggate_compat::DEFAULT_MIN_DRIVER)]
+    #[arg(long, value_name = "N", value_parser = FlagParser(driver_floor),
+          default_value_t = DEFAULT_MIN_DRIVER)]
     pub min_driver: u64,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = CheckOutput::Text)]
     pub output: CheckOutput,
+}
+
+/// `--min-kernel`: the lowest kernel (major, minor) a target may run, shown as `5.13`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KernelFloor(pub (u64, u64));
+
+impl fmt::Display for KernelFloor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.0.0, self.0.1)
+    }
+}
+
+/// How much of a flag's value an error quotes, and of a name inside it: both fit in one
+/// message well under [`MAX_QUOTED_BYTES`] with room for the rest.
+const FLAG_QUOTE_BYTES: usize = MAX_QUOTED_BYTES / 4;
+
+/// A flag value read by a function of compat's, whose error quotes the value escaped and cut:
+/// clap's own value errors quote it as typed. The function gives the reason, already escaped.
+#[derive(Clone)]
+struct FlagParser<T>(fn(&str) -> Result<T, String>);
+
+impl<T: Clone + Send + Sync + 'static> TypedValueParser for FlagParser<T> {
+    type Value = T;
+
+    fn parse_ref(&self, cmd: &ClapCommand, arg: Option<&Arg>, value: &OsStr) -> Result<T, clap::Error> {
+        let why = match value.to_str() {
+            Some(text) => match (self.0)(text) {
+                Ok(parsed) => return Ok(parsed),
+                Err(why) => why,
+            },
+            None => "not UTF-8 text".to_string(),
+        };
+        let flag = arg.map_or_else(|| "the value".to_string(), ToString::to_string);
+        let message = format!(
+            "invalid value '{}' for '{flag}': {why}",
+            escape_within(&value.to_string_lossy(), FLAG_QUOTE_BYTES)
+        );
+        Err(clap::Error::raw(ErrorKind::ValueValidation, message).format(&mut cmd.clone()))
+    }
+}
+
+/// `--skip`: compat's reading, with the unknown name quoted escaped.
+fn skip_list(text: &str) -> Result<BTreeSet<CheckName>, String> {
+    parse_skip(text).map_err(|e| match e {
+        miggate_compat::Error::UnknownCheck { name, known } => format!(
+            "unknown check `{}`; known checks: {known}",
+            escape_within(&name, FLAG_QUOTE_BYTES)
+        ),
+        other => escape(&other.to_string()).into_owned(),
+    })
+}
+
+/// `--min-kernel`: compat's reading; its reason quotes nothing from outside.
+fn kernel_floor(text: &str) -> Result<KernelFloor, String> {
+    parse_min_kernel(text).map(KernelFloor).map_err(|e| match e {
+        miggate_compat::Error::InvalidOption { why, .. } => why.to_string(),
+        other => escape(&other.to_string()).into_owned(),
+    })
+}
+
+/// `--min-driver`: a driver major version.
+fn driver_floor(text: &str) -> Result<u64, String> {
+    text.parse::<u64>()
+        .map_err(|e| format!("expected a driver major version such as {DEFAULT_MIN_DRIVER}: {e}"))
 }
 
 /// Flags of `miggate capture`.

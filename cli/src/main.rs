@@ -10,17 +10,81 @@ mod printable;
 mod table;
 mod tree;
 
+use std::io::Write;
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::builder::styling::Styles;
+use clap::{CommandFactory, Parser};
+use miggate_compat::escape::{MAX_QUOTED_BYTES, escape_within};
+
+/// The most one line of an error message may take. Each quoted path or value is already cut to
+/// its own bound; this is the guard for text that reached a message unquoted.
+const MAX_ERROR_LINE_BYTES: usize = 4 * MAX_QUOTED_BYTES;
 
 fn main() -> ExitCode {
-    let args = cli::Cli::parse();
+    let args = match cli::Cli::try_parse() {
+        Ok(args) => args,
+        Err(err) => return usage_error(&err),
+    };
     match cli::run(args) {
         Ok(code) => code,
         Err(err) => {
-            eprintln!("miggate: {err:#}");
+            // `eprintln!` would panic on a stderr nobody reads any more; there is nowhere left
+            // to say so, and the exit status still carries the failure.
+            let _ = writeln!(
+                std::io::stderr(),
+                "miggate: {}",
+                escape_lines(&format!("{err:#}"), MAX_ERROR_LINE_BYTES)
+            );
             ExitCode::from(2)
         }
+    }
+}
+
+/// `text` with each line escaped and bounded, the line breaks kept: the last guard for outside
+/// text (a file name, a flag value, a manifest value inside a parser's message) in an error.
+fn escape_lines(text: &str, max_line_bytes: usize) -> String {
+    text.split('\n')
+        .map(|line| escape_within(line, max_line_bytes))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Prints a clap error (or help, or the version) and gives its exit status: 2 for usage errors.
+/// clap quotes what was typed as is (`unexpected argument '…'`), so a message holding a control
+/// or bidi character, or a line past the bound, is printed escaped and without colour.
+fn usage_error(err: &clap::Error) -> ExitCode {
+    let code = u8::try_from(err.exit_code()).map_or(ExitCode::from(2), ExitCode::from);
+    // The message as typed, without clap's styling: rendering `err` without colour would strip
+    // escape sequences clap did not write along with those it did, hiding what was typed. The
+    // same arguments parsed again with plain styles give the same error with no codes of clap's.
+    let raw = match cli::Cli::command().styles(Styles::plain()).try_get_matches() {
+        Err(plain) => plain.render().ansi().to_string(),
+        Ok(_) => err.render().to_string(),
+    };
+    // clap's lines each quote what was typed about once: one quotation's bound each.
+    let escaped = escape_lines(&raw, MAX_QUOTED_BYTES);
+    if escaped == raw {
+        // Nothing to neutralise: clap prints it, in colour where the terminal takes it. A
+        // failed write (a closed pipe after `--help | head`) leaves nothing more to say.
+        let _ = err.print();
+    } else {
+        let _ = write!(std::io::stderr(), "{escaped}");
+    }
+    code
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escape_lines;
+
+    #[test]
+    fn lines_are_escaped_and_line_breaks_kept() {
+        assert_eq!(
+            escape_lines("a\u{1b}[2J\nb\u{202e}c\n", 100),
+            "a\\u{1b}[2J\nb\\u{202e}c\n"
+        );
+        let long = "x".repeat(1 << 20);
+        assert!(escape_lines(&long, 1000).len() < 1040);
     }
 }

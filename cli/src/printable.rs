@@ -1,25 +1,12 @@
-//! Text from manifests and nvidia-smi shown on a terminal with its control characters escaped:
-//! a crafted product name must not be able to drive an operator's terminal.
+//! Text from manifests and nvidia-smi shown on a terminal: kept for the capture tree, and only a
+//! name for compat's one escaping function, so the CLI has no rule of its own.
 
 use std::borrow::Cow;
 
-/// `s` with every control character (escape sequences, newlines, carriage returns) written as
-/// a Rust escape, or `s` itself when it has none.
+/// `s` as [`miggate_compat::escape::escape`] quotes it: control and bidi characters written as
+/// escapes (`\u{1b}`, `\u{202e}`, `\n`), cut to a bound; `s` itself when there is nothing to do.
 pub fn printable(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(char::is_control) {
-        return Cow::Borrowed(s);
-    }
-    Cow::Owned(
-        s.chars()
-            .map(|c| {
-                if c.is_control() {
-                    c.escape_default().to_string()
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect(),
-    )
+    miggate_compat::escape::escape(s)
 }
 
 #[cfg(test)]
@@ -27,9 +14,10 @@ mod tests {
     use super::printable;
 
     #[test]
-    fn control_characters_are_escaped() {
+    fn control_and_bidi_characters_are_escaped() {
         assert_eq!(printable("NVIDIA H100 80GB HBM3"), "NVIDIA H100 80GB HBM3");
         assert_eq!(printable("H100\u{1b}[2J"), "H100\\u{1b}[2J");
         assert_eq!(printable("a\nb\r"), "a\\nb\\r");
+        assert_eq!(printable("H100\u{202e}3MBH"), "H100\\u{202e}3MBH");
     }
 }

@@ -7,7 +7,7 @@ use std::path::Path;
 use anstyle::{AnsiColor, Style};
 use miggate_compat::{Outcome, Report};
 
-use crate::printable::printable;
+use miggate_compat::escape::escape;
 
 /// Values wider than this wrap at `, ` onto continuation lines, so a long multiset
 /// (`NVIDIA H100 80GB HBM3 x8, …`) does not push the target column off the screen.
@@ -24,7 +24,7 @@ fn outcome_style(o: Outcome) -> Style {
 
 /// Splits a value into lines no wider than `width`, breaking after `, ` where possible.
 fn wrap(value: &str, width: usize) -> Vec<String> {
-    let value = printable(value);
+    let value = escape(value);
     let mut lines = Vec::new();
     let mut line = String::new();
     for (i, part) in value.split(", ").enumerate() {
@@ -62,8 +62,8 @@ pub fn write_report(out: &mut impl Write, report: &Report, source: &Path, target
     writeln!(
         out,
         "{bold}{} -> {}{bold:#} ({} mode)\n",
-        printable(&source.display().to_string()),
-        printable(&target.display().to_string()),
+        escape(&source.display().to_string()),
+        escape(&target.display().to_string()),
         report.mode
     )?;
     let check_w = report
@@ -129,7 +129,7 @@ pub fn write_report(out: &mut impl Write, report: &Report, source: &Path, target
                 out,
                 "  {style}{}{style:#}: {}",
                 checks.join(", "),
-                printable(message)
+                escape(message)
             )?;
         }
         writeln!(out)?;
@@ -140,14 +140,14 @@ pub fn write_report(out: &mut impl Write, report: &Report, source: &Path, target
     } else {
         let s = outcome_style(Outcome::Refuse);
         writeln!(out, "verdict:    {s}refused{s:#}")?;
-        writeln!(out, "reason:     {}", printable(&report.reason))?;
+        writeln!(out, "reason:     {}", escape(&report.reason))?;
     }
     match report.device_map.as_deref() {
         Some("") => writeln!(out, "device map: (every device maps to itself)")?,
         Some(map) => {
             writeln!(out, "device map:")?;
             for pair in map.split(',') {
-                writeln!(out, "  {}", printable(pair))?;
+                writeln!(out, "  {}", escape(pair))?;
             }
         }
         None => writeln!(out, "device map: none")?,
@@ -155,7 +155,7 @@ pub fn write_report(out: &mut impl Write, report: &Report, source: &Path, target
     if !report.warnings.is_empty() {
         writeln!(out, "\n{bold}warnings{bold:#}")?;
         for w in &report.warnings {
-            writeln!(out, "  - {}", printable(w))?;
+            writeln!(out, "  - {}", escape(w))?;
         }
     }
     Ok(())
