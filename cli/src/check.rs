@@ -5,9 +5,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use miggate_compat::escape::is_hazard;
-use miggate_compat::{Mode, Options, evaluate};
+use miggate_compat::{Mode, Options, Target, TargetScope, evaluate_target};
 
-use crate::cli::{CheckArgs, CheckOutput, ModeArg};
+use crate::cli::{CheckArgs, CheckOutput, ModeArg, ScopeArg};
 use crate::input::{closed_pipe_is_fine, read_manifest, stdout_is_closed};
 
 /// Compares the two manifests and prints the report; the exit code carries the verdict.
@@ -30,7 +30,15 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     }
     let source = read_manifest(&args.source, "source")?;
     let target = read_manifest(&args.target, "target")?;
-    let report = evaluate(&source, &target, &options);
+    let mut view = Target::manifest(&target);
+    if let Some(scope) = args.target_scope {
+        view = view.with_scope(match scope {
+            ScopeArg::Pod => TargetScope::Pod,
+            ScopeArg::Node => TargetScope::Node,
+            ScopeArg::All => TargetScope::All,
+        });
+    }
+    let report = evaluate_target(&source, view, &options);
     let code = if report.compatible {
         ExitCode::SUCCESS
     } else {

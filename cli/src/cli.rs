@@ -48,6 +48,11 @@ pub struct CheckArgs {
     /// Refuse when a fact is unknown on either side (not-applicable checks stay quiet).
     #[arg(long)]
     pub strict: bool,
+    /// Which facts the target has: pod (a pod not yet bound), node (a node inventory), all
+    /// (a restore container on its node). Checks outside it are not applicable. Default:
+    /// inferred, node when the target has no `pod`, else all.
+    #[arg(long, value_enum, value_name = "SCOPE")]
+    pub target_scope: Option<ScopeArg>,
     /// Waive named checks, comma-separated (or `all`); an unknown name is an error.
     #[arg(long, value_name = "CHECKS", value_parser = FlagParser(skip_list))]
     pub skip: Option<BTreeSet<CheckName>>,
@@ -171,6 +176,17 @@ pub enum CaptureOutput {
     Yaml,
     /// Each GPU with its slices, as a tree for people.
     Table,
+}
+
+/// `--target-scope`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ScopeArg {
+    /// A pod not yet bound to a node: pod facts only.
+    Pod,
+    /// A node's inventory: host and GPU facts.
+    Node,
+    /// A restore container on its node: every fact.
+    All,
 }
 
 /// `--mode`.

@@ -229,3 +229,55 @@ fn standard_input_reads_as_a_manifest() {
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(0));
 }
+
+#[test]
+fn target_scope_pod_judges_a_pod_on_its_own_facts() {
+    // The restore manifest's pod facts fit; in pod scope its node facts are not compared, so
+    // strict mode passes and only pod checks have outcomes.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_miggate"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .args([
+            "check",
+            "--strict",
+            "--target-scope",
+            "pod",
+            "-o",
+            "json",
+            "testdata/manifests/checkpoint-h100-3g40gb-x2.yaml",
+            "testdata/manifests/restore-h100-whole.yaml",
+        ])
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = |name: &str| {
+        report["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["check"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(row("mig-partitioning")["outcome"], "not-applicable");
+    assert_eq!(row("kernel-version")["outcome"], "not-applicable");
+    assert_ne!(row("gpu-request")["outcome"], "not-applicable");
+    // Whole-manifest scope refuses the whole H100s; pod scope leaves that to the node checks.
+    let whole = std::process::Command::new(env!("CARGO_BIN_EXE_miggate"))
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+        .args([
+            "check",
+            "testdata/manifests/checkpoint-h100-3g40gb-x2.yaml",
+            "testdata/manifests/restore-h100-whole.yaml",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(whole.status.code(), Some(1));
+    assert!(
+        report["reason"]
+            .as_str()
+            .unwrap()
+            .find("mig-partitioning")
+            .is_none(),
+        "{report}"
+    );
+}

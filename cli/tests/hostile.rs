@@ -370,7 +370,6 @@ fn a_reader_that_stops_early_is_not_a_failure() {
 }
 
 #[test]
-#[ignore = "needs compat line:column for non-UTF-8 (engine issue)"]
 fn a_manifest_that_is_not_utf8_is_located_by_line_and_column() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("latin1.yaml");
