@@ -13,37 +13,14 @@
 //!
 //! This is a pure function of parsed text, so every rule is tested on recorded output.
 
-use miggate_compat::{Device, Gpu, MigMode, Nvidia, VersionText};
+use std::collections::{HashMap, HashSet};
 
+use miggate_compat::{Device, Gpu, GpuUuid, MigMode, VersionText};
+
+use crate::facts::NvidiaFacts;
 use crate::parse::list::{self, ListedGpu, ListedSlice, Listing};
 use crate::parse::query::{self, QueryRow, QueryTable};
-
-/// The NVIDIA facts one capture yields, before they are placed in a manifest.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NvidiaFacts {
-    /// Physical GPUs, by index: every query row, plus GPUs only `-L` listed.
-    pub gpus: Vec<Gpu>,
-    /// Devices in visible order (GPU index, then `-L` order); `None` when they cannot be told.
-    pub devices: Option<Vec<Device>>,
-    /// The driver version the query rows report.
-    pub driver_version: Option<VersionText>,
-    /// What could not be read cleanly: the parsers' warnings, then the join's.
-    pub warnings: Vec<String>,
-}
-
-impl NvidiaFacts {
-    /// The manifest's `nvidia` section, and the warnings the manifest should carry.
-    pub fn into_nvidia(self) -> (Nvidia, Vec<String>) {
-        let nvidia = Nvidia {
-            driver_version: self.driver_version,
-            gpus: Some(self.gpus),
-            devices: self.devices,
-            ..Nvidia::default()
-        };
-        (nvidia, self.warnings)
-    }
-}
+use crate::parse::quote;
 
 /// One physical GPU as both commands saw it.
 struct Joined<'a> {
@@ -55,9 +32,9 @@ impl Joined<'_> {
     fn index(&self) -> Option<u32> {
         self.row.and_then(|r| r.index).or(self.listed.map(|g| g.index))
     }
-    fn uuid(&self) -> Option<&str> {
-        let from_row = self.row.and_then(|r| r.uuid.as_deref());
-        from_row.or(self.listed.and_then(|g| g.uuid.as_deref()))
+    fn uuid(&self) -> Option<&GpuUuid> {
+        let from_row = self.row.and_then(|r| r.uuid.as_ref());
+        from_row.or(self.listed.and_then(|g| g.uuid.as_ref()))
     }
     fn name(&self) -> Option<&str> {
         let from_row = self.row.and_then(|r| r.name.as_deref());
@@ -78,10 +55,11 @@ impl Joined<'_> {
             row.mig_mode_pending,
         ))
     }
-    /// How warnings name this GPU.
+    /// How warnings name this GPU (the UUID is a checked one: nothing in it needs escaping).
     fn label(&self) -> String {
         let index = self.index().map_or("?".to_string(), |i| i.to_string());
-        format!("GPU {index} ({})", self.uuid().unwrap_or("UUID unknown"))
+        let uuid = self.uuid().map_or("UUID unknown", GpuUuid::as_str);
+        format!("GPU {index} ({uuid})")
     }
 }
 
@@ -91,6 +69,9 @@ impl Joined<'_> {
 /// unknown. A GPU only `-L` lists still yields its devices (whole, unless MIG lines are under
 /// it), with a warning that its MIG mode is unknown. MIG lines with no GPU above them become
 /// slices with an unknown parent (or the parent a legacy UUID names).
+///
+/// Near-linear in the number of GPUs and slices: every lookup goes through a hash map, and the
+/// only sort is the final one by GPU index.
 pub fn assemble(listing: Option<&Listing>, query: &QueryTable) -> NvidiaFacts {
     let mut warnings = Vec::new();
     if let Some(l) = listing {
@@ -105,34 +86,35 @@ pub fn assemble(listing: Option<&Listing>, query: &QueryTable) -> NvidiaFacts {
 
     // MIG lines with no GPU line above them: adopted by the GPU a legacy UUID names, if any.
     let orphans = listing.map_or(&[][..], |l| &l.orphans[..]);
-    let owner: Vec<Option<usize>> = orphans
-        .iter()
-        .map(|s| {
-            let parent = s.legacy_parent.as_deref()?;
-            joined.iter().position(|j| j.uuid() == Some(parent))
-        })
-        .collect();
+    let mut position: HashMap<&GpuUuid, usize> = HashMap::with_capacity(joined.len());
+    for (at, j) in joined.iter().enumerate() {
+        if let Some(uuid) = j.uuid() {
+            position.entry(uuid).or_insert(at);
+        }
+    }
+    let mut adopted: Vec<Vec<&ListedSlice>> = vec![Vec::new(); joined.len()];
+    let mut unowned: Vec<&ListedSlice> = Vec::new();
+    for s in orphans {
+        let owner = s.legacy_parent.as_ref().and_then(|p| position.get(p).copied());
+        match owner.and_then(|at| adopted.get_mut(at)) {
+            Some(list) => list.push(s),
+            None => unowned.push(s),
+        }
+    }
 
     let mut devices = Vec::new();
     let mut unknown = false;
-    for (at, j) in joined.iter().enumerate() {
-        let adopted = orphans
-            .iter()
-            .zip(&owner)
-            .filter(|(_, o)| **o == Some(at))
-            .map(|(s, _)| s);
+    for (j, adopted) in joined.iter().zip(adopted) {
         let listed = j.listed.map_or(&[][..], |g| &g.slices[..]);
-        let slices: Vec<&ListedSlice> = listed.iter().chain(adopted).collect();
-        match offer(j, listing.is_some(), !slices.is_empty(), &mut warnings) {
+        let has_slices = !listed.is_empty() || !adopted.is_empty();
+        match offer(j, listing.is_some(), has_slices, &mut warnings) {
             Offer::Whole => devices.push(whole(j)),
-            Offer::Slices => devices.extend(slices.into_iter().map(|s| slice(s, Some(j)))),
+            Offer::Slices => devices.extend(listed.iter().chain(adopted).map(|s| slice(s, Some(j)))),
             Offer::Nothing => {}
             Offer::Unknown => unknown = true,
         }
     }
-    for (s, _) in orphans.iter().zip(&owner).filter(|(_, o)| o.is_none()) {
-        devices.push(slice(s, None));
-    }
+    devices.extend(unowned.into_iter().map(|s| slice(s, None)));
     if listing.is_none() && rows.is_empty() {
         warnings.push(format!(
             "neither {} nor {} listed a GPU: the devices are unknown",
@@ -142,9 +124,10 @@ pub fn assemble(listing: Option<&Listing>, query: &QueryTable) -> NvidiaFacts {
         unknown = true;
     }
     NvidiaFacts {
+        driver_version,
+        cuda_driver_version: None,
         gpus,
         devices: (!unknown).then_some(devices),
-        driver_version,
         warnings,
     }
 }
@@ -234,23 +217,46 @@ fn offer(j: &Joined<'_>, listing_read: bool, has_slices: bool, warnings: &mut Ve
 
 /// Pairs `-L` GPUs with query rows (UUID first, index where a UUID is unknown), adds rows no
 /// `-L` GPU claimed, and orders the result by GPU index (stable, unknown index last).
+///
+/// Each lookup takes the first unused row that fits, in printed order, as a scan would; the
+/// queues below hold the candidates in that order and only ever move forward past used rows,
+/// so the whole join is linear.
 fn join<'a>(listing: Option<&'a Listing>, rows: &[&'a QueryRow]) -> Vec<Joined<'a>> {
     let mut used = vec![false; rows.len()];
-    let mut joined = Vec::new();
+    // Rows are distinct by UUID (see `distinct_rows`), so each UUID names at most one row.
+    let mut by_uuid: HashMap<&GpuUuid, usize> = HashMap::with_capacity(rows.len());
+    // Rows by index: all of them, and those without a UUID.
+    let mut by_index: HashMap<u32, Candidates> = HashMap::new();
+    let mut by_index_without_uuid: HashMap<u32, Candidates> = HashMap::new();
+    for (i, r) in rows.iter().enumerate() {
+        if let Some(u) = &r.uuid {
+            by_uuid.insert(u, i);
+        }
+        if let Some(index) = r.index {
+            by_index.entry(index).or_default().rows.push(i);
+            if r.uuid.is_none() {
+                by_index_without_uuid.entry(index).or_default().rows.push(i);
+            }
+        }
+    }
+    let mut joined = Vec::with_capacity(rows.len());
     for g in listing.map_or(&[][..], |l| &l.gpus[..]) {
-        let by_uuid = g.uuid.as_ref().and_then(|u| {
-            rows.iter()
-                .enumerate()
-                .position(|(i, r)| !used[i] && r.uuid.as_ref() == Some(u))
+        let by_uuid = g
+            .uuid
+            .as_ref()
+            .and_then(|u| by_uuid.get(u).copied())
+            .filter(|i| !used.get(*i).copied().unwrap_or(true));
+        let at = by_uuid.or_else(|| {
+            // A GPU without UUID takes any row of its index; one with a UUID only a row without.
+            let candidates = if g.uuid.is_none() {
+                by_index.get_mut(&g.index)
+            } else {
+                by_index_without_uuid.get_mut(&g.index)
+            };
+            candidates.and_then(|c| c.first_unused(&used))
         });
-        let by_index = || {
-            rows.iter().enumerate().position(|(i, r)| {
-                !used[i] && r.index == Some(g.index) && (g.uuid.is_none() || r.uuid.is_none())
-            })
-        };
-        let at = by_uuid.or_else(by_index);
-        if let Some(i) = at {
-            used[i] = true;
+        if let Some(flag) = at.and_then(|i| used.get_mut(i)) {
+            *flag = true;
         }
         joined.push(Joined {
             row: at.and_then(|i| rows.get(i).copied()),
@@ -269,20 +275,38 @@ fn join<'a>(listing: Option<&'a Listing>, rows: &[&'a QueryRow]) -> Vec<Joined<'
     joined
 }
 
+/// Row positions in printed order, with a cursor past those already known to be used.
+#[derive(Default)]
+struct Candidates {
+    rows: Vec<usize>,
+    next: usize,
+}
+
+impl Candidates {
+    /// The first row not yet used. Used rows never become unused, so the cursor only moves on.
+    fn first_unused(&mut self, used: &[bool]) -> Option<usize> {
+        while let Some(&i) = self.rows.get(self.next) {
+            if !used.get(i).copied().unwrap_or(true) {
+                return Some(i);
+            }
+            self.next += 1;
+        }
+        None
+    }
+}
+
 /// The query rows with a repeated GPU UUID (concatenated outputs) dropped, with a warning.
 fn distinct_rows<'a>(rows: &'a [QueryRow], warnings: &mut Vec<String>) -> Vec<&'a QueryRow> {
-    let mut kept: Vec<&QueryRow> = Vec::new();
+    let mut seen: HashSet<&GpuUuid> = HashSet::with_capacity(rows.len());
+    let mut kept: Vec<&QueryRow> = Vec::with_capacity(rows.len());
     for row in rows {
-        let repeat = row.uuid.is_some() && kept.iter().any(|k| k.uuid == row.uuid);
-        if repeat {
-            warnings.push(format!(
-                "{} line {}: GPU {} listed again; dropped",
+        match &row.uuid {
+            Some(uuid) if !seen.insert(uuid) => warnings.push(format!(
+                "{} line {}: GPU {uuid} listed again; dropped",
                 query::COMMAND,
-                row.line,
-                row.uuid.as_deref().unwrap_or_default()
-            ));
-        } else {
-            kept.push(row);
+                row.line
+            )),
+            _ => kept.push(row),
         }
     }
     kept
@@ -294,7 +318,7 @@ fn gpu(j: &Joined<'_>) -> Gpu {
     Gpu {
         unknown: Default::default(),
         index: j.index(),
-        uuid: j.uuid().and_then(|u| u.parse().ok()),
+        uuid: j.uuid().cloned(),
         product_name: j.name().map(String::from),
         pci_bus_id: row.and_then(|r| r.pci_bus_id.clone()),
         memory_mib: row.and_then(|r| r.memory_total_mib),
@@ -306,7 +330,7 @@ fn gpu(j: &Joined<'_>) -> Gpu {
 /// A whole-GPU device.
 fn whole(j: &Joined<'_>) -> Device {
     Device {
-        uuid: j.uuid().and_then(|u| u.parse().ok()),
+        uuid: j.uuid().and_then(|u| u.as_str().parse().ok()),
         product_name: j.name().map(String::from),
         memory_mib: j.row.and_then(|r| r.memory_total_mib),
         ..Device::default()
@@ -315,11 +339,11 @@ fn whole(j: &Joined<'_>) -> Device {
 
 /// A slice device under `parent` (unknown for an orphan MIG line).
 fn slice(s: &ListedSlice, parent: Option<&Joined<'_>>) -> Device {
-    let parent_uuid = parent.and_then(Joined::uuid).or(s.legacy_parent.as_deref());
+    let parent_uuid = parent.and_then(Joined::uuid).or(s.legacy_parent.as_ref());
     Device {
         unknown: Default::default(),
-        uuid: s.uuid.as_deref().and_then(|u| u.parse().ok()),
-        parent_uuid: parent_uuid.and_then(|u| u.parse().ok()),
+        uuid: s.uuid.clone(),
+        parent_uuid: parent_uuid.cloned(),
         product_name: parent.and_then(Joined::name).map(String::from),
         mig_profile: s.profile.clone(),
         gpu_instance_id: s.gpu_instance_id,
@@ -334,8 +358,11 @@ fn driver_version(rows: &[&QueryRow], warnings: &mut Vec<String>) -> Option<Vers
     let first = versions.next()?;
     if let Some(other) = versions.find(|v| *v != first) {
         warnings.push(format!(
-            "{} reports driver versions {first} and {other}; recorded {first}",
-            query::COMMAND
+            "{} reports driver versions {} and {}; recorded {}",
+            query::COMMAND,
+            quote(first),
+            quote(other),
+            quote(first)
         ));
     }
     Some(VersionText::new(first))

@@ -5,9 +5,12 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, SystemTime};
 
-use miggate_compat::{CapturedBy, GpuManifest, Nvidia};
+use miggate_compat::{CapturedBy, GpuManifest};
 
-use crate::{Error, host, nvml, run, smi};
+use crate::error::{Error, RunError};
+use crate::facts::NvidiaFacts;
+use crate::run::{self, Deadline};
+use crate::{host, nvml, smi};
 
 /// Which reader to use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -33,27 +36,36 @@ pub struct Options {
     pub nvml_library: Option<PathBuf>,
     /// The Kubernetes node name to record.
     pub node_name: Option<String>,
-    /// The limit for each nvidia-smi command, and for the whole NVML read (default 30 s).
+    /// The limit for the whole capture (default 30 s): every nvidia-smi command, retries of the
+    /// GPU query included, and the NVML read must finish within it. A wedged GPU can hang both,
+    /// and a checkpoint agent must not hang with it.
     pub timeout: Option<Duration>,
 }
 
+/// The most warnings a manifest carries; past it, one more says how many were left out. A
+/// listing of junk lines would otherwise carry one warning per line.
+const MAX_WARNINGS: usize = 200;
+
 /// Captures the manifest of what this process sees: host facts, the driver, the GPUs and the
 /// devices, with what could not be read cleanly in `warnings`.
+///
+/// One deadline, `options.timeout` from now, bounds the whole capture.
 pub fn capture(options: &Options) -> Result<GpuManifest, Error> {
-    let (nvidia, warnings, backend) = match options.backend {
-        Backend::Nvml => from_nvml(options)?,
-        Backend::NvidiaSmi => from_smi(options)?,
-        Backend::Auto if options.nvidia_smi.is_some() => from_smi(options)?,
-        Backend::Auto => match from_nvml(options) {
-            Err(Error::NvmlUnavailable { message }) => match from_smi(options) {
-                Ok((nvidia, mut warnings, backend)) => {
-                    warnings.insert(
+    let deadline = Deadline::after(options.timeout.unwrap_or(run::DEFAULT_TIMEOUT));
+    let (facts, backend) = match options.backend {
+        Backend::Nvml => (from_nvml(options, &deadline)?, "nvml"),
+        Backend::NvidiaSmi => (from_smi(options, &deadline)?, "nvidia-smi"),
+        Backend::Auto if options.nvidia_smi.is_some() => (from_smi(options, &deadline)?, "nvidia-smi"),
+        Backend::Auto => match from_nvml(options, &deadline) {
+            Err(Error::NvmlUnavailable { message }) => match from_smi(options, &deadline) {
+                Ok(mut facts) => {
+                    facts.warnings.insert(
                         0,
                         format!("NVML is not available ({message}); read through nvidia-smi"),
                     );
-                    (nvidia, warnings, backend)
+                    (facts, "nvidia-smi")
                 }
-                Err(Error::NotFound { program }) => {
+                Err(Error::Run(RunError::NotFound { program })) => {
                     return Err(Error::NoDriver {
                         nvml: message,
                         nvidia_smi: program,
@@ -61,9 +73,15 @@ pub fn capture(options: &Options) -> Result<GpuManifest, Error> {
                 }
                 Err(e) => return Err(e),
             },
-            other => other?,
+            other => (other?, "nvml"),
         },
     };
+    let (nvidia, mut warnings) = facts.into_nvidia();
+    if warnings.len() > MAX_WARNINGS {
+        let left_out = warnings.len() - MAX_WARNINGS;
+        warnings.truncate(MAX_WARNINGS);
+        warnings.push(format!("{left_out} more warnings left out"));
+    }
     let mut manifest = GpuManifest::new();
     manifest.captured_at = Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
     manifest.captured_by = Some(CapturedBy {
@@ -78,35 +96,26 @@ pub fn capture(options: &Options) -> Result<GpuManifest, Error> {
     Ok(manifest)
 }
 
-fn timeout(options: &Options) -> Duration {
-    options.timeout.unwrap_or(run::DEFAULT_TIMEOUT)
-}
-
-/// Reads NVML on a worker thread under the same deadline as an nvidia-smi command: a wedged
-/// GPU can hang NVML calls too. A read that does not return in time is abandoned (its thread
-/// stays blocked in the driver until the process exits) and reported as a timeout.
-fn from_nvml(options: &Options) -> Result<(Nvidia, Vec<String>, &'static str), Error> {
+/// Reads NVML on a worker thread under the capture's deadline: a wedged GPU can hang NVML
+/// calls too. A read that does not return in time is abandoned (its thread stays blocked in the
+/// driver until the process exits) and reported as a timeout.
+fn from_nvml(options: &Options, deadline: &Deadline) -> Result<NvidiaFacts, Error> {
     let lib = options.nvml_library.clone();
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || {
         // The receiver is gone only after a timeout, when nobody waits for the answer.
         let _ = tx.send(nvml::read(lib.as_deref()));
     });
-    let after = timeout(options);
-    let facts = match rx.recv_timeout(after) {
-        Ok(result) => result?,
-        Err(_) => {
-            return Err(Error::Timeout {
-                command: "NVML read".into(),
-                after,
-            });
-        }
+    let answer = match deadline.remaining() {
+        Some(left) => rx.recv_timeout(left).ok(),
+        None => rx.recv().ok(),
     };
-    Ok((facts.to_nvidia(), facts.warnings, "nvml"))
+    answer.unwrap_or(Err(Error::NvmlTimeout {
+        limit: deadline.limit(),
+    }))
 }
 
-fn from_smi(options: &Options) -> Result<(Nvidia, Vec<String>, &'static str), Error> {
+fn from_smi(options: &Options, deadline: &Deadline) -> Result<NvidiaFacts, Error> {
     let program = run::nvidia_smi_path(options.nvidia_smi.as_deref());
-    let facts = smi::read(&program, timeout(options))?;
-    Ok((facts.nvidia, facts.warnings, "nvidia-smi"))
+    smi::read(&program, deadline)
 }

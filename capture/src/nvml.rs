@@ -20,57 +20,22 @@
 use std::ffi::c_uint;
 use std::path::Path;
 
-use miggate_compat::{Device, Gpu, MigMode, MigProfile, Nvidia, VersionText};
+use miggate_compat::escape::escape;
+use miggate_compat::{Device, DeviceUuid, Gpu, GpuUuid, MigMode, MigProfile, VersionText};
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::PciInfo;
-use serde::Serialize;
 
 use crate::Error;
+use crate::facts::NvidiaFacts;
 
 /// The library loaded when no path is given: the name the NVIDIA driver installs, found by the
 /// dynamic loader's search path (the NVIDIA container toolkit mounts it into containers).
-pub const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
+pub(crate) const DEFAULT_LIBRARY: &str = "libnvidia-ml.so.1";
 
 const MIB: u64 = 1024 * 1024;
 /// `NVML_DEVICE_MIG_ENABLE`: the value `nvmlDeviceGetMigMode` reports for "on".
 const MIG_ENABLE: u32 = 1;
-
-/// What NVML reports about the driver and the GPUs this process can see: the NVIDIA part of a
-/// manifest, plus what could not be read. Kept apart from [`Nvidia`] so the capture front end
-/// decides what else (MIG strategy, host facts) goes into the manifest.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NvmlFacts {
-    /// The kernel driver version (`580.82.07`); absent when NVML could not say.
-    pub driver_version: Option<VersionText>,
-    /// The CUDA version the driver supports, as nvidia-smi prints it (`13.0` from `13000`).
-    pub cuda_driver_version: Option<VersionText>,
-    /// Every physical GPU NVML lists, in NVML index order (the order nvidia-smi uses).
-    pub gpus: Vec<Gpu>,
-    /// What a workload is given, in visible order (GPU index, then MIG device index): whole
-    /// GPUs and MIG slices. `None` when some GPU's MIG mode or slices could not be read, since a
-    /// partial list would miscount devices; `Some(vec![])` when there are none.
-    pub devices: Option<Vec<Device>>,
-    /// Facts that could not be read cleanly, one sentence each, to be carried into the
-    /// manifest's `warnings` so nobody mistakes an absent fact for a known one.
-    pub warnings: Vec<String>,
-}
-
-impl NvmlFacts {
-    /// The manifest's `nvidia` section built from these facts (`migStrategy` is left unknown:
-    /// it is the device plugin's setting, which NVML does not know).
-    pub fn to_nvidia(&self) -> Nvidia {
-        Nvidia {
-            unknown: Default::default(),
-            driver_version: self.driver_version.clone(),
-            cuda_driver_version: self.cuda_driver_version.clone(),
-            mig_strategy: None,
-            gpus: Some(self.gpus.clone()),
-            devices: self.devices.clone(),
-        }
-    }
-}
 
 /// Reads the driver, GPUs and devices from NVML loaded from `lib_path` (default
 /// [`DEFAULT_LIBRARY`]).
@@ -79,8 +44,13 @@ impl NvmlFacts {
 /// - [`Error::NvmlUnavailable`] when the library cannot be loaded or `nvmlInit_v2` fails (no
 ///   driver, no GPU access): the caller may fall back to nvidia-smi.
 /// - [`Error::Nvml`] when the GPU count or a GPU handle cannot be read: without them there is
-///   no inventory at all. Every other failure only leaves its fact absent, with a warning.
-pub fn read(lib_path: Option<&Path>) -> Result<NvmlFacts, Error> {
+///   no inventory at all.
+/// - [`Error::InvalidUuid`] when NVML gives a UUID outside the forms nvidia-smi prints (a NUL,
+///   a U+FFFD, a separator): it is never recorded, and a driver that gives one cannot be
+///   trusted for the rest.
+///
+/// Every other failure only leaves its fact absent, with a warning.
+pub fn read(lib_path: Option<&Path>) -> Result<NvidiaFacts, Error> {
     let nvml = open(lib_path)?;
     let mut warnings = Vec::new();
 
@@ -113,7 +83,7 @@ pub fn read(lib_path: Option<&Path>) -> Result<NvmlFacts, Error> {
             call: "nvmlDeviceGetHandleByIndex_v2",
             message: format!("GPU {index}: {}", describe(&e)),
         })?;
-        let (gpu, gpu_devices) = read_gpu(&nvml, index, &handle, &mut warnings);
+        let (gpu, gpu_devices) = read_gpu(&nvml, index, &handle, &mut warnings)?;
         gpus.push(gpu);
         match (devices.as_mut(), gpu_devices) {
             (Some(all), Some(mine)) => all.extend(mine),
@@ -121,7 +91,7 @@ pub fn read(lib_path: Option<&Path>) -> Result<NvmlFacts, Error> {
         }
     }
 
-    Ok(NvmlFacts {
+    Ok(NvidiaFacts {
         driver_version,
         cuda_driver_version,
         gpus,
@@ -131,7 +101,10 @@ pub fn read(lib_path: Option<&Path>) -> Result<NvmlFacts, Error> {
 }
 
 fn open(lib_path: Option<&Path>) -> Result<Nvml, Error> {
-    let shown = lib_path.map_or_else(|| DEFAULT_LIBRARY.to_string(), |p| p.display().to_string());
+    let shown = lib_path.map_or_else(
+        || DEFAULT_LIBRARY.to_string(),
+        |p| escape(&p.display().to_string()).into_owned(),
+    );
     let result = match lib_path {
         Some(path) => Nvml::builder().lib_path(path.as_os_str()).init(),
         None => Nvml::init(),
@@ -141,21 +114,18 @@ fn open(lib_path: Option<&Path>) -> Result<Nvml, Error> {
     })
 }
 
-/// A UUID NVML gave, kept only in a form nvidia-smi prints; anything else is unknown, with a
-/// warning that quotes it escaped.
+/// A UUID NVML gave, read as one of the forms nvidia-smi prints; anything else is an
+/// [`Error::InvalidUuid`] naming the device (its message quotes the text escaped).
 fn checked_uuid<U: std::str::FromStr<Err = miggate_compat::Error>>(
     uuid: Option<String>,
     at: &str,
-    warnings: &mut Vec<String>,
-) -> Option<String> {
-    let uuid = uuid?;
-    match uuid.parse::<U>() {
-        Ok(_) => Some(uuid),
-        Err(e) => {
-            warnings.push(format!("{at}: {e}; taken as unknown"));
-            None
-        }
-    }
+) -> Result<Option<U>, Error> {
+    uuid.map(|u| u.parse::<U>())
+        .transpose()
+        .map_err(|error| Error::InvalidUuid {
+            at: format!("NVML nvmlDeviceGetUUID, {at}"),
+            error,
+        })
 }
 
 /// One physical GPU, and the devices it offers (`None` when they cannot be told).
@@ -164,13 +134,12 @@ fn read_gpu(
     index: u32,
     handle: &nvml_wrapper::Device<'_>,
     warnings: &mut Vec<String>,
-) -> (Gpu, Option<Vec<Device>>) {
+) -> Result<(Gpu, Option<Vec<Device>>), Error> {
     let at = format!("GPU {index}");
-    let uuid = checked_uuid::<miggate_compat::GpuUuid>(
+    let uuid = checked_uuid::<GpuUuid>(
         fact(handle.uuid(), "nvmlDeviceGetUUID", "the UUID", &at, warnings),
         &at,
-        warnings,
-    );
+    )?;
     let at = match &uuid {
         Some(u) => format!("GPU {index} ({u})"),
         None => at,
@@ -227,7 +196,7 @@ fn read_gpu(
     let gpu = Gpu {
         unknown: Default::default(),
         index: Some(index),
-        uuid: uuid.as_deref().and_then(|u| u.parse().ok()),
+        uuid: uuid.clone(),
         product_name: product_name.clone(),
         pci_bus_id,
         memory_mib,
@@ -239,27 +208,27 @@ fn read_gpu(
             let parent = Parent {
                 index,
                 at: &at,
-                uuid: uuid.as_deref(),
+                uuid: uuid.as_ref(),
                 name: product_name.as_deref(),
             };
-            read_slices(nvml, &parent, handle, warnings)
+            read_slices(nvml, &parent, handle, warnings)?
         }
         Ok(_) => Some(vec![Device {
-            uuid: uuid.as_deref().and_then(|u| u.parse().ok()),
+            uuid: uuid.as_ref().and_then(|u| u.as_str().parse().ok()),
             product_name,
             memory_mib,
             ..Device::default()
         }]),
         Err(()) => None,
     };
-    (gpu, devices)
+    Ok((gpu, devices))
 }
 
 /// What a slice inherits from, or is described by, its parent GPU.
 struct Parent<'a> {
     index: u32,
     at: &'a str,
-    uuid: Option<&'a str>,
+    uuid: Option<&'a GpuUuid>,
     name: Option<&'a str>,
 }
 
@@ -269,7 +238,7 @@ fn read_slices(
     parent: &Parent<'_>,
     handle: &nvml_wrapper::Device<'_>,
     warnings: &mut Vec<String>,
-) -> Option<Vec<Device>> {
+) -> Result<Option<Vec<Device>>, Error> {
     // The maximum number of MIG devices, not how many exist: positions may be empty.
     let max = match handle.mig_device_count() {
         Ok(n) => n,
@@ -279,7 +248,7 @@ fn read_slices(
                 parent.at,
                 describe(&e)
             ));
-            return None;
+            return Ok(None);
         }
     };
     let mut slices = Vec::new();
@@ -302,12 +271,12 @@ fn read_slices(
                     parent.at,
                     describe(&e)
                 ));
-                return None;
+                return Ok(None);
             }
         };
-        slices.push(read_slice(nvml, parent, position, &mig, warnings));
+        slices.push(read_slice(nvml, parent, position, &mig, warnings)?);
     }
-    Some(slices)
+    Ok(Some(slices))
 }
 
 fn read_slice(
@@ -316,13 +285,12 @@ fn read_slice(
     position: u32,
     mig: &nvml_wrapper::Device<'_>,
     warnings: &mut Vec<String>,
-) -> Device {
+) -> Result<Device, Error> {
     let at = format!("GPU {} MIG device {position}", parent.index);
-    let uuid = checked_uuid::<miggate_compat::DeviceUuid>(
+    let uuid = checked_uuid::<DeviceUuid>(
         fact(mig.uuid(), "nvmlDeviceGetUUID", "the UUID", &at, warnings),
         &at,
-        warnings,
-    );
+    )?;
     let at = match &uuid {
         Some(u) => format!("{at} ({u})"),
         None => at,
@@ -334,7 +302,8 @@ fn read_slice(
                 Ok(profile) => Some(profile),
                 Err(e) => {
                     warnings.push(format!(
-                        "{at}: MIG profile unknown: its name {name:?} does not end in a profile ({e})"
+                        "{at}: MIG profile unknown: its name `{}` does not end in a profile ({e})",
+                        escape(&name)
                     ));
                     None
                 }
@@ -370,16 +339,16 @@ fn read_slice(
         warnings,
     )
     .map(|m| m.total / MIB);
-    Device {
+    Ok(Device {
         unknown: Default::default(),
-        uuid: uuid.as_deref().and_then(|u| u.parse().ok()),
-        parent_uuid: parent.uuid.and_then(|u| u.parse().ok()),
+        uuid,
+        parent_uuid: parent.uuid.cloned(),
         product_name: parent.name.map(String::from),
         mig_profile,
         gpu_instance_id,
         compute_instance_id,
         memory_mib,
-    }
+    })
 }
 
 #[derive(Clone, Copy)]
@@ -438,14 +407,15 @@ fn fact<T>(
     }
 }
 
-/// NVML's error as a sentence. A missing symbol is reported without the loader's text, which
-/// repeats the library path and says less than "not exported" does.
+/// NVML's error as a sentence, escaped (a loader's message quotes a path). A missing symbol is
+/// reported without the loader's text, which repeats the library path and says less than "not
+/// exported" does.
 fn describe(e: &NvmlError) -> String {
     match e {
         NvmlError::FailedToLoadSymbol(_) => {
             "this NVML library does not export it (driver too old?)".to_string()
         }
-        other => other.to_string(),
+        other => escape(&other.to_string()).into_owned(),
     }
 }
 

@@ -3,100 +3,137 @@
 //! Only `-L` and `--query-gpu` are needed. Everything else (`--version` for the CUDA version,
 //! `mig -lci` for instance ids) is optional: a failure there, such as "Insufficient
 //! Permissions" in an unprivileged container, costs only the facts it would add, with a warning.
+//!
+//! Every command, retries of the query included, runs under the capture's one [`Deadline`].
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::thread;
-use std::time::Duration;
 
-use miggate_compat::{Device, Nvidia, VersionText};
+use miggate_compat::{Device, Gpu, GpuUuid, VersionText};
 
-use crate::Error;
 use crate::assemble::assemble;
+use crate::error::{Error, RunError};
+use crate::facts::NvidiaFacts;
 use crate::parse::mig_table::{ComputeInstance, parse_compute_instances};
-use crate::parse::{failure, list, query};
-use crate::run::{Output, run};
+use crate::parse::{failure, list, query, quote};
+use crate::run::{Deadline, Output, run};
 
-/// What the nvidia-smi backend read.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SmiFacts {
-    /// The manifest's `nvidia` section.
-    pub nvidia: Nvidia,
-    /// What could not be read cleanly.
-    pub warnings: Vec<String>,
-}
-
-/// Runs nvidia-smi at `program` and reads the facts. A failed GPU query fails the capture with
-/// its typed error; a failed `-L` leaves the slices of MIG-enabled GPUs unknown.
-pub fn read(program: &Path, timeout: Duration) -> Result<SmiFacts, Error> {
+/// Runs nvidia-smi at `program` and reads the facts, all before `deadline`.
+///
+/// A failed GPU query fails the capture with its typed error. A failed `-L` leaves the slices
+/// of MIG-enabled GPUs unknown, except where it printed what cannot be trusted at all: output
+/// over the bound, or a UUID outside the forms nvidia-smi prints, fail the capture too.
+pub(crate) fn read(program: &Path, deadline: &Deadline) -> Result<NvidiaFacts, Error> {
     let (listed, queried, version) = thread::scope(|s| {
-        let listed = s.spawn(|| run(program, &["-L"], timeout));
-        let version = s.spawn(|| run(program, &["--version"], timeout));
-        let queried = query_gpus(program, timeout);
+        let listed = s.spawn(|| run(program, &["-L"], deadline));
+        let version = s.spawn(|| run(program, &["--version"], deadline));
+        let queried = query_gpus(program, deadline);
         (join(listed), queried, join(version))
     });
-    let table = queried?;
     let mut warnings = Vec::new();
+    let table = queried?;
+    warnings.extend(table.held_open);
     let listing = match listed {
-        Ok(out) if out.status.success() => match list::parse(&out.stdout) {
-            Ok(listing) => Some(listing),
-            Err(e) => {
-                warnings.push(format!("{}: {e}", list::COMMAND));
+        Ok(out) => {
+            held_open(&out, &mut warnings);
+            if out.status.success() {
+                match list::parse(&out.stdout) {
+                    Ok(listing) => Some(listing),
+                    Err(e @ Error::InvalidUuid { .. }) => return Err(e),
+                    Err(e) => {
+                        warnings.push(format!("{}: {e}", list::COMMAND));
+                        None
+                    }
+                }
+            } else {
+                warnings.push(format!("{} failed: {}", list::COMMAND, failure_text(&out)));
                 None
             }
-        },
-        Ok(out) => {
-            warnings.push(format!("{} failed: {}", list::COMMAND, failure_text(&out)));
-            None
         }
+        Err(e @ RunError::OutputTooLarge { .. }) => return Err(e.into()),
         Err(e) => {
             warnings.push(format!("{}: {e}", list::COMMAND));
             None
         }
     };
-    let facts = assemble(listing.as_ref(), &table);
+    let mut facts = assemble(listing.as_ref(), &table.table);
+    warnings.append(&mut facts.warnings);
+    facts.warnings = warnings;
+    match version {
+        Ok(out) => {
+            held_open(&out, &mut facts.warnings);
+            if out.status.success() {
+                facts.cuda_driver_version = cuda_version(&out.stdout);
+            } else {
+                facts
+                    .warnings
+                    .push(format!("nvidia-smi --version failed: {}", failure_text(&out)));
+            }
+        }
+        Err(e) => facts.warnings.push(format!("nvidia-smi --version: {e}")),
+    }
     let mig_on = facts
         .gpus
         .iter()
         .any(|g| g.mig_mode.is_some_and(|m| m.is_active()));
-    let (mut nvidia, assembled_warnings) = facts.into_nvidia();
-    warnings.extend(assembled_warnings);
-    match version {
-        Ok(out) if out.status.success() => nvidia.cuda_driver_version = cuda_version(&out.stdout),
-        Ok(out) => warnings.push(format!("nvidia-smi --version failed: {}", failure_text(&out))),
-        Err(e) => warnings.push(format!("nvidia-smi --version: {e}")),
+    if mig_on && let Some(devices) = facts.devices.as_mut() {
+        add_instance_ids(program, deadline, &facts.gpus, devices, &mut facts.warnings);
     }
-    if mig_on && let (Some(gpus), Some(devices)) = (nvidia.gpus.as_deref(), nvidia.devices.as_mut()) {
-        add_instance_ids(program, timeout, gpus, devices, &mut warnings);
-    }
-    Ok(SmiFacts { nvidia, warnings })
+    Ok(facts)
 }
 
-fn join(h: thread::ScopedJoinHandle<'_, Result<Output, Error>>) -> Result<Output, Error> {
+fn join(h: thread::ScopedJoinHandle<'_, Result<Output, RunError>>) -> Result<Output, RunError> {
     h.join().unwrap_or_else(|_| {
-        Err(Error::Failed {
+        Err(RunError::Wait {
             command: "nvidia-smi".into(),
-            status: "reader thread panicked".into(),
-            output: String::new(),
+            error: std::io::Error::other("the thread running it panicked"),
         })
     })
 }
 
+/// What a failed command said, quoted for a warning; its exit status when it said nothing.
 fn failure_text(out: &Output) -> String {
     let text = out.combined();
     let text = text.trim();
     if text.is_empty() {
         format!("exit {}", out.status)
     } else {
-        text.to_string()
+        quote(text)
     }
 }
 
-/// Runs `--query-gpu`, asking again without a field an old driver does not know.
-fn query_gpus(program: &Path, timeout: Duration) -> Result<query::QueryTable, Error> {
+/// Warns that a stream was still held open after its command exited: a process the command
+/// started left its process group and kept the pipe. What was read within the grace is used
+/// (whole lines only), which is worth knowing when the listing looks short.
+fn held_open(out: &Output, warnings: &mut Vec<String>) {
+    for held in &out.held_open {
+        let dropped = if held.dropped > 0 {
+            format!("; {} bytes of an unfinished last line were dropped", held.dropped)
+        } else {
+            String::new()
+        };
+        warnings.push(format!(
+            "{}: {} was still held open 2 s after the command exited (a process it started left its process group); what was read until then is used{dropped}",
+            quote(&out.command),
+            held.stream
+        ));
+    }
+}
+
+/// The GPU query's table, and the warnings its run gave.
+struct Queried {
+    table: query::QueryTable,
+    held_open: Vec<String>,
+}
+
+/// Runs `--query-gpu`, asking again without a field an old driver does not know. Every try
+/// runs before the one deadline: retries never extend it.
+fn query_gpus(program: &Path, deadline: &Deadline) -> Result<Queried, Error> {
     let mut fields: Vec<&str> = query::FIELDS.to_vec();
     loop {
         let arg = format!("--query-gpu={}", fields.join(","));
-        let out = run(program, &[&arg, "--format=csv,noheader,nounits"], timeout)?;
+        let out = run(program, &[&arg, "--format=csv,noheader,nounits"], deadline)?;
         if let Some(field) = query::rejected_field(&out.combined()) {
             let before = fields.len();
             fields.retain(|f| !f.eq_ignore_ascii_case(&field));
@@ -112,10 +149,18 @@ fn query_gpus(program: &Path, timeout: Duration) -> Result<query::QueryTable, Er
                 output: text,
             }));
         }
+        let mut held = Vec::new();
+        held_open(&out, &mut held);
         // A rejected field was dealt with above (the parser finds it the same way), so what is
         // left to map is a failure text that only stderr carried.
-        return query::parse(&out.stdout, &fields)
-            .map_err(|e| failure::classify(&out.combined()).unwrap_or(e));
+        let table = query::parse(&out.stdout, &fields).map_err(|e| match e {
+            Error::InvalidUuid { .. } => e,
+            e => failure::classify(&out.combined()).unwrap_or(e),
+        })?;
+        return Ok(Queried {
+            table,
+            held_open: held,
+        });
     }
 }
 
@@ -132,15 +177,20 @@ pub fn cuda_version(text: &str) -> Option<VersionText> {
 /// Fills in GPU and compute instance ids from `nvidia-smi mig -lci`. `-L` numbers a GPU's MIG
 /// devices in ascending (GPU instance, compute instance) order, so the two lists line up when
 /// they hold the same profiles; anything else is left alone with a warning.
+///
+/// Linear: compute instances are grouped by GPU index and devices by parent UUID once.
 fn add_instance_ids(
     program: &Path,
-    timeout: Duration,
-    gpus: &[miggate_compat::Gpu],
+    deadline: &Deadline,
+    gpus: &[Gpu],
     devices: &mut [Device],
     warnings: &mut Vec<String>,
 ) {
-    let table = match run(program, &["mig", "-lci"], timeout) {
-        Ok(out) if out.status.success() => parse_compute_instances(&out.stdout),
+    let table = match run(program, &["mig", "-lci"], deadline) {
+        Ok(out) if out.status.success() => {
+            held_open(&out, warnings);
+            parse_compute_instances(&out.stdout)
+        }
         Ok(out) => {
             warnings.push(format!(
                 "nvidia-smi mig -lci: instance ids not read: {}",
@@ -160,23 +210,34 @@ fn add_instance_ids(
             return;
         }
     };
+    let mut by_gpu: HashMap<u32, Vec<&ComputeInstance>> = HashMap::new();
+    for c in &cis {
+        by_gpu.entry(c.gpu).or_default().push(c);
+    }
+    // Positions of the slices still without instance ids, by parent.
+    let mut by_parent: HashMap<GpuUuid, Vec<usize>> = HashMap::new();
+    for (at, d) in devices.iter().enumerate() {
+        if d.gpu_instance_id.is_none()
+            && let Some(parent) = &d.parent_uuid
+        {
+            by_parent.entry(parent.clone()).or_default().push(at);
+        }
+    }
     for gpu in gpus {
-        let (Some(index), Some(uuid)) = (gpu.index, gpu.uuid.as_deref()) else {
+        let (Some(index), Some(uuid)) = (gpu.index, gpu.uuid.as_ref()) else {
             continue;
         };
-        let mut mine: Vec<&ComputeInstance> = cis.iter().filter(|c| c.gpu == index).collect();
-        mine.sort_by_key(|c| (c.gpu_instance_id, c.instance_id));
-        let slots: Vec<&mut Device> = devices
-            .iter_mut()
-            .filter(|d| d.parent_uuid.as_deref() == Some(uuid) && d.gpu_instance_id.is_none())
-            .collect();
-        if slots.is_empty() {
+        // Taken out, so a GPU listed twice cannot fill the same slots again.
+        let Some(slots) = by_parent.remove(uuid) else {
             continue;
-        }
+        };
+        let mut mine = by_gpu.remove(&index).unwrap_or_default();
+        mine.sort_by_key(|c| (c.gpu_instance_id, c.instance_id));
         let aligned = slots.len() == mine.len()
-            && slots.iter().zip(&mine).all(|(d, c)| {
-                d.mig_profile
-                    .as_ref()
+            && slots.iter().zip(&mine).all(|(at, c)| {
+                devices
+                    .get(*at)
+                    .and_then(|d| d.mig_profile.as_ref())
                     .is_some_and(|p| Some(p) == c.profile.as_ref())
             });
         if !aligned {
@@ -187,15 +248,20 @@ fn add_instance_ids(
             ));
             continue;
         }
-        for (d, c) in slots.into_iter().zip(mine) {
-            d.gpu_instance_id = Some(c.gpu_instance_id);
-            d.compute_instance_id = Some(c.instance_id);
+        for (at, c) in slots.into_iter().zip(mine) {
+            if let Some(d) = devices.get_mut(at) {
+                d.gpu_instance_id = Some(c.gpu_instance_id);
+                d.compute_instance_id = Some(c.instance_id);
+            }
         }
     }
 }
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use std::time::Duration;
+
     use super::*;
 
     /// An old driver that does not know `compute_cap`: the query is asked again without it.
@@ -217,12 +283,12 @@ esac
             .arg(&smi)
             .status()
             .unwrap();
-        let facts = read(&smi, Duration::from_secs(10)).unwrap();
-        let gpus = facts.nvidia.gpus.unwrap();
+        let facts = read(&smi, &Deadline::after(Duration::from_secs(10))).unwrap();
+        let gpus = facts.gpus;
         assert_eq!(gpus.len(), 1);
         assert_eq!(gpus[0].product_name.as_deref(), Some("Tesla T4"));
         assert_eq!(gpus[0].compute_capability, None);
-        assert_eq!(facts.nvidia.devices.unwrap().len(), 1);
+        assert_eq!(facts.devices.unwrap().len(), 1);
     }
 
     #[test]

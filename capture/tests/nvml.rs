@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use miggate_capture::Error;
-use miggate_capture::nvml::{self, NvmlFacts};
+use miggate_capture::internal::{NvidiaFacts, read_nvml};
 use miggate_compat::{Device, GpuManifest, MigMode, Options, evaluate};
 
 const H100: &str = "NVIDIA H100 80GB HBM3";
@@ -19,24 +19,24 @@ const GPU1: &str = "GPU-c08d91cb-e324-655c-71ba-7570956445bc";
 mod fake_nvml;
 use fake_nvml::fake;
 
-fn read(scenario: &'static str) -> NvmlFacts {
-    nvml::read(Some(&fake(scenario))).unwrap_or_else(|e| panic!("{scenario}: {e}"))
+fn read(scenario: &'static str) -> NvidiaFacts {
+    read_nvml(Some(&fake(scenario))).unwrap_or_else(|e| panic!("{scenario}: {e}"))
 }
 
-fn devices(facts: &NvmlFacts) -> &[Device] {
+fn devices(facts: &NvidiaFacts) -> &[Device] {
     facts.devices.as_deref().expect("the device list is known")
 }
 
-fn profiles(facts: &NvmlFacts) -> Vec<Option<&str>> {
+fn profiles(facts: &NvidiaFacts) -> Vec<Option<&str>> {
     devices(facts)
         .iter()
         .map(|d| d.mig_profile.as_ref().map(|p| p.as_str()))
         .collect()
 }
 
-fn manifest(facts: &NvmlFacts) -> GpuManifest {
+fn manifest(facts: &NvidiaFacts) -> GpuManifest {
     GpuManifest {
-        nvidia: Some(facts.to_nvidia()),
+        nvidia: Some(facts.clone().into_nvidia().0),
         ..GpuManifest::new()
     }
 }
@@ -270,7 +270,7 @@ fn odd_mig_names_give_the_profile_or_nothing() {
     assert_eq!(w.len(), 4, "{w:#?}");
     let unknown: Vec<_> = w.iter().filter(|w| w.contains("MIG profile unknown")).collect();
     assert_eq!(unknown.len(), 2, "{w:#?}");
-    assert!(unknown[0].contains("MIG device 3") && unknown[0].contains("\"NVIDIA H100 80GB HBM3\""));
+    assert!(unknown[0].contains("MIG device 3") && unknown[0].contains("`NVIDIA H100 80GB HBM3`"));
     assert!(unknown[1].contains("MIG device 4") && unknown[1].contains("mystery"));
 }
 
@@ -322,7 +322,7 @@ fn failing_gpu_calls_cost_only_their_facts() {
 #[test]
 fn a_missing_library_is_unavailable() {
     let path = Path::new("/nonexistent/miggate/libnvidia-ml.so.1");
-    let err = nvml::read(Some(path)).unwrap_err();
+    let err = read_nvml(Some(path)).unwrap_err();
     let Error::NvmlUnavailable { message } = &err else {
         panic!("expected NvmlUnavailable, got {err:?}");
     };
@@ -335,20 +335,20 @@ fn a_missing_library_is_unavailable() {
 #[test]
 fn a_file_that_is_not_a_library_is_unavailable() {
     let not_a_library = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake_nvml/libnvidia_ml.rs");
-    let err = nvml::read(Some(&not_a_library)).unwrap_err();
+    let err = read_nvml(Some(&not_a_library)).unwrap_err();
     assert!(matches!(err, Error::NvmlUnavailable { .. }), "{err:?}");
 }
 
 #[test]
 fn a_library_without_init_is_unavailable() {
-    let err = nvml::read(Some(&fake("no_init"))).unwrap_err();
+    let err = read_nvml(Some(&fake("no_init"))).unwrap_err();
     assert!(matches!(err, Error::NvmlUnavailable { .. }), "{err:?}");
 }
 
 #[test]
 fn a_failing_init_is_unavailable() {
     let lib = fake("init_fails");
-    let err = nvml::read(Some(&lib)).unwrap_err();
+    let err = read_nvml(Some(&lib)).unwrap_err();
     let Error::NvmlUnavailable { message } = &err else {
         panic!("expected NvmlUnavailable, got {err:?}");
     };
@@ -364,7 +364,7 @@ fn a_failing_init_is_unavailable() {
 
 #[test]
 fn a_failing_device_count_is_an_error() {
-    let err = nvml::read(Some(&fake("count_fails"))).unwrap_err();
+    let err = read_nvml(Some(&fake("count_fails"))).unwrap_err();
     let Error::Nvml { call, message } = &err else {
         panic!("expected Nvml, got {err:?}");
     };
@@ -374,7 +374,7 @@ fn a_failing_device_count_is_an_error() {
 
 #[test]
 fn a_failing_gpu_handle_is_an_error() {
-    let err = nvml::read(Some(&fake("handle_fails"))).unwrap_err();
+    let err = read_nvml(Some(&fake("handle_fails"))).unwrap_err();
     let Error::Nvml { call, message } = &err else {
         panic!("expected Nvml, got {err:?}");
     };

@@ -9,10 +9,10 @@ use std::path::Path;
 
 use insta::{assert_snapshot, assert_yaml_snapshot, glob};
 use miggate_capture::Error;
-use miggate_capture::assemble::assemble;
-use miggate_capture::parse::list::{self, Listing};
-use miggate_capture::parse::query::{self, QueryRow, QueryTable};
-use miggate_capture::parse::{failure, mig_table};
+use miggate_capture::internal::assemble;
+use miggate_capture::internal::list::{self, Listing};
+use miggate_capture::internal::query::{self, QueryRow, QueryTable};
+use miggate_capture::internal::{failure, mig_table};
 use miggate_compat::DeviceKind;
 use rstest::rstest;
 

@@ -4,11 +4,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use miggate_capture::Error;
-use miggate_capture::assemble::{NvidiaFacts, assemble};
-use miggate_capture::parse::failure;
-use miggate_capture::parse::list::{self, Listing};
-use miggate_capture::parse::mig_table::{self, NoneFound, Placement};
-use miggate_capture::parse::query::{self, QueryTable};
+use miggate_capture::internal::failure;
+use miggate_capture::internal::list::{self, Listing};
+use miggate_capture::internal::mig_table::{self, NoneFound, Placement};
+use miggate_capture::internal::query::{self, QueryTable};
+use miggate_capture::internal::{NvidiaFacts, assemble};
 use miggate_compat::{DeviceKind, MigMode};
 use rstest::rstest;
 

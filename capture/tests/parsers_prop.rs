@@ -9,9 +9,9 @@ use std::fs;
 use std::path::Path;
 use std::sync::LazyLock;
 
-use miggate_capture::assemble::assemble;
-use miggate_capture::parse::query::{self, QueryTable};
-use miggate_capture::parse::{failure, list, mig_table};
+use miggate_capture::internal::assemble;
+use miggate_capture::internal::query::{self, QueryTable};
+use miggate_capture::internal::{failure, list, mig_table};
 use miggate_compat::DeviceKind;
 use proptest::prelude::*;
 

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use miggate_capture::{Backend, Options, capture};
+use miggate_capture::{Backend, Error, Options, capture};
 
 use crate::cli::{BackendArg, CaptureArgs, CaptureOutput};
 use crate::input::closed_pipe_is_fine;
@@ -23,7 +23,7 @@ pub fn run(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
         node_name: args.node.clone(),
         timeout: Some(Duration::from_secs(args.timeout)),
     };
-    let manifest = capture(&options).context("capture failed")?;
+    let manifest = capture(&options).map_err(|err| with_flags(err, args))?;
     // Serialise first, so a write failure is only ever an I/O failure.
     let text = match args.output {
         CaptureOutput::Json => Some(manifest.to_json()? + "\n"),
@@ -37,4 +37,25 @@ pub fn run(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
     };
     closed_pipe_is_fine(written.and_then(|()| out.flush())).context("cannot write the manifest")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The library's error, with the flag that would change the outcome where there is one: the
+/// library says what happened, only the CLI knows its flags.
+fn with_flags(err: Error, args: &CaptureArgs) -> anyhow::Error {
+    let hint = if err.is_timeout() {
+        Some(format!(
+            "--timeout {} bounds the whole capture, retries included; raise it if the GPUs are slow to answer",
+            args.timeout
+        ))
+    } else if err.is_not_found() {
+        Some("name the binary with --nvidia-smi or MIGGATE_NVIDIA_SMI".to_string())
+    } else if matches!(err, Error::NvmlUnavailable { .. }) {
+        Some("name the library with --nvml-library, or use --backend nvidia-smi".to_string())
+    } else {
+        None
+    };
+    match hint {
+        Some(hint) => anyhow::anyhow!("capture failed: {err} ({hint})"),
+        None => anyhow::anyhow!("capture failed: {err}"),
+    }
 }

@@ -148,7 +148,8 @@ pub struct CaptureArgs {
     /// The Kubernetes node name to record.
     #[arg(long, value_name = "NAME", env = "NODE_NAME")]
     pub node: Option<String>,
-    /// Seconds each nvidia-smi command may run before it is killed.
+    /// Seconds the whole capture may take: every nvidia-smi command (retries included) or the
+    /// NVML read; a command still running then is killed.
     #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: u64,
     /// Output format.

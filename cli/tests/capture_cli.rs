@@ -354,3 +354,75 @@ fn auto_prefers_a_loadable_nvml_and_falls_back_to_nvidia_smi() {
         m.warnings
     );
 }
+
+/// Writes an executable nvidia-smi stand-in whose body is `case "$1" in … esac` arms.
+fn stand_in(dir: &Path, arms: &str) -> PathBuf {
+    let path = dir.join("nvidia-smi");
+    let script = format!("#!/bin/sh\ncase \"$1\" in\n{arms}\n  *) exit 2 ;;\nesac\n");
+    std::fs::write(&path, script).unwrap();
+    assert!(
+        Command::new("chmod")
+            .arg("+x")
+            .arg(&path)
+            .status()
+            .unwrap()
+            .success()
+    );
+    path
+}
+
+/// A hostile nvidia-smi, as a user meets it: exit 2, nothing on stdout, and one short error line
+/// on stderr with no byte that drives the terminal.
+#[rstest]
+#[case::escapes(
+    "  -L) echo 'GPU 0: X (UUID: GPU-1)' ;;\n  --query-gpu=*) printf '\\033]0;owned\\007\\033[2J\\342\\200\\256gnp.exe\\n'; exit 1 ;;",
+    "\\u{1b}]0;owned\\u{7}\\u{1b}[2J\\u{202e}gnp.exe"
+)]
+#[case::flood(
+    "  -L) echo 'GPU 0: X (UUID: GPU-1)' ;;\n  --query-gpu=*) head -c 7000000 /dev/zero | tr '\\0' x; head -c 7000000 /dev/zero | tr '\\0' y >&2; exit 1 ;;",
+    "more bytes cut]"
+)]
+#[case::over_the_bound(
+    "  -L) head -c 9000000 /dev/zero | tr '\\0' '\\n' ;;\n  --query-gpu=*) echo '0, GPU-1, X, 00000000:18:00.0, 1, 9.0, 580.82.07, Disabled, Disabled' ;;",
+    "printed more than 8 MiB on stdout"
+)]
+#[case::invalid_uuid(
+    "  -L) printf 'GPU 0: X (UUID: GPU-1\\033[2J)\\n' ;;\n  --query-gpu=*) echo '0, GPU-1, X, 00000000:18:00.0, 1, 9.0, 580.82.07, Disabled, Disabled' ;;",
+    "`nvidia-smi -L` line 1: `GPU-1\\u{1b}[2J` is not a GPU or MIG UUID"
+)]
+fn a_hostile_nvidia_smi_gets_a_short_escaped_error(#[case] arms: &str, #[case] expect: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let smi = stand_in(dir.path(), arms);
+    let out = miggate(&["capture", "--nvidia-smi", smi.to_str().unwrap()], None);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains(expect), "{err}");
+    assert!(err.len() < 10 * 1024, "{} bytes on stderr", err.len());
+    for hazard in ['\u{1b}', '\u{7}', '\u{202e}', '\r'] {
+        assert!(!err.contains(hazard), "raw {hazard:?} on stderr: {err:?}");
+    }
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+/// `--timeout` is one deadline for the whole capture: a stand-in that rejects one more query
+/// field every 2.5 s used to hold `--timeout 3` for over 20 s.
+#[test]
+fn timeout_bounds_the_whole_capture_and_the_error_names_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let smi = stand_in(
+        dir.path(),
+        "  --query-gpu=*) sleep 2.5; fields=${1#--query-gpu=}; echo \"Field \\\"${fields##*,}\\\" is not a valid field to query.\"; exit 2 ;;\n  -L) echo 'GPU 0: Tesla T4 (UUID: GPU-1)' ;;",
+    );
+    let start = std::time::Instant::now();
+    let out = miggate(
+        &["capture", "--nvidia-smi", smi.to_str().unwrap(), "--timeout", "3"],
+        None,
+    );
+    let took = start.elapsed();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(err.contains("3s deadline and was killed"), "{err}");
+    assert!(err.contains("--timeout 3 bounds the whole capture"), "{err}");
+    assert!(took < std::time::Duration::from_secs(6), "{took:?}");
+}

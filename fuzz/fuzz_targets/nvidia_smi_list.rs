@@ -4,8 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use miggate_capture::assemble::assemble;
-use miggate_capture::parse::{list, query};
+use miggate_capture::internal::{assemble, list, query};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

@@ -4,9 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use miggate_capture::assemble::assemble;
-use miggate_capture::parse::{failure, query};
-use miggate_capture::smi;
+use miggate_capture::internal::{assemble, failure, query};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
@@ -23,5 +21,5 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(table) = query::parse(&text, &[]) {
         assert!(table.header, "no fields requested and no header, yet a table");
     }
-    let _ = smi::cuda_version(&text);
+    let _ = miggate_capture::internal::cuda_version(&text);
 });

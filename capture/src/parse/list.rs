@@ -15,10 +15,13 @@
 //! - MIG lines with no GPU line above them are kept as slices with an unknown parent, never
 //!   turned into whole GPUs.
 
-use miggate_compat::{DeviceUuid, GpuUuid, MigProfile, escape::escape};
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+
+use miggate_compat::{DeviceUuid, GpuUuid, MigProfile, UuidForm};
 use serde::Serialize;
 
-use super::{failure, nothing_parsed, number, numbered_lines};
+use super::{failure, nothing_parsed, number, numbered_lines, quote};
 use crate::Error;
 
 /// The command this parser reads, as named in errors and warnings.
@@ -45,8 +48,8 @@ pub struct ListedGpu {
     pub index: u32,
     /// The product name; `None` when the line had none.
     pub name: Option<String>,
-    /// The `GPU-…` UUID; `None` when it was stripped or is not of that form.
-    pub uuid: Option<String>,
+    /// The `GPU-…` UUID; `None` when it was stripped.
+    pub uuid: Option<GpuUuid>,
     /// The 1-based line it was read from (the first, when it was listed again).
     pub line: usize,
     /// The MIG lines nested under it, in listed order.
@@ -64,7 +67,7 @@ pub struct ListedSlice {
     /// The `Device <n>` number: per parent GPU, not a GPU instance id.
     pub device: Option<u32>,
     /// The `MIG-…` UUID (either form); `None` when it was stripped.
-    pub uuid: Option<String>,
+    pub uuid: Option<DeviceUuid>,
     /// The GPU instance id, when the UUID is the legacy `MIG-GPU-<parent>/<gi>/<ci>` form.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_instance_id: Option<u32>,
@@ -73,7 +76,7 @@ pub struct ListedSlice {
     pub compute_instance_id: Option<u32>,
     /// The parent `GPU-…` UUID embedded in a legacy UUID.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub legacy_parent: Option<String>,
+    pub legacy_parent: Option<GpuUuid>,
     /// The 1-based line it was read from.
     pub line: usize,
 }
@@ -81,113 +84,161 @@ pub struct ListedSlice {
 /// Reads `nvidia-smi -L` output.
 ///
 /// Lines that are neither GPU nor MIG lines are skipped with a warning. Known failure messages
-/// become their typed errors (see [`failure::classify`]), and output in which nothing parses is
-/// an [`Error::Parse`] naming its first line.
+/// become their typed errors (see [`failure::classify`]); a UUID that is not in a form
+/// nvidia-smi prints is an [`Error::InvalidUuid`] naming the line (it is never recorded, and a
+/// listing that prints one cannot be trusted); output in which nothing parses is an
+/// [`Error::Parse`] naming its first line.
+///
+/// Linear in the size of the text: repeated GPUs and MIG UUIDs are found through hash maps.
 pub fn parse(text: &str) -> Result<Listing, Error> {
     if let Some(err) = failure::classify(text) {
         return Err(err);
     }
-    let mut out = Listing::default();
-    // Index into `out.gpus` of the GPU the next MIG line nests under.
+    let mut b = Builder::default();
+    // Index into `b.out.gpus` of the GPU the next MIG line nests under.
     let mut current: Option<usize> = None;
     for (n, raw) in numbered_lines(text) {
         let line = raw.trim();
         if line.is_empty() {
             continue;
         }
-        if let Some(gpu) = gpu_line(line, n, &mut out.warnings) {
-            current = Some(add_gpu(&mut out, gpu));
-        } else if let Some(slice) = mig_line(line, n, &mut out.warnings) {
-            add_slice(&mut out, current, slice);
+        if let Some(gpu) = gpu_line(line, n, &mut b.out.warnings)? {
+            current = Some(b.add_gpu(gpu));
+        } else if let Some(slice) = mig_line(line, n, &mut b.out.warnings)? {
+            b.add_slice(current, slice);
         } else {
-            out.warnings.push(format!(
-                "{COMMAND} line {n}: neither a GPU nor a MIG line, skipped: {line:?}"
+            b.out.warnings.push(format!(
+                "{COMMAND} line {n}: neither a GPU nor a MIG line, skipped: {}",
+                quote(line)
             ));
         }
     }
+    let out = b.out;
     if out.gpus.is_empty() && out.orphans.is_empty() {
         return Err(nothing_parsed(COMMAND, text, EXPECTED));
     }
     Ok(out)
 }
 
-/// Adds a GPU line, merging it into an earlier one that is the same GPU; returns its position.
-fn add_gpu(out: &mut Listing, gpu: ListedGpu) -> usize {
-    let same = out.gpus.iter().position(|g| match (&g.uuid, &gpu.uuid) {
-        (Some(a), Some(b)) => a == b,
-        (None, None) => g.index == gpu.index && g.name == gpu.name,
-        _ => false,
-    });
-    if let Some(i) = same {
-        let what = gpu.uuid.as_deref().unwrap_or("a GPU without UUID");
-        out.warnings.push(format!(
-            "{COMMAND} line {}: GPU {} ({what}) listed again (concatenated outputs?); merged with line {}",
-            gpu.line, gpu.index, out.gpus[i].line
-        ));
-        return i;
-    }
-    if let Some(other) = out.gpus.iter().find(|g| g.index == gpu.index) {
-        out.warnings.push(format!(
-            "{COMMAND} line {}: GPU index {} listed again with a different UUID (line {}); kept both",
-            gpu.line, gpu.index, other.line
-        ));
-    }
-    out.gpus.push(gpu);
-    out.gpus.len() - 1
+/// The listing being built, with the maps that find a repeated GPU or MIG UUID in constant time.
+#[derive(Default)]
+struct Builder {
+    out: Listing,
+    /// Position in `out.gpus` of each GPU UUID.
+    by_uuid: HashMap<GpuUuid, usize>,
+    /// Position in `out.gpus` of each GPU without a UUID, by index and name.
+    by_index_and_name: HashMap<(u32, Option<String>), usize>,
+    /// The line of the first GPU listed with each index.
+    first_with_index: HashMap<u32, usize>,
+    /// The line each MIG UUID was first listed at.
+    slice_lines: HashMap<DeviceUuid, usize>,
 }
 
-/// Adds a MIG line under the GPU above it, or as an orphan; drops a repeated MIG UUID.
-fn add_slice(out: &mut Listing, current: Option<usize>, slice: ListedSlice) {
-    if let Some(uuid) = &slice.uuid {
-        let seen = out
-            .gpus
-            .iter()
-            .flat_map(|g| &g.slices)
-            .chain(&out.orphans)
-            .find(|s| s.uuid.as_ref() == Some(uuid));
-        if let Some(first) = seen {
+impl Builder {
+    /// Adds a GPU line, merging it into an earlier one that is the same GPU; returns its position.
+    fn add_gpu(&mut self, gpu: ListedGpu) -> usize {
+        let out = &mut self.out;
+        let at = out.gpus.len();
+        let same = match &gpu.uuid {
+            Some(uuid) => match self.by_uuid.entry(uuid.clone()) {
+                Entry::Occupied(e) => Some(*e.get()),
+                Entry::Vacant(e) => {
+                    e.insert(at);
+                    None
+                }
+            },
+            None => match self.by_index_and_name.entry((gpu.index, gpu.name.clone())) {
+                Entry::Occupied(e) => Some(*e.get()),
+                Entry::Vacant(e) => {
+                    e.insert(at);
+                    None
+                }
+            },
+        };
+        if let Some(i) = same {
+            let what = gpu.uuid.as_deref().unwrap_or("a GPU without UUID");
+            let first = out.gpus.get(i).map_or(0, |g| g.line);
             out.warnings.push(format!(
-                "{COMMAND} line {}: MIG device {uuid} listed again (first at line {}); dropped",
-                slice.line, first.line
+                "{COMMAND} line {}: GPU {} ({what}) listed again (concatenated outputs?); merged with line {first}",
+                gpu.line, gpu.index
             ));
-            return;
+            return i;
         }
+        match self.first_with_index.entry(gpu.index) {
+            Entry::Occupied(e) => out.warnings.push(format!(
+                "{COMMAND} line {}: GPU index {} listed again with a different UUID (line {}); kept both",
+                gpu.line,
+                gpu.index,
+                e.get()
+            )),
+            Entry::Vacant(e) => {
+                e.insert(gpu.line);
+            }
+        }
+        out.gpus.push(gpu);
+        at
     }
-    let Some(gpu) = current.and_then(|i| out.gpus.get_mut(i)) else {
-        out.warnings.push(format!(
-            "{COMMAND} line {}: MIG line with no GPU line above it: parent unknown",
-            slice.line
-        ));
-        out.orphans.push(slice);
-        return;
-    };
-    if let (Some(parent), Some(uuid)) = (&slice.legacy_parent, &gpu.uuid)
-        && parent != uuid
-    {
-        out.warnings.push(format!(
-            "{COMMAND} line {}: MIG UUID names parent {parent} but is listed under {uuid}; kept under the GPU above it",
-            slice.line
-        ));
+
+    /// Adds a MIG line under the GPU above it, or as an orphan; drops a repeated MIG UUID.
+    fn add_slice(&mut self, current: Option<usize>, slice: ListedSlice) {
+        let out = &mut self.out;
+        if let Some(uuid) = &slice.uuid {
+            match self.slice_lines.entry(uuid.clone()) {
+                Entry::Occupied(first) => {
+                    out.warnings.push(format!(
+                        "{COMMAND} line {}: MIG device {uuid} listed again (first at line {}); dropped",
+                        slice.line,
+                        first.get()
+                    ));
+                    return;
+                }
+                Entry::Vacant(e) => {
+                    e.insert(slice.line);
+                }
+            }
+        }
+        let Some(gpu) = current.and_then(|i| out.gpus.get_mut(i)) else {
+            out.warnings.push(format!(
+                "{COMMAND} line {}: MIG line with no GPU line above it: parent unknown",
+                slice.line
+            ));
+            out.orphans.push(slice);
+            return;
+        };
+        if let (Some(parent), Some(uuid)) = (&slice.legacy_parent, &gpu.uuid)
+            && parent != uuid
+        {
+            out.warnings.push(format!(
+                "{COMMAND} line {}: MIG UUID names parent {parent} but is listed under {uuid}; kept under the GPU above it",
+                slice.line
+            ));
+        }
+        gpu.slices.push(slice);
     }
-    gpu.slices.push(slice);
 }
 
-/// Reads `GPU <index>: <name> (UUID: GPU-…)`; `None` when the line is not a GPU line.
-fn gpu_line(line: &str, n: usize, warnings: &mut Vec<String>) -> Option<ListedGpu> {
-    let rest = line.strip_prefix("GPU")?;
+/// Reads `GPU <index>: <name> (UUID: GPU-…)`; `Ok(None)` when the line is not a GPU line.
+fn gpu_line(line: &str, n: usize, warnings: &mut Vec<String>) -> Result<Option<ListedGpu>, Error> {
+    let Some(rest) = line.strip_prefix("GPU") else {
+        return Ok(None);
+    };
     if !rest.starts_with(char::is_whitespace) {
-        return None;
+        return Ok(None);
     }
     let rest = rest.trim_start();
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    let index = number(&rest[..digits])?;
-    let body = rest[digits..].trim_start().strip_prefix(':')?;
+    let Some(index) = rest.get(..digits).and_then(number) else {
+        return Ok(None);
+    };
+    let Some(body) = rest.get(digits..).and_then(|r| r.trim_start().strip_prefix(':')) else {
+        return Ok(None);
+    };
     // `GPU 00000000:01:00.0: …` (reset and MIG-mode messages) is a PCI bus id, not an index.
     if !(body.is_empty() || body.starts_with(char::is_whitespace)) {
-        return None;
+        return Ok(None);
     }
     let (name, uuid) = match split_uuid(body) {
-        Some((name, uuid)) => (name, uuid_of_form(uuid, "GPU-", n, warnings)),
+        Some((name, uuid)) => (name, Some(read_uuid::<GpuUuid>(uuid, n, warnings)?)),
         None => {
             warnings.push(format!(
                 "{COMMAND} line {n}: GPU {index} has no `(UUID: …)` part; its UUID is unknown"
@@ -195,20 +246,22 @@ fn gpu_line(line: &str, n: usize, warnings: &mut Vec<String>) -> Option<ListedGp
             (body.trim(), None)
         }
     };
-    Some(ListedGpu {
+    Ok(Some(ListedGpu {
         index,
         name: (!name.is_empty()).then(|| name.to_string()),
         uuid,
         line: n,
         slices: Vec::new(),
-    })
+    }))
 }
 
-/// Reads `MIG <profile> Device <n>: (UUID: MIG-…)`; `None` when the line is not a MIG line.
-fn mig_line(line: &str, n: usize, warnings: &mut Vec<String>) -> Option<ListedSlice> {
-    let rest = line.strip_prefix("MIG")?;
+/// Reads `MIG <profile> Device <n>: (UUID: MIG-…)`; `Ok(None)` when the line is not a MIG line.
+fn mig_line(line: &str, n: usize, warnings: &mut Vec<String>) -> Result<Option<ListedSlice>, Error> {
+    let Some(rest) = line.strip_prefix("MIG") else {
+        return Ok(None);
+    };
     if !rest.starts_with(char::is_whitespace) {
-        return None;
+        return Ok(None);
     }
     let (profile_text, device, tail) = match rest.find("Device") {
         Some(at) => {
@@ -222,13 +275,27 @@ fn mig_line(line: &str, n: usize, warnings: &mut Vec<String>) -> Option<ListedSl
         }
         None => {
             // No `Device <n>:`: still a MIG line if it carries a UUID.
-            let at = rest.rfind("(UUID:")?;
+            let Some(at) = rest.rfind("(UUID:") else {
+                return Ok(None);
+            };
             warnings.push(format!("{COMMAND} line {n}: MIG line has no `Device <n>:` part"));
             (rest[..at].trim(), None, &rest[at..])
         }
     };
     let uuid = match split_uuid(tail) {
-        Some((_, uuid)) => uuid_of_form(uuid, "MIG-", n, warnings),
+        Some((_, uuid)) => {
+            let uuid = read_uuid::<DeviceUuid>(uuid, n, warnings)?;
+            if !uuid.is_mig() {
+                return Err(invalid_uuid(
+                    n,
+                    miggate_compat::Error::InvalidUuid {
+                        uuid: uuid.to_string(),
+                        why: "a MIG line's UUID starts with `MIG-`",
+                    },
+                ));
+            }
+            Some(uuid)
+        }
         None => {
             warnings.push(format!(
                 "{COMMAND} line {n}: MIG line has no `(UUID: …)` part; its UUID is unknown"
@@ -250,21 +317,19 @@ fn mig_line(line: &str, n: usize, warnings: &mut Vec<String>) -> Option<ListedSl
             }
         }
     };
-    let legacy = uuid
-        .as_deref()
-        .and_then(|u| u.parse::<DeviceUuid>().ok())
-        .and_then(|u| match u.form() {
-            miggate_compat::UuidForm::LegacyMig {
-                gpu_instance,
-                compute_instance,
-            } => Some((
-                u.legacy_gpu_instance().map(|(p, _)| p.to_string()),
-                gpu_instance,
-                compute_instance,
-            )),
-            _ => None,
-        });
-    Some(ListedSlice {
+    let legacy = uuid.as_ref().and_then(|u| match u.form() {
+        UuidForm::LegacyMig {
+            gpu_instance,
+            compute_instance,
+        } => Some((
+            u.legacy_gpu_instance()
+                .and_then(|(parent, _)| parent.parse::<GpuUuid>().ok()),
+            gpu_instance,
+            compute_instance,
+        )),
+        _ => None,
+    });
+    Ok(Some(ListedSlice {
         profile,
         unreadable_profile,
         device,
@@ -273,7 +338,7 @@ fn mig_line(line: &str, n: usize, warnings: &mut Vec<String>) -> Option<ListedSl
         legacy_parent: legacy.and_then(|l| l.0),
         uuid,
         line: n,
-    })
+    }))
 }
 
 /// Splits `<head> (UUID: <uuid>)` at the last `(UUID:`; the UUID runs to the next `)` (or the
@@ -285,33 +350,27 @@ fn split_uuid(text: &str) -> Option<(&str, &str)> {
     Some((text[..at].trim(), inner.trim()))
 }
 
-/// Keeps a UUID that has the expected prefix. White space inside one (a hand-edited
-/// `MIG- 1234…`) is removed with a warning; any other form is unknown, with a warning.
-fn uuid_of_form(uuid: &str, prefix: &str, n: usize, warnings: &mut Vec<String>) -> Option<String> {
+/// Reads a UUID in a form nvidia-smi prints. White space inside one (a hand-edited
+/// `MIG- 1234…`) is removed with a warning; anything else that is not such a UUID (a NUL, a
+/// U+FFFD, a `,` or `=`, the wrong prefix) is an error naming the line.
+fn read_uuid<U>(uuid: &str, n: usize, warnings: &mut Vec<String>) -> Result<U, Error>
+where
+    U: std::str::FromStr<Err = miggate_compat::Error>,
+{
     let mut uuid = uuid.to_string();
     if uuid.contains(char::is_whitespace) {
         uuid.retain(|c| !c.is_whitespace());
         warnings.push(format!(
-            "{COMMAND} line {n}: white space inside UUID removed, read as {uuid}"
+            "{COMMAND} line {n}: white space inside UUID removed, read as {}",
+            quote(&uuid)
         ));
     }
-    let checked = if prefix == "GPU-" {
-        uuid.parse::<GpuUuid>().map(|_| ())
-    } else {
-        uuid.parse::<DeviceUuid>().map(|_| ())
-    };
-    match checked {
-        Ok(()) if uuid.starts_with(prefix) => Some(uuid),
-        Ok(()) => {
-            warnings.push(format!(
-                "{COMMAND} line {n}: UUID `{}` does not start with `{prefix}`; taken as unknown",
-                escape(&uuid)
-            ));
-            None
-        }
-        Err(e) => {
-            warnings.push(format!("{COMMAND} line {n}: {e}; taken as unknown"));
-            None
-        }
+    uuid.parse::<U>().map_err(|e| invalid_uuid(n, e))
+}
+
+fn invalid_uuid(n: usize, error: miggate_compat::Error) -> Error {
+    Error::InvalidUuid {
+        at: format!("`{COMMAND}` line {n}"),
+        error,
     }
 }

@@ -23,6 +23,12 @@ pub(crate) fn numbered_lines(text: &str) -> impl Iterator<Item = (usize, &str)> 
         .map(|(i, line)| (i + 1, line.trim_end_matches('\r')))
 }
 
+/// Outside text as a warning quotes it: in backticks, with terminal controls neutralised and cut
+/// to 4 KiB (see [`miggate_compat::escape::escape`]).
+pub(crate) fn quote(text: &str) -> String {
+    format!("`{}`", miggate_compat::escape::escape(text))
+}
+
 /// The first non-blank line (number and text), for an error that has to point somewhere.
 pub(crate) fn first_non_blank(text: &str) -> Option<(usize, &str)> {
     numbered_lines(text).find(|(_, l)| !l.trim().is_empty())

@@ -10,10 +10,11 @@
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
+use miggate_compat::GpuUuid;
 use regex::Regex;
 use serde::Serialize;
 
-use super::{failure, nothing_parsed, number, numbered_lines};
+use super::{failure, nothing_parsed, number, numbered_lines, quote};
 use crate::Error;
 
 /// The command this parser reads, as named in errors and warnings.
@@ -55,9 +56,9 @@ pub struct QueryRow {
     /// `index`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub index: Option<u32>,
-    /// `uuid` (`GPU-…`).
+    /// `uuid` (`GPU-…`), read as a GPU UUID.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub uuid: Option<String>,
+    pub uuid: Option<GpuUuid>,
     /// `name`, the product name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
@@ -89,8 +90,9 @@ pub struct QueryRow {
 /// output has no header. When a header is present it wins, with a warning if it differs.
 ///
 /// Errors: a known failure message (see [`failure::classify`]); a field an old driver does not
-/// know ([`Error::QueryFieldRejected`], so the runner can retry without it); output with no
-/// readable row ([`Error::Parse`]).
+/// know ([`Error::QueryFieldRejected`], so the runner can retry without it); a `uuid` value that
+/// is not a GPU UUID as nvidia-smi prints it ([`Error::InvalidUuid`], naming the line: it is
+/// never recorded); output with no readable row ([`Error::Parse`]).
 pub fn parse(text: &str, requested: &[&str]) -> Result<QueryTable, Error> {
     if let Some(err) = failure::classify(text) {
         return Err(err);
@@ -112,7 +114,9 @@ pub fn parse(text: &str, requested: &[&str]) -> Result<QueryTable, Error> {
         lines.next();
         if !requested.is_empty() && names != requested {
             table.warnings.push(format!(
-                "{COMMAND} line {n}: header names {names:?}, but {requested:?} was asked for; read by the header"
+                "{COMMAND} line {n}: header names {}, but {} was asked for; read by the header",
+                quote(&names.join(", ")),
+                quote(&requested.join(", "))
             ));
         }
         table.header = true;
@@ -129,14 +133,14 @@ pub fn parse(text: &str, requested: &[&str]) -> Result<QueryTable, Error> {
         let cells: Vec<&str> = line.split(',').map(str::trim).collect();
         if cells.len() != table.fields.len() {
             table.warnings.push(format!(
-                "{COMMAND} line {n}: {} values for {} fields, skipped: {:?}",
+                "{COMMAND} line {n}: {} values for {} fields, skipped: {}",
                 cells.len(),
                 table.fields.len(),
-                line.trim()
+                quote(line.trim())
             ));
             continue;
         }
-        let row = read_row(n, &table.fields, &cells, &mut table.warnings);
+        let row = read_row(n, &table.fields, &cells, &mut table.warnings)?;
         table.rows.push(row);
     }
     if table.rows.is_empty() {
@@ -212,7 +216,12 @@ fn header_names(line: &str, requested: &[String]) -> Option<Vec<String>> {
 }
 
 /// Builds one row from its cells (already split and trimmed, as many as `fields`).
-fn read_row(n: usize, fields: &[String], cells: &[&str], warnings: &mut Vec<String>) -> QueryRow {
+fn read_row(
+    n: usize,
+    fields: &[String],
+    cells: &[&str],
+    warnings: &mut Vec<String>,
+) -> Result<QueryRow, Error> {
     let mut row = QueryRow {
         line: n,
         ..QueryRow::default()
@@ -225,10 +234,19 @@ fn read_row(n: usize, fields: &[String], cells: &[&str], warnings: &mut Vec<Stri
             "index" => {
                 row.index = number(value);
                 if row.index.is_none() {
-                    warnings.push(format!("{COMMAND} line {n}: index {value:?} is not a number"));
+                    warnings.push(format!(
+                        "{COMMAND} line {n}: index {} is not a number",
+                        quote(value)
+                    ));
                 }
             }
-            "uuid" => row.uuid = Some(value.to_string()),
+            "uuid" => {
+                let uuid = value.parse::<GpuUuid>().map_err(|error| Error::InvalidUuid {
+                    at: format!("`{COMMAND}` line {n}"),
+                    error,
+                })?;
+                row.uuid = Some(uuid);
+            }
             "name" => row.name = Some(value.to_string()),
             "pci.bus_id" => row.pci_bus_id = Some(value.to_string()),
             "memory.total" => row.memory_total_mib = mebibytes(value, n, warnings),
@@ -241,7 +259,7 @@ fn read_row(n: usize, fields: &[String], cells: &[&str], warnings: &mut Vec<Stri
             }
         }
     }
-    row
+    Ok(row)
 }
 
 /// A cell's value, or `None` for the ways nvidia-smi says it has none: `[N/A]`, `N/A`,
@@ -253,7 +271,11 @@ fn value<'a>(cell: &'a str, field: &str, n: usize, warnings: &mut Vec<String>) -
         return None;
     }
     if cell.starts_with('[') && cell.ends_with(']') {
-        warnings.push(format!("{COMMAND} line {n}: {field} is {cell}; taken as unknown"));
+        warnings.push(format!(
+            "{COMMAND} line {n}: {} is {}; taken as unknown",
+            quote(field),
+            quote(cell)
+        ));
         return None;
     }
     Some(cell)
@@ -267,7 +289,8 @@ fn mebibytes(value: &str, n: usize, warnings: &mut Vec<String>) -> Option<u64> {
         .flatten();
     if parsed.is_none() {
         warnings.push(format!(
-            "{COMMAND} line {n}: memory.total {value:?} is not a MiB amount; taken as unknown"
+            "{COMMAND} line {n}: memory.total {} is not a MiB amount; taken as unknown",
+            quote(value)
         ));
     }
     parsed
@@ -281,7 +304,8 @@ fn enabled(value: &str, field: &str, n: usize, warnings: &mut Vec<String>) -> Op
         Some(false)
     } else {
         warnings.push(format!(
-            "{COMMAND} line {n}: {field} is {value:?}, not Enabled or Disabled; taken as unknown"
+            "{COMMAND} line {n}: {field} is {}, not Enabled or Disabled; taken as unknown",
+            quote(value)
         ));
         None
     }

@@ -185,6 +185,28 @@ const H100_MIXED: &[Gpu] = &[
 #[cfg(any(scenario = "h100_mixed", scenario = "no_name"))]
 static SCENARIO: Scenario = ok(H100_MIXED);
 
+/// A GPU UUID with a U+FFFD inside (what a lossy decode of a corrupt UUID gives).
+#[cfg(scenario = "bad_gpu_uuid")]
+static SCENARIO: Scenario = ok(&[whole(
+    "GPU-5c89852c-d268-\u{fffd}-1b07-005d5ae1dc3f",
+    "00000000:18:00.0",
+    MIG_OFF,
+)]);
+
+/// A MIG device UUID with a right-to-left override inside.
+#[cfg(scenario = "bad_mig_uuid")]
+static SCENARIO: Scenario = ok(&[whole(
+    "GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f",
+    "00000000:18:00.0",
+    mig_on(&[mig(
+        "MIG-7089d0f3-\u{202e}293f-58c9",
+        "NVIDIA H100 80GB HBM3 MIG 3g.40gb",
+        2,
+        0,
+        40192,
+    )]),
+)]);
+
 #[cfg(scenario = "mig_no_instances")]
 static SCENARIO: Scenario = ok(&[whole(
     "GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f",

@@ -3,7 +3,7 @@
 use miggate_compat::MigProfile;
 use serde::Serialize;
 
-use super::{BoxRow, MigTable, Placement, build, need, profile};
+use super::{BoxRow, MigTable, Placement, build, need, profile, quote};
 use crate::Error;
 
 /// The `-lgi` command, as named in errors and warnings.
@@ -99,6 +99,6 @@ fn placement(tokens: &[&str], at: usize) -> Result<Option<Placement>, String> {
         None => Ok(None),
         Some(t) => Placement::parse(t)
             .map(Some)
-            .ok_or_else(|| format!("placement {t:?} is not start:size")),
+            .ok_or_else(|| format!("placement {} is not start:size", quote(t))),
     }
 }

@@ -22,7 +22,7 @@ pub use profiles::{
     ComputeInstanceProfile, GpuInstanceProfile, parse_compute_instance_profiles, parse_gpu_instance_profiles,
 };
 
-use super::{failure, nothing_parsed, number, numbered_lines};
+use super::{failure, nothing_parsed, number, numbered_lines, quote};
 use crate::Error;
 
 /// Rows read from one MIG listing, with why it is empty when it is.
@@ -181,7 +181,8 @@ fn scan<'a>(text: &'a str, command: &'static str) -> Result<Scan<'a>, Error> {
             open = false;
         } else if first_is_gpu || !boxed {
             scan.warnings.push(format!(
-                "{command} line {n}: not a row of this table, skipped: {line:?}"
+                "{command} line {n}: not a row of this table, skipped: {}",
+                quote(line)
             ));
             open = false;
         }
@@ -223,17 +224,20 @@ fn build<'a, T>(
             && profile(named.name).is_none()
         {
             table.warnings.push(format!(
-                "{command} line {}: {:?} is not a MIG profile name; its profile is unknown",
-                row.line, named.name
+                "{command} line {}: {} is not a MIG profile name; its profile is unknown",
+                row.line,
+                quote(named.name)
             ));
         }
         match read(row) {
             Ok(r) => table.rows.push(r),
             Err(why) => {
                 let line = row.tokens.join(" ");
-                table
-                    .warnings
-                    .push(format!("{command} line {}: {why}, skipped: {line:?}", row.line));
+                table.warnings.push(format!(
+                    "{command} line {}: {why}, skipped: {}",
+                    row.line,
+                    quote(&line)
+                ));
                 first_bad.get_or_insert((row.line, format!("{why}: {line}")));
             }
         }
@@ -260,7 +264,7 @@ fn build<'a, T>(
 /// Reads a required numeric token.
 fn need(tokens: &[&str], at: usize, what: &str) -> Result<u32, String> {
     let token = tokens.get(at).ok_or_else(|| format!("no {what}"))?;
-    number(token).ok_or_else(|| format!("{what} {token:?} is not a number"))
+    number(token).ok_or_else(|| format!("{what} {} is not a number", quote(token)))
 }
 
 /// Reads an optional numeric token (absent in older layouts).
@@ -273,10 +277,10 @@ fn free_total(token: Option<&&str>) -> Result<(u32, u32), String> {
     let token = token.ok_or("no Free/Total")?;
     let (free, total) = token
         .split_once('/')
-        .ok_or_else(|| format!("{token:?} is not Free/Total"))?;
+        .ok_or_else(|| format!("{} is not Free/Total", quote(token)))?;
     match (number(free), number(total)) {
         (Some(f), Some(t)) => Ok((f, t)),
-        _ => Err(format!("{token:?} is not Free/Total")),
+        _ => Err(format!("{} is not Free/Total", quote(token))),
     }
 }
 

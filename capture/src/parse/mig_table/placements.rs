@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use super::{MigTable, Placement, none_found, number};
 use crate::Error;
-use crate::parse::{failure, nothing_parsed, numbered_lines};
+use crate::parse::{failure, nothing_parsed, numbered_lines, quote};
 
 /// The command, as named in errors and warnings.
 pub const LGIPP: &str = "nvidia-smi mig -lgipp";
@@ -62,7 +62,8 @@ pub fn parse_placements(text: &str) -> Result<MigTable<PlacementList>, Error> {
         match re.and_then(|re| re.captures(line)).and_then(|c| read(&c)) {
             Some(row) => table.rows.push(row),
             None => table.warnings.push(format!(
-                "{LGIPP} line {n}: not a placement line, skipped: {line:?}"
+                "{LGIPP} line {n}: not a placement line, skipped: {}",
+                quote(line)
             )),
         }
     }

@@ -7,7 +7,7 @@
 use miggate_compat::MigProfile;
 use serde::Serialize;
 
-use super::{BoxRow, MigTable, build, free_total, maybe, need, number, profile};
+use super::{BoxRow, MigTable, build, free_total, maybe, need, number, profile, quote};
 use crate::Error;
 
 /// The `-lgip` command, as named in errors and warnings.
@@ -135,7 +135,7 @@ fn compute_instance_profile(row: &BoxRow<'_>) -> Result<ComputeInstanceProfile, 
     let id_token = after.first().ok_or("no profile id")?;
     let default = id_token.ends_with('*');
     let id = number(id_token.trim_end_matches('*'))
-        .ok_or_else(|| format!("profile id {id_token:?} is not a number"))?;
+        .ok_or_else(|| format!("profile id {} is not a number", quote(id_token)))?;
     let (instances_free, instances_total) = free_total(after.get(1))?;
     Ok(ComputeInstanceProfile {
         gpu: need(&named.before, 0, "GPU index")?,
