@@ -54,10 +54,10 @@ fn query_text(gpus: u32) -> String {
 }
 
 fn bench(c: &mut Criterion) {
-    let list_text = listing_text(GPUS);
-    let query_text = query_text(GPUS);
-    let listing = list::parse(&list_text).expect("the generated listing reads");
-    let table = query::parse(&query_text, &query::FIELDS).expect("the generated query reads");
+    let small_list = listing_text(GPUS);
+    let small_query = query_text(GPUS);
+    let listing = list::parse(&small_list).expect("the generated listing reads");
+    let table = query::parse(&small_query, &query::FIELDS).expect("the generated query reads");
     // The inputs are what they claim to be: 56 slices, 8 rows, and 56 devices once joined,
     // with nothing skipped.
     assert_eq!(listing.gpus.iter().map(|g| g.slices.len()).sum::<usize>(), 56);
@@ -68,37 +68,37 @@ fn bench(c: &mut Criterion) {
     assert_eq!(facts.devices.as_ref().map(Vec::len), Some(56));
 
     c.bench_function("parse/list-8gpu-x7-1g.10gb", |b| {
-        b.iter(|| list::parse(black_box(&list_text)).unwrap())
+        b.iter(|| list::parse(black_box(&small_list)).unwrap())
     });
     c.bench_function("parse/query-8-rows", |b| {
-        b.iter(|| query::parse(black_box(&query_text), &query::FIELDS).unwrap())
+        b.iter(|| query::parse(black_box(&small_query), &query::FIELDS).unwrap())
     });
     c.bench_function("assemble/8gpu-x7-slices", |b| {
         b.iter(|| assemble(Some(black_box(&listing)), black_box(&table)))
     });
 
-    let list_text = listing_text(HUGE_GPUS);
-    let query_text = query_text(HUGE_GPUS);
-    let listing = list::parse(&list_text).expect("the generated listing reads");
-    let table = query::parse(&query_text, &query::FIELDS).expect("the generated query reads");
+    let huge_list = listing_text(HUGE_GPUS);
+    let huge_query = query_text(HUGE_GPUS);
+    let listing = list::parse(&huge_list).expect("the generated listing reads");
+    let table = query::parse(&huge_query, &query::FIELDS).expect("the generated query reads");
     assert!(listing.warnings.is_empty() && table.warnings.is_empty());
     let facts = assemble(Some(&listing), &table);
     assert_eq!(facts.devices.as_ref().map(Vec::len), Some(70_000));
     let mut group = c.benchmark_group("hostile");
     group.sample_size(10);
     group.bench_function("list-10000gpu-x7", |b| {
-        b.iter(|| list::parse(black_box(&list_text)).unwrap())
+        b.iter(|| list::parse(black_box(&huge_list)).unwrap())
     });
     group.bench_function("query-10000-rows", |b| {
-        b.iter(|| query::parse(black_box(&query_text), &query::FIELDS).unwrap())
+        b.iter(|| query::parse(black_box(&huge_query), &query::FIELDS).unwrap())
     });
     group.bench_function("assemble-10000gpu-x7", |b| {
         b.iter(|| assemble(Some(black_box(&listing)), black_box(&table)))
     });
     group.bench_function("read-10000gpu-x7", |b| {
         b.iter(|| {
-            let listing = list::parse(black_box(&list_text)).unwrap();
-            let table = query::parse(black_box(&query_text), &query::FIELDS).unwrap();
+            let listing = list::parse(black_box(&huge_list)).unwrap();
+            let table = query::parse(black_box(&huge_query), &query::FIELDS).unwrap();
             assemble(Some(&listing), &table)
         })
     });
