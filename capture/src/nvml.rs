@@ -38,7 +38,7 @@ const MIB: u64 = 1024 * 1024;
 const MIG_ENABLE: u32 = 1;
 
 /// Reads the driver, GPUs and devices from NVML loaded from `lib_path` (default
-/// `libnvidia-ml.so.1`).
+/// `libnvidia-ml.so.1`, found by the dynamic loader's search path).
 ///
 /// # Errors
 /// - [`Error::NvmlUnavailable`] when the library cannot be loaded or `nvmlInit_v2` fails (no

@@ -383,3 +383,23 @@ fn invalid_uuids_are_errors_naming_where_they_were_read() {
         assert_inert(&message);
     }
 }
+
+/// With findings 3 and 4: a listing of junk lines would give one warning per line; a manifest
+/// keeps 200 and says how many more there were.
+#[test]
+fn a_manifest_carries_a_bounded_number_of_warnings() {
+    let dir = tempfile::tempdir().unwrap();
+    let smi = stand_in(
+        dir.path(),
+        &format!(
+            "  -L) echo 'GPU 0: {H100} (UUID: {GPU_A})'; i=0; while [ $i -lt 500 ]; do echo \"junk $i\"; i=$((i+1)); done ;;\n  --query-gpu=*) echo '{ROW_A}' ;;\n  --version) echo 'CUDA Version : 13.0' ;;"
+        ),
+    );
+    let manifest = capture(&options(&smi, Duration::from_secs(20))).unwrap();
+    assert_eq!(manifest.warnings.len(), 201, "{:?}", manifest.warnings.last());
+    assert_eq!(
+        manifest.warnings.last().map(String::as_str),
+        Some("300 more warnings left out")
+    );
+    assert_eq!(manifest.nvidia.unwrap().devices.unwrap().len(), 1);
+}
