@@ -62,10 +62,18 @@ impl Device {
 
     /// The product name, trimmed, or `None` when unknown or blank.
     pub fn model(&self) -> Option<&str> {
-        self.product_name
-            .as_deref()
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
+        let name = self.product_name.as_deref()?;
+        // Checks ask this of every device many times over; a name that starts and ends with a
+        // printable ASCII byte (every name nvidia-smi prints) has nothing to trim, and any
+        // Unicode white space would start or end with a byte of 0x80 or more.
+        let clean = |b: Option<&u8>| b.is_some_and(|b| b.is_ascii_graphic());
+        let bytes = name.as_bytes();
+        let name = if clean(bytes.first()) && clean(bytes.last()) {
+            name
+        } else {
+            name.trim()
+        };
+        (!name.is_empty()).then_some(name)
     }
 
     /// The GPU instance a slice lives in, as (parent GPU, GPU instance id), when both are known.

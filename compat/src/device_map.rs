@@ -13,6 +13,7 @@ use std::collections::BTreeSet;
 
 use foldhash::{HashMap, HashMapExt};
 
+use crate::checks::{Devices, Tally};
 use crate::device::DeviceKind;
 use crate::manifest::Device;
 use crate::matching::{Problem, TooVaried, place};
@@ -28,13 +29,12 @@ struct Class<'a> {
 }
 
 impl<'a> Class<'a> {
-    fn of(d: &'a Device, skip: &BTreeSet<CheckName>) -> Self {
+    fn of(t: &Tally<'a>, skip: &BTreeSet<CheckName>) -> Self {
         Class {
-            kind: (!skip.contains(&CheckName::MIG_PARTITIONING)).then(|| d.kind()),
-            model: d.model().filter(|_| !skip.contains(&CheckName::GPU_MODEL)),
-            profile: d
-                .mig_profile
-                .as_ref()
+            kind: (!skip.contains(&CheckName::MIG_PARTITIONING)).then_some(t.kind),
+            model: t.model.filter(|_| !skip.contains(&CheckName::GPU_MODEL)),
+            profile: t
+                .profile
                 .map(|p| p.as_str())
                 .filter(|_| !skip.contains(&CheckName::MIG_PROFILE)),
         }
@@ -67,36 +67,91 @@ impl<'a> Class<'a> {
     }
 }
 
+/// Every dimension known.
+const FULL: u8 = 0b111;
+
+/// One side's devices by class: the distinct classes (after waived dimensions are dropped) in
+/// the order they first appear, and each device's class as an index.
+struct Classed<'a> {
+    list: &'a [Device],
+    classes: Vec<Class<'a>>,
+    key: Vec<usize>,
+}
+
+impl<'a> Classed<'a> {
+    /// Built from the side's tallies, so each device costs an index, not a comparison.
+    fn of(devices: &Devices<'a>, skip: &BTreeSet<CheckName>) -> Self {
+        let mut classes: Vec<Class<'a>> = Vec::new();
+        let mut index: HashMap<Class<'a>, usize> = HashMap::new();
+        let canon: Vec<usize> = devices
+            .tallies
+            .iter()
+            .map(|t| {
+                let c = Class::of(t, skip);
+                *index.entry(c).or_insert_with(|| {
+                    classes.push(c);
+                    classes.len() - 1
+                })
+            })
+            .collect();
+        Classed {
+            list: devices.list,
+            classes,
+            key: devices.class_of.iter().map(|&t| canon[t as usize]).collect(),
+        }
+    }
+
+    fn class(&self, i: usize) -> &Class<'a> {
+        &self.classes[self.key[i]]
+    }
+
+    /// The classes with members `keep` admits, each with its members in visible order.
+    fn group(&self, keep: impl Fn(usize) -> bool) -> Vec<(Class<'a>, Vec<usize>)> {
+        let mut members: Vec<Vec<usize>> = vec![Vec::new(); self.classes.len()];
+        for (i, &k) in self.key.iter().enumerate() {
+            if keep(i) {
+                members[k].push(i);
+            }
+        }
+        self.classes
+            .iter()
+            .zip(members)
+            .filter(|(_, m)| !m.is_empty())
+            .map(|(c, m)| (*c, m))
+            .collect()
+    }
+}
+
 /// Builds the map: `Ok("")` when every device maps to itself (or the source has none),
 /// `Ok("a=b,…")` otherwise, and `Err(why)` when a pairing or an id cuda-checkpoint accepts
 /// cannot be found.
-pub fn build(
-    source: Option<&[Device]>,
-    target: Option<&[Device]>,
+pub(crate) fn build(
+    source: Option<&Devices<'_>>,
+    target: Option<&Devices<'_>>,
     skip: &BTreeSet<CheckName>,
 ) -> Result<String, String> {
-    let (Some(src), Some(tgt)) = (source, target) else {
+    let (Some(source), Some(target)) = (source, target) else {
         return Err("devices not recorded on both sides".into());
     };
-    if src.is_empty() {
+    if source.is_empty() {
         return Ok(String::new());
     }
-    let src_class: Vec<Class<'_>> = src.iter().map(|d| Class::of(d, skip)).collect();
-    let tgt_class: Vec<Class<'_>> = tgt.iter().map(|d| Class::of(d, skip)).collect();
+    let (src, tgt) = (source.list, target.list);
+    let (sc, tc) = (Classed::of(source, skip), Classed::of(target, skip));
     // Pair only with targets cuda-checkpoint can be given (a UUID, not a legacy id) where that
     // is possible, so which of a node's interchangeable devices comes first does not decide
     // whether there is a map; otherwise pair with any, and let the id check below say why not.
     let usable: Vec<bool> = tgt.iter().map(|t| t.mappable_uuid().is_some()).collect();
-    let pairs = match pair_up(src, tgt, &src_class, &tgt_class, &usable)? {
+    let pairs = match pair_up(&sc, &tc, &usable)? {
         Ok(p) => p,
-        Err(_) => pair_up(src, tgt, &src_class, &tgt_class, &vec![true; tgt.len()])?.map_err(|i| {
+        Err(_) => pair_up(&sc, &tc, &vec![true; tgt.len()])?.map_err(|i| {
             format!(
                 "no target device of the same class for source device {}",
                 label(&src[i], i)
             )
         })?,
     };
-    let mut map = String::new();
+    let mut map = String::with_capacity(src.len() * 84);
     let mut all_identity = true;
     for (i, s) in src.iter().enumerate() {
         let j = pairs[i];
@@ -116,63 +171,59 @@ pub fn build(
 /// identity first, then class by class in visible order. `Ok(Err(i))` names a source device
 /// that cannot be paired; `Err` says the input was too varied to pair within the budget.
 fn pair_up(
-    src: &[Device],
-    tgt: &[Device],
-    src_class: &[Class<'_>],
-    tgt_class: &[Class<'_>],
+    sc: &Classed<'_>,
+    tc: &Classed<'_>,
     allowed: &[bool],
 ) -> Result<Result<Vec<usize>, usize>, String> {
     const NONE: usize = usize::MAX;
+    let (src, tgt) = (sc.list, tc.list);
     let mut pairs = vec![NONE; src.len()];
     let mut taken = vec![false; tgt.len()];
-    // Identity first: a device present on both sides stays where it is.
-    let mut by_uuid: HashMap<&str, Vec<usize>> = HashMap::new();
+    // Identity first: a device present on both sides stays where it is. The map holds each
+    // UUID's first target in visible order; `later[j]` chains the targets repeating it.
+    let mut first: HashMap<&str, usize> = HashMap::with_capacity(tgt.len());
+    let mut later = vec![NONE; tgt.len()];
     for (j, t) in tgt.iter().enumerate().rev() {
         if let Some(u) = &t.uuid
             && allowed[j]
+            && let Some(old) = first.insert(u.as_str(), j)
         {
-            by_uuid.entry(u.as_str()).or_default().push(j);
+            later[j] = old;
         }
     }
     for (i, s) in src.iter().enumerate() {
-        let Some(candidates) = s.uuid.as_ref().and_then(|u| by_uuid.get_mut(u.as_str())) else {
+        let Some(u) = &s.uuid else { continue };
+        let Some(j) = first.get_mut(u.as_str()) else {
             continue;
         };
-        // Candidates are stacked last-first, so the first in visible order is on top.
-        if let Some(&j) = candidates.last()
-            && src_class[i].fits(&tgt_class[j])
-        {
-            candidates.pop();
-            pairs[i] = j;
-            taken[j] = true;
+        if *j != NONE && sc.class(i).fits(tc.class(*j)) {
+            pairs[i] = *j;
+            taken[*j] = true;
+            *j = later[*j];
         }
     }
 
-    // The rest by class: members in visible order.
-    let mut left_of: HashMap<Class<'_>, usize> = HashMap::new();
-    let mut lefts: Vec<(Class<'_>, Vec<usize>)> = Vec::new();
-    for (i, c) in src_class.iter().enumerate().filter(|(i, _)| pairs[*i] == NONE) {
-        let l = *left_of.entry(*c).or_insert_with(|| {
-            lefts.push((*c, Vec::new()));
-            lefts.len() - 1
-        });
-        lefts[l].1.push(i);
-    }
+    // The rest by class, members in visible order.
+    let lefts = sc.group(|i| pairs[i] == NONE);
     if lefts.is_empty() {
         return Ok(Ok(pairs));
     }
-    let mut right_of: HashMap<Class<'_>, usize> = HashMap::new();
-    let mut rights: Vec<(Class<'_>, Vec<usize>)> = Vec::new();
-    for (j, c) in tgt_class
-        .iter()
-        .enumerate()
-        .filter(|(j, _)| allowed[*j] && !taken[*j])
-    {
-        let r = *right_of.entry(*c).or_insert_with(|| {
-            rights.push((*c, Vec::new()));
-            rights.len() - 1
-        });
-        rights[r].1.push(j);
+    let rights = tc.group(|j| allowed[j] && !taken[j]);
+
+    // Every class fully known (the usual case): a class fits only its equal, so each left
+    // class takes from the one right class equal to it, and no matcher is needed.
+    if lefts.iter().chain(&rights).all(|(c, _)| c.mask() == FULL) {
+        let index: HashMap<Class<'_>, usize> = rights.iter().enumerate().map(|(r, (c, _))| (*c, r)).collect();
+        for (c, members) in &lefts {
+            let got = index.get(c).map_or(&[][..], |&r| rights[r].1.as_slice());
+            for (k, &i) in members.iter().enumerate() {
+                let Some(&j) = got.get(k) else {
+                    return Ok(Err(i));
+                };
+                pairs[i] = j;
+            }
+        }
+        return Ok(Ok(pairs));
     }
 
     // Buckets: the right classes of one known-mask, grouped by their values on the dimensions

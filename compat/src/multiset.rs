@@ -88,10 +88,24 @@ fn itoa(n: usize) -> String {
 }
 
 impl<'a, S: Into<Cow<'a, str>>> FromIterator<S> for Multiset<'a> {
+    /// Counts runs of equal keys before touching the map: devices come grouped (a node's slices
+    /// share a model and often a profile), so most keys cost one comparison, not a map lookup.
     fn from_iter<I: IntoIterator<Item = S>>(iter: I) -> Self {
         let mut m = Multiset::new();
+        let mut run: Option<(Cow<'a, str>, usize)> = None;
         for k in iter {
-            m.add(k);
+            let k = k.into();
+            match &mut run {
+                Some((last, n)) if *last == k => *n += 1,
+                _ => {
+                    if let Some((last, n)) = run.replace((k, 1)) {
+                        m.add_n(last, n);
+                    }
+                }
+            }
+        }
+        if let Some((last, n)) = run {
+            m.add_n(last, n);
         }
         m
     }

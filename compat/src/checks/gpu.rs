@@ -8,8 +8,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use foldhash::{HashMap, HashMapExt};
 
+use super::devices::{Devices, Tally};
 use super::{Ctx, unknown_sides};
-use crate::device::{DeviceKind, SliceShape};
+use crate::device::DeviceKind;
 use crate::manifest::Device;
 use crate::matching::{Problem, place};
 use crate::multiset::Multiset;
@@ -19,11 +20,11 @@ use crate::vocab::Mode;
 use crate::vocab::Outcome;
 
 /// Both sides' device lists, or the verdict for when either is not recorded.
-fn both<'a>(
-    ctx: &Ctx<'a>,
-    render: impl Fn(&[Device]) -> Text,
-) -> Result<(&'a [Device], &'a [Device]), CheckResult> {
-    match (ctx.source.devices(), ctx.target.devices()) {
+fn both<'c, 'a>(
+    ctx: &'c Ctx<'a>,
+    render: impl Fn(&Devices<'a>) -> Text,
+) -> Result<(&'c Devices<'a>, &'c Devices<'a>), CheckResult> {
+    match ctx.devices() {
         (Some(s), Some(t)) => Ok((s, t)),
         (s, t) => Err(ctx.row(
             Outcome::Unknown,
@@ -37,11 +38,11 @@ fn both<'a>(
     }
 }
 
-fn models(devs: &[Device]) -> Multiset<'_> {
-    devs.iter().map(|d| d.model().unwrap_or("unknown")).collect()
+fn models<'a>(devs: &Devices<'a>) -> Multiset<'a> {
+    devs.models()
 }
 
-fn count(devs: &[Device]) -> Text {
+fn count(devs: &Devices<'_>) -> Text {
     Cow::Owned(devs.len().to_string())
 }
 
@@ -81,7 +82,7 @@ pub(super) fn gpu_model(ctx: &Ctx<'_>) -> CheckResult {
             "the target has no devices; gpu-count speaks",
         );
     }
-    let unnamed = |d: &[Device]| d.iter().any(|x| x.model().is_none());
+    let unnamed = |d: &Devices<'_>| d.any(|x| x.model.is_none());
     let (us, ut) = (unnamed(s), unnamed(t));
     if us || ut {
         return ctx.row(
@@ -95,11 +96,11 @@ pub(super) fn gpu_model(ctx: &Ctx<'_>) -> CheckResult {
         );
     }
     let mode = ctx.options.mode;
-    let kinds_known = s.iter().chain(t).all(|d| d.kind() != DeviceKind::Unknown);
+    let kinds_known = !s.any(|d| d.kind == DeviceKind::Unknown) && !t.any(|d| d.kind == DeviceKind::Unknown);
     // Offer mode compares per (kind, model): a node's whole H100s cannot host a checkpoint
     // taken on H100 slices, nor the other way round.
     let (ms, mt) = if mode == Mode::Offer && kinds_known {
-        (classes(s), classes(t))
+        (s.models_and_kinds(), t.models_and_kinds())
     } else {
         (models(s), models(t))
     };
@@ -113,26 +114,6 @@ pub(super) fn gpu_model(ctx: &Ctx<'_>) -> CheckResult {
             "models match, but not every device's kind is known".into(),
         ),
     }
-}
-
-/// Devices counted per (model, kind), with the kind shown only for slices. Counted on borrowed
-/// names first, so each distinct class builds its text once, not once per device.
-fn classes(devs: &[Device]) -> Multiset<'_> {
-    let mut counts: BTreeMap<(&str, bool), usize> = BTreeMap::new();
-    for d in devs {
-        *counts
-            .entry((d.model().unwrap_or("unknown"), d.kind() == DeviceKind::Slice))
-            .or_default() += 1;
-    }
-    let mut out = Multiset::new();
-    for ((model, slice), n) in counts {
-        if slice {
-            out.add_n(format!("{model} (MIG slice)"), n);
-        } else {
-            out.add_n(model, n);
-        }
-    }
-    out
 }
 
 /// A restore must map every checkpointed GPU, and a container given more sees other devices.
@@ -149,9 +130,14 @@ pub(super) fn gpu_count(ctx: &Ctx<'_>) -> CheckResult {
         Mode::Exact if n == t.len() => ctx.row(Outcome::Pass, count(s), count(t), "same number of devices"),
         Mode::Exact => ctx.row(Outcome::Refuse, count(s), count(t), "different number of devices"),
         Mode::Offer => {
-            let any_unknown = s.iter().chain(t).any(|d| d.kind() == DeviceKind::Unknown);
-            let wanted: BTreeSet<DeviceKind> = s.iter().map(Device::kind).collect();
-            let eligible = t.iter().filter(|d| wanted.contains(&d.kind())).count();
+            let any_unknown =
+                s.any(|d| d.kind == DeviceKind::Unknown) || t.any(|d| d.kind == DeviceKind::Unknown);
+            let eligible: usize = t
+                .tallies
+                .iter()
+                .filter(|x| s.any(|y| y.kind == x.kind))
+                .map(|x| x.count)
+                .sum();
             if any_unknown {
                 let o = if t.len() < n {
                     Outcome::Refuse
@@ -175,8 +161,8 @@ pub(super) fn gpu_count(ctx: &Ctx<'_>) -> CheckResult {
     }
 }
 
-fn kinds(devs: &[Device]) -> Multiset<'_> {
-    devs.iter().map(|d| d.kind().as_str()).collect()
+fn kinds(devs: &Devices<'_>) -> Multiset<'static> {
+    devs.kinds()
 }
 
 /// A process checkpointed on a whole GPU cannot be restored onto a slice, or the other way round.
@@ -245,35 +231,37 @@ fn plural(kind: &str) -> &str {
 /// A slice's memory and SM count come from its profile: restoring a `3g.40gb` process onto a
 /// `1g.10gb` fails inside CUDA. Shapes are counted per (model, profile).
 pub(super) fn mig_profile(ctx: &Ctx<'_>) -> CheckResult {
-    let (all_s, all_t) = match both(ctx, |d| flat(&slices(d), false).render()) {
+    let (all_s, all_t) = match both(ctx, |d| flat(d, false).render()) {
         Ok(v) => v,
         Err(v) => return v,
     };
-    let (s, t) = (slices(all_s), slices(all_t));
-    if s.is_empty() && t.is_empty() {
+    let (ns, nt) = (all_s.slices().count(), all_t.slices().count());
+    if ns == 0 && nt == 0 {
         return ctx.row(Outcome::Pass, "none", "none", "no MIG slices on either side");
     }
-    if s.is_empty() || t.is_empty() {
+    if ns == 0 || nt == 0 {
         return ctx.row(
             Outcome::NotApplicable,
-            flat(&s, false).render(),
-            flat(&t, false).render(),
+            flat(all_s, false).render(),
+            flat(all_t, false).render(),
             "slices on one side only; mig-partitioning speaks",
         );
     }
-    let all: Vec<&Device> = s.iter().chain(&t).copied().collect();
-    let distinct: BTreeSet<&str> = all.iter().filter_map(|d| d.model()).collect();
-    let with_model = all.iter().all(|d| d.model().is_some()) && distinct.len() > 1;
-    let (fs, ft) = (flat(&s, with_model), flat(&t, with_model));
+    // Models are printed only when every slice names one and they are not all the same.
+    let first = all_s.slices().next().and_then(|t| t.model);
+    let every = |d: &Devices<'_>| d.slices().all(|t| t.model.is_some());
+    let differ = |d: &Devices<'_>| d.slices().any(|t| t.model != first);
+    let with_model = every(all_s) && every(all_t) && (differ(all_s) || differ(all_t));
+    let (fs, ft) = (flat(all_s, with_model), flat(all_t, with_model));
     // A slice without a profile has an unknown shape, and a device of unknown kind may be such a
     // slice: either could make up any difference.
-    let no_shape = |d: &[&Device]| d.iter().any(|x| x.slice_shape() == Some(SliceShape::Unknown));
-    let no_kind = |d: &[Device]| d.iter().any(|x| x.kind() == DeviceKind::Unknown);
+    let no_shape = |d: &Devices<'_>| d.slices().any(|t| t.profile.is_none());
+    let no_kind = |d: &Devices<'_>| d.any(|t| t.kind == DeviceKind::Unknown);
     let unknown = |why: String| ctx.row(Outcome::Unknown, fs.render(), ft.render(), Cow::<str>::Owned(why));
-    if no_shape(&s) || no_shape(&t) {
+    if no_shape(all_s) || no_shape(all_t) {
         return unknown(format!(
             "a slice's profile is not recorded on {}",
-            unknown_sides(no_shape(&s), no_shape(&t))
+            unknown_sides(no_shape(all_s), no_shape(all_t))
         ));
     }
     if no_kind(all_s) || no_kind(all_t) {
@@ -282,16 +270,29 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> CheckResult {
             unknown_sides(no_kind(all_s), no_kind(all_t))
         ));
     }
+    let is_ci = |t: &Tally<'_>| t.profile.is_some_and(|p| p.is_compute_instance());
+    let has_ci = all_s.slices().any(is_ci) || all_t.slices().any(is_ci);
+    // Compute instances are compared per GPU instance, which needs the devices themselves:
+    // only then are they walked again.
+    let (s, t) = if has_ci {
+        (all_s.slice_devices(), all_t.slice_devices())
+    } else {
+        (Vec::new(), Vec::new())
+    };
+    let all: Vec<&Device> = s.iter().chain(&t).copied().collect();
     let mode = ctx.options.mode;
-    let has_ci = all
-        .iter()
-        .any(|d| d.mig_profile.as_ref().is_some_and(|p| p.is_compute_instance()));
     let grouped = has_ci
         && all
             .iter()
             .filter(|d| d.mig_profile.as_ref().is_some_and(|p| p.is_compute_instance()))
             .all(|d| d.gpu_instance().is_some());
-    let (ls, lt) = (layout(&s, with_model), layout(&t, with_model));
+    // Without grouped compute instances every slice stands on its own: the layout is the flat
+    // count, and is not built again.
+    let (ls, lt) = if grouped {
+        (layout(&s, with_model), layout(&t, with_model))
+    } else {
+        (Layout::default(), Layout::default())
+    };
     let (ds, dt) = if grouped {
         (ls.counted(), lt.counted())
     } else {
@@ -303,7 +304,7 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> CheckResult {
     }
     if grouped {
         match mode {
-            Mode::Exact if ds != dt => {
+            Mode::Exact if !ds.same_as(&dt) => {
                 return v(
                     Outcome::Refuse,
                     "different GPU-instance layouts (compute instances share their GPU instance's memory)"
@@ -342,7 +343,11 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> CheckResult {
 }
 
 fn key<'a>(d: &'a Device, with_model: bool, shape: &'a str) -> Cow<'a, str> {
-    match (with_model, d.model()) {
+    model_key(d.model(), with_model, shape)
+}
+
+fn model_key<'a>(model: Option<&'a str>, with_model: bool, shape: &'a str) -> Cow<'a, str> {
+    match (with_model, model) {
         (true, Some(m)) => Cow::Owned(format!("{m} {shape}")),
         _ => Cow::Borrowed(shape),
     }
@@ -352,13 +357,14 @@ fn shape(d: &Device) -> &str {
     d.mig_profile.as_ref().map_or("unknown", |p| p.as_str())
 }
 
-/// The MIG slices among `devices`, borrowed.
-fn slices(devices: &[Device]) -> Vec<&Device> {
-    devices.iter().filter(|d| d.kind() == DeviceKind::Slice).collect()
-}
-
-fn flat<'a>(slices: &[&'a Device], with_model: bool) -> Multiset<'a> {
-    slices.iter().map(|d| key(d, with_model, shape(d))).collect()
+/// A side's slices counted per shape (after the model when models are printed).
+fn flat<'a>(devices: &Devices<'a>, with_model: bool) -> Multiset<'a> {
+    let mut m = Multiset::new();
+    for t in devices.slices() {
+        let shape = t.profile.map_or("unknown", |p| p.as_str());
+        m.add_n(model_key(t.model, with_model, shape), t.count);
+    }
+    m
 }
 
 /// The compute-instance slices of one GPU instance, compared together because they share its
@@ -375,6 +381,7 @@ struct Group<'a> {
 
 /// A side's slices: compute-instance slices grouped by the GPU instance they share, every other
 /// slice on its own.
+#[derive(Default)]
 struct Layout<'a> {
     singles: Multiset<'a>,
     groups: Vec<Group<'a>>,

@@ -3,6 +3,7 @@
 //! Every check is a row of the registry (`registry.rs`); its function reads only a [`Ctx`]:
 //! the two sides' facts, borrowed, and the options. Report order is [`CheckName::ALL`].
 
+mod devices;
 mod driver;
 mod gpu;
 mod host;
@@ -13,6 +14,7 @@ mod request;
 pub use pod::reduce_digest;
 
 use std::borrow::Cow;
+use std::cell::OnceCell;
 use std::collections::BTreeSet;
 
 use crate::Error;
@@ -20,6 +22,7 @@ use crate::device_map;
 use crate::manifest::{GpuManifest, Host, Nvidia, Pod};
 use crate::report::{CheckResult, Report, Text, reason};
 use crate::vocab::{CheckName, Mode, Outcome, Scope, TargetScope};
+pub(crate) use devices::{Devices, Tally};
 
 /// The kernel release a restore target needs at least (CRIU's rseq support).
 pub const DEFAULT_MIN_KERNEL: (u64, u64) = (5, 13);
@@ -222,9 +225,23 @@ pub(crate) struct Ctx<'a> {
     pub source: Side<'a>,
     pub target: Side<'a>,
     pub options: &'a Options,
+    /// Each side's devices with their classes, read once on first use (a pod-scope target
+    /// never reads them).
+    devices: [OnceCell<Option<Devices<'a>>>; 2],
 }
 
-impl Ctx<'_> {
+impl<'a> Ctx<'a> {
+    /// Both sides' devices with their classes; `None` where not recorded.
+    pub fn devices(&self) -> (Option<&Devices<'a>>, Option<&Devices<'a>>) {
+        let [s, t] = &self.devices;
+        (
+            s.get_or_init(|| self.source.devices().map(Devices::read))
+                .as_ref(),
+            t.get_or_init(|| self.target.devices().map(Devices::read))
+                .as_ref(),
+        )
+    }
+
     /// This check's row.
     pub fn row(
         &self,
@@ -269,6 +286,7 @@ pub fn evaluate_target(source: &GpuManifest, target: Target<'_>, options: &Optio
         source: Side::of(source),
         target: target.side(),
         options,
+        devices: Default::default(),
     };
     let results: Vec<CheckResult> = CheckName::ALL
         .into_iter()
@@ -295,7 +313,8 @@ pub fn evaluate_target(source: &GpuManifest, target: Target<'_>, options: &Optio
     side_warnings("source", source, &mut warnings);
     target.warnings(&mut warnings);
     let device_map = if compatible && target.scope != TargetScope::Pod {
-        match device_map::build(ctx.source.devices(), ctx.target.devices(), &options.skip) {
+        let (s, t) = ctx.devices();
+        match device_map::build(s, t, &options.skip) {
             Ok(map) => Some(map),
             Err(why) => {
                 warnings.push(format!("no device map: {why}"));

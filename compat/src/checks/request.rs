@@ -4,8 +4,8 @@
 //! strategy, each GPU-instance profile as `nvidia.com/mig-<profile>` with `+` turned into `.`.
 //! Under `single`, `nvidia.com/gpu` hands out one slice of the node's only shape.
 
-use super::Ctx;
-use crate::device::{DeviceKind, SliceShape};
+use super::{Ctx, Devices};
+use crate::device::DeviceKind;
 use crate::manifest::MigStrategy;
 use crate::multiset::Multiset;
 use crate::report::CheckResult;
@@ -27,16 +27,17 @@ enum Problem {
     Unrequestable(String),
 }
 
-fn needs(devs: &[crate::Device]) -> Needs<'_> {
+fn needs<'a>(devs: &Devices<'a>) -> Needs<'a> {
     let mut shown = Multiset::new();
     let mut problem = None;
-    for d in devs {
-        match (d.kind(), d.slice_shape()) {
-            (DeviceKind::Whole, _) => shown.add(GPU),
-            (DeviceKind::Slice, Some(SliceShape::Known(p))) => match p.device_plugin_resource() {
-                Some(r) => shown.add(r),
+    // Class by class, in the order they first appear, so the problem named is the first seen.
+    for t in &devs.tallies {
+        match (t.kind, t.profile) {
+            (DeviceKind::Whole, _) => shown.add_n(GPU, t.count),
+            (DeviceKind::Slice, Some(p)) => match p.device_plugin_resource() {
+                Some(r) => shown.add_n(r, t.count),
                 None => {
-                    shown.add(p.as_str());
+                    shown.add_n(p.as_str(), t.count);
                     if !matches!(problem, Some(Problem::Unrequestable(_))) {
                         problem = Some(Problem::Unrequestable(format!(
                             "the checkpoint ran on compute-instance slice {p}, which the device plugin never advertises; request it through a DRA ResourceClaim"
@@ -45,7 +46,7 @@ fn needs(devs: &[crate::Device]) -> Needs<'_> {
                 }
             },
             (kind, _) => {
-                shown.add("unknown");
+                shown.add_n("unknown", t.count);
                 // A device that cannot be requested refuses whatever the unknown ones are.
                 if problem.is_none() {
                     problem = Some(Problem::Unknown(if kind == DeviceKind::Slice {
@@ -100,7 +101,7 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> CheckResult {
             None => odd.push(format!("{name}: `{qty}` is not a whole number")),
         }
     }
-    let Some(devs) = ctx.source.devices() else {
+    let Some(devs) = ctx.devices().0 else {
         return ctx.row(
             Outcome::Unknown,
             "unknown",

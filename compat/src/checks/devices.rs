@@ -1,0 +1,162 @@
+//! One side's devices, read once per evaluation: each device's class (kind, model, profile)
+//! and the classes counted. The GPU checks, `gpu-request` and the device map all read these
+//! counts instead of walking and re-classifying every device for themselves.
+
+use std::borrow::Cow;
+
+use foldhash::{HashMap, HashMapExt};
+
+use crate::device::DeviceKind;
+use crate::manifest::Device;
+use crate::multiset::Multiset;
+use crate::profile::MigProfile;
+
+/// A class of alike devices and how many there are.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tally<'a> {
+    pub kind: DeviceKind,
+    /// The product name, trimmed; `None` when not recorded.
+    pub model: Option<&'a str>,
+    pub profile: Option<&'a MigProfile>,
+    pub count: usize,
+}
+
+impl Tally<'_> {
+    fn same(&self, kind: DeviceKind, model: Option<&str>, profile: Option<&MigProfile>) -> bool {
+        self.kind == kind
+            && self.model == model
+            && self.profile.map(MigProfile::as_str) == profile.map(MigProfile::as_str)
+    }
+}
+
+/// A side's devices with their classes.
+pub(crate) struct Devices<'a> {
+    pub list: &'a [Device],
+    /// Distinct classes in the order they first appear.
+    pub tallies: Vec<Tally<'a>>,
+    /// Each device's class, an index into `tallies`.
+    pub class_of: Vec<u32>,
+}
+
+/// Up to this many classes are found by a scan; beyond, through a map, so a side of many
+/// distinct classes stays linear.
+const SCAN: usize = 8;
+
+type Key<'a> = (DeviceKind, Option<&'a str>, Option<&'a str>);
+
+impl<'a> Devices<'a> {
+    pub fn read(list: &'a [Device]) -> Self {
+        let mut tallies: Vec<Tally<'a>> = Vec::new();
+        let mut class_of = Vec::with_capacity(list.len());
+        let mut index: HashMap<Key<'a>, u32> = HashMap::new();
+        let mut last: Option<u32> = None;
+        for d in list {
+            let (kind, model, profile) = (d.kind(), d.model(), d.mig_profile.as_ref());
+            // Devices come grouped (a node's slices are alike): most match the previous one.
+            let found = last
+                .filter(|&c| tallies[c as usize].same(kind, model, profile))
+                .or_else(|| {
+                    if tallies.len() <= SCAN {
+                        tallies
+                            .iter()
+                            .position(|t| t.same(kind, model, profile))
+                            .map(|c| c as u32)
+                    } else {
+                        index
+                            .get(&(kind, model, profile.map(MigProfile::as_str)))
+                            .copied()
+                    }
+                });
+            let c = match found {
+                Some(c) => c,
+                None => {
+                    let c = tallies.len() as u32;
+                    tallies.push(Tally {
+                        kind,
+                        model,
+                        profile,
+                        count: 0,
+                    });
+                    if tallies.len() == SCAN + 1 {
+                        for (i, t) in tallies.iter().enumerate() {
+                            index.insert((t.kind, t.model, t.profile.map(MigProfile::as_str)), i as u32);
+                        }
+                    } else if tallies.len() > SCAN + 1 {
+                        index.insert((kind, model, profile.map(MigProfile::as_str)), c);
+                    }
+                    c
+                }
+            };
+            tallies[c as usize].count += 1;
+            class_of.push(c);
+            last = Some(c);
+        }
+        Devices {
+            list,
+            tallies,
+            class_of,
+        }
+    }
+
+    /// How many devices.
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Whether any class satisfies `f`.
+    pub fn any(&self, f: impl Fn(&Tally<'a>) -> bool) -> bool {
+        self.tallies.iter().any(f)
+    }
+
+    /// The slice classes.
+    pub fn slices(&self) -> impl Iterator<Item = &Tally<'a>> {
+        self.tallies.iter().filter(|t| t.kind == DeviceKind::Slice)
+    }
+
+    /// Product names counted (`unknown` where not recorded).
+    pub fn models(&self) -> Multiset<'a> {
+        let mut m = Multiset::new();
+        for t in &self.tallies {
+            m.add_n(t.model.unwrap_or("unknown"), t.count);
+        }
+        m
+    }
+
+    /// Kinds counted.
+    pub fn kinds(&self) -> Multiset<'static> {
+        let mut m = Multiset::new();
+        for t in &self.tallies {
+            m.add_n(t.kind.as_str(), t.count);
+        }
+        m
+    }
+
+    /// Devices counted per (model, kind), the kind shown only for slices.
+    pub fn models_and_kinds(&self) -> Multiset<'a> {
+        let mut m = Multiset::new();
+        for t in &self.tallies {
+            let model = t.model.unwrap_or("unknown");
+            if t.kind == DeviceKind::Slice {
+                m.add_n(Cow::Owned(format!("{model} (MIG slice)")), t.count);
+            } else {
+                m.add_n(model, t.count);
+            }
+        }
+        m
+    }
+
+    /// The slice devices themselves, for what needs more than their class (GPU instances).
+    pub fn slice_devices(&self) -> Vec<&'a Device> {
+        self.list
+            .iter()
+            .zip(&self.class_of)
+            .filter(|(_, c)| self.tallies[**c as usize].kind == DeviceKind::Slice)
+            .map(|(d, _)| d)
+            .collect()
+    }
+}
