@@ -11,6 +11,9 @@
 
 use std::collections::BTreeSet;
 
+use std::collections::HashMap as StdMap;
+use std::hash::BuildHasher;
+
 use foldhash::{HashMap, HashMapExt};
 
 use crate::checks::{Devices, Tally};
@@ -67,6 +70,35 @@ impl<'a> Class<'a> {
     }
 }
 
+/// Hashes a fingerprint by passing it through: it is already a seeded hash.
+#[derive(Clone, Copy, Default)]
+struct Prints;
+
+impl std::hash::BuildHasher for Prints {
+    type Hasher = Print;
+    fn build_hasher(&self) -> Print {
+        Print(0)
+    }
+}
+
+#[derive(Default)]
+struct Print(u64);
+
+impl std::hash::Hasher for Print {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is ever called (the key is a `u64`); fold anything else in anyway.
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
 /// Every dimension known.
 const FULL: u8 = 0b111;
 
@@ -83,13 +115,23 @@ impl<'a> Classed<'a> {
     fn of(devices: &Devices<'a>, skip: &BTreeSet<CheckName>) -> Self {
         let mut classes: Vec<Class<'a>> = Vec::new();
         let mut index: HashMap<Class<'a>, usize> = HashMap::new();
+        let few = devices.tallies.len() <= 8;
         let canon: Vec<usize> = devices
             .tallies
             .iter()
             .map(|t| {
                 let c = Class::of(t, skip);
-                *index.entry(c).or_insert_with(|| {
+                // Few classes (the usual case) are found by a scan; many through the map.
+                let found = if few {
+                    classes.iter().position(|x| *x == c)
+                } else {
+                    index.get(&c).copied()
+                };
+                found.unwrap_or_else(|| {
                     classes.push(c);
+                    if !few {
+                        index.insert(c, classes.len() - 1);
+                    }
                     classes.len() - 1
                 })
             })
@@ -107,7 +149,11 @@ impl<'a> Classed<'a> {
 
     /// The classes with members `keep` admits, each with its members in visible order.
     fn group(&self, keep: impl Fn(usize) -> bool) -> Vec<(Class<'a>, Vec<usize>)> {
-        let mut members: Vec<Vec<usize>> = vec![Vec::new(); self.classes.len()];
+        let mut sizes = vec![0usize; self.classes.len()];
+        for &k in &self.key {
+            sizes[k] += 1;
+        }
+        let mut members: Vec<Vec<usize>> = sizes.into_iter().map(Vec::with_capacity).collect();
         for (i, &k) in self.key.iter().enumerate() {
             if keep(i) {
                 members[k].push(i);
@@ -152,11 +198,12 @@ pub(crate) fn build(
         })?,
     };
     let mut map = String::with_capacity(src.len() * 84);
-    let mut all_identity = true;
+    // Only identity pairs keep a device where it is: when every pair is one, the map is empty.
+    let all_identity = pairs.identical == src.len();
+    let pairs = pairs.pairs;
     for (i, s) in src.iter().enumerate() {
         let j = pairs[i];
         let (su, tu) = (mappable(s, i)?, mappable(&tgt[j], j)?);
-        all_identity &= su == tu;
         if !map.is_empty() {
             map.push(',');
         }
@@ -167,55 +214,83 @@ pub(crate) fn build(
     Ok(if all_identity { String::new() } else { map })
 }
 
+/// Each source device's target, and how many of the pairs are identity pairs.
+struct Paired {
+    pairs: Vec<usize>,
+    identical: usize,
+}
+
 /// Pairs every source device with a distinct target device of its class among `allowed` ones:
 /// identity first, then class by class in visible order. `Ok(Err(i))` names a source device
 /// that cannot be paired; `Err` says the input was too varied to pair within the budget.
-fn pair_up(
-    sc: &Classed<'_>,
-    tc: &Classed<'_>,
-    allowed: &[bool],
-) -> Result<Result<Vec<usize>, usize>, String> {
+fn pair_up(sc: &Classed<'_>, tc: &Classed<'_>, allowed: &[bool]) -> Result<Result<Paired, usize>, String> {
     const NONE: usize = usize::MAX;
     let (src, tgt) = (sc.list, tc.list);
     let mut pairs = vec![NONE; src.len()];
     let mut taken = vec![false; tgt.len()];
-    // Identity first: a device present on both sides stays where it is. The map holds each
-    // UUID's first target in visible order; `later[j]` chains the targets repeating it.
-    let mut first: HashMap<&str, usize> = HashMap::with_capacity(tgt.len());
+    let mut identical = 0;
+    // Identity first: a device present on both sides stays where it is. Target UUIDs are
+    // found by a fingerprint (a randomly seeded 64-bit hash, so no input can force collisions)
+    // and confirmed by their text; `first` holds each fingerprint's first target in visible
+    // order, `later[j]` the next target after `j` with the same fingerprint.
+    let seed = foldhash::fast::RandomState::default();
+    let print = |u: &str| seed.hash_one(u);
+    let mut first: StdMap<u64, usize, Prints> = StdMap::with_capacity_and_hasher(tgt.len(), Prints);
     let mut later = vec![NONE; tgt.len()];
     for (j, t) in tgt.iter().enumerate().rev() {
         if let Some(u) = &t.uuid
             && allowed[j]
-            && let Some(old) = first.insert(u.as_str(), j)
+            && let Some(old) = first.insert(print(u), j)
         {
             later[j] = old;
         }
     }
-    for (i, s) in src.iter().enumerate() {
-        let Some(u) = &s.uuid else { continue };
-        let Some(j) = first.get_mut(u.as_str()) else {
-            continue;
-        };
-        if *j != NONE && sc.class(i).fits(tc.class(*j)) {
-            pairs[i] = *j;
-            taken[*j] = true;
-            *j = later[*j];
+    if !first.is_empty() {
+        for (i, s) in src.iter().enumerate() {
+            let Some(u) = &s.uuid else { continue };
+            let Some(head) = first.get_mut(&print(u)) else {
+                continue;
+            };
+            // Skip targets whose text differs (a fingerprint collision, which no input can
+            // arrange) or already taken; a taken head is unlinked, so a UUID repeated on many
+            // devices costs O(1) per pair.
+            let mut at = *head;
+            while at != NONE && (taken[at] || tgt[at].uuid.as_ref() != Some(u)) {
+                at = later[at];
+            }
+            if at != NONE && sc.class(i).fits(tc.class(at)) {
+                identical += 1;
+                pairs[i] = at;
+                taken[at] = true;
+                if *head == at {
+                    *head = later[at];
+                }
+            }
         }
     }
 
     // The rest by class, members in visible order.
     let lefts = sc.group(|i| pairs[i] == NONE);
     if lefts.is_empty() {
-        return Ok(Ok(pairs));
+        return Ok(Ok(Paired { pairs, identical }));
     }
     let rights = tc.group(|j| allowed[j] && !taken[j]);
 
     // Every class fully known (the usual case): a class fits only its equal, so each left
     // class takes from the one right class equal to it, and no matcher is needed.
     if lefts.iter().chain(&rights).all(|(c, _)| c.mask() == FULL) {
-        let index: HashMap<Class<'_>, usize> = rights.iter().enumerate().map(|(r, (c, _))| (*c, r)).collect();
+        let index: HashMap<Class<'_>, usize> = if rights.len() > 8 {
+            rights.iter().enumerate().map(|(r, (c, _))| (*c, r)).collect()
+        } else {
+            HashMap::new()
+        };
         for (c, members) in &lefts {
-            let got = index.get(c).map_or(&[][..], |&r| rights[r].1.as_slice());
+            let r = if rights.len() > 8 {
+                index.get(c).copied()
+            } else {
+                rights.iter().position(|(x, _)| x == c)
+            };
+            let got = r.map_or(&[][..], |r| rights[r].1.as_slice());
             for (k, &i) in members.iter().enumerate() {
                 let Some(&j) = got.get(k) else {
                     return Ok(Err(i));
@@ -223,7 +298,7 @@ fn pair_up(
                 pairs[i] = j;
             }
         }
-        return Ok(Ok(pairs));
+        return Ok(Ok(Paired { pairs, identical }));
     }
 
     // Buckets: the right classes of one known-mask, grouped by their values on the dimensions
@@ -289,7 +364,7 @@ fn pair_up(
             next[r] += 1;
         }
     }
-    Ok(Ok(pairs))
+    Ok(Ok(Paired { pairs, identical }))
 }
 
 fn label(d: &Device, i: usize) -> String {

@@ -78,32 +78,33 @@ impl GpuManifest {
         let mut out = Vec::new();
         let key = |k: &str| PathSegment::Key(k.to_string());
         // Paths are built only for mappings that hold unknown fields: most hold none.
-        let mut at = |fields: &UnknownFields, path: &dyn Fn() -> Vec<PathSegment>| {
-            if !fields.is_empty() {
-                fields.collect(&path(), &mut out);
-            }
-        };
-        at(&self.unknown, &Vec::new);
-        if let Some(c) = &self.captured_by {
-            at(&c.unknown, &|| vec![key("capturedBy")]);
+        if !self.unknown.is_empty() {
+            self.unknown.collect(&[], &mut out);
         }
-        if let Some(h) = &self.host {
-            at(&h.unknown, &|| vec![key("host")]);
+        if let Some(c) = self.captured_by.as_ref().filter(|c| !c.unknown.is_empty()) {
+            c.unknown.collect(&[key("capturedBy")], &mut out);
         }
-        if let Some(p) = &self.pod {
-            at(&p.unknown, &|| vec![key("pod")]);
+        if let Some(h) = self.host.as_ref().filter(|h| !h.unknown.is_empty()) {
+            h.unknown.collect(&[key("host")], &mut out);
+        }
+        if let Some(p) = self.pod.as_ref().filter(|p| !p.unknown.is_empty()) {
+            p.unknown.collect(&[key("pod")], &mut out);
         }
         if let Some(n) = &self.nvidia {
-            at(&n.unknown, &|| vec![key("nvidia")]);
+            if !n.unknown.is_empty() {
+                n.unknown.collect(&[key("nvidia")], &mut out);
+            }
             for (i, g) in n.gpus.iter().flatten().enumerate() {
-                at(&g.unknown, &|| {
-                    vec![key("nvidia"), key("gpus"), PathSegment::Index(i)]
-                });
+                if !g.unknown.is_empty() {
+                    g.unknown
+                        .collect(&[key("nvidia"), key("gpus"), PathSegment::Index(i)], &mut out);
+                }
             }
             for (i, d) in n.devices.iter().flatten().enumerate() {
-                at(&d.unknown, &|| {
-                    vec![key("nvidia"), key("devices"), PathSegment::Index(i)]
-                });
+                if !d.unknown.is_empty() {
+                    d.unknown
+                        .collect(&[key("nvidia"), key("devices"), PathSegment::Index(i)], &mut out);
+                }
             }
         }
         out

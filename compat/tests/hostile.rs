@@ -201,3 +201,19 @@ fn quoted_manifest_values_are_escaped() {
     );
     assert_eq!(r.result(CheckName::CPU_ARCH).unwrap().outcome, Outcome::Unknown);
 }
+
+/// A UUID repeated on every device of both sides pairs in linear time, by identity.
+#[test]
+fn a_uuid_repeated_everywhere_pairs_in_linear_time() {
+    let n = 50_000;
+    let side = || {
+        let devices = (0..n)
+            .map(|_| json!({"uuid": "GPU-1", "productName": "NVIDIA H100 80GB HBM3"}))
+            .collect();
+        from_str(&doc(devices)).unwrap()
+    };
+    let (s, t) = (side(), side());
+    let r = within(Duration::from_secs(20), || evaluate(&s, &t, &Options::default()));
+    assert!(r.compatible, "{}", r.reason);
+    assert_eq!(r.device_map.as_deref(), Some(""));
+}

@@ -293,18 +293,20 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> CheckResult {
     } else {
         (Layout::default(), Layout::default())
     };
-    let (ds, dt) = if grouped {
+    let (gs, gt) = if grouped {
         (ls.counted(), lt.counted())
     } else {
-        (fs.clone(), ft.clone())
+        (Multiset::new(), Multiset::new())
     };
+    // Shown: the GPU-instance layout where compute instances are grouped, else the flat count.
+    let (ds, dt) = if grouped { (&gs, &gt) } else { (&fs, &ft) };
     let v = |o, m: Text| ctx.row(o, ds.render(), dt.render(), m);
     if !compare(mode, &fs, &ft) {
         return v(Outcome::Refuse, refused(mode, &fs, &ft, "slice shapes").into());
     }
     if grouped {
         match mode {
-            Mode::Exact if !ds.same_as(&dt) => {
+            Mode::Exact if !ds.same_as(dt) => {
                 return v(
                     Outcome::Refuse,
                     "different GPU-instance layouts (compute instances share their GPU instance's memory)"

@@ -19,6 +19,11 @@ fn pod(side: Side<'_>) -> Option<&Pod> {
 /// Reduces an image ID to its content digest: drop a `scheme://` prefix, keep what follows the
 /// last `@`, and accept it only as a valid `algorithm:hex` digest. Tags are not content.
 pub fn reduce_digest(image_id: &str) -> Option<String> {
+    digest_of(image_id).map(str::to_string)
+}
+
+/// [`reduce_digest`], borrowed.
+fn digest_of(image_id: &str) -> Option<&str> {
     let s = image_id.trim();
     let s = s.split_once("://").map_or(s, |(_, rest)| rest);
     let s = s.rsplit_once('@').map_or(s, |(_, d)| d);
@@ -33,20 +38,14 @@ pub fn reduce_digest(image_id: &str) -> Option<String> {
         && hex
             .bytes()
             .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
-    valid.then(|| s.to_string())
+    valid.then_some(s)
 }
 
 /// A different image restores the checkpoint's memory over files that no longer match it.
 pub(super) fn image_digest(ctx: &Ctx<'_>) -> CheckResult {
-    let reduce = |m| {
-        pod(m)
-            .and_then(|p| p.image_digest.as_deref())
-            .and_then(reduce_digest)
-    };
+    let reduce = |m| pod(m).and_then(|p| p.image_digest.as_deref()).and_then(digest_of);
     let (s, t) = (reduce(ctx.source), reduce(ctx.target));
-    let mut v = must_match(ctx, s.as_deref(), t.as_deref(), "image content digest", |a, b| {
-        a == b
-    });
+    let mut v = must_match(ctx, s, t, "image content digest", |a, b| a == b);
     if v.outcome == Outcome::Unknown {
         v.message = format!(
             "no content digest on {} (absent or not a valid digest)",
