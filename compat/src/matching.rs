@@ -30,6 +30,8 @@ pub(crate) struct Problem {
 pub(crate) struct Placement {
     pub flows: Vec<Vec<(usize, usize)>>,
     pub unplaced: Vec<usize>,
+    /// The work it took, in the budget's units.
+    pub work: usize,
 }
 
 /// The work budget ran out: the input has more distinct classes than a real node or
@@ -190,13 +192,76 @@ pub(crate) fn place(problem: Problem) -> Result<Placement, TooVaried> {
     Ok(Placement {
         flows,
         unplaced: need,
+        work,
     })
 }
 
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
+
+    /// A chain of `n` classes: left i fits rights i-1 and i (left 0 only right 0), served in
+    /// `order`.
+    fn chain(n: usize, order: Vec<usize>) -> Problem {
+        Problem {
+            need: vec![1; n],
+            room: vec![1; n],
+            buckets: (0..n)
+                .map(|i| if i == 0 { vec![0] } else { vec![i - 1, i] })
+                .collect(),
+            links: (0..n).map(|i| vec![i]).collect(),
+            order,
+        }
+    }
+
+    /// The size of a problem: classes plus bucket entries.
+    fn size(p: &Problem) -> usize {
+        p.need.len() + p.room.len() + p.buckets.iter().map(Vec::len).sum::<usize>()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+
+        /// Chains served in any order are placed whole, at a cost near-linear in their size.
+        #[test]
+        fn chains_cost_near_linear_work(n in 2usize..3000, seed in any::<u64>()) {
+            let mut order: Vec<usize> = (0..n).collect();
+            // A seeded shuffle: any serving order must stay cheap.
+            let mut x = seed | 1;
+            for i in (1..n).rev() {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                order.swap(i, (x % (i as u64 + 1)) as usize);
+            }
+            let p = chain(n, order);
+            let bound = 8 * size(&p) * (usize::BITS - n.leading_zeros()) as usize;
+            let placed = place(p).unwrap();
+            prop_assert_eq!(placed.unplaced.iter().sum::<usize>(), 0);
+            prop_assert!(placed.work <= bound, "work {} over {bound} for n {n}", placed.work);
+        }
+
+        /// A crowd: many left classes all fitting one shared bucket of many right classes,
+        /// with more demand than room. Cost stays near-linear, and exactly the room is placed.
+        #[test]
+        fn crowds_cost_near_linear_work(lefts in 1usize..2000, rights in 1usize..2000, each in 1usize..4) {
+            let p = Problem {
+                need: vec![each; lefts],
+                room: vec![1; rights],
+                buckets: vec![(0..rights).collect()],
+                links: vec![vec![0]; lefts],
+                order: (0..lefts).collect(),
+            };
+            let bound = 8 * size(&p) * (usize::BITS - (lefts + rights).leading_zeros()) as usize;
+            let placed = place(p).unwrap();
+            let total: usize = placed.flows.iter().flatten().map(|(_, n)| n).sum();
+            prop_assert_eq!(total, rights.min(lefts * each));
+            prop_assert!(placed.work <= bound, "work {} over {bound}", placed.work);
+        }
+    }
 
     fn placed(p: &Placement) -> usize {
         p.flows.iter().flatten().map(|(_, n)| n).sum()
