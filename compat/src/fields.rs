@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, Visitor};
+use serde_json::Value;
 
 use crate::manifest::{
     API_VERSION, ApiVersion, CapturedBy, Device, Gpu, GpuManifest, Host, KIND, Kind, Nvidia, Pod,
@@ -36,6 +37,89 @@ impl<'de> Deserialize<'de> for Key<'de> {
             }
         }
         d.deserialize_str(V)
+    }
+}
+
+/// How deep a value under an unknown field may nest. Known fields nest at most five levels, so
+/// a document stays within 5 + 32 levels: under YAML's and JSON's own limits (64 and 128), so
+/// JSON and YAML accept the same documents and refuse deeper ones with the same message.
+pub const MAX_UNKNOWN_DEPTH: usize = 32;
+
+/// Reads the value of an unknown field, kept as JSON, at most `.0` levels deep.
+struct Unknown(usize);
+
+impl<'de> de::DeserializeSeed<'de> for Unknown {
+    type Value = Value;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl Unknown {
+    /// One level further down, or the error that says the limit was reached.
+    fn deeper<E: de::Error>(&self) -> Result<Unknown, E> {
+        match self.0.checked_sub(1) {
+            Some(left) => Ok(Unknown(left)),
+            None => Err(E::custom(format_args!(
+                "an unknown field's value nests deeper than {MAX_UNKNOWN_DEPTH} levels"
+            ))),
+        }
+    }
+}
+
+impl<'de> Visitor<'de> for Unknown {
+    type Value = Value;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any value")
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        de::DeserializeSeed::deserialize(self, d)
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let inner = self.deeper()?;
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element_seed(Unknown(inner.0))? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let inner = self.deeper()?;
+        let mut out = serde_json::Map::new();
+        while let Some(Key(k)) = map.next_key()? {
+            let v = map.next_value_seed(Unknown(inner.0))?;
+            if out.insert(k.to_string(), v).is_some() {
+                return Err(de::Error::custom(format_args!(
+                    "duplicate field `{}`",
+                    crate::escape::escape(&k)
+                )));
+            }
+        }
+        Ok(Value::Object(out))
     }
 }
 
@@ -94,7 +178,7 @@ macro_rules! mapping {
                             }
                         }
                         _ => {
-                            let value = map.next_value()?;
+                            let value = map.next_value_seed(Unknown(MAX_UNKNOWN_DEPTH))?;
                             out.unknown.insert(key.into_owned(), value)?;
                         }
                     }

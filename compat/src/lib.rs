@@ -27,6 +27,7 @@ mod device_map;
 mod error;
 pub mod escape;
 mod fields;
+pub use fields::MAX_UNKNOWN_DEPTH;
 mod manifest;
 mod matching;
 mod multiset;

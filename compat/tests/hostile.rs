@@ -129,10 +129,8 @@ fn yaml_limits_are_said_in_words() {
         "]".repeat(200)
     );
     let err = from_str(&deep).unwrap_err().to_string();
-    assert_eq!(
-        err,
-        "manifest YAML cannot be read: it nests deeper than 64 levels"
-    );
+    assert!(err.contains("nests deeper than 32 levels"), "{err}");
+    assert!(!err.contains("budget breached"), "{err}");
     let bomb = "apiVersion: miggate.io/v1alpha1\nkind: GpuManifest\na: &a [x, x, x, x, x, x, x, x, x, x]\n"
         .to_string()
         + &(0..40)
@@ -216,4 +214,30 @@ fn a_uuid_repeated_everywhere_pairs_in_linear_time() {
     let r = within(Duration::from_secs(20), || evaluate(&s, &t, &Options::default()));
     assert!(r.compatible, "{}", r.reason);
     assert_eq!(r.device_map.as_deref(), Some(""));
+}
+
+/// Finding 9: JSON and YAML accept the same documents, nesting included: a value under an
+/// unknown field may nest 32 levels in either, and one level more is refused in both.
+#[test]
+fn json_and_yaml_nest_alike() {
+    let nested = |levels: usize| {
+        let mut v = json!(1);
+        for _ in 0..levels {
+            v = json!([v]);
+        }
+        json!({"apiVersion": "miggate.io/v1alpha1", "kind": "GpuManifest", "host": {"extra": v}})
+    };
+    for (levels, ok) in [(32, true), (33, false), (120, false)] {
+        let value = nested(levels);
+        let json_text = value.to_string();
+        let yaml_text = serde_saphyr::to_string(&value).unwrap();
+        let (j, y) = (from_str(&json_text), from_str(&yaml_text));
+        assert_eq!(j.is_ok(), ok, "JSON at {levels}: {j:?}");
+        assert_eq!(y.is_ok(), ok, "YAML at {levels}: {y:?}");
+        if !ok {
+            for e in [j.unwrap_err(), y.unwrap_err()] {
+                assert!(e.to_string().contains("nests deeper than 32 levels"), "{e}");
+            }
+        }
+    }
 }
