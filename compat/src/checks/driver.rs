@@ -1,7 +1,9 @@
 //! `driver-version`, `driver-minimum`: the NVIDIA driver a CUDA checkpoint is restored under.
 
-use super::{Ctx, Side, must_match};
-use crate::report::CheckResult;
+use std::borrow::Cow;
+
+use super::{Ctx, Side, must_match, words};
+use crate::report::{CheckResult, Text};
 use crate::text::{leading_number, versions_equal};
 use crate::vocab::Outcome;
 
@@ -16,7 +18,7 @@ pub(super) fn driver_version(ctx: &Ctx<'_>) -> CheckResult {
         ctx,
         driver(ctx.source),
         driver(ctx.target),
-        "driver version",
+        words!("driver version"),
         versions_equal,
     )
 }
@@ -24,7 +26,16 @@ pub(super) fn driver_version(ctx: &Ctx<'_>) -> CheckResult {
 /// The checkpoint/restore driver API needs a recent driver on the target.
 pub(super) fn driver_minimum(ctx: &Ctx<'_>) -> CheckResult {
     let floor = ctx.options.min_driver;
-    let need = format!("{floor} or newer");
+    // The default floor's texts are written out once; only another floor builds its own.
+    let default = floor == super::DEFAULT_MIN_DRIVER;
+    let text = |fixed: &'static str, built: &dyn Fn() -> String| -> Text {
+        if default {
+            Cow::Borrowed(fixed)
+        } else {
+            Cow::Owned(built())
+        }
+    };
+    let need = text("580 or newer", &|| format!("{floor} or newer"));
     let Some(version) = driver(ctx.target).map(str::trim).filter(|s| !s.is_empty()) else {
         return ctx.row(Outcome::Unknown, need, "unknown", "target driver not recorded");
     };
@@ -33,13 +44,17 @@ pub(super) fn driver_minimum(ctx: &Ctx<'_>) -> CheckResult {
             Outcome::Pass,
             need,
             version.to_string(),
-            format!("driver is at least {floor}"),
+            text("driver is at least 580", &|| {
+                format!("driver is at least {floor}")
+            }),
         ),
         Some(_) => ctx.row(
             Outcome::Refuse,
             need,
             version.to_string(),
-            format!("driver is older than {floor}"),
+            text("driver is older than 580", &|| {
+                format!("driver is older than {floor}")
+            }),
         ),
         None => ctx.row(
             Outcome::Unknown,
@@ -47,5 +62,13 @@ pub(super) fn driver_minimum(ctx: &Ctx<'_>) -> CheckResult {
             version.to_string(),
             format!("driver version `{version}` has no readable major number"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_written_out_floor_is_the_default() {
+        assert_eq!(super::super::DEFAULT_MIN_DRIVER.to_string(), "580");
     }
 }

@@ -1,7 +1,9 @@
 //! `cpu-arch`, `kernel-version`, `kernel-minimum`: the host a process is restored on.
 
-use super::{Ctx, Side, must_match};
-use crate::report::CheckResult;
+use std::borrow::Cow;
+
+use super::{Ctx, Side, must_match, words};
+use crate::report::{CheckResult, Text};
 use crate::text::kernel_major_minor;
 use crate::vocab::Outcome;
 
@@ -15,7 +17,7 @@ pub(super) fn cpu_arch(ctx: &Ctx<'_>) -> CheckResult {
         ctx,
         host_field(ctx.source, |h| h.cpu_arch.as_deref()),
         host_field(ctx.target, |h| h.cpu_arch.as_deref()),
-        "CPU architecture",
+        words!("CPU architecture"),
         |a, b| a == b,
     )
 }
@@ -26,7 +28,7 @@ pub(super) fn kernel_version(ctx: &Ctx<'_>) -> CheckResult {
         ctx,
         host_field(ctx.source, |h| h.kernel_version.as_ref().map(|v| v.as_str())),
         host_field(ctx.target, |h| h.kernel_version.as_ref().map(|v| v.as_str())),
-        "kernel release",
+        words!("kernel release"),
         |a, b| a == b,
     )
 }
@@ -34,7 +36,16 @@ pub(super) fn kernel_version(ctx: &Ctx<'_>) -> CheckResult {
 /// CRIU needs rseq support, which arrived in 5.13; older kernels fail the restore late.
 pub(super) fn kernel_minimum(ctx: &Ctx<'_>) -> CheckResult {
     let (maj, min) = ctx.options.min_kernel;
-    let floor = format!("{maj}.{min} or newer");
+    // The default floor's texts are written out once; only another floor builds its own.
+    let default = (maj, min) == super::DEFAULT_MIN_KERNEL;
+    let text = |fixed: &'static str, built: &dyn Fn() -> String| -> Text {
+        if default {
+            Cow::Borrowed(fixed)
+        } else {
+            Cow::Owned(built())
+        }
+    };
+    let floor = text("5.13 or newer", &|| format!("{maj}.{min} or newer"));
     let target = host_field(ctx.target, |h| h.kernel_version.as_ref().map(|v| v.as_str()))
         .map(str::trim)
         .filter(|s| !s.is_empty());
@@ -46,13 +57,17 @@ pub(super) fn kernel_minimum(ctx: &Ctx<'_>) -> CheckResult {
             Outcome::Pass,
             floor,
             release.to_string(),
-            format!("kernel is at least {maj}.{min}"),
+            text("kernel is at least 5.13", &|| {
+                format!("kernel is at least {maj}.{min}")
+            }),
         ),
         Some(_) => ctx.row(
             Outcome::Refuse,
             floor,
             release.to_string(),
-            format!("kernel is older than {maj}.{min}"),
+            text("kernel is older than 5.13", &|| {
+                format!("kernel is older than {maj}.{min}")
+            }),
         ),
         None => ctx.row(
             Outcome::Unknown,
@@ -60,5 +75,14 @@ pub(super) fn kernel_minimum(ctx: &Ctx<'_>) -> CheckResult {
             release.to_string(),
             format!("kernel release `{release}` has no readable major.minor"),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_written_out_floor_is_the_default() {
+        let (maj, min) = super::super::DEFAULT_MIN_KERNEL;
+        assert_eq!(format!("{maj}.{min}"), "5.13");
     }
 }

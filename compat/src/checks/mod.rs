@@ -342,29 +342,40 @@ fn side_warnings(side: &str, m: &GpuManifest, out: &mut Vec<String>) {
     }
 }
 
+/// What a comparison is about, with its fixed messages written out at compile time, so a passing
+/// row builds no message text.
+pub(crate) struct Words {
+    pub what: &'static str,
+    pub same: &'static str,
+    pub different: &'static str,
+}
+
+/// [`Words`] for `$what`: `same $what`, `different $what`.
+macro_rules! words {
+    ($what:literal) => {
+        &$crate::checks::Words {
+            what: $what,
+            same: concat!("same ", $what),
+            different: concat!("different ", $what),
+        }
+    };
+}
+pub(crate) use words;
+
 /// Compares two optional texts for equality; absent or blank on either side is unknown.
 pub(crate) fn must_match(
     ctx: &Ctx<'_>,
     source: Option<&str>,
     target: Option<&str>,
-    what: &str,
+    words: &Words,
     eq: impl Fn(&str, &str) -> bool,
 ) -> CheckResult {
+    let what = words.what;
     let s = source.map(str::trim).filter(|s| !s.is_empty());
     let t = target.map(str::trim).filter(|s| !s.is_empty());
     match (s, t) {
-        (Some(s), Some(t)) if eq(s, t) => ctx.row(
-            Outcome::Pass,
-            s.to_string(),
-            t.to_string(),
-            format!("same {what}"),
-        ),
-        (Some(s), Some(t)) => ctx.row(
-            Outcome::Refuse,
-            s.to_string(),
-            t.to_string(),
-            format!("different {what}"),
-        ),
+        (Some(s), Some(t)) if eq(s, t) => ctx.row(Outcome::Pass, s.to_string(), t.to_string(), words.same),
+        (Some(s), Some(t)) => ctx.row(Outcome::Refuse, s.to_string(), t.to_string(), words.different),
         (s, t) => ctx.row(
             Outcome::Unknown,
             crate::report::or_unknown(s),

@@ -5,7 +5,7 @@
 use foldhash::{HashSet, HashSetExt};
 use std::cmp::Ordering;
 
-use super::{Ctx, Side, must_match, unknown_sides};
+use super::{Ctx, Side, must_match, unknown_sides, words};
 use crate::manifest::Pod;
 use crate::quantity::Quantity;
 use crate::report::CheckResult;
@@ -45,7 +45,7 @@ fn digest_of(image_id: &str) -> Option<&str> {
 pub(super) fn image_digest(ctx: &Ctx<'_>) -> CheckResult {
     let reduce = |m| pod(m).and_then(|p| p.image_digest.as_deref()).and_then(digest_of);
     let (s, t) = (reduce(ctx.source), reduce(ctx.target));
-    let mut v = must_match(ctx, s, t, "image content digest", |a, b| a == b);
+    let mut v = must_match(ctx, s, t, words!("image content digest"), |a, b| a == b);
     if v.outcome == Outcome::Unknown {
         v.message = format!(
             "no content digest on {} (absent or not a valid digest)",
@@ -56,12 +56,32 @@ pub(super) fn image_digest(ctx: &Ctx<'_>) -> CheckResult {
     v
 }
 
+/// What a limit comparison is about, with its fixed messages written out at compile time.
+struct Limit {
+    what: &'static str,
+    smaller: &'static str,
+    enough: &'static str,
+}
+
+const MEMORY: Limit = Limit {
+    what: "memory limit",
+    smaller: "target memory limit is smaller",
+    enough: "target memory limit is at least the source's",
+};
+
+const CPU: Limit = Limit {
+    what: "CPU limit",
+    smaller: "target CPU limit is smaller",
+    enough: "target CPU limit is at least the source's",
+};
+
 fn at_least_source(
     ctx: &Ctx<'_>,
     source: Option<&Quantity>,
     target: Option<&Quantity>,
-    what: &str,
+    limit: &Limit,
 ) -> CheckResult {
+    let what = limit.what;
     let show = |q: Option<&Quantity>| or_unknown(q.map(Quantity::as_str));
     let (s_txt, t_txt) = (show(source), show(target));
     let (Some(s), Some(t)) = (source, target) else {
@@ -76,13 +96,8 @@ fn at_least_source(
         );
     };
     match t.compare(s) {
-        Some(Ordering::Less) => ctx.row(Outcome::Refuse, s_txt, t_txt, format!("target {what} is smaller")),
-        Some(_) => ctx.row(
-            Outcome::Pass,
-            s_txt,
-            t_txt,
-            format!("target {what} is at least the source's"),
-        ),
+        Some(Ordering::Less) => ctx.row(Outcome::Refuse, s_txt, t_txt, limit.smaller),
+        Some(_) => ctx.row(Outcome::Pass, s_txt, t_txt, limit.enough),
         None => ctx.row(
             Outcome::Unknown,
             s_txt,
@@ -98,13 +113,13 @@ fn at_least_source(
 /// A restored process needs the memory it had; a smaller limit gets it OOM-killed mid-restore.
 pub(super) fn memory_limit(ctx: &Ctx<'_>) -> CheckResult {
     let q = |m| pod(m).and_then(|p| p.memory_limit.as_ref());
-    at_least_source(ctx, q(ctx.source), q(ctx.target), "memory limit")
+    at_least_source(ctx, q(ctx.source), q(ctx.target), &MEMORY)
 }
 
 /// A smaller CPU limit throttles a restored process that was sized for more.
 pub(super) fn cpu_limit(ctx: &Ctx<'_>) -> CheckResult {
     let q = |m| pod(m).and_then(|p| p.cpu_limit.as_ref());
-    at_least_source(ctx, q(ctx.source), q(ctx.target), "CPU limit")
+    at_least_source(ctx, q(ctx.source), q(ctx.target), &CPU)
 }
 
 /// CRIU recreates `/` and `/dev/shm` itself; every other externalized mount must be there.
