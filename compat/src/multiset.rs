@@ -2,6 +2,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 
 /// A multiset of display keys, borrowed from the manifests where they can be. The map orders
 /// keys by bytes, which is the order the reason format promises.
@@ -65,14 +66,14 @@ impl<'a> Multiset<'a> {
         if self.0.is_empty() {
             return Cow::Borrowed("none");
         }
-        let mut out = String::new();
+        let mut out = String::with_capacity(self.0.keys().map(|k| k.len() + 8).sum());
         for (k, n) in self.iter() {
             if !out.is_empty() {
                 out.push_str(", ");
             }
             out.push_str(k);
             out.push_str(" x");
-            out.push_str(itoa(n).as_str());
+            let _ = write!(out, "{n}");
         }
         Cow::Owned(out)
     }
@@ -81,10 +82,6 @@ impl<'a> Multiset<'a> {
     pub fn same_as(&self, other: &Multiset<'_>) -> bool {
         self.0.len() == other.0.len() && self.iter().zip(other.iter()).all(|(a, b)| a == b)
     }
-}
-
-fn itoa(n: usize) -> String {
-    n.to_string()
 }
 
 impl<'a, S: Into<Cow<'a, str>>> FromIterator<S> for Multiset<'a> {

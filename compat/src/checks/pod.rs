@@ -2,14 +2,15 @@
 //!
 //! The caller (`run`) has already made these not applicable when the target has no pod.
 
-use foldhash::{HashSet, HashSetExt};
+use foldhash::HashSet;
+use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use super::{Ctx, Side, must_match, unknown_sides, words};
 use crate::manifest::Pod;
 use crate::quantity::Quantity;
 use crate::report::CheckResult;
-use crate::report::or_unknown;
+use crate::report::{Text, or_unknown};
 use crate::vocab::Outcome;
 
 fn pod(side: Side<'_>) -> Option<&Pod> {
@@ -150,23 +151,25 @@ pub(super) fn mount(ctx: &Ctx<'_>) -> CheckResult {
             ),
         );
     };
-    let needed: Vec<&str> = source
-        .iter()
-        .map(|m| normalize(m))
-        .filter(|m| !m.is_empty() && !EXEMPT_MOUNTS.contains(m))
-        .collect();
-    let present: Vec<&str> = target.iter().map(|m| normalize(m)).collect();
-    let mut present_set: HashSet<&str> = HashSet::with_capacity(present.len());
-    present_set.extend(present.iter().copied());
-    let missing: Vec<&str> = needed
-        .iter()
-        .copied()
-        .filter(|m| !present_set.contains(m))
-        .collect();
+    let needed = || {
+        source
+            .iter()
+            .map(|m| normalize(m))
+            .filter(|m| !m.is_empty() && !EXEMPT_MOUNTS.contains(m))
+    };
+    let present = || target.iter().map(|m| normalize(m));
+    // A few mounts are looked up by a scan; many through a set, so neither side's size can make
+    // the check quadratic.
+    let set: Option<HashSet<&str>> = (target.len() > 16).then(|| present().collect());
+    let has = |m: &str| {
+        set.as_ref()
+            .map_or_else(|| present().any(|p| p == m), |s| s.contains(m))
+    };
+    let missing: Vec<&str> = needed().filter(|m| !has(m)).collect();
     let mut v = ctx.row(
         Outcome::Pass,
-        list(needed.iter().copied()),
-        list(present.iter().copied()),
+        list(needed()),
+        list(present()),
         "every externalized mount exists on the target",
     );
     if !missing.is_empty() {
@@ -180,9 +183,19 @@ pub(super) fn mount(ctx: &Ctx<'_>) -> CheckResult {
     v
 }
 
-fn list<'a>(items: impl Iterator<Item = &'a str>) -> String {
-    let v: Vec<&str> = items.collect();
-    if v.is_empty() { "none".into() } else { v.join(", ") }
+fn list<'a>(items: impl Iterator<Item = &'a str>) -> Text {
+    let mut out = String::new();
+    for item in items {
+        if !out.is_empty() {
+            out.push_str(", ");
+        }
+        out.push_str(item);
+    }
+    if out.is_empty() {
+        Cow::Borrowed("none")
+    } else {
+        Cow::Owned(out)
+    }
 }
 
 #[cfg(test)]
