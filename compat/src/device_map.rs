@@ -107,13 +107,19 @@ const FULL: u8 = 0b111;
 struct Classed<'a> {
     list: &'a [Device],
     classes: Vec<Class<'a>>,
-    key: Vec<usize>,
+    /// How many devices each class has.
+    sizes: Vec<usize>,
+    /// Each device's tally (its class before waived dimensions are dropped).
+    tally_of: &'a [u32],
+    /// Each tally's class; `None` when they are one to one (nothing waived merged two).
+    merged: Option<Vec<usize>>,
 }
 
 impl<'a> Classed<'a> {
     /// Built from the side's tallies, so each device costs an index, not a comparison.
-    fn of(devices: &Devices<'a>, skip: &BTreeSet<CheckName>) -> Self {
-        let mut classes: Vec<Class<'a>> = Vec::new();
+    fn of(devices: &'a Devices<'a>, skip: &BTreeSet<CheckName>) -> Self {
+        let mut classes: Vec<Class<'a>> = Vec::with_capacity(devices.tallies.len());
+        let mut sizes: Vec<usize> = Vec::with_capacity(devices.tallies.len());
         let mut index: HashMap<Class<'a>, usize> = HashMap::new();
         let few = devices.tallies.len() <= 8;
         let canon: Vec<usize> = devices
@@ -127,36 +133,44 @@ impl<'a> Classed<'a> {
                 } else {
                     index.get(&c).copied()
                 };
-                found.unwrap_or_else(|| {
+                let at = found.unwrap_or_else(|| {
                     classes.push(c);
+                    sizes.push(0);
                     if !few {
                         index.insert(c, classes.len() - 1);
                     }
                     classes.len() - 1
-                })
+                });
+                sizes[at] += t.count;
+                at
             })
             .collect();
+        let one_to_one = classes.len() == devices.tallies.len();
         Classed {
             list: devices.list,
             classes,
-            key: devices.class_of.iter().map(|&t| canon[t as usize]).collect(),
+            sizes,
+            tally_of: &devices.class_of,
+            merged: (!one_to_one).then_some(canon),
         }
     }
 
+    /// Device `i`'s class, as an index.
+    fn key(&self, i: usize) -> usize {
+        let t = self.tally_of[i] as usize;
+        self.merged.as_ref().map_or(t, |m| m[t])
+    }
+
     fn class(&self, i: usize) -> &Class<'a> {
-        &self.classes[self.key[i]]
+        &self.classes[self.key(i)]
     }
 
     /// The classes with members `keep` admits, each with its members in visible order.
     fn group(&self, keep: impl Fn(usize) -> bool) -> Vec<(Class<'a>, Vec<usize>)> {
-        let mut sizes = vec![0usize; self.classes.len()];
-        for &k in &self.key {
-            sizes[k] += 1;
-        }
-        let mut members: Vec<Vec<usize>> = sizes.into_iter().map(Vec::with_capacity).collect();
-        for (i, &k) in self.key.iter().enumerate() {
+        let mut members: Vec<Vec<usize>> = self.sizes.iter().map(|n| Vec::with_capacity(*n)).collect();
+        for i in 0..self.list.len() {
             if keep(i) {
-                members[k].push(i);
+                members[self.key(i)].push(i);
             }
         }
         self.classes

@@ -2,7 +2,8 @@
 //! Inputs an attacker would send, at the sizes that break quadratic or recursive code: each
 //! test builds its input and pins the contract (an answer or a clear error, never an abort,
 //! a stall or a smuggled device pair). Sizes are those of the findings; the bounds on time are
-//! generous (debug builds, a noisy 2-core machine) and only catch a return to quadratic cost.
+//! generous (60 s for what a release build does in well under a second: debug builds on a busy
+//! 2-core machine) and only catch a return to quadratic cost or a stall.
 
 use std::time::{Duration, Instant};
 
@@ -38,7 +39,7 @@ fn a_long_pairing_chain_neither_aborts_nor_stalls() {
         .map(|i| json!({"uuid": format!("MIG-t{i}"), "parentUuid": parent, "productName": format!("M{i}")}))
         .collect();
     let (s, t) = (from_str(&doc(src)).unwrap(), from_str(&doc(tgt)).unwrap());
-    let r = within(Duration::from_secs(20), || evaluate(&s, &t, &Options::default()));
+    let r = within(Duration::from_secs(60), || evaluate(&s, &t, &Options::default()));
     assert!(r.compatible, "{}", r.reason);
     let map = r.device_map.expect("a map");
     assert_eq!(map.split(',').count(), n);
@@ -58,7 +59,7 @@ fn crowds_of_alike_devices_pair_in_linear_time() {
     };
     let (s, t) = (side("a"), side("b"));
     for mode in [Mode::Exact, Mode::Offer] {
-        let r = within(Duration::from_secs(20), || evaluate(&s, &t, &Options::mode(mode)));
+        let r = within(Duration::from_secs(60), || evaluate(&s, &t, &Options::mode(mode)));
         assert!(r.compatible, "{}", r.reason);
         let map = r.device_map.unwrap();
         assert!(map.starts_with("GPU-a0=GPU-b0,GPU-a1=GPU-b1,"), "{}", &map[..60]);
@@ -145,7 +146,7 @@ fn yaml_limits_are_said_in_words() {
                 )
             })
             .collect::<String>();
-    let err = within(Duration::from_secs(10), || {
+    let err = within(Duration::from_secs(60), || {
         from_str(&bomb).unwrap_err().to_string()
     });
     assert!(err.contains("aliases") || err.contains("nodes"), "{err}");
@@ -211,7 +212,7 @@ fn a_uuid_repeated_everywhere_pairs_in_linear_time() {
         from_str(&doc(devices)).unwrap()
     };
     let (s, t) = (side(), side());
-    let r = within(Duration::from_secs(20), || evaluate(&s, &t, &Options::default()));
+    let r = within(Duration::from_secs(60), || evaluate(&s, &t, &Options::default()));
     assert!(r.compatible, "{}", r.reason);
     assert_eq!(r.device_map.as_deref(), Some(""));
 }
