@@ -33,6 +33,8 @@ enum Command {
     Check(CheckArgs),
     /// Print the manifest's JSON Schema.
     Schema,
+    /// Print the CRDs of GpuCheckpoint and GpuNode (`miggate crds | kubectl apply -f -`).
+    Crds,
 }
 
 /// Flags of `miggate check`.
@@ -217,5 +219,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             print!("{}", miggate_compat::manifest_schema());
             Ok(ExitCode::SUCCESS)
         }
+        Command::Crds => crate::crds::run(),
     }
 }

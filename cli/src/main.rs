@@ -5,6 +5,7 @@
 mod capture;
 mod check;
 mod cli;
+mod crds;
 mod input;
 mod printable;
 mod table;

@@ -1,0 +1,24 @@
+//! The crate's one error type: what failed, in words an operator can act on.
+
+/// Why building a resource or writing the CRDs failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A `GpuCheckpoint`'s container name that Kubernetes would never give a container, so no
+    /// restore container could ever match it.
+    #[error(
+        "container name `{}` is not a DNS-1123 label (lowercase letters, digits and `-`, starting and ending with a letter or digit, at most 63 characters)",
+        miggate_compat::escape::escape(.0)
+    )]
+    ContainerName(String),
+    /// A `Recovered` condition's reason that this version does not know (a newer writer's, or
+    /// a hand-written status).
+    #[error(
+        "unknown Recovered reason `{}`; known: Pending, Recovering, Ready, Failed",
+        miggate_compat::escape::escape(.0)
+    )]
+    UnknownReason(String),
+    /// The CRDs could not be written as YAML.
+    #[error("cannot write the CRDs as YAML: {0}")]
+    Yaml(#[from] serde_saphyr::SerializeError),
+}

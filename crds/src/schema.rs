@@ -1,0 +1,94 @@
+//! Schemas that the derive cannot produce on its own: the manifest body (compat's structural
+//! rewrite of it, so kube's rewriter has nothing left to change) and a conditions list that the
+//! API server merges by `type`, as Kubernetes' own conditions are.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde_json::Value;
+
+/// `spec.manifest`: compat's structural OpenAPI schema of the manifest body. Every mapping
+/// keeps unknown fields, so a typo reaches miggate's warning instead of being pruned away.
+pub(crate) fn manifest(_: &mut SchemaGenerator) -> Schema {
+    let mut body = miggate_compat::manifest_body_schema();
+    bare_int_or_string(&mut body);
+    // compat's schema is always an object; the fallback keeps this total without a panic and
+    // would still be structural (and fail the drift test loudly).
+    Schema::try_from(body)
+        .unwrap_or_else(|_| json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}))
+}
+
+/// Drops the `anyOf: [{type: integer}, {type: string}]` beside `x-kubernetes-int-or-string`.
+/// The marker alone is what Kubernetes' own quantities carry; kube's rewriter would otherwise
+/// hoist the branches' types away and leave `anyOf: [{}, {}]`, valid but meaningless.
+fn bare_int_or_string(node: &mut Value) {
+    let Value::Object(map) = node else { return };
+    if map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+        map.remove("anyOf");
+    }
+    for value in map.values_mut() {
+        match value {
+            Value::Object(_) => bare_int_or_string(value),
+            Value::Array(items) => items.iter_mut().for_each(bare_int_or_string),
+            _ => {}
+        }
+    }
+}
+
+/// `status.conditions`: a list of standard conditions keyed by `type`, so a server-side apply by
+/// one writer (boot recovery) replaces its own condition and leaves another writer's alone.
+pub(crate) fn conditions(generator: &mut SchemaGenerator) -> Schema {
+    let item = Condition::json_schema(generator);
+    json_schema!({
+        "type": "array",
+        "items": item,
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+    })
+}
+
+/// A DNS-1123 label, what Kubernetes requires of a container's name.
+pub(crate) const DNS_LABEL_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+/// The longest DNS-1123 label.
+pub(crate) const DNS_LABEL_MAX: usize = 63;
+
+/// Whether `name` is a DNS-1123 label, checked the way the schema's pattern checks it.
+pub(crate) fn is_dns_label(name: &str) -> bool {
+    let b = name.as_bytes();
+    let inner = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !b.is_empty()
+        && b.len() <= DNS_LABEL_MAX
+        && b.first().is_some_and(inner)
+        && b.last().is_some_and(inner)
+        && b.iter().all(|c| inner(c) || *c == b'-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    #[rstest]
+    #[case("trainer", true)]
+    #[case("a", true)]
+    #[case("0", true)]
+    #[case("cuda-12-restore", true)]
+    #[case(&"a".repeat(63), true)]
+    #[case(&"a".repeat(64), false)]
+    #[case("", false)]
+    #[case("-trainer", false)]
+    #[case("trainer-", false)]
+    #[case("Trainer", false)]
+    #[case("train_er", false)]
+    #[case("train.er", false)]
+    #[case("trainér", false)]
+    #[case("trainer\n", false)]
+    fn dns_labels_agree_with_the_schema_pattern(#[case] name: &str, #[case] ok: bool) {
+        let pattern = regex::Regex::new(DNS_LABEL_PATTERN).unwrap();
+        assert_eq!(is_dns_label(name), ok, "{name:?}");
+        assert_eq!(
+            pattern.is_match(name) && name.len() <= DNS_LABEL_MAX,
+            ok,
+            "{name:?}"
+        );
+    }
+}

@@ -1,0 +1,334 @@
+//! The generated CRDs: the checked-in YAML matches them, their schemas are structural (what
+//! apiextensions.k8s.io/v1 accepts), and the columns, scopes and rules a cluster relies on are
+//! there. `UPDATE_CRDS=1 cargo test -p miggate-crds` rewrites the checked-in copies.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::PathBuf;
+
+use miggate_crds::{CustomResourceDefinition, NODE_NAME_MESSAGE, NODE_NAME_RULE, crd_yaml, crds, crds_yaml};
+use serde_json::{Value, json};
+
+/// Where each CRD is checked in, in the order [`crds`] gives them.
+const FILES: [&str; 2] = ["miggate.io_gpucheckpoints.yaml", "miggate.io_gpunodes.yaml"];
+
+fn checked_in(file: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(file)
+}
+
+#[test]
+fn the_checked_in_crds_are_the_generated_ones() {
+    let update = std::env::var_os("UPDATE_CRDS").is_some_and(|v| v == "1");
+    let mut drifted = Vec::new();
+    for (crd, file) in crds().iter().zip(FILES) {
+        let generated = crd_yaml(crd).unwrap();
+        let path = checked_in(file);
+        if update {
+            std::fs::write(&path, &generated).unwrap();
+            continue;
+        }
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+        if on_disk != generated {
+            drifted.push(file);
+        }
+    }
+    assert!(
+        drifted.is_empty(),
+        "{drifted:?} differ from the generated CRDs; run `UPDATE_CRDS=1 cargo test -p miggate-crds` and review the diff"
+    );
+}
+
+#[test]
+fn the_stream_is_the_files_joined_and_reads_back_as_the_crds() {
+    let stream = crds_yaml().unwrap();
+    let files: Vec<String> = crds().iter().map(|c| crd_yaml(c).unwrap()).collect();
+    assert_eq!(stream, files.join("---\n"));
+    let docs: Vec<CustomResourceDefinition> = serde_saphyr::from_multiple(&stream).unwrap();
+    assert_eq!(docs, crds());
+}
+
+fn schema_of(crd: &CustomResourceDefinition) -> Value {
+    assert_eq!(crd.spec.versions.len(), 1);
+    let version = &crd.spec.versions[0];
+    assert_eq!(version.name, "v1alpha1");
+    assert!(version.served && version.storage);
+    let schema = version
+        .schema
+        .as_ref()
+        .unwrap()
+        .open_api_v3_schema
+        .as_ref()
+        .unwrap();
+    serde_json::to_value(schema).unwrap()
+}
+
+/// Checks the rules of a structural schema at every node, naming the path of a violation.
+/// `root` is the object's schema, whose `metadata` the API server fills in itself.
+fn structural(node: &Value, at: &str, problems: &mut Vec<String>) {
+    let Some(map) = node.as_object() else {
+        problems.push(format!("{at}: not an object"));
+        return;
+    };
+    for banned in [
+        "$ref",
+        "$defs",
+        "definitions",
+        "$schema",
+        "const",
+        "oneOf",
+        "allOf",
+        "not",
+    ] {
+        if map.contains_key(banned) {
+            problems.push(format!("{at}: has `{banned}`"));
+        }
+    }
+    let int_or_string = map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
+    let preserve = map.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+    match map.get("type") {
+        Some(Value::String(t)) if !t.is_empty() => {
+            if int_or_string {
+                problems.push(format!("{at}: int-or-string with a type"));
+            }
+            if !["object", "array", "string", "integer", "number", "boolean"].contains(&t.as_str()) {
+                problems.push(format!("{at}: type `{t}`"));
+            }
+        }
+        Some(other) => problems.push(format!("{at}: type is {other}, not one name")),
+        None if int_or_string || preserve => {}
+        None => problems.push(format!("{at}: no type")),
+    }
+    if let Some(any) = map.get("anyOf") {
+        let ok = int_or_string && any == &json!([{"type": "integer"}, {"type": "string"}]);
+        if !ok {
+            problems.push(format!("{at}: anyOf outside int-or-string: {any}"));
+        }
+    }
+    if map.contains_key("properties") && map.contains_key("additionalProperties") {
+        problems.push(format!("{at}: both properties and additionalProperties"));
+    }
+    if map.get("type") == Some(&json!("array")) && !map.contains_key("items") {
+        problems.push(format!("{at}: an array without items"));
+    }
+    if let Some(Value::Object(props)) = map.get("properties") {
+        for (k, v) in props {
+            structural(v, &format!("{at}.{k}"), problems);
+        }
+    }
+    if let Some(items) = map.get("items") {
+        structural(items, &format!("{at}[]"), problems);
+    }
+    if let Some(extra @ Value::Object(_)) = map.get("additionalProperties") {
+        structural(extra, &format!("{at}{{}}"), problems);
+    }
+}
+
+#[test]
+fn every_crd_schema_is_structural() {
+    for crd in crds() {
+        let schema = schema_of(&crd);
+        let mut problems = Vec::new();
+        structural(&schema, &crd.spec.names.kind, &mut problems);
+        assert!(problems.is_empty(), "{problems:#?}\n{schema:#}");
+        // apiVersion, kind and metadata are the API server's; spec is required.
+        assert_eq!(schema["required"], json!(["spec"]), "{}", crd.spec.names.kind);
+    }
+}
+
+fn at<'a>(schema: &'a Value, path: &str) -> &'a Value {
+    path.split('.').fold(schema, |node, key| match key {
+        "[]" => &node["items"],
+        k => &node["properties"][k],
+    })
+}
+
+#[test]
+fn the_manifest_is_compats_body_and_keeps_unknown_fields() {
+    let body = miggate_compat::manifest_body_schema();
+    for crd in crds() {
+        let schema = schema_of(&crd);
+        let manifest = at(&schema, "spec.manifest");
+        // compat's rewrite is already structural: kube's rewriter must not have changed it
+        // beyond the description the field's doc comment gives it, and the int-or-string
+        // branches this crate drops (the marker alone is Kubernetes' own quantity schema).
+        let mut expected = body.clone();
+        expected["description"] = manifest["description"].clone();
+        for quantity in ["cpuLimit", "memoryLimit"] {
+            expected["properties"]["pod"]["properties"][quantity]
+                .as_object_mut()
+                .unwrap()
+                .remove("anyOf");
+        }
+        expected["properties"]["pod"]["properties"]["gpuRequests"]["additionalProperties"]
+            .as_object_mut()
+            .unwrap()
+            .remove("anyOf");
+        assert_eq!(
+            numbers_as_floats(manifest),
+            numbers_as_floats(&expected),
+            "{}",
+            crd.spec.names.kind
+        );
+        for path in [
+            "",
+            ".host",
+            ".pod",
+            ".nvidia",
+            ".nvidia.devices.[]",
+            ".nvidia.gpus.[]",
+            ".capturedBy",
+        ] {
+            let node = at(&schema, &format!("spec.manifest{path}"));
+            assert_eq!(node["x-kubernetes-preserve-unknown-fields"], true, "{path}");
+        }
+        assert_eq!(
+            at(&schema, "spec.manifest.pod.cpuLimit")["x-kubernetes-int-or-string"],
+            true
+        );
+        assert_eq!(at(&schema, "spec")["required"][0], "manifest");
+    }
+}
+
+/// The CRD type keeps `minimum` and friends as floats: compare numbers by value.
+fn numbers_as_floats(v: &Value) -> Value {
+    match v {
+        Value::Number(n) => json!(n.as_f64().unwrap()),
+        Value::Array(a) => Value::Array(a.iter().map(numbers_as_floats).collect()),
+        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), numbers_as_floats(v))).collect()),
+        other => other.clone(),
+    }
+}
+
+fn crd(kind: &str) -> CustomResourceDefinition {
+    crds().into_iter().find(|c| c.spec.names.kind == kind).unwrap()
+}
+
+#[test]
+fn names_scopes_and_the_status_subresource() {
+    let checkpoint = crd("GpuCheckpoint");
+    assert_eq!(
+        checkpoint.metadata.name.as_deref(),
+        Some("gpucheckpoints.miggate.io")
+    );
+    assert_eq!(checkpoint.spec.group, "miggate.io");
+    assert_eq!(checkpoint.spec.scope, "Namespaced");
+    assert_eq!(checkpoint.spec.names.plural, "gpucheckpoints");
+    assert_eq!(checkpoint.spec.names.short_names, Some(vec!["gpuckpt".into()]));
+    assert_eq!(checkpoint.spec.names.categories, Some(vec!["miggate".into()]));
+
+    let node = crd("GpuNode");
+    assert_eq!(node.metadata.name.as_deref(), Some("gpunodes.miggate.io"));
+    assert_eq!(node.spec.scope, "Cluster");
+    assert_eq!(node.spec.names.plural, "gpunodes");
+    assert_eq!(node.spec.names.categories, Some(vec!["miggate".into()]));
+
+    for crd in [checkpoint, node] {
+        let sub = crd.spec.versions[0].subresources.as_ref().unwrap();
+        assert!(sub.status.is_some(), "{}", crd.spec.names.kind);
+    }
+}
+
+#[test]
+fn status_has_conditions_keyed_by_type() {
+    for (kind, extra) in [("GpuCheckpoint", Some("observedGeneration")), ("GpuNode", None)] {
+        let schema = schema_of(&crd(kind));
+        let conditions = at(&schema, "status.conditions");
+        assert_eq!(conditions["type"], "array", "{kind}");
+        assert_eq!(conditions["x-kubernetes-list-type"], "map", "{kind}");
+        assert_eq!(
+            conditions["x-kubernetes-list-map-keys"],
+            json!(["type"]),
+            "{kind}"
+        );
+        let item = &conditions["items"];
+        for field in ["type", "status", "reason", "message", "lastTransitionTime"] {
+            assert!(
+                item["required"].as_array().unwrap().contains(&json!(field)),
+                "{kind}: {field}"
+            );
+        }
+        assert_eq!(item["properties"]["lastTransitionTime"]["format"], "date-time");
+        if let Some(field) = extra {
+            assert_eq!(at(&schema, &format!("status.{field}"))["type"], "integer");
+        }
+    }
+}
+
+fn columns(kind: &str) -> Vec<(String, String, String)> {
+    crd(kind).spec.versions[0]
+        .additional_printer_columns
+        .clone()
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.name, c.type_, c.json_path))
+        .collect()
+}
+
+#[test]
+fn printer_columns_point_at_fields_that_exist() {
+    let own = |kind: &str| -> Vec<String> { columns(kind).into_iter().map(|(n, ..)| n).collect() };
+    assert_eq!(
+        own("GpuCheckpoint"),
+        ["Model", "Devices", "Driver", "Container", "Age"]
+    );
+    assert_eq!(
+        own("GpuNode"),
+        ["Model", "Devices", "Driver", "Recovered", "Observed", "Age"]
+    );
+    for kind in ["GpuCheckpoint", "GpuNode"] {
+        let schema = schema_of(&crd(kind));
+        for (name, type_, path) in columns(kind) {
+            if path == ".metadata.creationTimestamp" {
+                assert_eq!(type_, "date");
+                continue;
+            }
+            // The path's plain prefix (before any filter) must name a field of the schema.
+            let plain = path
+                .trim_start_matches('.')
+                .split('[')
+                .next()
+                .unwrap()
+                .to_string();
+            let node = at(&schema, &plain);
+            assert!(node.is_object(), "{kind} column {name}: {path} names no field");
+            if type_ == "date" {
+                assert_eq!(node["format"], "date-time", "{kind} column {name}");
+            }
+        }
+    }
+    assert!(columns("GpuNode").contains(&(
+        "Recovered".into(),
+        "string".into(),
+        r#".status.conditions[?(@.type=="Recovered")].reason"#.into()
+    )));
+}
+
+#[test]
+fn validation_rules_are_in_the_yaml() {
+    let yaml = std::fs::read_to_string(checked_in(FILES[1])).unwrap();
+    assert!(yaml.contains("x-kubernetes-validations:"), "{yaml}");
+    assert!(yaml.contains(NODE_NAME_RULE), "{yaml}");
+    assert!(yaml.contains(NODE_NAME_MESSAGE), "{yaml}");
+    // The rule sits on the root, the only place that sees metadata.name.
+    let schema = schema_of(&crd("GpuNode"));
+    assert_eq!(
+        schema["x-kubernetes-validations"],
+        json!([{"rule": NODE_NAME_RULE, "message": NODE_NAME_MESSAGE}])
+    );
+
+    let yaml = std::fs::read_to_string(checked_in(FILES[0])).unwrap();
+    let schema = schema_of(&crd("GpuCheckpoint"));
+    let name = at(&schema, "spec.containerName");
+    assert_eq!(name["maxLength"], 63);
+    assert_eq!(name["minLength"], 1);
+    let pattern = name["pattern"].as_str().unwrap();
+    assert!(yaml.contains(pattern), "{yaml}");
+}
+
+/// The fields the node rule reads exist with the types it compares (`tests/cel.rs` runs it).
+#[test]
+fn the_node_rule_reads_fields_that_exist() {
+    let schema = schema_of(&crd("GpuNode"));
+    assert!(NODE_NAME_RULE.contains("self.spec.manifest.host.nodeName == self.metadata.name"));
+    assert_eq!(at(&schema, "spec.manifest.host")["type"], "object");
+    assert_eq!(at(&schema, "spec.manifest.host.nodeName")["type"], "string");
+}
