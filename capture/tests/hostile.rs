@@ -115,9 +115,11 @@ fn output_read_before_an_escaped_child_holds_the_pipe_is_kept() {
     let smi = stand_in(
         dir.path(),
         &format!(
-            "  -L) echo 'GPU 0: {H100} (UUID: {GPU_A})' ;;\n  --query-gpu=*) echo '{ROW_A}'; setsid sh -c 'echo $$ > \"$0\"; exec sleep 30' \"$DIR/escaped.pid\" & ;;\n  --version) echo 'CUDA Version : 13.0' ;;"
+            "  -L) echo 'GPU 0: {H100} (UUID: {GPU_A})' ;;\n  --query-gpu=*) echo '{ROW_A}'; setsid sh -c 'echo $$ > \"$0\"; exec sleep 30' \"$DIR/escaped.pid\" & while [ ! -s \"$DIR/escaped.pid\" ]; do sleep 0.01; done ;;\n  --version) echo 'CUDA Version : 13.0' ;;"
         ),
     );
+    // The stand-in waits until its child has left the process group (its pid file is written)
+    // before it exits, so a loaded machine cannot kill the child before it escapes.
     let start = Instant::now();
     let result = capture(&options(&smi, Duration::from_secs(20)));
     let took = start.elapsed();
