@@ -91,6 +91,7 @@ fn init_logging() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_writer(std::io::stderr);
     let _ = if std::env::var("MIGGATE_LOG_FORMAT").is_ok_and(|f| f == "json") {
         builder.json().try_init()

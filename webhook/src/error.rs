@@ -24,14 +24,6 @@ pub enum Error {
         /// What is wrong, in words.
         why: String,
     },
-    /// A store file that is not a manifest, a `GpuCheckpoint` or a `GpuNode`.
-    #[error("{}: {why}", path.display())]
-    StoreFile {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong, in words (escaped: it may quote the file).
-        why: String,
-    },
     /// A listening socket could not be opened.
     #[error("cannot listen on {addr}: {source}")]
     Bind {

@@ -61,7 +61,7 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
-    /// An empty snapshot built from in-memory parts, for tests and embedders.
+    /// A snapshot built from in-memory parts, for tests and for stores other than files.
     pub fn from_parts(
         checkpoints: impl IntoIterator<Item = ((String, String), Checkpoint)>,
         nodes: impl IntoIterator<Item = (String, Node)>,
