@@ -35,6 +35,10 @@ enum Command {
     Schema,
     /// Print the CRDs of GpuCheckpoint and GpuNode (`miggate crds | kubectl apply -f -`).
     Crds,
+    /// Serve the admission webhook (HTTPS) that refuses incompatible restore pods.
+    ///
+    /// Runs until SIGTERM, then drains in-flight requests. Exit status: 0 stopped, 2 cannot start.
+    Webhook(crate::webhook::WebhookArgs),
 }
 
 /// Flags of `miggate check`.
@@ -215,6 +219,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Capture(args) => crate::capture::run(&args),
         Command::Check(args) => crate::check::run(&args),
+        Command::Webhook(args) => crate::webhook::run(&args),
         Command::Schema => {
             print!("{}", miggate_compat::manifest_schema());
             Ok(ExitCode::SUCCESS)

@@ -10,6 +10,7 @@ mod input;
 mod printable;
 mod table;
 mod tree;
+mod webhook;
 
 use std::io::Write;
 use std::process::ExitCode;

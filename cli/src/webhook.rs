@@ -1,0 +1,101 @@
+//! `miggate webhook`: the admission webhook, serving until SIGTERM.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use miggate_webhook::tls::CertPaths;
+
+/// Flags of `miggate webhook`.
+#[derive(Debug, clap::Args)]
+pub struct WebhookArgs {
+    /// HTTPS address the apiserver calls (`POST /validate`).
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+    /// Plain-HTTP address for `/healthz`, `/readyz` and `/metrics`.
+    #[arg(long, value_name = "ADDR", default_value = "0.0.0.0:8080")]
+    pub health_listen: SocketAddr,
+    /// PEM certificate chain, leaf first; re-read when its content changes.
+    #[arg(long, value_name = "PATH")]
+    pub tls_cert: PathBuf,
+    /// PEM private key; re-read with the certificate.
+    #[arg(long, value_name = "PATH")]
+    pub tls_key: PathBuf,
+    /// Where checkpoints and node inventories come from: `dir:PATH` (a file store with
+    /// `checkpoints/<namespace>/<name>.yaml` and `nodes/<node>.yaml`).
+    #[arg(long, value_name = "dir:PATH", value_parser = store_dir)]
+    pub store: PathBuf,
+    /// Seconds between checks of the certificate files and the store for changes.
+    #[arg(long, value_name = "SECONDS", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub poll_interval: u64,
+}
+
+/// `--store`: `dir:PATH` is the only store this build has.
+fn store_dir(text: &str) -> Result<PathBuf, String> {
+    if text == "kube" {
+        return Err("the Kubernetes store is not available yet; use dir:PATH".into());
+    }
+    match text.strip_prefix("dir:") {
+        Some(path) if !path.is_empty() => Ok(PathBuf::from(path)),
+        _ => Err("expected dir:PATH".into()),
+    }
+}
+
+/// Runs the webhook until SIGTERM or Ctrl-C, then drains in-flight requests and exits 0.
+pub fn run(args: &WebhookArgs) -> anyhow::Result<ExitCode> {
+    init_logging();
+    let mut config = miggate_webhook::Config::new(
+        CertPaths {
+            cert: args.tls_cert.clone(),
+            key: args.tls_key.clone(),
+        },
+        args.store.clone(),
+    );
+    config.listen = args.listen;
+    config.health_listen = args.health_listen;
+    config.poll_interval = Duration::from_secs(args.poll_interval);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(miggate_webhook::serve(config, |_| {}, stop_signal()))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Resolves on SIGTERM (Kubernetes stopping the pod) or SIGINT.
+async fn stop_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot watch SIGTERM; stop with Ctrl-C");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    tokio::select! {
+        () = term => tracing::info!("SIGTERM received"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
+    }
+}
+
+/// Logs to stderr; `MIGGATE_LOG` sets the filter (default `info`), `MIGGATE_LOG_FORMAT=json`
+/// writes one JSON object per line for log collectors.
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("MIGGATE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_writer(std::io::stderr);
+    let _ = if std::env::var("MIGGATE_LOG_FORMAT").is_ok_and(|f| f == "json") {
+        builder.json().try_init()
+    } else {
+        builder.try_init()
+    };
+}

@@ -1,0 +1,362 @@
+//! The real `miggate webhook` binary over HTTPS on loopback: a CA made here, a client that
+//! trusts only it, decisions and bad input, then a certificate rotated through a Secret-style
+//! symlink swap while requests keep flowing, and a SIGTERM that drains and exits 0.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+
+struct Pki {
+    ca_pem: String,
+    cert_pem: String,
+    key_pem: String,
+}
+
+fn pki(name: &str) -> Pki {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.distinguished_name
+        .push(DnType::CommonName, format!("{name} test CA"));
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let mut leaf = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).unwrap();
+    leaf.distinguished_name
+        .push(DnType::CommonName, format!("{name} webhook"));
+    let cert = leaf.signed_by(&key, &issuer).unwrap();
+    Pki {
+        ca_pem: ca_cert.pem(),
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+    }
+}
+
+/// Lays out a Secret volume as the kubelet does: `..<version>/` with the files, `..data`
+/// pointing at it, and `tls.crt`/`tls.key` pointing through `..data`.
+fn secret_version(dir: &Path, version: &str, cert: &str, key: &str) {
+    let v = dir.join(version);
+    std::fs::create_dir_all(&v).unwrap();
+    std::fs::write(v.join("tls.crt"), cert).unwrap();
+    std::fs::write(v.join("tls.key"), key).unwrap();
+    let tmp = dir.join("..data_tmp");
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(version, &tmp).unwrap();
+    // The atomic swap: rename over the old link.
+    std::fs::rename(&tmp, dir.join("..data")).unwrap();
+    for f in ["tls.crt", "tls.key"] {
+        if std::fs::symlink_metadata(dir.join(f)).is_err() {
+            std::os::unix::fs::symlink(format!("..data/{f}"), dir.join(f)).unwrap();
+        }
+    }
+}
+
+fn free_port() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+}
+
+fn client(cas: &[&str]) -> reqwest::Client {
+    let certs = cas
+        .iter()
+        .map(|c| reqwest::Certificate::from_pem(c.as_bytes()).unwrap());
+    reqwest::Client::builder()
+        .tls_certs_only(certs)
+        .no_proxy()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap()
+}
+
+fn testdata(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../testdata")
+        .join(rel)
+}
+
+struct Server {
+    child: Child,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    body: impl Into<reqwest::Body>,
+) -> reqwest::Result<(u16, String)> {
+    let resp = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await?;
+    let status = resp.status().as_u16();
+    Ok((status, resp.text().await?))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_refuses_rotates_and_drains() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let first = pki("first");
+    let second = pki("second");
+    let secret = tempfile::tempdir().unwrap();
+    secret_version(secret.path(), "..2026_01", &first.cert_pem, &first.key_pem);
+
+    let (listen, health) = (free_port(), free_port());
+    let child = Command::new(env!("CARGO_BIN_EXE_miggate"))
+        .args([
+            "webhook",
+            "--listen",
+            &listen.to_string(),
+            "--health-listen",
+            &health.to_string(),
+        ])
+        .arg("--tls-cert")
+        .arg(secret.path().join("tls.crt"))
+        .arg("--tls-key")
+        .arg(secret.path().join("tls.key"))
+        .arg(format!("--store=dir:{}", testdata("webhook-store").display()))
+        .args(["--poll-interval", "1"])
+        .env("MIGGATE_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut server = Server { child };
+    // Drain stderr as it comes, so a full pipe never blocks the server's logging.
+    let log = Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let mut stderr = server.child.stderr.take().unwrap();
+        let log = log.clone();
+        std::thread::spawn(move || {
+            use std::io::Read;
+            let mut buf = [0u8; 4096];
+            while let Ok(n) = stderr.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                log.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        })
+    };
+
+    // Ready once the store is loaded and the listener bound.
+    let plain = reqwest::Client::builder().no_proxy().build().unwrap();
+    let ready_url = format!("http://{health}/readyz");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Ok(r) = plain.get(&ready_url).send().await
+            && r.status().is_success()
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "webhook never became ready");
+        assert!(server.child.try_wait().unwrap().is_none(), "webhook exited early");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let url = format!("https://{listen}/validate");
+    let only_first = client(&[&first.ca_pem]);
+    let allowed = std::fs::read_to_string(testdata("admission/pod-create-restore-allowed.json")).unwrap();
+    let refused = std::fs::read_to_string(testdata("admission/pod-create-restore-refused.json")).unwrap();
+
+    let (status, body) = post(&only_first, &url, allowed.clone()).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let review: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(review["response"]["allowed"], true);
+    assert_eq!(review["response"]["uid"], "0b7a1c3e-0001-4c1e-9d2a-000000000001");
+
+    let (status, body) = post(&only_first, &url, refused).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    let review: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(review["response"]["allowed"], false);
+    assert_eq!(review["response"]["status"]["code"], 403);
+    assert_eq!(
+        review["response"]["status"]["message"],
+        "miggate: checkpoint ml/vllm-ckpt cannot be restored in this pod: memory-limit: source 64Gi, target 16Gi; mount: source /model-cache, target missing"
+    );
+
+    let (status, body) = post(&only_first, &url, "{\"apiVersion\": ").await.unwrap();
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("malformed AdmissionReview JSON"), "{body}");
+
+    let (status, body) = post(&only_first, &url, vec![b' '; 9 * 1024 * 1024])
+        .await
+        .unwrap();
+    assert_eq!(status, 413, "{body}");
+
+    // Plain HTTP on the admission port is not served.
+    let plain_admission = plain
+        .post(format!("http://{listen}/validate"))
+        .body(allowed.clone())
+        .send()
+        .await;
+    assert!(plain_admission.map_or(true, |r| r.status().as_u16() != 200));
+
+    // Requests keep flowing across the rotation, on a client that trusts both CAs.
+    let both = client(&[&first.ca_pem, &second.ca_pem]);
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let traffic = tokio::spawn({
+        let (stop, ok, failed, url, allowed) = (
+            stop.clone(),
+            ok.clone(),
+            failed.clone(),
+            url.clone(),
+            allowed.clone(),
+        );
+        async move {
+            while !stop.load(Ordering::Relaxed) {
+                match post(&both, &url, allowed.clone()).await {
+                    Ok((200, _)) => ok.fetch_add(1, Ordering::Relaxed),
+                    other => {
+                        eprintln!("request failed during rotation: {other:?}");
+                        failed.fetch_add(1, Ordering::Relaxed)
+                    }
+                };
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+    });
+
+    secret_version(secret.path(), "..2026_02", &second.cert_pem, &second.key_pem);
+    // A new connection from a client trusting only the new CA gets in, without a restart.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Ok((200, _)) = post(&client(&[&second.ca_pem]), &url, allowed.clone()).await {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the new certificate was never served");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // And a new connection trusting only the old CA no longer does.
+    assert!(
+        post(&client(&[&first.ca_pem]), &url, allowed.clone())
+            .await
+            .is_err()
+    );
+
+    // A broken new certificate keeps the current one serving.
+    secret_version(
+        secret.path(),
+        "..2026_03",
+        "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n",
+        &second.key_pem,
+    );
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let (status, _) = post(&client(&[&second.ca_pem]), &url, allowed.clone())
+        .await
+        .unwrap();
+    assert_eq!(status, 200);
+
+    stop.store(true, Ordering::Relaxed);
+    traffic.await.unwrap();
+    assert_eq!(
+        failed.load(Ordering::Relaxed),
+        0,
+        "requests failed during rotation"
+    );
+    assert!(
+        ok.load(Ordering::Relaxed) > 10,
+        "too little traffic to prove anything"
+    );
+
+    let metrics = plain
+        .get(format!("http://{health}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        metrics.contains("miggate_tls_reloads_total{result=\"ok\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("miggate_tls_reloads_total{result=\"error\"} 1"),
+        "{metrics}"
+    );
+
+    // SIGTERM: drain and exit 0.
+    let pid = rustix::process::Pid::from_raw(i32::try_from(server.child.id()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(25);
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "webhook did not stop on SIGTERM");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    reader.join().unwrap();
+    let log = log.lock().unwrap().clone();
+    assert!(status.success(), "{status}: {log}");
+    assert!(log.contains("TLS certificate reloaded"), "{log}");
+    assert!(log.contains("new TLS certificate rejected"), "{log}");
+    assert!(!log.contains("PRIVATE KEY"), "key material in the log: {log}");
+}
+
+#[test]
+fn start_up_errors_name_what_failed_and_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("--store=dir:{}", testdata("webhook-store").display());
+    let missing = dir.path().join("tls.crt");
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_miggate"))
+            .arg("webhook")
+            .args(["--listen", "127.0.0.1:0", "--health-listen", "127.0.0.1:0"])
+            .args(args)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let cert = missing.to_str().unwrap();
+    let (code, err) = run(&["--tls-cert", cert, "--tls-key", cert, &store]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains(&format!("cannot read {cert}")), "{err}");
+
+    let (code, err) = run(&["--tls-cert", cert, "--tls-key", cert, "--store", "/etc/x"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("expected dir:PATH"), "{err}");
+
+    let bad = pki("bad");
+    std::fs::write(dir.path().join("a.crt"), &bad.cert_pem).unwrap();
+    std::fs::write(dir.path().join("b.key"), pki("other").key_pem).unwrap();
+    let (a, b) = (dir.path().join("a.crt"), dir.path().join("b.key"));
+    let (code, err) = run(&[
+        "--tls-cert",
+        a.to_str().unwrap(),
+        "--tls-key",
+        b.to_str().unwrap(),
+        &store,
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("certificate and key do not make a pair"), "{err}");
+    assert!(!err.contains("PRIVATE KEY"), "{err}");
+
+    let (code, err) = run(&[
+        "--tls-cert",
+        a.to_str().unwrap(),
+        "--tls-key",
+        a.to_str().unwrap(),
+        "--store=dir:/nonexistent/store",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("/nonexistent/store"), "{err}");
+}

@@ -1,0 +1,25 @@
+//! miggate's admission webhook: refuses a GPU checkpoint restore at pod creation when the
+//! checkpoint cannot run where the pod asks to run, before a node spends minutes in CRIU.
+//!
+//! A pod annotated `miggate.io/restore-from: <checkpoint>` is compared with that checkpoint's
+//! manifest through `miggate-compat`'s checks: its restore container's limits, mounts, image
+//! and GPU requests always; the node's inventory too once the pod names a node. A refusal names
+//! every failing check with both values; unknown facts become warnings. Admission is the early
+//! refusal: the node agent's exact check stays the final gate.
+//!
+//! Parts: [`decide`] (pure: a request and a store snapshot in, a response out), [`store`]
+//! (checkpoints and nodes from a directory, in memory, reloaded on change), [`server`] (the
+//! routers), [`tls`] (rustls with reloads), [`metrics`], and [`serve`], which runs them all.
+
+pub mod decide;
+mod error;
+pub mod metrics;
+mod pod;
+mod resource;
+mod run;
+pub mod server;
+pub mod store;
+pub mod tls;
+
+pub use error::Error;
+pub use run::{Bound, Config, serve};

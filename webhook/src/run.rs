@@ -1,0 +1,204 @@
+//! Running the webhook: both listeners, the reload loop, and a graceful stop.
+
+use std::future::{Future, IntoFuture};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use axum_server::Handle;
+use axum_server::tls_rustls::RustlsAcceptor;
+
+use crate::Error;
+use crate::server::{AppState, DEFAULT_DEADLINE, admission_router, health_router};
+use crate::store::FileStore;
+use crate::tls::{CertPaths, Reload, Reloader};
+
+/// Everything `miggate webhook` is told.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The HTTPS admission address.
+    pub listen: SocketAddr,
+    /// The plain-HTTP health and metrics address.
+    pub health_listen: SocketAddr,
+    /// The certificate and key files.
+    pub tls: CertPaths,
+    /// The file store's root directory.
+    pub store: PathBuf,
+    /// How often the certificate files and the store are re-read.
+    pub poll_interval: Duration,
+    /// The per-request deadline (under the apiserver's `timeoutSeconds`).
+    pub deadline: Duration,
+    /// How long in-flight requests may take to finish after a stop is asked.
+    pub drain: Duration,
+}
+
+impl Config {
+    /// A configuration with the defaults for everything but the files.
+    pub fn new(tls: CertPaths, store: PathBuf) -> Self {
+        Config {
+            listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
+            health_listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            tls,
+            store,
+            poll_interval: Duration::from_secs(10),
+            deadline: DEFAULT_DEADLINE,
+            drain: Duration::from_secs(20),
+        }
+    }
+}
+
+/// The addresses a running webhook listens on (with the ports the OS chose for port 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bound {
+    /// HTTPS admission.
+    pub admission: SocketAddr,
+    /// Plain-HTTP health.
+    pub health: SocketAddr,
+}
+
+fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, Error> {
+    let listener = std::net::TcpListener::bind(addr).map_err(|source| Error::Bind { addr, source })?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|source| Error::Bind { addr, source })?;
+    Ok(listener)
+}
+
+/// Loads the store and the certificate, binds both ports, reports them through `on_bound`,
+/// and serves until `shutdown` resolves; then stops accepting, lets in-flight requests finish
+/// (up to `drain`), and returns. Start-up errors (an unreadable store root, a bad
+/// certificate, a port in use) are returned before anything is served.
+pub async fn serve(
+    config: Config,
+    on_bound: impl FnOnce(Bound),
+    shutdown: impl Future<Output = ()>,
+) -> Result<(), Error> {
+    let store_root = config.store.clone();
+    let store = tokio::task::spawn_blocking(move || FileStore::open(store_root))
+        .await
+        .map_err(|e| Error::Serve {
+            what: "store loader",
+            source: std::io::Error::other(e.to_string()),
+        })??;
+    let store = Arc::new(store);
+    let reloader = Reloader::load(config.tls.clone())?;
+    let mut state = AppState::new(store.clone());
+    state.deadline = config.deadline;
+    let state = Arc::new(state);
+
+    let admission_listener = bind(config.listen)?;
+    let health_listener = bind(config.health_listen)?;
+    let bound = Bound {
+        admission: admission_listener.local_addr().map_err(|source| Error::Bind {
+            addr: config.listen,
+            source,
+        })?,
+        health: health_listener.local_addr().map_err(|source| Error::Bind {
+            addr: config.health_listen,
+            source,
+        })?,
+    };
+
+    let handle: Handle<SocketAddr> = Handle::new();
+    let acceptor = RustlsAcceptor::new(reloader.rustls_config()).handshake_timeout(Duration::from_secs(3));
+    let admission = axum_server::from_tcp(admission_listener)
+        .map_err(|source| Error::Bind {
+            addr: config.listen,
+            source,
+        })?
+        .acceptor(acceptor)
+        .first_request_timeout(config.deadline)
+        .handle(handle.clone())
+        .serve(admission_router(state.clone()).into_make_service());
+    let admission = tokio::spawn(admission);
+
+    let health_listener =
+        tokio::net::TcpListener::from_std(health_listener).map_err(|source| Error::Bind {
+            addr: config.health_listen,
+            source,
+        })?;
+    let (health_stop, health_stopped) = tokio::sync::oneshot::channel::<()>();
+    let health = tokio::spawn(
+        axum::serve(health_listener, health_router(state.clone()))
+            .with_graceful_shutdown(async move {
+                let _ = health_stopped.await;
+            })
+            .into_future(),
+    );
+
+    let poller = tokio::spawn(poll(store, reloader, state.clone(), config.poll_interval));
+
+    state.ready.store(true, Ordering::Release);
+    tracing::info!(admission = %bound.admission, health = %bound.health, "miggate webhook serving");
+    on_bound(bound);
+
+    shutdown.await;
+    tracing::info!(
+        drain_s = config.drain.as_secs(),
+        "stopping: draining in-flight admission requests"
+    );
+    state.ready.store(false, Ordering::Release);
+    handle.graceful_shutdown(Some(config.drain));
+    let served = admission.await;
+    poller.abort();
+    let _ = health_stop.send(());
+    let health_result = health.await;
+    match served {
+        Ok(Ok(())) => {}
+        Ok(Err(source)) => {
+            return Err(Error::Serve {
+                what: "admission",
+                source,
+            });
+        }
+        Err(e) => {
+            return Err(Error::Serve {
+                what: "admission",
+                source: std::io::Error::other(e.to_string()),
+            });
+        }
+    }
+    if let Ok(Err(source)) = health_result {
+        return Err(Error::Serve {
+            what: "health",
+            source,
+        });
+    }
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Re-reads the certificate and the store every `interval`, off the executor threads.
+async fn poll(store: Arc<FileStore>, reloader: Reloader, state: Arc<AppState>, interval: Duration) {
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    ticker.tick().await;
+    loop {
+        ticker.tick().await;
+        let (store, reloader) = (store.clone(), reloader.clone());
+        let done = tokio::task::spawn_blocking(move || (reloader.check(), store.refresh())).await;
+        match done {
+            Ok((tls, refreshed)) => {
+                match tls {
+                    Reload::Reloaded => state
+                        .metrics
+                        .tls_reloads
+                        .get_or_create(&crate::metrics::ResultLabel { result: "ok" })
+                        .inc(),
+                    Reload::Rejected => state
+                        .metrics
+                        .tls_reloads
+                        .get_or_create(&crate::metrics::ResultLabel { result: "error" })
+                        .inc(),
+                    Reload::Unchanged => 0,
+                };
+                if let Err(e) = refreshed {
+                    tracing::error!(error = %e, "store reload failed; the previous snapshot keeps serving");
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "reload task failed"),
+        }
+    }
+}

@@ -1,0 +1,247 @@
+//! The HTTP side: the admission router (`POST /validate`, served over TLS only) and the plain
+//! health router (`/healthz`, `/readyz`, `/metrics`).
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use miggate_compat::escape::escape_within;
+
+use crate::decide::{self, Verdict};
+use crate::metrics::Metrics;
+use crate::store::FileStore;
+
+/// The largest review body accepted: Kubernetes writes up to 3 MiB objects and an UPDATE
+/// review carries two of them.
+pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+/// How long one admission request may take by default, well under the apiserver's 5 s
+/// `timeoutSeconds` so the webhook answers before the apiserver gives up on it.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(4);
+
+/// What every handler shares.
+#[derive(Debug)]
+pub struct AppState {
+    /// Checkpoints and nodes.
+    pub store: Arc<FileStore>,
+    /// Counters and histograms.
+    pub metrics: Metrics,
+    /// Set once the store is loaded and the admission listener is bound.
+    pub ready: AtomicBool,
+    /// The per-request deadline.
+    pub deadline: Duration,
+}
+
+impl AppState {
+    /// State over a loaded store, not yet ready.
+    pub fn new(store: Arc<FileStore>) -> Self {
+        AppState {
+            store,
+            metrics: Metrics::new(),
+            ready: AtomicBool::new(false),
+            deadline: DEFAULT_DEADLINE,
+        }
+    }
+}
+
+/// The admission router: `POST /validate`. Serve it over TLS only.
+pub fn admission_router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/validate", post(validate))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), deadline))
+        .with_state(state)
+}
+
+/// The health router: `/healthz`, `/readyz`, `/metrics`, plain HTTP for kubelet and Prometheus.
+pub fn health_router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+fn plain(status: StatusCode, message: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        message,
+    )
+        .into_response()
+}
+
+async fn validate(State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {
+    let started = Instant::now();
+    let body = match body {
+        Ok(b) => b,
+        Err(rejection) => {
+            state.metrics.record("bad-request", &[], started.elapsed());
+            let status = rejection.status();
+            let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                format!("AdmissionReview body over the {MAX_BODY_BYTES}-byte limit\n")
+            } else {
+                format!(
+                    "cannot read AdmissionReview body: {}\n",
+                    escape_within(&rejection.body_text(), 1024)
+                )
+            };
+            tracing::warn!(
+                status = status.as_u16(),
+                "bad admission request: {}",
+                message.trim_end()
+            );
+            return plain(status, message);
+        }
+    };
+    // The decision is synchronous and bounded by the body limit; the body read above is what
+    // can stall, and the server's deadline layer bounds it.
+    let answer = answer(&state, &body);
+    state
+        .metrics
+        .record(answer.outcome, &answer.refused_by, started.elapsed());
+    answer.response
+}
+
+struct Answer {
+    response: Response,
+    outcome: &'static str,
+    refused_by: Vec<&'static str>,
+}
+
+fn answer(state: &AppState, body: &[u8]) -> Answer {
+    let bad = |message: String| {
+        tracing::warn!("bad admission request: {message}");
+        Answer {
+            response: plain(StatusCode::BAD_REQUEST, format!("{message}\n")),
+            outcome: "bad-request",
+            refused_by: Vec::new(),
+        }
+    };
+    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) => {
+            return bad(format!(
+                "malformed AdmissionReview JSON: {}",
+                escape_within(&e.to_string(), 1024)
+            ));
+        }
+    };
+    if review.types.api_version != "admission.k8s.io/v1" || review.types.kind != "AdmissionReview" {
+        return bad(format!(
+            "expected apiVersion admission.k8s.io/v1 kind AdmissionReview, got `{}` `{}`",
+            escape_within(&review.types.api_version, 128),
+            escape_within(&review.types.kind, 128)
+        ));
+    }
+    let request: AdmissionRequest<DynamicObject> = match review.try_into() {
+        Ok(r) => r,
+        Err(_) => return bad("AdmissionReview has no request".into()),
+    };
+    if request.uid.is_empty() {
+        return bad("AdmissionReview request has no uid".into());
+    }
+    let snapshot = state.store.snapshot();
+    let decision = decide::decide(&request, &snapshot);
+    if decision.verdict == Verdict::Refused {
+        tracing::info!(
+            uid = %request.uid,
+            namespace = request.namespace.as_deref().unwrap_or(""),
+            name = %escape_within(&request.name, 256),
+            dry_run = request.dry_run,
+            refused_by = ?decision.refused_by,
+            "refused: {}",
+            decision.response.result.message
+        );
+    } else if decision.verdict != Verdict::Ignored {
+        tracing::info!(uid = %request.uid, verdict = decision.verdict.as_str(), dry_run = request.dry_run, "restore pod admitted");
+    }
+    let review = decision.response.into_review();
+    let response = match serde_json::to_vec(&review) {
+        Ok(json) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Err(e) => plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot write AdmissionReview: {e}\n"),
+        ),
+    };
+    Answer {
+        response,
+        outcome: decision.verdict.as_str(),
+        refused_by: decision.refused_by,
+    }
+}
+
+/// Bounds a whole request (body read included) by the state's deadline.
+async fn deadline(
+    State(state): State<Arc<AppState>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let started = Instant::now();
+    match tokio::time::timeout(state.deadline, next.run(req)).await {
+        Ok(response) => response,
+        Err(_) => {
+            state.metrics.record("deadline", &[], started.elapsed());
+            tracing::warn!(
+                deadline_ms = state.deadline.as_millis() as u64,
+                "admission request ran past its deadline"
+            );
+            deadline_response(state.deadline)
+        }
+    }
+}
+
+/// The answer when a request runs past its deadline: the apiserver treats it as a failed call
+/// (failurePolicy decides), and the message says why.
+pub fn deadline_response(deadline: Duration) -> Response {
+    plain(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!(
+            "miggate: no answer within the {} ms deadline\n",
+            deadline.as_millis()
+        ),
+    )
+}
+
+async fn readyz(State(state): State<Arc<AppState>>) -> Response {
+    let snapshot = state.store.snapshot();
+    let ready = state.ready.load(Ordering::Acquire) && snapshot.loaded_at.is_some();
+    let body = serde_json::json!({
+        "ready": ready,
+        "store": {
+            "root": state.store.root().display().to_string(),
+            "checkpoints": snapshot.checkpoint_count(),
+            "nodes": snapshot.node_count(),
+            "unreadable": snapshot.problems,
+        }
+    });
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let mut text = serde_json::to_string_pretty(&body).unwrap_or_default();
+    text.push('\n');
+    (status, [(header::CONTENT_TYPE, "application/json")], text).into_response()
+}
+
+async fn metrics(State(state): State<Arc<AppState>>) -> Response {
+    let text = state.metrics.encode(&state.store.snapshot());
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        Body::from(text),
+    )
+        .into_response()
+}

@@ -1,0 +1,156 @@
+//! The admission router in process, over the recorded reviews in `testdata/admission/`: every
+//! response is snapshotted (status and body), uid echoes and all.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use miggate_webhook::server::{AppState, MAX_BODY_BYTES, admission_router, health_router};
+use miggate_webhook::store::FileStore;
+use tower::ServiceExt;
+
+fn state() -> Arc<AppState> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/webhook-store");
+    let state = Arc::new(AppState::new(Arc::new(FileStore::open(root).unwrap())));
+    state.ready.store(true, Ordering::Release);
+    state
+}
+
+async fn post(state: &Arc<AppState>, body: impl Into<Body>) -> (StatusCode, String) {
+    let req = Request::post("/validate")
+        .header("content-type", "application/json")
+        .body(body.into())
+        .unwrap();
+    let resp = admission_router(state.clone()).oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+async fn get(state: &Arc<AppState>, path: &str) -> (StatusCode, String) {
+    let req = Request::get(path).body(Body::empty()).unwrap();
+    let resp = health_router(state.clone()).oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8(bytes.to_vec()).unwrap())
+}
+
+#[derive(serde::Serialize)]
+struct Snap {
+    status: u16,
+    body: serde_json::Value,
+}
+
+#[test]
+fn recorded_reviews() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let state = state();
+    insta::glob!("../../testdata/admission", "*.json", |path| {
+        let text = std::fs::read_to_string(path).unwrap();
+        let (status, body) = rt.block_on(post(&state, text.clone()));
+        let body = serde_json::from_str(&body).unwrap_or(serde_json::Value::String(body));
+        // Every answer to a review with a request echoes its uid.
+        if let Ok(review) = serde_json::from_str::<serde_json::Value>(&text)
+            && let Some(uid) = review.pointer("/request/uid")
+            && status == StatusCode::OK
+        {
+            assert_eq!(body.pointer("/response/uid"), Some(uid), "{}", path.display());
+        }
+        insta::assert_yaml_snapshot!(Snap {
+            status: status.as_u16(),
+            body
+        });
+    });
+}
+
+#[tokio::test]
+async fn oversized_body_is_413_with_a_message() {
+    let state = state();
+    let body = vec![b' '; MAX_BODY_BYTES + 1];
+    let (status, text) = post(&state, body).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    assert!(text.contains("over the 8388608-byte limit"), "{text}");
+}
+
+#[tokio::test]
+async fn empty_and_non_json_bodies_are_400_not_422() {
+    let state = state();
+    for body in ["", "null", "[]", "{}", "\u{1b}[2J"] {
+        let (status, text) = post(&state, body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{body:?}: {text}");
+        assert!(!text.contains('\u{1b}'), "{text}");
+    }
+}
+
+#[tokio::test]
+async fn health_readiness_and_metrics() {
+    let state = state();
+    let allowed = include_str!("../../testdata/admission/pod-create-restore-allowed.json");
+    let refused = include_str!("../../testdata/admission/pod-create-restore-refused.json");
+    post(&state, allowed).await;
+    post(&state, refused).await;
+    post(&state, "{").await;
+
+    assert_eq!(get(&state, "/healthz").await, (StatusCode::OK, "ok\n".into()));
+    let (status, ready) = get(&state, "/readyz").await;
+    assert_eq!(status, StatusCode::OK, "{ready}");
+    let ready: serde_json::Value = serde_json::from_str(&ready).unwrap();
+    assert_eq!(ready["store"]["checkpoints"], 2);
+    assert_eq!(ready["store"]["nodes"], 3);
+    assert_eq!(ready["store"]["unreadable"], serde_json::json!([]));
+
+    let (status, metrics) = get(&state, "/metrics").await;
+    assert_eq!(status, StatusCode::OK);
+    for line in [
+        "miggate_admission_decisions_total{outcome=\"warned\"} 1",
+        "miggate_admission_decisions_total{outcome=\"refused\"} 1",
+        "miggate_admission_decisions_total{outcome=\"bad-request\"} 1",
+        "miggate_admission_refusals_total{check=\"memory-limit\"} 1",
+        "miggate_admission_refusals_total{check=\"mount\"} 1",
+        "miggate_admission_duration_seconds_count 3",
+        "miggate_store_objects{kind=\"node\"} 3",
+        "miggate_store_problems 0",
+    ] {
+        assert!(metrics.contains(line), "{line} missing from\n{metrics}");
+    }
+    assert!(metrics.contains("miggate_store_age_seconds "), "{metrics}");
+
+    state.ready.store(false, Ordering::Release);
+    assert_eq!(get(&state, "/readyz").await.0, StatusCode::SERVICE_UNAVAILABLE);
+}
+
+#[tokio::test]
+async fn a_stalled_body_is_cut_at_the_deadline() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/webhook-store");
+    let mut state = AppState::new(Arc::new(FileStore::open(root).unwrap()));
+    state.deadline = std::time::Duration::from_millis(100);
+    let state = Arc::new(state);
+    // A body that never ends.
+    let started = std::time::Instant::now();
+    let (status, text) = post(&state, Body::new(Stall)).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{text}");
+    assert!(text.contains("deadline"), "{text}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+}
+
+/// A request body whose next frame never comes.
+struct Stall;
+
+impl http_body::Body for Stall {
+    type Data = axum::body::Bytes;
+    type Error = std::convert::Infallible;
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::task::Poll::Pending
+    }
+}
