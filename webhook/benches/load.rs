@@ -3,7 +3,9 @@
 //! driven the same way in the same run. Prints both throughputs, their ratio, and p50/p99.
 //!
 //! `cargo bench -p miggate-webhook --bench load`; `MIGGATE_BENCH_REQUESTS` (default 20000)
-//! and `MIGGATE_BENCH_CLIENTS` (default 16) size it. Servers and clients share the machine, so
+//! and `MIGGATE_BENCH_CLIENTS` (default 16) size it. It then measures latency paced at
+//! 2,000 requests/s, and resident memory across `MIGGATE_BENCH_SOAK` (default 100000) more
+//! requests after the warm-up. Servers and clients share the machine, so
 //! the ratio is the figure to compare across machines, not the absolute rate.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
@@ -33,7 +35,29 @@ struct Result {
     p99: Duration,
 }
 
-async fn drive(url: &str, ca: &str, body: &'static str, clients: usize, requests: usize) -> Result {
+/// The process's resident memory in KiB (Linux), to see whether serving grows it.
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// Drives `requests` requests from `clients` keep-alive clients, each as fast as it can, or at
+/// `rate` requests per second in all when given (an open-loop pace, so latency is measured at
+/// that load rather than at saturation).
+async fn drive(
+    url: &str,
+    ca: &str,
+    body: &'static str,
+    clients: usize,
+    requests: usize,
+    rate: Option<f64>,
+) -> Result {
     let per_client = requests / clients;
     let mut tasks = Vec::new();
     let make = || {
@@ -56,7 +80,15 @@ async fn drive(url: &str, ca: &str, body: &'static str, clients: usize, requests
         let url = url.to_string();
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(per_client);
+            let mut pace = rate.map(|r| {
+                let mut i = tokio::time::interval(Duration::from_secs_f64(clients as f64 / r));
+                i.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+                i
+            });
             for _ in 0..per_client {
+                if let Some(p) = pace.as_mut() {
+                    p.tick().await;
+                }
                 let t = Instant::now();
                 let r = c
                     .post(&url)
@@ -150,20 +182,18 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let echo = driver.block_on(drive(
-        &format!("https://{echo_addr}/validate"),
-        &ca_pem,
-        body,
-        clients,
-        requests,
-    ));
-    let hook = driver.block_on(drive(
-        &format!("https://{webhook_addr}/validate"),
-        &ca_pem,
-        body,
-        clients,
-        requests,
-    ));
+    let echo_url = format!("https://{echo_addr}/validate");
+    let hook_url = format!("https://{webhook_addr}/validate");
+    let echo = driver.block_on(drive(&echo_url, &ca_pem, body, clients, requests, None));
+    let hook = driver.block_on(drive(&hook_url, &ca_pem, body, clients, requests, None));
+    // Latency at the load the issue names, 2,000 requests per second, for five seconds.
+    let paced = driver.block_on(drive(&hook_url, &ca_pem, body, clients, 10_000, Some(2_000.0)));
+    // Memory: after a warm-up run, serve `MIGGATE_BENCH_SOAK` more (default 100,000) and
+    // compare the resident size (servers and clients share the process, so this bounds both).
+    let soak = env_usize("MIGGATE_BENCH_SOAK", 100_000);
+    let before = rss_kib();
+    driver.block_on(drive(&hook_url, &ca_pem, body, clients, soak, None));
+    let after = rss_kib();
 
     println!(
         "load: {requests} requests, {clients} keep-alive clients, {} byte review (Pod CREATE restore, allowed with a warning)",
@@ -182,6 +212,15 @@ fn main() {
         hook.p99.as_secs_f64() * 1e6
     );
     println!("webhook / echo throughput: {:.2}", hook.rate / echo.rate);
+    println!(
+        "miggate webhook at 2000 req/s: p50 {:>7.0} us  p99 {:>7.0} us",
+        paced.p50.as_secs_f64() * 1e6,
+        paced.p99.as_secs_f64() * 1e6
+    );
+    println!(
+        "resident memory over {soak} more requests: {before} KiB -> {after} KiB ({:+} KiB)",
+        after as i64 - before as i64
+    );
 
     let _ = stop_tx.send(());
     echo_handle.graceful_shutdown(Some(Duration::from_secs(1)));
