@@ -54,7 +54,7 @@ pub use profile::MigProfile;
 pub use quantity::Quantity;
 pub use read::{MAX_MANIFEST_BYTES, MAX_YAML_DEPTH, from_slice, from_str};
 pub use report::{CheckResult, Report, Text};
-pub use schema::{manifest_body_schema, manifest_schema};
+pub use schema::{manifest_body_schema, manifest_schema, structural_problems};
 pub use text::{VersionText, kernel_major_minor, versions_equal};
 pub use uuid::{DeviceUuid, GpuUuid, MAX_UUID_BYTES, UuidForm};
 pub use vocab::{CheckName, Mode, Outcome, Scope, TargetScope};

@@ -99,3 +99,145 @@ fn make_structural(node: &mut Value) {
         }
     }
 }
+
+/// What keeps `schema` from being a structural schema, the form `apiextensions.k8s.io/v1`
+/// requires of a CRD, one line per problem naming where it is (`root.pod.cpuLimit: no type`);
+/// empty when there is none. Every node needs one type name (or `x-kubernetes-int-or-string`,
+/// or `x-kubernetes-preserve-unknown-fields`); no `$ref`, `const`, `oneOf`, `allOf`, `not`; an
+/// `anyOf` only as int-or-string's `[integer, string]`; never both `properties` and
+/// `additionalProperties`; every array has `items`. Walked with a stack, not recursion, so any
+/// depth of schema is checked.
+pub fn structural_problems(schema: &Value, root: &str) -> Vec<String> {
+    const TYPES: [&str; 6] = ["object", "array", "string", "integer", "number", "boolean"];
+    let mut problems = Vec::new();
+    let mut stack: Vec<(&Value, String)> = vec![(schema, root.to_string())];
+    while let Some((node, at)) = stack.pop() {
+        let Some(map) = node.as_object() else {
+            problems.push(format!("{at}: not an object"));
+            continue;
+        };
+        for banned in [
+            "$ref",
+            "$defs",
+            "definitions",
+            "$schema",
+            "const",
+            "oneOf",
+            "allOf",
+            "not",
+        ] {
+            if map.contains_key(banned) {
+                problems.push(format!("{at}: has `{banned}`"));
+            }
+        }
+        let int_or_string = map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
+        let preserve = map.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+        match map.get("type") {
+            Some(Value::String(t)) if TYPES.contains(&t.as_str()) => {
+                if int_or_string {
+                    problems.push(format!("{at}: int-or-string with a type"));
+                }
+            }
+            Some(other) => problems.push(format!("{at}: type is {other}, not one type name")),
+            None if int_or_string || preserve => {}
+            None => problems.push(format!("{at}: no type")),
+        }
+        if let Some(any) = map.get("anyOf")
+            && !(int_or_string && any == &serde_json::json!([{"type": "integer"}, {"type": "string"}]))
+        {
+            problems.push(format!("{at}: anyOf outside int-or-string: {any}"));
+        }
+        if map.contains_key("properties") && map.contains_key("additionalProperties") {
+            problems.push(format!("{at}: both properties and additionalProperties"));
+        }
+        if map.get("type") == Some(&Value::from("array")) && !map.contains_key("items") {
+            problems.push(format!("{at}: an array without items"));
+        }
+        if let Some(Value::Object(props)) = map.get("properties") {
+            for (k, v) in props.iter().rev() {
+                stack.push((v, child(&at, ".", k)));
+            }
+        }
+        if let Some(items) = map.get("items") {
+            stack.push((items, child(&at, "[]", "")));
+        }
+        if let Some(extra @ Value::Object(_)) = map.get("additionalProperties") {
+            stack.push((extra, child(&at, "{}", "")));
+        }
+    }
+    problems
+}
+
+/// A child's path; past 512 bytes a path stops growing (marked once with `…`), so a deep schema
+/// costs linear work, not a path as long as its depth at every node.
+fn child(at: &str, sep: &str, key: &str) -> String {
+    const LONGEST: usize = 512;
+    if at.len() >= LONGEST {
+        if at.ends_with('…') {
+            at.to_string()
+        } else {
+            format!("{at}…")
+        }
+    } else {
+        format!("{at}{sep}{key}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_structural_rules_each_catch_their_case() {
+        let bad = json!({"type": "object", "properties": {
+            "union": {"type": ["string", "null"]},
+            "reference": {"$ref": "#/definitions/X"},
+            "untyped": {"description": "no type"},
+            "choice": {"anyOf": [{"type": "string"}, {"type": "boolean"}]},
+            "both": {"type": "object", "properties": {}, "additionalProperties": {"type": "string"}},
+            "list": {"type": "array"},
+            "quantity": {"x-kubernetes-int-or-string": true, "anyOf": [{"type": "integer"}, {"type": "string"}]},
+        }});
+        let problems = structural_problems(&bad, "root");
+        for want in [
+            "root.union: type is",
+            "root.reference: has `$ref`",
+            "root.untyped: no type",
+            "root.choice: anyOf outside int-or-string",
+            "root.both: both properties and additionalProperties",
+            "root.list: an array without items",
+        ] {
+            assert!(
+                problems.iter().any(|p| p.starts_with(want)),
+                "{want}: {problems:#?}"
+            );
+        }
+        assert!(
+            !problems.iter().any(|p| p.starts_with("root.quantity")),
+            "{problems:#?}"
+        );
+        // Each bad child is named; the object holding them is fine.
+        assert!(!problems.iter().any(|p| p.starts_with("root:")), "{problems:#?}");
+    }
+
+    #[test]
+    fn any_depth_is_walked_without_recursion() {
+        // Built by hand: `json!` would serialize the inner value recursively.
+        let mut node = json!({"type": "string"});
+        for _ in 0..100_000 {
+            let mut map = serde_json::Map::new();
+            map.insert("type".into(), "array".into());
+            map.insert("items".into(), node);
+            node = Value::Object(map);
+        }
+        assert!(structural_problems(&node, "deep").is_empty());
+        // serde_json's Value drops recursively; unwind it by hand so the test thread's stack
+        // is not the one to overflow.
+        let mut node = node;
+        while let Value::Object(mut map) = node {
+            node = map.remove("items").unwrap_or(Value::Null);
+        }
+    }
+}

@@ -5,52 +5,6 @@
 use miggate_compat::{GpuManifest, manifest_body_schema, render_path};
 use serde_json::{Value, json};
 
-/// Checks the rules of a structural schema at every node, naming the path of a violation.
-fn structural(node: &Value, at: &str, problems: &mut Vec<String>) {
-    let Some(map) = node.as_object() else {
-        problems.push(format!("{at}: not an object"));
-        return;
-    };
-    for banned in ["$ref", "$defs", "definitions", "const", "oneOf", "allOf", "not"] {
-        if map.contains_key(banned) {
-            problems.push(format!("{at}: has `{banned}`"));
-        }
-    }
-    let int_or_string = map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
-    let preserve = map.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
-    match map.get("type") {
-        Some(Value::String(t)) if !t.is_empty() => {
-            if int_or_string {
-                problems.push(format!("{at}: int-or-string with a type"));
-            }
-        }
-        Some(other) => problems.push(format!("{at}: type is {other}, not one name")),
-        None if int_or_string || preserve => {}
-        None => problems.push(format!("{at}: no type")),
-    }
-    if let Some(any) = map.get("anyOf") {
-        // Only the int-or-string pattern, and its branches carry nothing but a type.
-        let ok = int_or_string && any == &json!([{"type": "integer"}, {"type": "string"}]);
-        if !ok {
-            problems.push(format!("{at}: anyOf outside int-or-string: {any}"));
-        }
-    }
-    if map.contains_key("properties") && map.contains_key("additionalProperties") {
-        problems.push(format!("{at}: both properties and additionalProperties"));
-    }
-    if let Some(Value::Object(props)) = map.get("properties") {
-        for (k, v) in props {
-            structural(v, &format!("{at}.{k}"), problems);
-        }
-    }
-    if let Some(items) = map.get("items") {
-        structural(items, &format!("{at}[]"), problems);
-    }
-    if let Some(extra @ Value::Object(_)) = map.get("additionalProperties") {
-        structural(extra, &format!("{at}{{}}"), problems);
-    }
-}
-
 fn at<'a>(schema: &'a Value, path: &[&str]) -> &'a Value {
     path.iter().fold(schema, |node, key| match *key {
         "[]" => &node["items"],
@@ -62,8 +16,7 @@ fn at<'a>(schema: &'a Value, path: &[&str]) -> &'a Value {
 #[test]
 fn the_body_schema_is_structural() {
     let schema = manifest_body_schema();
-    let mut problems = Vec::new();
-    structural(&schema, "spec.manifest", &mut problems);
+    let problems = miggate_compat::structural_problems(&schema, "spec.manifest");
     assert!(problems.is_empty(), "{problems:#?}\n{schema:#}");
 }
 

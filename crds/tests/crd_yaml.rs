@@ -61,73 +61,11 @@ fn schema_of(crd: &CustomResourceDefinition) -> Value {
     serde_json::to_value(schema).unwrap()
 }
 
-/// Checks the rules of a structural schema at every node, naming the path of a violation.
-/// `root` is the object's schema, whose `metadata` the API server fills in itself.
-fn structural(node: &Value, at: &str, problems: &mut Vec<String>) {
-    let Some(map) = node.as_object() else {
-        problems.push(format!("{at}: not an object"));
-        return;
-    };
-    for banned in [
-        "$ref",
-        "$defs",
-        "definitions",
-        "$schema",
-        "const",
-        "oneOf",
-        "allOf",
-        "not",
-    ] {
-        if map.contains_key(banned) {
-            problems.push(format!("{at}: has `{banned}`"));
-        }
-    }
-    let int_or_string = map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true));
-    let preserve = map.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
-    match map.get("type") {
-        Some(Value::String(t)) if !t.is_empty() => {
-            if int_or_string {
-                problems.push(format!("{at}: int-or-string with a type"));
-            }
-            if !["object", "array", "string", "integer", "number", "boolean"].contains(&t.as_str()) {
-                problems.push(format!("{at}: type `{t}`"));
-            }
-        }
-        Some(other) => problems.push(format!("{at}: type is {other}, not one name")),
-        None if int_or_string || preserve => {}
-        None => problems.push(format!("{at}: no type")),
-    }
-    if let Some(any) = map.get("anyOf") {
-        let ok = int_or_string && any == &json!([{"type": "integer"}, {"type": "string"}]);
-        if !ok {
-            problems.push(format!("{at}: anyOf outside int-or-string: {any}"));
-        }
-    }
-    if map.contains_key("properties") && map.contains_key("additionalProperties") {
-        problems.push(format!("{at}: both properties and additionalProperties"));
-    }
-    if map.get("type") == Some(&json!("array")) && !map.contains_key("items") {
-        problems.push(format!("{at}: an array without items"));
-    }
-    if let Some(Value::Object(props)) = map.get("properties") {
-        for (k, v) in props {
-            structural(v, &format!("{at}.{k}"), problems);
-        }
-    }
-    if let Some(items) = map.get("items") {
-        structural(items, &format!("{at}[]"), problems);
-    }
-    if let Some(extra @ Value::Object(_)) = map.get("additionalProperties") {
-        structural(extra, &format!("{at}{{}}"), problems);
-    }
-}
-
 #[test]
 fn every_crd_schema_is_structural() {
     for crd in crds() {
         let schema = schema_of(&crd);
-        let mut problems = Vec::new();
-        structural(&schema, &crd.spec.names.kind, &mut problems);
+        let problems = miggate_compat::structural_problems(&schema, &crd.spec.names.kind);
         assert!(problems.is_empty(), "{problems:#?}\n{schema:#}");
         // apiVersion, kind and metadata are the API server's; spec is required.
         assert_eq!(schema["required"], json!(["spec"]), "{}", crd.spec.names.kind);
