@@ -70,6 +70,16 @@ pub enum Error {
         /// What is wrong with it.
         why: &'static str,
     },
+    /// A manifest builder was asked for something no capture could produce (a MIG cut of a GPU
+    /// that has no MIG, two devices with one UUID, a limit that is not a quantity), so a test
+    /// built on it would compare a shape no real node has.
+    #[error("cannot build manifest: {what}: {why}")]
+    Build {
+        /// What was asked for, escaped.
+        what: String,
+        /// Why it cannot be.
+        why: &'static str,
+    },
     /// A check name that does not exist (in `--skip`, say).
     #[error("unknown check `{name}`; known checks: {known}")]
     UnknownCheck {

@@ -1,26 +1,6 @@
-//! miggate's core: the GPU manifest model and the named restore-compatibility checks.
-//!
-//! A GPU checkpoint restored onto a different GPU shape fails late, inside CRIU or the CUDA
-//! runtime, with an error that names neither side. This crate compares what a checkpoint was
-//! captured on with a restore target before any expensive work starts, and says which property
-//! differs with both values.
-//!
-//! ```
-//! use miggate_compat::{evaluate, from_str, Options};
-//!
-//! let source = from_str(r#"{"apiVersion": "miggate.io/v1alpha1", "kind": "GpuManifest",
-//!     "nvidia": {"devices": [{"uuid": "MIG-1", "productName": "NVIDIA H100 80GB HBM3", "migProfile": "3g.40gb"}]}}"#)?;
-//! let target = from_str(r#"{"apiVersion": "miggate.io/v1alpha1", "kind": "GpuManifest",
-//!     "nvidia": {"devices": [{"uuid": "GPU-2", "productName": "NVIDIA H100 80GB HBM3"}]}}"#)?;
-//! let report = evaluate(&source, &target, &Options::default());
-//! assert!(!report.compatible);
-//! assert_eq!(report.reason, "mig-partitioning: source slice x1, target whole x1");
-//! # Ok::<(), miggate_compat::Error>(())
-//! ```
-//!
-//! No I/O, no clock and no Kubernetes here: the crate is pure so every caller (the CLI, the
-//! admission webhook, a node agent, a unit test) reaches the same verdict on the same facts.
+#![doc = include_str!("../README.md")]
 
+mod build;
 mod checks;
 mod device;
 mod device_map;
@@ -40,6 +20,7 @@ mod text;
 mod uuid;
 mod vocab;
 
+pub use build::{GpuBuilder, ManifestBuilder, PodBuilder};
 pub use checks::{
     DEFAULT_MIN_DRIVER, DEFAULT_MIN_KERNEL, Options, Target, evaluate, evaluate_target, parse_min_kernel,
     parse_skip, reduce_digest,
