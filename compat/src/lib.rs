@@ -16,6 +16,8 @@ mod quantity;
 mod read;
 mod report;
 mod schema;
+#[cfg(feature = "testing")]
+pub mod testing;
 mod text;
 mod uuid;
 mod vocab;
