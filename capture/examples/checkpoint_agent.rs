@@ -24,7 +24,7 @@ use miggate_capture::{Backend, Options, capture};
 use miggate_compat::{GpuManifest, Pod};
 
 /// The manifest's file name inside a checkpoint folder; `node_agent` reads the same name.
-pub const MANIFEST: &str = "gpu-manifest.json";
+const MANIFEST: &str = "gpu-manifest.json";
 
 /// What the command line says.
 #[derive(Debug, Default)]
@@ -90,8 +90,8 @@ fn pod_facts() -> Result<Pod, miggate_compat::Error> {
 }
 
 /// Writes `manifest` as `dir/gpu-manifest.json`, atomically: the temporary file is in the same
-/// folder (a rename across file systems is a copy), synced before the rename, and a failure
-/// leaves no temporary file behind.
+/// folder (a rename across file systems is a copy), synced before the rename, the folder synced
+/// after it, and a failure leaves no temporary file behind.
 fn write_atomically(dir: &Path, manifest: &GpuManifest) -> Result<PathBuf, Box<dyn Error>> {
     let path = dir.join(MANIFEST);
     let tmp = dir.join(format!(".{MANIFEST}.tmp-{}", std::process::id()));
@@ -100,7 +100,9 @@ fn write_atomically(dir: &Path, manifest: &GpuManifest) -> Result<PathBuf, Box<d
         file.write_all(manifest.to_json().map_err(std::io::Error::other)?.as_bytes())?;
         file.write_all(b"\n")?;
         file.sync_all()?;
-        fs::rename(&tmp, &path)
+        fs::rename(&tmp, &path)?;
+        // The rename is durable once the folder's entry is on disk too.
+        fs::File::open(dir)?.sync_all()
     })();
     if let Err(e) = written {
         let _ = fs::remove_file(&tmp);

@@ -210,6 +210,23 @@ impl ManifestBuilder {
 ///
 /// Start from a model ([`Gpu::h100`], [`Gpu::h200`], [`Gpu::a100_40gb`], [`Gpu::l4`]) or from
 /// any product name with [`Gpu::builder`].
+///
+/// ```
+/// use miggate_compat::{DeviceKind, Gpu, GpuManifest};
+///
+/// // GPU 0 cut into one 4g.71gb and three 1g.18gb; GPU 1 whole, with the UUID a test pins.
+/// let node = GpuManifest::builder()
+///     .gpu(Gpu::h200().cut(["4g.71gb", "1g.18gb", "1g.18gb", "1g.18gb"]))
+///     .gpu(Gpu::h200().uuid("GPU-2b1a0f9e-8d7c-4b64-99b2-a83d2c1b0a9f"))
+///     .build()?;
+/// let kinds: Vec<DeviceKind> = node.devices().unwrap_or_default().iter().map(|d| d.kind()).collect();
+/// assert_eq!(kinds, [DeviceKind::Slice, DeviceKind::Slice, DeviceKind::Slice, DeviceKind::Slice, DeviceKind::Whole]);
+///
+/// // An L4 has no MIG: cutting one is refused, as no capture could show it cut.
+/// let err = GpuManifest::builder().gpu(Gpu::l4().cut(["1g.6gb"])).build().unwrap_err();
+/// assert_eq!(err.to_string(), "cannot build manifest: a cut of NVIDIA L4: this model has no MIG");
+/// # Ok::<(), miggate_compat::Error>(())
+/// ```
 #[derive(Debug, Clone)]
 #[must_use = "a GPU builder does nothing until it is added to a manifest"]
 pub struct GpuBuilder {

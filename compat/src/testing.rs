@@ -147,6 +147,15 @@ pub fn assert_restorable_with(source: &GpuManifest, target: &GpuManifest, option
 
 /// Asserts that `source` is refused on `target` in exact mode with default options, and that
 /// `check` is among the checks that refused. On failure the message is the report's table.
+///
+/// ```
+/// use miggate_compat::testing::{assert_refused_by, nodes};
+/// use miggate_compat::CheckName;
+///
+/// // Seven legacy-named 1g.5gb slices of an A100 are not an L4.
+/// let report = assert_refused_by(&nodes::a100_legacy(), &nodes::l4(), CheckName::MIG_PARTITIONING);
+/// assert!(report.reason.contains("mig-partitioning: source slice x7, target whole x1"));
+/// ```
 #[track_caller]
 pub fn assert_refused_by(source: &GpuManifest, target: &GpuManifest, check: CheckName) -> Report {
     assert_refused_by_with(source, target, check, &Options::default())
