@@ -70,6 +70,14 @@ pub enum Error {
         /// What is wrong with it.
         why: &'static str,
     },
+    /// A Go peer artifact recognised by its shape that cannot be translated.
+    #[error("{what}: {why}")]
+    Peer {
+        /// Which artifact.
+        what: &'static str,
+        /// Why not.
+        why: &'static str,
+    },
     /// A check name that does not exist (in `--skip`, say).
     #[error("unknown check `{name}`; known checks: {known}")]
     UnknownCheck {

@@ -31,6 +31,7 @@ pub use fields::MAX_UNKNOWN_DEPTH;
 mod manifest;
 mod matching;
 mod multiset;
+mod peer;
 mod profile;
 mod quantity;
 mod read;
