@@ -32,6 +32,7 @@ mod manifest;
 mod matching;
 mod multiset;
 mod peer;
+mod placement;
 mod profile;
 mod quantity;
 mod read;
@@ -52,6 +53,7 @@ pub use manifest::{
     API_VERSION, ApiVersion, CapturedBy, Device, Gpu, GpuManifest, Host, KIND, Kind, MigMode, MigStrategy,
     Nvidia, PathSegment, Pod, UnknownField, UnknownFields, render_path,
 };
+pub use placement::{Placement, place};
 pub use profile::MigProfile;
 pub use quantity::Quantity;
 pub use read::{MAX_MANIFEST_BYTES, MAX_YAML_DEPTH, from_slice, from_str};
