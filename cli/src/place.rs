@@ -85,9 +85,12 @@ fn read_checkpoint(path: &Path) -> anyhow::Result<GpuManifest> {
     Ok(stored.manifest)
 }
 
+/// A node's name and inventory.
+type Named = (String, GpuManifest);
+
 /// Every `nodes/<node>.{yaml,yml,json}` file, by name; unusable ones as problems. A missing or
 /// unreadable `nodes/` directory is an error: a typo in `--store` must not read as "no node fits".
-fn read_nodes(root: &Path) -> anyhow::Result<(Vec<(String, GpuManifest)>, Vec<Problem>)> {
+fn read_nodes(root: &Path) -> anyhow::Result<(Vec<Named>, Vec<Problem>)> {
     let dir = root.join("nodes");
     let shown = escape(&dir.display().to_string()).into_owned();
     let entries =
@@ -111,7 +114,7 @@ fn read_nodes(root: &Path) -> anyhow::Result<(Vec<(String, GpuManifest)>, Vec<Pr
         files.push((file, path));
     }
     files.sort();
-    let mut nodes: Vec<(String, GpuManifest)> = Vec::with_capacity(files.len());
+    let mut nodes: Vec<Named> = Vec::with_capacity(files.len());
     let mut seen = std::collections::HashSet::with_capacity(files.len());
     for (file, path) in files {
         let name = file

@@ -6,7 +6,9 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use miggate_compat::{Device, GpuManifest, Host, MigStrategy, Nvidia, Options, VersionText, from_str, place};
+use miggate_compat::{
+    Device, GpuManifest, Host, MigStrategy, Nvidia, Options, VersionText, from_str, place, read_stored,
+};
 
 const H100: &str = "NVIDIA H100 80GB HBM3";
 
@@ -48,7 +50,7 @@ fn node(i: usize) -> GpuManifest {
     let mut devices = Vec::new();
     for gpu in 0..8 {
         if gpu < i % 4 {
-            if gpu % 2 == 0 {
+            if gpu.is_multiple_of(2) {
                 devices.extend((0..2).map(|k| slice(i, gpu, k, "3g.40gb")));
             } else {
                 devices.extend((0..7).map(|k| slice(i, gpu, k, "1g.10gb")));
@@ -60,7 +62,7 @@ fn node(i: usize) -> GpuManifest {
     GpuManifest {
         host: Some(Host {
             node_name: Some(format!("gpu-node-{i}")),
-            kernel_version: Some(VersionText::new(if i % 7 == 0 {
+            kernel_version: Some(VersionText::new(if i.is_multiple_of(7) {
                 "6.8.0-45-generic"
             } else {
                 "5.15.0-1071-aws"
@@ -103,6 +105,18 @@ fn bench(c: &mut Criterion) {
                 names.iter().map(String::as_str).zip(&nodes),
                 &options,
             )
+        })
+    });
+    // What `miggate where` does after reading the files: each node's YAML text parsed (as the
+    // store reader does), then placed.
+    let texts: Vec<String> = nodes.iter().map(|n| n.to_yaml().unwrap()).collect();
+    c.bench_function("read+place/5000-node-yaml-files", |b| {
+        b.iter(|| {
+            let read: Vec<GpuManifest> = texts
+                .iter()
+                .map(|t| read_stored(black_box(t)).unwrap().manifest)
+                .collect();
+            place(&checkpoint, names.iter().map(String::as_str).zip(&read), &options).len()
         })
     });
     c.bench_function("from_str/peer-manifest-yaml", |b| {

@@ -101,20 +101,25 @@ pub fn read_stored(text: &str) -> Result<Stored, Error> {
             limit: crate::MAX_MANIFEST_BYTES,
         });
     }
-    let peek: Peek = parse(text)?;
-    let kind = match peek.kind.as_deref() {
-        Some("GpuCheckpoint") => StoredKind::Checkpoint,
-        Some("GpuNode") => StoredKind::Node,
-        // A manifest document, or something that is not one: the manifest reader says which.
-        _ => {
+    // Most files are manifest documents: read as one first, so they are parsed once.
+    let manifest_error = match crate::from_str(text) {
+        Ok(manifest) => {
             return Ok(Stored {
-                manifest: crate::from_str(text)?,
+                manifest,
                 container_name: None,
                 name: None,
                 namespace: None,
                 kind: StoredKind::Manifest,
             });
         }
+        Err(e) => e,
+    };
+    // Otherwise a resource object, or something that is neither: the manifest reader's error
+    // says what a manifest needs.
+    let kind = match parse::<Peek>(text).ok().and_then(|p| p.kind).as_deref() {
+        Some("GpuCheckpoint") => StoredKind::Checkpoint,
+        Some("GpuNode") => StoredKind::Node,
+        _ => return Err(manifest_error),
     };
     let r: Resource = parse(text)?;
     if r.api_version != API_VERSION {

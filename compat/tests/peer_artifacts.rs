@@ -1,4 +1,4 @@
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The Go peer's artifacts (`testdata/peer/`) read as manifests: what each translates to
 //! (snapshots), and the verdicts they get against miggate manifests.
 

@@ -12,7 +12,7 @@ pub(crate) fn read(text: &str) -> Result<Stored, String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
 
