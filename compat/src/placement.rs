@@ -126,3 +126,69 @@ fn targets(map: &str, source: &GpuManifest) -> Vec<String> {
         .filter_map(|pair| pair.split_once('=').map(|(_, dst)| dst.to_string()))
         .collect()
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::manifest::{Device, Nvidia};
+
+    fn with(devices: &[(&str, Option<&str>, Option<&str>)]) -> GpuManifest {
+        GpuManifest {
+            nvidia: Some(Nvidia {
+                devices: Some(
+                    devices
+                        .iter()
+                        .map(|(uuid, model, profile)| Device {
+                            uuid: Some(uuid.parse().unwrap()),
+                            product_name: model.map(str::to_string),
+                            mig_profile: profile.map(|p| p.parse().unwrap()),
+                            ..Device::default()
+                        })
+                        .collect(),
+                ),
+                ..Nvidia::default()
+            }),
+            ..GpuManifest::default()
+        }
+    }
+
+    #[test]
+    fn best_fit_first_then_refusals_by_name() {
+        const H: Option<&str> = Some("NVIDIA H100 80GB HBM3");
+        // A whole GPU whose model was not recorded (the peer's oldest artifacts).
+        let source = with(&[("GPU-src", None, None)]);
+        let big = with(&[("GPU-b1", H, None), ("GPU-b2", H, None), ("GPU-b3", H, None)]);
+        let small = with(&[("GPU-s1", H, None)]);
+        let cut = with(&[("MIG-c1", H, Some("1g.10gb"))]);
+        let none = with(&[]);
+        let nodes = [
+            ("z-big", &big),
+            ("y-cut", &cut),
+            ("x-small", &small),
+            ("w-none", &none),
+        ];
+        let answer = place(&source, nodes, &Options::default());
+        let order: Vec<(&str, bool, Option<usize>)> =
+            answer.iter().map(|p| (p.node, p.fits(), p.spare)).collect();
+        assert_eq!(
+            order,
+            [
+                ("x-small", true, Some(0)),
+                ("z-big", true, Some(2)),
+                ("w-none", false, None),
+                ("y-cut", false, None)
+            ]
+        );
+        assert_eq!(answer[0].devices.as_deref(), Some(&["GPU-s1".to_string()][..]));
+        assert_eq!(answer[2].first_refusal().unwrap().check.as_str(), "gpu-count");
+    }
+
+    #[test]
+    fn an_identity_map_uses_the_checkpoints_own_devices() {
+        let node = with(&[("GPU-a", Some("L4"), None)]);
+        let answer = place(&node, [("self", &node)], &Options::default());
+        assert_eq!(answer[0].report.device_map.as_deref(), Some(""));
+        assert_eq!(answer[0].devices.as_deref(), Some(&["GPU-a".to_string()][..]));
+    }
+}
