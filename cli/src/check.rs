@@ -66,7 +66,7 @@ fn print(report: &miggate_compat::Report, args: &CheckArgs) -> std::io::Result<(
 /// serde_json already escapes C0 controls. A JSON reader gets the very same strings; only the
 /// bytes on the screen differ, so `-o json` piped to a terminal cannot be reordered or driven.
 #[derive(Default)]
-struct TerminalSafe(serde_json::ser::PrettyFormatter<'static>);
+pub(crate) struct TerminalSafe(serde_json::ser::PrettyFormatter<'static>);
 
 impl serde_json::ser::Formatter for TerminalSafe {
     fn write_string_fragment<W: ?Sized + Write>(&mut self, w: &mut W, fragment: &str) -> std::io::Result<()> {

@@ -31,6 +31,18 @@ enum Command {
     ///
     /// Exit status: 0 compatible, 1 refused, 2 bad input or usage.
     Check(CheckArgs),
+    /// Print a manifest, or one of the Go peer's artifacts translated, as a miggate manifest.
+    ///
+    /// Reads miggate manifests, the peer's checkpoint manifest.yaml and a PodSnapshotContent
+    /// (or its status.source); the translation's warnings are in the output's `warnings`.
+    /// Exit status: 0 printed, 2 unreadable.
+    Convert(ConvertArgs),
+    /// Which nodes of a store can take a checkpoint: offer mode against every node inventory.
+    ///
+    /// Fitting nodes come first, best fit (fewest spare devices of the checkpoint's classes)
+    /// first; refused nodes follow with the first check that refused. Exit status: 0 some node
+    /// fits, 1 none does, 2 bad input or usage.
+    Where(WhereArgs),
     /// Print the manifest's JSON Schema.
     Schema,
     /// Print the CRDs of GpuCheckpoint and GpuNode (`miggate crds | kubectl apply -f -`).
@@ -67,6 +79,54 @@ pub struct CheckArgs {
           default_value_t = KernelFloor(DEFAULT_MIN_KERNEL))]
     pub min_kernel: KernelFloor,
     /// Lowest NVIDIA driver major version a target may run.
+    #[arg(long, value_name = "N", value_parser = FlagParser(driver_floor),
+          default_value_t = DEFAULT_MIN_DRIVER)]
+    pub min_driver: u64,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = CheckOutput::Text)]
+    pub output: CheckOutput,
+}
+
+/// Flags of `miggate convert`.
+#[derive(Debug, clap::Args)]
+pub struct ConvertArgs {
+    /// The manifest or peer artifact (JSON or YAML); `-` reads standard input.
+    pub file: PathBuf,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = ConvertOutput::Yaml)]
+    pub output: ConvertOutput,
+}
+
+/// `miggate convert -o`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum ConvertOutput {
+    /// The manifest as YAML.
+    Yaml,
+    /// The manifest as JSON.
+    Json,
+}
+
+/// Flags of `miggate where`.
+#[derive(Debug, clap::Args)]
+pub struct WhereArgs {
+    /// The checkpoint: a manifest, a GpuCheckpoint object or a Go peer artifact; `-` reads
+    /// standard input.
+    pub checkpoint: PathBuf,
+    /// Where the node inventories are: `dir:PATH`, a file store whose `nodes/<node>.yaml`
+    /// files are read (the webhook's layout).
+    #[arg(long, value_name = "dir:PATH", value_parser = crate::webhook::store_dir)]
+    pub store: PathBuf,
+    /// Refuse when a fact is unknown on either side.
+    #[arg(long)]
+    pub strict: bool,
+    /// Waive named checks, comma-separated (or `all`); an unknown name is an error.
+    #[arg(long, value_name = "CHECKS", value_parser = FlagParser(skip_list))]
+    pub skip: Option<BTreeSet<CheckName>>,
+    /// Lowest kernel major.minor a node may run.
+    #[arg(long, value_name = "V", value_parser = FlagParser(kernel_floor),
+          default_value_t = KernelFloor(DEFAULT_MIN_KERNEL))]
+    pub min_kernel: KernelFloor,
+    /// Lowest NVIDIA driver major version a node may run.
     #[arg(long, value_name = "N", value_parser = FlagParser(driver_floor),
           default_value_t = DEFAULT_MIN_DRIVER)]
     pub min_driver: u64,
@@ -220,6 +280,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Capture(args) => crate::capture::run(&args),
         Command::Check(args) => crate::check::run(&args),
         Command::Webhook(args) => crate::webhook::run(&args),
+        Command::Convert(args) => crate::convert::run(&args),
+        Command::Where(args) => crate::place::run(&args),
         Command::Schema => {
             print!("{}", miggate_compat::manifest_schema());
             Ok(ExitCode::SUCCESS)

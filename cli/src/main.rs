@@ -5,8 +5,10 @@
 mod capture;
 mod check;
 mod cli;
+mod convert;
 mod crds;
 mod input;
+mod place;
 mod printable;
 mod table;
 mod tree;

@@ -34,7 +34,7 @@ pub struct WebhookArgs {
 }
 
 /// `--store`: `dir:PATH` is the only store this build has.
-fn store_dir(text: &str) -> Result<PathBuf, String> {
+pub(crate) fn store_dir(text: &str) -> Result<PathBuf, String> {
     if text == "kube" {
         return Err("the Kubernetes store is not available yet; use dir:PATH".into());
     }

@@ -80,6 +80,20 @@ pub enum Error {
         /// Why it cannot be.
         why: &'static str,
     },
+    /// A Go peer artifact recognised by its shape that cannot be translated.
+    #[error("{what}: {why}")]
+    Peer {
+        /// Which artifact.
+        what: &'static str,
+        /// Why not.
+        why: &'static str,
+    },
+    /// A store file whose object is not one of miggate's.
+    #[error("{why}")]
+    Store {
+        /// What is wrong, outside text already escaped.
+        why: String,
+    },
     /// A check name that does not exist (in `--skip`, say).
     #[error("unknown check `{name}`; known checks: {known}")]
     UnknownCheck {

@@ -11,6 +11,8 @@ pub use fields::MAX_UNKNOWN_DEPTH;
 mod manifest;
 mod matching;
 mod multiset;
+mod peer;
+mod placement;
 mod profile;
 mod quantity;
 mod read;
@@ -18,6 +20,7 @@ mod report;
 mod schema;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod stored;
 mod text;
 mod uuid;
 mod vocab;
@@ -33,11 +36,13 @@ pub use manifest::{
     API_VERSION, ApiVersion, CapturedBy, Device, Gpu, GpuManifest, Host, KIND, Kind, MigMode, MigStrategy,
     Nvidia, PathSegment, Pod, UnknownField, UnknownFields, render_path,
 };
+pub use placement::{Placement, place};
 pub use profile::MigProfile;
 pub use quantity::Quantity;
 pub use read::{MAX_MANIFEST_BYTES, MAX_YAML_DEPTH, from_slice, from_str};
 pub use report::{CheckResult, Report, Text};
 pub use schema::{manifest_body_schema, manifest_schema, structural_problems};
+pub use stored::{Stored, StoredKind, read_stored};
 pub use text::{VersionText, kernel_major_minor, versions_equal};
 pub use uuid::{DeviceUuid, GpuUuid, MAX_UUID_BYTES, UuidForm};
 pub use vocab::{CheckName, Mode, Outcome, Scope, TargetScope};

@@ -63,6 +63,9 @@ pub fn from_str(text: &str) -> Result<GpuManifest, Error> {
         {
             return Ok(m);
         }
+        if let Some(peer) = read_peer(body, true) {
+            return peer;
+        }
         let mut de = serde_json::Deserializer::from_str(body);
         let Document(m) = serde_path_to_error::deserialize(&mut de).map_err(|e| Error::Json {
             path: error_path(e.path()),
@@ -80,6 +83,9 @@ pub fn from_str(text: &str) -> Result<GpuManifest, Error> {
         if let Some(why) = budget {
             return Err(Error::YamlLimit { why });
         }
+        if let Some(peer) = read_peer(body, false) {
+            return peer;
+        }
         let mut at = Vec::new();
         serde_saphyr::with_deserializer_from_str_with_options(body, yaml_options(), |de| {
             serde_path_to_error::deserialize(de).map_err(|e| {
@@ -88,6 +94,48 @@ pub fn from_str(text: &str) -> Result<GpuManifest, Error> {
             })
         })
         .map(|Document(m)| m)
+        .map_err(|error| yaml_error(at, error))
+    }
+}
+
+/// A document that is not a miggate manifest, read as one of the Go peer's artifacts when its
+/// shape says it is one (`None` otherwise: the caller reports the miggate reading's error).
+/// Only a document the fast read refused gets here, so a miggate manifest costs nothing more.
+fn read_peer(body: &str, json: bool) -> Option<Result<GpuManifest, Error>> {
+    use crate::peer::{self, Keys, Shape};
+    let keys: Keys = if json {
+        serde_json::from_str(body).ok()?
+    } else {
+        serde_saphyr::with_deserializer_from_str_with_options(body, yaml_options(), |de| {
+            Keys::deserialize(de)
+        })
+        .ok()?
+    };
+    Some(match keys.shape()? {
+        Shape::Manifest => read_tracked(body, json).map(peer::from_manifest),
+        Shape::SnapshotContent => read_tracked(body, json).and_then(peer::from_object),
+        Shape::Source => read_tracked(body, json).map(peer::from_source),
+    })
+}
+
+/// Reads `T` from JSON or YAML text, an error naming the field it happened at.
+fn read_tracked<T: serde::de::DeserializeOwned>(body: &str, json: bool) -> Result<T, Error> {
+    if json {
+        let mut de = serde_json::Deserializer::from_str(body);
+        let value = serde_path_to_error::deserialize(&mut de).map_err(|e| Error::Json {
+            path: error_path(e.path()),
+            error: e.into_inner(),
+        })?;
+        de.end()?;
+        Ok(value)
+    } else {
+        let mut at = Vec::new();
+        serde_saphyr::with_deserializer_from_str_with_options(body, yaml_options(), |de| {
+            serde_path_to_error::deserialize(de).map_err(|e| {
+                at = error_path(e.path());
+                e.into_inner()
+            })
+        })
         .map_err(|error| yaml_error(at, error))
     }
 }

@@ -1,146 +1,18 @@
-//! Reading one store file: a miggate manifest document, or a `GpuCheckpoint`/`GpuNode`
-//! resource object whose `spec.manifest` is the manifest body.
-//!
-//! Kept apart, and small, because the resource types will come from the `crds` crate once it
-//! exists; only this module then changes.
+//! Reading one store file: a manifest document (miggate's or one of the Go peer's artifacts),
+//! or a `GpuCheckpoint`/`GpuNode` resource object whose `spec.manifest` is the manifest body.
+//! The reader itself is compat's ([`miggate_compat::read_stored`]), shared with `miggate where`.
 
-use miggate_compat::GpuManifest;
 use miggate_compat::escape::escape;
-use serde::Deserialize;
+pub(crate) use miggate_compat::{Stored, StoredKind};
 
-/// The group and version of miggate's resources.
-const CR_API_VERSION: &str = "miggate.io/v1alpha1";
-
-/// What a store file holds.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Stored {
-    /// The manifest body.
-    pub manifest: GpuManifest,
-    /// The container a checkpoint was taken from (`spec.containerName`); `None` for a manifest
-    /// document, which does not record it.
-    pub container_name: Option<String>,
-    /// `metadata.name`, when the file is a resource object.
-    pub name: Option<String>,
-    /// `metadata.namespace`, when the file is a resource object and says it.
-    pub namespace: Option<String>,
-    /// Which kind of object the file is, so a checkpoint is not read from a node's file.
-    pub kind: StoredKind,
-}
-
-/// The kinds a store file may hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StoredKind {
-    /// A bare `GpuManifest` document: fits either place.
-    Manifest,
-    /// A `GpuCheckpoint` resource.
-    Checkpoint,
-    /// A `GpuNode` resource.
-    Node,
-}
-
-impl StoredKind {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            StoredKind::Manifest => "GpuManifest",
-            StoredKind::Checkpoint => "GpuCheckpoint",
-            StoredKind::Node => "GpuNode",
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct Peek {
-    #[serde(default)]
-    kind: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Resource {
-    api_version: String,
-    kind: String,
-    #[serde(default)]
-    metadata: Metadata,
-    spec: Spec,
-}
-
-#[derive(Deserialize, Default)]
-struct Metadata {
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    namespace: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Spec {
-    manifest: GpuManifest,
-    #[serde(default)]
-    container_name: Option<String>,
-}
-
-fn is_json(text: &str) -> bool {
-    text.trim_start_matches('\u{feff}').trim_start().starts_with('{')
-}
-
-fn parse<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, String> {
-    if is_json(text) {
-        serde_json::from_str(text).map_err(|e| e.to_string())
-    } else {
-        serde_saphyr::from_str(text).map_err(|e| e.to_string())
-    }
-}
-
-/// Reads a store file's text. The error is in words, escaped, without the file's name.
+/// Reads a store file's text (compat's reader, shared with `miggate where`). The error is in
+/// words, escaped, without the file's name.
 pub(crate) fn read(text: &str) -> Result<Stored, String> {
-    if text.len() > miggate_compat::MAX_MANIFEST_BYTES {
-        return Err(format!(
-            "{} bytes, over the {}-byte limit",
-            text.len(),
-            miggate_compat::MAX_MANIFEST_BYTES
-        ));
-    }
-    let peek: Peek = parse(text).map_err(|e| escape(&e).into_owned())?;
-    let kind = match peek.kind.as_deref() {
-        Some("GpuCheckpoint") => StoredKind::Checkpoint,
-        Some("GpuNode") => StoredKind::Node,
-        // A manifest document, or something that is not one: compat's reader says which.
-        _ => {
-            let manifest = miggate_compat::from_str(text).map_err(|e| escape(&e.to_string()).into_owned())?;
-            return Ok(Stored {
-                manifest,
-                container_name: None,
-                name: None,
-                namespace: None,
-                kind: StoredKind::Manifest,
-            });
-        }
-    };
-    let r: Resource = parse(text).map_err(|e| escape(&e).into_owned())?;
-    if r.api_version != CR_API_VERSION {
-        return Err(format!(
-            "apiVersion is `{}`, expected `{CR_API_VERSION}` for a {}",
-            escape(&r.api_version),
-            escape(&r.kind)
-        ));
-    }
-    let container_name = r.spec.container_name.filter(|c| !c.trim().is_empty());
-    Ok(Stored {
-        manifest: r.spec.manifest,
-        container_name: if kind == StoredKind::Checkpoint {
-            container_name
-        } else {
-            None
-        },
-        name: r.metadata.name,
-        namespace: r.metadata.namespace,
-        kind,
-    })
+    miggate_compat::read_stored(text).map_err(|e| escape(&e.to_string()).into_owned())
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
+#[allow(clippy::unwrap_used, clippy::panic)]
 mod tests {
     use super::*;
 
@@ -184,5 +56,21 @@ mod tests {
                 .contains("spec")
         );
         assert!(read("{not json").is_err());
+    }
+
+    #[test]
+    fn reads_the_go_peers_artifacts() {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/peer/");
+        for file in [
+            "manifest-h100-mig.yaml",
+            "podsnapshotcontent-h100-mig.yaml",
+            "source-h100-mig.json",
+        ] {
+            let text = std::fs::read_to_string(format!("{root}{file}")).unwrap();
+            let s = read(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
+            assert_eq!(s.kind, StoredKind::Manifest, "{file}");
+            assert_eq!(s.manifest.devices().map(<[_]>::len), Some(2), "{file}");
+            assert!(s.manifest.warnings[0].contains("Go peer"), "{file}");
+        }
     }
 }

@@ -1,0 +1,268 @@
+//! `miggate where`: which nodes of a store can take a checkpoint.
+
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context, bail};
+use miggate_compat::escape::escape;
+use miggate_compat::{
+    GpuManifest, MAX_MANIFEST_BYTES, Mode, Options, Placement, StoredKind, place, read_stored,
+};
+use serde::Serialize;
+
+use crate::cli::{CheckOutput, WhereArgs};
+use crate::input::{closed_pipe_is_fine, stdout_is_closed};
+
+/// A node file that could not be used: listed, never fatal, so one bad file does not hide the
+/// other nodes (as in the webhook's store).
+#[derive(Debug, Serialize)]
+struct Problem {
+    file: String,
+    error: String,
+}
+
+/// Ranks the store's nodes for the checkpoint and prints them; the exit code says whether any
+/// node fits.
+pub fn run(args: &WhereArgs) -> anyhow::Result<ExitCode> {
+    if stdout_is_closed() {
+        bail!("standard output is closed: the answer would be lost (use >/dev/null to discard it)");
+    }
+    let options = Options {
+        mode: Mode::Offer,
+        strict: args.strict,
+        skip: args.skip.clone().unwrap_or_default(),
+        min_kernel: args.min_kernel.0,
+        min_driver: args.min_driver,
+    };
+    let checkpoint = read_checkpoint(&args.checkpoint)?;
+    let (nodes, problems) = read_nodes(&args.store)?;
+    let placements = place(&checkpoint, nodes.iter().map(|(n, m)| (n.as_str(), m)), &options);
+    let fits = placements.iter().filter(|p| p.fits()).count();
+    let mut out = anstream::stdout().lock();
+    let written = match args.output {
+        CheckOutput::Json => write_json(&mut out, &checkpoint, &placements, &problems),
+        CheckOutput::Text => write_text(&mut out, &checkpoint, &placements, &problems),
+    };
+    closed_pipe_is_fine(written.and_then(|()| out.flush())).context("cannot write the answer")?;
+    Ok(if fits > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// Reads at most the manifest limit (and one byte more, to tell it was over).
+fn read_limited(mut reader: impl Read) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    let limit = u64::try_from(MAX_MANIFEST_BYTES).unwrap_or(u64::MAX) + 1;
+    reader.by_ref().take(limit).read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Reads a store file's text, bounded; the error is in words.
+fn read_text(bytes: Vec<u8>) -> Result<String, String> {
+    if bytes.len() > MAX_MANIFEST_BYTES {
+        return Err(format!("over the {MAX_MANIFEST_BYTES}-byte limit"));
+    }
+    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
+}
+
+/// The checkpoint: any manifest document, a GpuCheckpoint object, or a peer artifact.
+fn read_checkpoint(path: &Path) -> anyhow::Result<GpuManifest> {
+    let shown = escape(&path.display().to_string()).into_owned();
+    let bytes = if path == Path::new("-") {
+        read_limited(io::stdin()).context("cannot read the checkpoint from standard input")?
+    } else {
+        let file = std::fs::File::open(path).with_context(|| format!("cannot open checkpoint {shown}"))?;
+        read_limited(file).with_context(|| format!("cannot read checkpoint {shown}"))?
+    };
+    let text = read_text(bytes).map_err(|why| anyhow::anyhow!("checkpoint {shown}: {why}"))?;
+    let stored = read_stored(&text).map_err(|e| anyhow::anyhow!("checkpoint {shown}: {e}"))?;
+    if stored.kind == StoredKind::Node {
+        bail!("checkpoint {shown}: it is a GpuNode (a node's inventory), not a checkpoint");
+    }
+    Ok(stored.manifest)
+}
+
+/// A node's name and inventory.
+type Named = (String, GpuManifest);
+
+/// Every `nodes/<node>.{yaml,yml,json}` file, by name; unusable ones as problems. A missing or
+/// unreadable `nodes/` directory is an error: a typo in `--store` must not read as "no node fits".
+fn read_nodes(root: &Path) -> anyhow::Result<(Vec<Named>, Vec<Problem>)> {
+    let dir = root.join("nodes");
+    let shown = escape(&dir.display().to_string()).into_owned();
+    let entries =
+        std::fs::read_dir(&dir).with_context(|| format!("cannot read the store's node directory {shown}"))?;
+    let mut files: Vec<(String, PathBuf)> = Vec::new();
+    let mut problems = Vec::new();
+    for entry in entries {
+        let entry = entry.with_context(|| format!("cannot list {shown}"))?;
+        let path = entry.path();
+        let Some(file) = path.file_name().and_then(|n| n.to_str()).map(str::to_string) else {
+            problems.push(Problem {
+                file: escape(&path.display().to_string()).into_owned(),
+                error: "file name is not UTF-8".into(),
+            });
+            continue;
+        };
+        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or_default();
+        if file.starts_with('.') || !matches!(ext, "yaml" | "yml" | "json") {
+            continue;
+        }
+        files.push((file, path));
+    }
+    files.sort();
+    let mut nodes: Vec<Named> = Vec::with_capacity(files.len());
+    let mut seen = std::collections::HashSet::with_capacity(files.len());
+    for (file, path) in files {
+        let name = file
+            .rsplit_once('.')
+            .map_or(file.as_str(), |(stem, _)| stem)
+            .to_string();
+        let read = std::fs::File::open(&path)
+            .and_then(read_limited)
+            .map_err(|e| e.to_string())
+            .and_then(read_text)
+            .and_then(|text| read_stored(&text).map_err(|e| e.to_string()))
+            .and_then(|stored| match stored.kind {
+                StoredKind::Checkpoint => Err("it is a GpuCheckpoint, not a node's inventory".to_string()),
+                _ => match stored.name.filter(|n| *n != name) {
+                    Some(other) => Err(format!(
+                        "metadata.name `{}` differs from the file name `{}`",
+                        escape(&other),
+                        escape(&name)
+                    )),
+                    None => Ok(stored.manifest),
+                },
+            });
+        match read {
+            Ok(_) if !seen.insert(name.clone()) => problems.push(Problem {
+                file: format!("nodes/{}", escape(&file)),
+                error: format!("another file already defines node {}", escape(&name)),
+            }),
+            Ok(m) => nodes.push((name, m)),
+            Err(why) => problems.push(Problem {
+                file: format!("nodes/{}", escape(&file)),
+                error: escape(&why).into_owned(),
+            }),
+        }
+    }
+    Ok((nodes, problems))
+}
+
+/// What a fitting node would give the checkpoint, or why a node refuses, in one cell.
+fn detail(p: &Placement<'_>) -> String {
+    if let Some(r) = p.first_refusal() {
+        let (s, t) = r
+            .mismatches
+            .first()
+            .map_or((r.source.as_ref(), r.target.as_ref()), |(s, t)| {
+                (s.as_str(), t.as_str())
+            });
+        return format!("{}: source {}, target {}", r.check, escape(s), escape(t));
+    }
+    let uses = match &p.devices {
+        Some(d) if d.is_empty() => "no GPU".to_string(),
+        Some(d) => d.join(", "),
+        None => match p.report.result(miggate_compat::CheckName::GPU_COUNT) {
+            Some(r) => format!("{} device(s), no device map", escape(&r.source)),
+            None => "no device map".to_string(),
+        },
+    };
+    match p.spare {
+        Some(n) => format!("{uses} (spare {n})"),
+        None => uses,
+    }
+}
+
+fn write_text(
+    out: &mut impl Write,
+    checkpoint: &GpuManifest,
+    placements: &[Placement<'_>],
+    problems: &[Problem],
+) -> io::Result<()> {
+    let width = placements
+        .iter()
+        .map(|p| escape(p.node).chars().count())
+        .max()
+        .unwrap_or(0)
+        .max(4);
+    writeln!(out, "{:<width$}  {:<7}  DETAIL", "NODE", "VERDICT")?;
+    for p in placements {
+        let verdict = if p.fits() { "fits" } else { "refused" };
+        writeln!(out, "{:<width$}  {verdict:<7}  {}", escape(p.node), detail(p))?;
+    }
+    let fits = placements.iter().filter(|p| p.fits()).count();
+    writeln!(out, "\n{fits} of {} nodes fit", placements.len())?;
+    for w in &checkpoint.warnings {
+        writeln!(out, "warning: checkpoint: {}", escape(w))?;
+    }
+    for p in problems {
+        writeln!(out, "warning: {}: {}", p.file, p.error)?;
+    }
+    Ok(())
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Answer<'a> {
+    schema_version: u32,
+    fits: usize,
+    nodes: Vec<NodeAnswer<'a>>,
+    problems: &'a [Problem],
+    warnings: &'a [String],
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct NodeAnswer<'a> {
+    node: &'a str,
+    compatible: bool,
+    spare: Option<usize>,
+    devices: Option<&'a [String]>,
+    refusal: Option<Refusal<'a>>,
+    reason: &'a str,
+    device_map: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct Refusal<'a> {
+    check: &'a str,
+    source: &'a str,
+    target: &'a str,
+}
+
+fn write_json(
+    out: &mut impl Write,
+    checkpoint: &GpuManifest,
+    placements: &[Placement<'_>],
+    problems: &[Problem],
+) -> io::Result<()> {
+    let answer = Answer {
+        schema_version: 1,
+        fits: placements.iter().filter(|p| p.fits()).count(),
+        nodes: placements
+            .iter()
+            .map(|p| NodeAnswer {
+                node: p.node,
+                compatible: p.fits(),
+                spare: p.spare,
+                devices: p.devices.as_deref(),
+                refusal: p.first_refusal().map(|r| Refusal {
+                    check: r.check.as_str(),
+                    source: r.source.as_ref(),
+                    target: r.target.as_ref(),
+                }),
+                reason: &p.report.reason,
+                device_map: p.report.device_map.as_deref(),
+            })
+            .collect(),
+        problems,
+        warnings: &checkpoint.warnings,
+    };
+    let mut json = serde_json::Serializer::with_formatter(&mut *out, crate::check::TerminalSafe::default());
+    answer.serialize(&mut json)?;
+    writeln!(out)
+}

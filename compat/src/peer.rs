@@ -1,0 +1,448 @@
+//! The Go peer's artifacts (ai-dynamo/snapshot) read as manifests: its checkpoint
+//! `manifest.yaml` and its `PodSnapshotContent.status.source`.
+//!
+//! Checkpoints taken by the peer's agent carry no miggate manifest, only these. Reading them
+//! where a manifest is read lets a cluster that moves to miggate keep restoring, and gate, the
+//! checkpoints it already has. The translation is field by field (`docs/interop.md`): what the
+//! peer did not record stays absent (unknown), nothing is guessed, and a warning in the
+//! manifest names the translation so nobody mistakes it for a capture of miggate's.
+//!
+//! Pure: the reader ([`crate::from_str`]) parses the text into the types here, by shape, and
+//! this module turns them into a [`GpuManifest`].
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+use serde::de::{self, IgnoredAny, MapAccess, Visitor};
+
+use crate::Error;
+use crate::checks::reduce_digest;
+use crate::escape::escape;
+use crate::manifest::{API_VERSION, Device, GpuManifest, Host, Nvidia, Pod};
+use crate::profile::MigProfile;
+use crate::quantity::Quantity;
+use crate::text::VersionText;
+use crate::uuid::{DeviceUuid, UuidForm};
+
+/// Which of the peer's artifacts a document is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Shape {
+    /// The checkpoint `manifest.yaml` the peer's agent writes beside a checkpoint.
+    Manifest,
+    /// A whole `PodSnapshotContent` object (`kubectl get -o yaml`).
+    SnapshotContent,
+    /// A `PodSnapshotContent`'s `status.source` alone (`-o jsonpath='{.status.source}'`).
+    Source,
+}
+
+// Top-level keys, as bits.
+const CREATED_AT: u16 = 1;
+const K8S: u16 = 1 << 1;
+const CRIU_DUMP: u16 = 1 << 2;
+const CUDA_RESTORE: u16 = 1 << 3;
+const ARTIFACT: u16 = 1 << 4;
+const NODE: u16 = 1 << 5;
+const DEVICES: u16 = 1 << 6;
+const POD: u16 = 1 << 7;
+const HOST: u16 = 1 << 8;
+/// Keys only a miggate manifest has: a document with one of them is not the peer's.
+const MIGGATE_ONLY: u16 = 1 << 9;
+const OTHER: u16 = 1 << 10;
+
+fn bit(key: &str) -> u16 {
+    match key {
+        "createdAt" => CREATED_AT,
+        "k8s" => K8S,
+        "criuDump" => CRIU_DUMP,
+        "cudaRestore" => CUDA_RESTORE,
+        "artifact" => ARTIFACT,
+        "node" => NODE,
+        "devices" => DEVICES,
+        "pod" => POD,
+        "host" => HOST,
+        "capturedAt" | "capturedBy" | "warnings" | "nvidia" => MIGGATE_ONLY,
+        // The peer's manifest has more top-level keys that no check needs.
+        "overlay" | "cudaTools" | "cuinterpose" => ARTIFACT,
+        _ => OTHER,
+    }
+}
+
+/// A document's top-level keys and envelope, read without reading the values, to tell its
+/// shape. Any failure (not a mapping, a non-text `kind`) means "not the peer's".
+#[derive(Debug, Default)]
+pub(crate) struct Keys {
+    api_version: Option<String>,
+    kind: Option<String>,
+    keys: u16,
+}
+
+impl<'de> Deserialize<'de> for Keys {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Keys;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a mapping")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Keys, A::Error> {
+                let mut out = Keys::default();
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "apiVersion" => out.api_version = Some(map.next_value()?),
+                        "kind" => out.kind = Some(map.next_value()?),
+                        other => {
+                            out.keys |= bit(other);
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+impl Keys {
+    /// The peer artifact the document is, by shape; `None` for anything else (a miggate
+    /// manifest, a Pod, `{}`), which the manifest reader then reports as it always has.
+    pub(crate) fn shape(&self) -> Option<Shape> {
+        let has = |bits: u16| self.keys & bits != 0;
+        match (self.api_version.as_deref(), self.kind.as_deref()) {
+            (Some(API_VERSION), _) => None,
+            (_, Some("PodSnapshotContent")) => Some(Shape::SnapshotContent),
+            (None, None) if has(CREATED_AT | K8S | CRIU_DUMP | CUDA_RESTORE) && !has(MIGGATE_ONLY) => {
+                Some(Shape::Manifest)
+            }
+            (None, None) if has(NODE | DEVICES) && !has(!(NODE | DEVICES | POD)) => Some(Shape::Source),
+            _ => None,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The peer's checkpoint manifest.yaml (`agent/internal/types/manifest.go`)
+
+/// The fields of the peer's `manifest.yaml` that carry restore facts; the rest are skipped.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub(crate) struct PeerManifest {
+    created_at: Option<String>,
+    host: Option<PeerHost>,
+    k8s: Option<K8s>,
+    criu_dump: Option<CriuDump>,
+    cuda_restore: Option<CudaRestore>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct PeerHost {
+    kernel_version: Option<VersionText>,
+    cpu_arch: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct K8s {
+    source_node: Option<String>,
+    image: Option<String>,
+    image_id: Option<String>,
+    cpu_limit: Option<Quantity>,
+    memory_limit: Option<Quantity>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct CriuDump {
+    ext_mnt: Option<BTreeMap<String, IgnoredAny>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct CudaRestore {
+    source_gpu_uuids: Option<Vec<DeviceUuid>>,
+    source_gpus: Option<Vec<SourceGpu>>,
+    source_driver_version: Option<VersionText>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct SourceGpu {
+    uuid: Option<DeviceUuid>,
+    product_name: Option<String>,
+    mig_profile: Option<MigProfile>,
+}
+
+/// Text that is blank is not recorded (Go writes empty strings for unknowns).
+fn present(text: Option<String>) -> Option<String> {
+    text.filter(|t| !t.trim().is_empty())
+}
+
+/// A device from a UUID the peer recorded: a legacy `MIG-GPU-<parent>/<gi>/<ci>` UUID says
+/// its parent and instance ids, which are kept; nothing else is guessed.
+fn device(uuid: Option<DeviceUuid>, product_name: Option<String>, mig_profile: Option<MigProfile>) -> Device {
+    let mut d = Device {
+        product_name: present(product_name),
+        mig_profile,
+        ..Device::default()
+    };
+    if let Some(u) = &uuid
+        && let UuidForm::LegacyMig {
+            gpu_instance,
+            compute_instance,
+        } = u.form()
+    {
+        d.parent_uuid = u.legacy_gpu_instance().and_then(|(p, _)| p.parse().ok());
+        d.gpu_instance_id = Some(gpu_instance);
+        d.compute_instance_id = Some(compute_instance);
+    }
+    d.uuid = uuid;
+    d
+}
+
+/// The peer's checkpoint `manifest.yaml` as a miggate manifest (`docs/interop.md` has the
+/// mapping). Infallible: every value was validated as it was read (UUIDs above all).
+pub(crate) fn from_manifest(p: PeerManifest) -> GpuManifest {
+    let mut warnings = vec![
+        "read as the Go peer's checkpoint manifest.yaml and translated (createdAt → capturedAt, \
+         k8s.sourceNode → host.nodeName, k8s.image/imageId/cpuLimit/memoryLimit → pod.*, \
+         criuDump.extMnt → pod.mounts, cudaRestore → nvidia; see docs/interop.md); what it does \
+         not record (parents, instance ids, memory, MIG strategy, GPU requests) is unknown"
+            .to_string(),
+    ];
+    let k8s = p.k8s.unwrap_or_default();
+    let source_node = present(k8s.source_node);
+    let host = match p.host {
+        Some(h) => Some(Host {
+            node_name: source_node,
+            kernel_version: h.kernel_version,
+            cpu_arch: present(h.cpu_arch),
+            ..Host::default()
+        }),
+        None => source_node.map(|n| Host {
+            node_name: Some(n),
+            ..Host::default()
+        }),
+    };
+    let image_digest = present(k8s.image_id).map(|id| match reduce_digest(&id) {
+        Some(digest) => digest,
+        None => {
+            warnings.push(format!(
+                "k8s.imageId `{}` holds no content digest: kept as is, so image-digest cannot compare it",
+                escape(&id)
+            ));
+            id
+        }
+    });
+    // The peer's dump always records criuDump; Go leaves an empty extMnt out, so a dump without
+    // one externalized no mount.
+    let mounts = p
+        .criu_dump
+        .map(|c| c.ext_mnt.unwrap_or_default().into_keys().collect::<Vec<_>>());
+    let any_pod = k8s.image.is_some()
+        || image_digest.is_some()
+        || k8s.cpu_limit.is_some()
+        || k8s.memory_limit.is_some()
+        || mounts.is_some();
+    let pod = any_pod.then(|| Pod {
+        image: present(k8s.image),
+        image_digest,
+        cpu_limit: k8s.cpu_limit,
+        memory_limit: k8s.memory_limit,
+        mounts,
+        ..Pod::default()
+    });
+    // No cudaRestore: the peer restores no CUDA state, so the checkpoint used no GPU.
+    let cuda = p.cuda_restore.unwrap_or_default();
+    let devices: Vec<Device> = match (cuda.source_gpus, cuda.source_gpu_uuids) {
+        (Some(gpus), _) if !gpus.is_empty() => gpus
+            .into_iter()
+            .map(|g| device(g.uuid, g.product_name, g.mig_profile))
+            .collect(),
+        (_, Some(uuids)) if !uuids.is_empty() => {
+            warnings.push(
+                "cudaRestore.sourceGpuUuids: written before the peer recorded sourceGpus, so each \
+                 device has a UUID only (model and MIG profile unknown)"
+                    .to_string(),
+            );
+            uuids.into_iter().map(|u| device(Some(u), None, None)).collect()
+        }
+        _ => Vec::new(),
+    };
+    GpuManifest {
+        captured_at: present(p.created_at),
+        warnings,
+        host,
+        pod,
+        nvidia: Some(Nvidia {
+            driver_version: cuda.source_driver_version,
+            devices: Some(devices),
+            ..Nvidia::default()
+        }),
+        ..GpuManifest::default()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// PodSnapshotContent.status.source (`api/v1alpha1/checkpoint_source_types.go`)
+
+/// A whole PodSnapshotContent object: only `status.source` is read.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct SnapshotContent {
+    status: Option<Status>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Status {
+    source: Option<Source>,
+}
+
+/// `status.source`: what the peer's agent shows of a checkpoint, without UUIDs by design.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+pub(crate) struct Source {
+    node: Option<SourceNode>,
+    pod: Option<SourcePod>,
+    devices: Option<SourceDevices>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct SourceNode {
+    name: Option<String>,
+    architecture: Option<String>,
+    kernel_version: Option<VersionText>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct SourcePod {
+    image: Option<String>,
+    image_digest: Option<String>,
+    memory: Option<Quantity>,
+    cpu: Option<Quantity>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct SourceDevices {
+    nvidia: Option<SourceNvidia>,
+    /// Other vendors' blocks (the field preserves unknown fields): not compared, said so.
+    #[serde(flatten)]
+    other: BTreeMap<String, IgnoredAny>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct SourceNvidia {
+    driver_version: Option<VersionText>,
+    instances: Option<Vec<Instance>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct Instance {
+    product_name: Option<String>,
+    mig_profile: Option<MigProfile>,
+}
+
+/// A PodSnapshotContent object as a miggate manifest; an error when it has no
+/// `status.source` (the peer writes it when the content is Ready).
+pub(crate) fn from_object(c: SnapshotContent) -> Result<GpuManifest, Error> {
+    let source = c.status.and_then(|s| s.source).ok_or(Error::Peer {
+        what: "PodSnapshotContent",
+        why: "it has no status.source: the peer's agent writes it when the content is Ready",
+    })?;
+    Ok(from_source(source))
+}
+
+/// `status.source` as a miggate manifest (`docs/interop.md` has the mapping).
+pub(crate) fn from_source(s: Source) -> GpuManifest {
+    let mut warnings = vec![
+        "read as the Go peer's PodSnapshotContent status.source and translated (node → host, \
+         pod.memory/cpu → pod.memoryLimit/cpuLimit, devices.nvidia.instances → nvidia.devices; \
+         see docs/interop.md)"
+            .to_string(),
+    ];
+    let host = s.node.map(|n| Host {
+        node_name: present(n.name),
+        kernel_version: n.kernel_version,
+        cpu_arch: present(n.architecture),
+        ..Host::default()
+    });
+    let pod = s.pod.map(|p| {
+        warnings.push("status.source records no mounts: pod.mounts is unknown".to_string());
+        Pod {
+            image: present(p.image),
+            image_digest: present(p.image_digest),
+            cpu_limit: p.cpu,
+            memory_limit: p.memory,
+            ..Pod::default()
+        }
+    });
+    // The peer leaves `devices` out for a capture without GPUs.
+    let devices = s.devices.unwrap_or_default();
+    for vendor in devices.other.keys() {
+        warnings.push(format!(
+            "devices.{}: not read (miggate compares NVIDIA devices only)",
+            escape(vendor)
+        ));
+    }
+    let nvidia = devices.nvidia.unwrap_or_default();
+    let list: Vec<Device> = nvidia
+        .instances
+        .unwrap_or_default()
+        .into_iter()
+        .map(|i| device(None, i.product_name, i.mig_profile))
+        .collect();
+    if !list.is_empty() {
+        warnings.push(
+            "status.source records no device UUIDs: devices are classed by migProfile (a device \
+             without one is of unknown kind), and no device map can be built from it"
+                .to_string(),
+        );
+    }
+    GpuManifest {
+        warnings,
+        host,
+        pod,
+        nvidia: Some(Nvidia {
+            driver_version: nvidia.driver_version,
+            devices: Some(list),
+            ..Nvidia::default()
+        }),
+        ..GpuManifest::default()
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn shape(json: &str) -> Option<Shape> {
+        serde_json::from_str::<Keys>(json).unwrap().shape()
+    }
+
+    #[test]
+    fn shapes_are_told_by_their_keys() {
+        assert_eq!(shape(r#"{"createdAt": "x", "k8s": {}}"#), Some(Shape::Manifest));
+        assert_eq!(shape(r#"{"cudaRestore": {}, "host": {}}"#), Some(Shape::Manifest));
+        assert_eq!(
+            shape(r#"{"apiVersion": "x/v1", "kind": "PodSnapshotContent"}"#),
+            Some(Shape::SnapshotContent)
+        );
+        assert_eq!(shape(r#"{"node": {}, "pod": {}}"#), Some(Shape::Source));
+        assert_eq!(shape(r#"{"devices": {}}"#), Some(Shape::Source));
+        // Not the peer's: miggate's own, a body without its envelope, anything else.
+        assert_eq!(shape(r#"{"apiVersion": "miggate.io/v1alpha1", "k8s": 1}"#), None);
+        assert_eq!(shape(r#"{"createdAt": "x", "nvidia": {}}"#), None);
+        assert_eq!(shape(r#"{"pod": {}}"#), None);
+        assert_eq!(shape(r#"{"node": {}, "spec": {}}"#), None);
+        assert_eq!(shape(r#"{"apiVersion": "v1", "kind": "Pod"}"#), None);
+        assert_eq!(shape("{}"), None);
+    }
+}
