@@ -18,9 +18,9 @@ mod quantity;
 mod read;
 mod report;
 mod schema;
+mod stored;
 #[cfg(feature = "testing")]
 pub mod testing;
-mod stored;
 mod text;
 mod uuid;
 mod vocab;
