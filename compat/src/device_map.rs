@@ -70,6 +70,31 @@ impl<'a> Class<'a> {
     }
 }
 
+/// A bit per fingerprint, 256 bits per target: a clear bit proves a fingerprint absent, a set
+/// one is a false positive for under 0.4% of sources.
+struct Sketch(Vec<u64>);
+
+impl Sketch {
+    fn of(prints: impl Iterator<Item = u64>, n: usize) -> Self {
+        let words = n.saturating_mul(4).next_power_of_two().clamp(1, 1 << 20);
+        let mut bits = vec![0u64; words];
+        for p in prints {
+            let b = Self::bit(p, words);
+            bits[b / 64] |= 1 << (b % 64);
+        }
+        Sketch(bits)
+    }
+
+    fn bit(print: u64, words: usize) -> usize {
+        (print as usize) & (words * 64 - 1)
+    }
+
+    fn may_hold(&self, print: u64) -> bool {
+        let b = Self::bit(print, self.0.len());
+        self.0[b / 64] & (1 << (b % 64)) != 0
+    }
+}
+
 /// Hashes a fingerprint by passing it through: it is already a seeded hash.
 #[derive(Clone, Copy, Default)]
 struct Prints;
@@ -243,42 +268,65 @@ fn pair_up(sc: &Classed<'_>, tc: &Classed<'_>, allowed: &[bool]) -> Result<Resul
     let mut pairs = vec![NONE; src.len()];
     let mut taken = vec![false; tgt.len()];
     let mut identical = 0;
-    // Identity first: a device present on both sides stays where it is. Target UUIDs are
-    // found by a fingerprint (a randomly seeded 64-bit hash, so no input can force collisions)
-    // and confirmed by their text; `first` holds each fingerprint's first target in visible
-    // order, `later[j]` the next target after `j` with the same fingerprint.
+    // Identity first: a device present on both sides stays where it is. UUIDs are compared by
+    // a fingerprint (a randomly seeded 64-bit hash, so no input can force collisions) and
+    // confirmed by their text. A restore on another node shares no UUID with its checkpoint, so
+    // a bit per target fingerprint rules out nearly every source before any map is built.
     let seed = foldhash::fast::RandomState::default();
-    let print = |u: &str| seed.hash_one(u);
-    let mut first: StdMap<u64, usize, Prints> = StdMap::with_capacity_and_hasher(tgt.len(), Prints);
-    let mut later = vec![NONE; tgt.len()];
-    for (j, t) in tgt.iter().enumerate().rev() {
-        if let Some(u) = &t.uuid
-            && allowed[j]
-            && let Some(old) = first.insert(print(u), j)
-        {
-            later[j] = old;
+    let prints: Vec<Option<u64>> = tgt
+        .iter()
+        .zip(allowed)
+        .map(|(t, a)| t.uuid.as_ref().filter(|_| *a).map(|u| seed.hash_one(u.as_str())))
+        .collect();
+    let sketch = Sketch::of(prints.iter().flatten().copied(), tgt.len());
+    let candidates: Vec<(usize, u64)> = src
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| Some((i, seed.hash_one(s.uuid.as_ref()?.as_str()))))
+        .filter(|(_, p)| sketch.may_hold(*p))
+        .collect();
+    let mut take = |i: usize, at: usize, pairs: &mut [usize], taken: &mut [bool]| {
+        if sc.class(i).fits(tc.class(at)) {
+            identical += 1;
+            pairs[i] = at;
+            taken[at] = true;
+            true
+        } else {
+            false
         }
-    }
-    if !first.is_empty() {
-        for (i, s) in src.iter().enumerate() {
-            let Some(u) = &s.uuid else { continue };
-            let Some(head) = first.get_mut(&print(u)) else {
+    };
+    let same = |i: usize, j: usize| tgt[j].uuid.is_some() && tgt[j].uuid == src[i].uuid;
+    if candidates.len() <= 8 {
+        // A few (false positives, or a restore sharing a device or two): scan the targets.
+        for &(i, p) in &candidates {
+            if let Some(j) = (0..tgt.len()).find(|&j| !taken[j] && prints[j] == Some(p) && same(i, j)) {
+                take(i, j, &mut pairs, &mut taken);
+            }
+        }
+    } else {
+        // Many: a map from fingerprint to its first untaken target in visible order; `later[j]`
+        // is the next target after `j` with the same fingerprint, and a taken head is
+        // unlinked, so a UUID repeated on many devices costs O(1) per pair.
+        let mut first: StdMap<u64, usize, Prints> = StdMap::with_capacity_and_hasher(tgt.len(), Prints);
+        let mut later = vec![NONE; tgt.len()];
+        for (j, p) in prints.iter().enumerate().rev() {
+            if let Some(p) = p
+                && let Some(old) = first.insert(*p, j)
+            {
+                later[j] = old;
+            }
+        }
+        for &(i, p) in &candidates {
+            let Some(head) = first.get_mut(&p) else {
                 continue;
             };
-            // Skip targets whose text differs (a fingerprint collision, which no input can
-            // arrange) or already taken; a taken head is unlinked, so a UUID repeated on many
-            // devices costs O(1) per pair.
+            // Skip targets already taken or whose text differs (a collision no input can arrange).
             let mut at = *head;
-            while at != NONE && (taken[at] || tgt[at].uuid.as_ref() != Some(u)) {
+            while at != NONE && (taken[at] || !same(i, at)) {
                 at = later[at];
             }
-            if at != NONE && sc.class(i).fits(tc.class(at)) {
-                identical += 1;
-                pairs[i] = at;
-                taken[at] = true;
-                if *head == at {
-                    *head = later[at];
-                }
+            if at != NONE && take(i, at, &mut pairs, &mut taken) && *head == at {
+                *head = later[at];
             }
         }
     }
