@@ -5,23 +5,17 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use miggate_compat::escape::is_hazard;
-use miggate_compat::{Mode, Options, Target, TargetScope, evaluate_target};
+use miggate_compat::{Mode, Target, TargetScope, evaluate_target};
 
 use crate::cli::{CheckArgs, CheckOutput, ModeArg, ScopeArg};
 use crate::input::{closed_pipe_is_fine, read_manifest, stdout_is_closed};
 
 /// Compares the two manifests and prints the report; the exit code carries the verdict.
 pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
-    let options = Options {
-        mode: match args.mode {
-            ModeArg::Exact => Mode::Exact,
-            ModeArg::Offer => Mode::Offer,
-        },
-        strict: args.strict,
-        skip: args.skip.clone().unwrap_or_default(),
-        min_kernel: args.min_kernel.0,
-        min_driver: args.min_driver,
-    };
+    let options = args.policy.options(match args.mode {
+        ModeArg::Exact => Mode::Exact,
+        ModeArg::Offer => Mode::Offer,
+    });
     if stdout_is_closed() {
         anyhow::bail!("standard output is closed: the report would be lost (use >/dev/null to discard it)");
     }

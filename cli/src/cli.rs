@@ -11,7 +11,9 @@ use clap::builder::TypedValueParser;
 use clap::error::ErrorKind;
 use clap::{Arg, Command as ClapCommand, Parser, Subcommand, ValueEnum};
 use miggate_compat::escape::{MAX_QUOTED_BYTES, escape, escape_within};
-use miggate_compat::{CheckName, DEFAULT_MIN_DRIVER, DEFAULT_MIN_KERNEL, parse_min_kernel, parse_skip};
+use miggate_compat::{
+    CheckName, DEFAULT_MIN_DRIVER, DEFAULT_MIN_KERNEL, Mode, Options, parse_min_kernel, parse_skip,
+};
 
 /// Decide whether a GPU checkpoint can be restored on a target, before CRIU finds out.
 #[derive(Debug, Parser)]
@@ -63,25 +65,14 @@ pub struct CheckArgs {
     /// exact: the target is what a restore container got; offer: a node's whole inventory.
     #[arg(long, value_enum, default_value_t = ModeArg::Exact)]
     pub mode: ModeArg,
-    /// Refuse when a fact is unknown on either side (not-applicable checks stay quiet).
-    #[arg(long)]
-    pub strict: bool,
     /// Which facts the target has: pod (a pod not yet bound), node (a node inventory), all
     /// (a restore container on its node). Checks outside it are not applicable. Default:
     /// inferred, node when the target has no `pod`, else all.
     #[arg(long, value_enum, value_name = "SCOPE")]
     pub target_scope: Option<ScopeArg>,
-    /// Waive named checks, comma-separated (or `all`); an unknown name is an error.
-    #[arg(long, value_name = "CHECKS", value_parser = FlagParser(skip_list))]
-    pub skip: Option<BTreeSet<CheckName>>,
-    /// Lowest kernel major.minor a target may run.
-    #[arg(long, value_name = "V", value_parser = FlagParser(kernel_floor),
-          default_value_t = KernelFloor(DEFAULT_MIN_KERNEL))]
-    pub min_kernel: KernelFloor,
-    /// Lowest NVIDIA driver major version a target may run.
-    #[arg(long, value_name = "N", value_parser = FlagParser(driver_floor),
-          default_value_t = DEFAULT_MIN_DRIVER)]
-    pub min_driver: u64,
+    /// The policy: strict, skips, floors.
+    #[command(flatten)]
+    pub policy: PolicyArgs,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = CheckOutput::Text)]
     pub output: CheckOutput,
@@ -116,23 +107,44 @@ pub struct WhereArgs {
     /// files are read (the webhook's layout).
     #[arg(long, value_name = "dir:PATH", value_parser = crate::webhook::store_dir)]
     pub store: PathBuf,
-    /// Refuse when a fact is unknown on either side.
+    /// The policy: strict, skips, floors.
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = CheckOutput::Text)]
+    pub output: CheckOutput,
+}
+
+/// The policy flags `check` and `where` share, read into compat's [`Options`] in one place.
+#[derive(Debug, clap::Args)]
+pub struct PolicyArgs {
+    /// Refuse when a fact is unknown on either side (not-applicable checks stay quiet).
     #[arg(long)]
     pub strict: bool,
     /// Waive named checks, comma-separated (or `all`); an unknown name is an error.
     #[arg(long, value_name = "CHECKS", value_parser = FlagParser(skip_list))]
     pub skip: Option<BTreeSet<CheckName>>,
-    /// Lowest kernel major.minor a node may run.
+    /// Lowest kernel major.minor a target may run.
     #[arg(long, value_name = "V", value_parser = FlagParser(kernel_floor),
           default_value_t = KernelFloor(DEFAULT_MIN_KERNEL))]
     pub min_kernel: KernelFloor,
-    /// Lowest NVIDIA driver major version a node may run.
+    /// Lowest NVIDIA driver major version a target may run.
     #[arg(long, value_name = "N", value_parser = FlagParser(driver_floor),
           default_value_t = DEFAULT_MIN_DRIVER)]
     pub min_driver: u64,
-    /// Output format.
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = CheckOutput::Text)]
-    pub output: CheckOutput,
+}
+
+impl PolicyArgs {
+    /// The comparison options in `mode`.
+    pub fn options(&self, mode: Mode) -> Options {
+        Options {
+            mode,
+            strict: self.strict,
+            skip: self.skip.clone().unwrap_or_default(),
+            min_kernel: self.min_kernel.0,
+            min_driver: self.min_driver,
+        }
+    }
 }
 
 /// `--min-kernel`: the lowest kernel (major, minor) a target may run, shown as `5.13`.

@@ -6,9 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use miggate_compat::escape::escape;
-use miggate_compat::{
-    GpuManifest, MAX_MANIFEST_BYTES, Mode, Options, Placement, StoredKind, place, read_stored,
-};
+use miggate_compat::{GpuManifest, MAX_MANIFEST_BYTES, Mode, Placement, StoredKind, place, read_stored};
 use serde::Serialize;
 
 use crate::cli::{CheckOutput, WhereArgs};
@@ -28,13 +26,7 @@ pub fn run(args: &WhereArgs) -> anyhow::Result<ExitCode> {
     if stdout_is_closed() {
         bail!("standard output is closed: the answer would be lost (use >/dev/null to discard it)");
     }
-    let options = Options {
-        mode: Mode::Offer,
-        strict: args.strict,
-        skip: args.skip.clone().unwrap_or_default(),
-        min_kernel: args.min_kernel.0,
-        min_driver: args.min_driver,
-    };
+    let options = args.policy.options(Mode::Offer);
     let checkpoint = read_checkpoint(&args.checkpoint)?;
     let (nodes, problems) = read_nodes(&args.store)?;
     let placements = place(&checkpoint, nodes.iter().map(|(n, m)| (n.as_str(), m)), &options);

@@ -77,11 +77,6 @@ impl<'a> Multiset<'a> {
         }
         Cow::Owned(out)
     }
-
-    /// Whether two multisets hold the same keys with the same counts.
-    pub fn same_as(&self, other: &Multiset<'_>) -> bool {
-        self.0.len() == other.0.len() && self.iter().zip(other.iter()).all(|(a, b)| a == b)
-    }
 }
 
 impl<'a, S: Into<Cow<'a, str>>> FromIterator<S> for Multiset<'a> {

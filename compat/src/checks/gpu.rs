@@ -38,17 +38,13 @@ fn both<'c, 'a>(
     }
 }
 
-fn models<'a>(devs: &Devices<'a>) -> Multiset<'a> {
-    devs.models()
-}
-
 fn count(devs: &Devices<'_>) -> Text {
     Cow::Owned(devs.len().to_string())
 }
 
 fn compare(mode: Mode, source: &Multiset<'_>, target: &Multiset<'_>) -> bool {
     match mode {
-        Mode::Exact => source.same_as(target),
+        Mode::Exact => source == target,
         Mode::Offer => source.is_covered_by(target),
     }
 }
@@ -62,7 +58,7 @@ fn refused(mode: Mode, source: &Multiset<'_>, target: &Multiset<'_>, what: &str)
 
 /// cuda-checkpoint restores only onto the same chip type.
 pub(super) fn gpu_model(ctx: &Ctx<'_>) -> CheckResult {
-    let (s, t) = match both(ctx, |d| models(d).render()) {
+    let (s, t) = match both(ctx, |d| d.models().render()) {
         Ok(v) => v,
         Err(v) => return v,
     };
@@ -70,14 +66,14 @@ pub(super) fn gpu_model(ctx: &Ctx<'_>) -> CheckResult {
         return ctx.row(
             Outcome::Pass,
             "none",
-            models(t).render(),
+            t.models().render(),
             "the checkpoint used no GPU",
         );
     }
     if t.is_empty() {
         return ctx.row(
             Outcome::NotApplicable,
-            models(s).render(),
+            s.models().render(),
             "none",
             "the target has no devices; gpu-count speaks",
         );
@@ -87,8 +83,8 @@ pub(super) fn gpu_model(ctx: &Ctx<'_>) -> CheckResult {
     if us || ut {
         return ctx.row(
             Outcome::Unknown,
-            models(s).render(),
-            models(t).render(),
+            s.models().render(),
+            t.models().render(),
             format!(
                 "a device's product name is not recorded on {}",
                 unknown_sides(us, ut)
@@ -102,7 +98,7 @@ pub(super) fn gpu_model(ctx: &Ctx<'_>) -> CheckResult {
     let (ms, mt) = if mode == Mode::Offer && kinds_known {
         (s.models_and_kinds(), t.models_and_kinds())
     } else {
-        (models(s), models(t))
+        (s.models(), t.models())
     };
     let ok = compare(mode, &ms, &mt);
     let v = |o, m: Text| ctx.row(o, ms.render(), mt.render(), m);
@@ -161,13 +157,9 @@ pub(super) fn gpu_count(ctx: &Ctx<'_>) -> CheckResult {
     }
 }
 
-fn kinds(devs: &Devices<'_>) -> Multiset<'static> {
-    devs.kinds()
-}
-
 /// A process checkpointed on a whole GPU cannot be restored onto a slice, or the other way round.
 pub(super) fn mig_partitioning(ctx: &Ctx<'_>) -> CheckResult {
-    let (s, t) = match both(ctx, |d| kinds(d).render()) {
+    let (s, t) = match both(ctx, |d| d.kinds().render()) {
         Ok(v) => v,
         Err(v) => return v,
     };
@@ -175,19 +167,19 @@ pub(super) fn mig_partitioning(ctx: &Ctx<'_>) -> CheckResult {
         return ctx.row(
             Outcome::Pass,
             "none",
-            kinds(t).render(),
+            t.kinds().render(),
             "the checkpoint used no GPU",
         );
     }
     if t.is_empty() {
         return ctx.row(
             Outcome::NotApplicable,
-            kinds(s).render(),
+            s.kinds().render(),
             "none",
             "the target has no devices; gpu-count speaks",
         );
     }
-    let (ks, kt) = (kinds(s), kinds(t));
+    let (ks, kt) = (s.kinds(), t.kinds());
     let unknown = DeviceKind::Unknown.as_str();
     let (su, tu) = (ks.count(unknown) > 0, kt.count(unknown) > 0);
     let known = [DeviceKind::Whole.as_str(), DeviceKind::Slice.as_str()];
@@ -306,7 +298,7 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> CheckResult {
     }
     if grouped {
         match mode {
-            Mode::Exact if !ds.same_as(dt) => {
+            Mode::Exact if ds != dt => {
                 return v(
                     Outcome::Refuse,
                     "different GPU-instance layouts (compute instances share their GPU instance's memory)"
