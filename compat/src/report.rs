@@ -1,15 +1,152 @@
 //! Outcomes, per-check results and the report, in the shape scripts and the webhook rely on.
 
-use std::borrow::Cow;
+use std::borrow::{Borrow, Cow};
+use std::fmt;
+use std::ops::Deref;
 
+use compact_str::CompactString;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::{CheckName, Mode, Outcome};
 
-/// A report value: static text where the value is fixed (`none`, `unknown`), built only where
-/// it is not.
-pub type Text = Cow<'static, str>;
+/// A report's value or message.
+///
+/// A report is built on every admission request, and most of its texts are either fixed (a
+/// message, `none`, `unknown`) or short (`amd64`, `580.82.07`, `64`): fixed texts are kept by
+/// reference and short ones inline, so neither allocates. Converting from `&'static str` keeps
+/// the reference; [`Text::copied`] copies a borrowed text, inline when it is short.
+#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Text(CompactString);
+
+impl Text {
+    /// A fixed text, kept by reference.
+    pub const fn fixed(text: &'static str) -> Self {
+        Text(CompactString::const_new(text))
+    }
+
+    /// A copy of `text`: inline (no allocation) up to 24 bytes.
+    pub fn copied(text: &str) -> Self {
+        Text(CompactString::new(text))
+    }
+
+    /// A count, inline.
+    pub fn number(n: usize) -> Self {
+        Text(compact_str::ToCompactString::to_compact_string(&n))
+    }
+
+    /// Text written by the crate's renderers straight into inline-or-heap storage.
+    pub(crate) fn from_compact(text: CompactString) -> Self {
+        Text(text)
+    }
+
+    /// The text.
+    pub fn as_str(&self) -> &str {
+        self.0.as_str()
+    }
+
+    /// The text as a `String`.
+    pub fn into_string(self) -> String {
+        self.0.into_string()
+    }
+}
+
+impl Deref for Text {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl AsRef<str> for Text {
+    fn as_ref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl Borrow<str> for Text {
+    fn borrow(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl fmt::Display for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Debug for Text {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl From<&'static str> for Text {
+    fn from(text: &'static str) -> Self {
+        Text::fixed(text)
+    }
+}
+
+impl From<String> for Text {
+    fn from(text: String) -> Self {
+        Text(CompactString::from(text))
+    }
+}
+
+impl From<Cow<'static, str>> for Text {
+    fn from(text: Cow<'static, str>) -> Self {
+        match text {
+            Cow::Borrowed(s) => Text::fixed(s),
+            Cow::Owned(s) => Text::from(s),
+        }
+    }
+}
+
+impl From<Text> for String {
+    fn from(text: Text) -> Self {
+        text.into_string()
+    }
+}
+
+impl PartialEq<str> for Text {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for Text {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+impl PartialEq<String> for Text {
+    fn eq(&self, other: &String) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<Text> for &str {
+    fn eq(&self, other: &Text) -> bool {
+        *self == other.as_str()
+    }
+}
+
+impl JsonSchema for Text {
+    fn schema_name() -> Cow<'static, str> {
+        String::schema_name()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        String::json_schema(generator)
+    }
+}
 
 /// One row of a report: a check, its outcome and both values. Checks build it as they
 /// conclude; policy (strict, skip, scope) then adjusts outcome and message.
@@ -88,8 +225,8 @@ impl Report {
 /// A value for a report: blank or absent becomes `unknown`, as the peer's protocol says.
 pub fn or_unknown(value: Option<&str>) -> Text {
     match value.map(str::trim) {
-        Some(v) if !v.is_empty() => Cow::Owned(v.to_string()),
-        _ => Cow::Borrowed("unknown"),
+        Some(v) if !v.is_empty() => Text::copied(v),
+        _ => Text::fixed("unknown"),
     }
 }
 

@@ -1,7 +1,5 @@
 //! `driver-version`, `driver-minimum`: the NVIDIA driver a CUDA checkpoint is restored under.
 
-use std::borrow::Cow;
-
 use super::{Ctx, Side, must_match, words};
 use crate::report::{CheckResult, Text};
 use crate::text::{leading_number, versions_equal};
@@ -30,9 +28,9 @@ pub(super) fn driver_minimum(ctx: &Ctx<'_>) -> CheckResult {
     let default = floor == super::DEFAULT_MIN_DRIVER;
     let text = |fixed: &'static str, built: &dyn Fn() -> String| -> Text {
         if default {
-            Cow::Borrowed(fixed)
+            Text::fixed(fixed)
         } else {
-            Cow::Owned(built())
+            Text::from(built())
         }
     };
     let need = text("580 or newer", &|| format!("{floor} or newer"));
@@ -43,7 +41,7 @@ pub(super) fn driver_minimum(ctx: &Ctx<'_>) -> CheckResult {
         Some(major) if major >= floor => ctx.row(
             Outcome::Pass,
             need,
-            version.to_string(),
+            Text::copied(version),
             text("driver is at least 580", &|| {
                 format!("driver is at least {floor}")
             }),
@@ -51,7 +49,7 @@ pub(super) fn driver_minimum(ctx: &Ctx<'_>) -> CheckResult {
         Some(_) => ctx.row(
             Outcome::Refuse,
             need,
-            version.to_string(),
+            Text::copied(version),
             text("driver is older than 580", &|| {
                 format!("driver is older than {floor}")
             }),
@@ -59,7 +57,7 @@ pub(super) fn driver_minimum(ctx: &Ctx<'_>) -> CheckResult {
         None => ctx.row(
             Outcome::Unknown,
             need,
-            version.to_string(),
+            Text::copied(version),
             format!("driver version `{version}` has no readable major number"),
         ),
     }

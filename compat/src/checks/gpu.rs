@@ -28,8 +28,8 @@ fn both<'c, 'a>(
         (Some(s), Some(t)) => Ok((s, t)),
         (s, t) => Err(ctx.row(
             Outcome::Unknown,
-            s.map_or(Cow::Borrowed("unknown"), &render),
-            t.map_or(Cow::Borrowed("unknown"), &render),
+            s.map_or(Text::fixed("unknown"), &render),
+            t.map_or(Text::fixed("unknown"), &render),
             format!(
                 "devices not recorded on {}",
                 unknown_sides(s.is_none(), t.is_none())
@@ -39,7 +39,7 @@ fn both<'c, 'a>(
 }
 
 fn count(devs: &Devices<'_>) -> Text {
-    Cow::Owned(devs.len().to_string())
+    Text::number(devs.len())
 }
 
 fn compare(mode: Mode, source: &Multiset<'_>, target: &Multiset<'_>) -> bool {
@@ -150,7 +150,7 @@ pub(super) fn gpu_count(ctx: &Ctx<'_>) -> CheckResult {
             ctx.row(
                 o,
                 count(s),
-                Cow::Owned(eligible.to_string()),
+                Text::number(eligible),
                 format!("{eligible} target devices are of the checkpoint's kinds"),
             )
         }

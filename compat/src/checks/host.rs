@@ -1,7 +1,5 @@
 //! `cpu-arch`, `kernel-version`, `kernel-minimum`: the host a process is restored on.
 
-use std::borrow::Cow;
-
 use super::{Ctx, Side, must_match, words};
 use crate::report::{CheckResult, Text};
 use crate::text::kernel_major_minor;
@@ -40,9 +38,9 @@ pub(super) fn kernel_minimum(ctx: &Ctx<'_>) -> CheckResult {
     let default = (maj, min) == super::DEFAULT_MIN_KERNEL;
     let text = |fixed: &'static str, built: &dyn Fn() -> String| -> Text {
         if default {
-            Cow::Borrowed(fixed)
+            Text::fixed(fixed)
         } else {
-            Cow::Owned(built())
+            Text::from(built())
         }
     };
     let floor = text("5.13 or newer", &|| format!("{maj}.{min} or newer"));
@@ -56,7 +54,7 @@ pub(super) fn kernel_minimum(ctx: &Ctx<'_>) -> CheckResult {
         Some(have) if have >= (maj, min) => ctx.row(
             Outcome::Pass,
             floor,
-            release.to_string(),
+            Text::copied(release),
             text("kernel is at least 5.13", &|| {
                 format!("kernel is at least {maj}.{min}")
             }),
@@ -64,7 +62,7 @@ pub(super) fn kernel_minimum(ctx: &Ctx<'_>) -> CheckResult {
         Some(_) => ctx.row(
             Outcome::Refuse,
             floor,
-            release.to_string(),
+            Text::copied(release),
             text("kernel is older than 5.13", &|| {
                 format!("kernel is older than {maj}.{min}")
             }),
@@ -72,7 +70,7 @@ pub(super) fn kernel_minimum(ctx: &Ctx<'_>) -> CheckResult {
         None => ctx.row(
             Outcome::Unknown,
             floor,
-            release.to_string(),
+            Text::copied(release),
             format!("kernel release `{release}` has no readable major.minor"),
         ),
     }

@@ -13,7 +13,6 @@ mod request;
 
 pub use pod::reduce_digest;
 
-use std::borrow::Cow;
 use std::cell::OnceCell;
 use std::collections::BTreeSet;
 
@@ -298,12 +297,12 @@ pub fn evaluate_target(source: &GpuManifest, target: Target<'_>, options: &Optio
                 out_of_scope(check, target.scope)
             };
             if options.skip.contains(&check) {
-                r.message = Cow::Owned(format!("waived by request ({})", r.outcome.as_str()));
+                r.message = Text::from(format!("waived by request ({})", r.outcome.as_str()));
                 r.outcome = Outcome::Skipped;
                 r.mismatches.clear();
             } else if options.strict && r.outcome == Outcome::Unknown {
                 r.outcome = Outcome::Refuse;
-                r.message = Cow::Owned(format!("{} (strict mode refuses unknowns)", r.message));
+                r.message = Text::from(format!("{} (strict mode refuses unknowns)", r.message));
             }
             r
         })
@@ -374,8 +373,10 @@ pub(crate) fn must_match(
     let s = source.map(str::trim).filter(|s| !s.is_empty());
     let t = target.map(str::trim).filter(|s| !s.is_empty());
     match (s, t) {
-        (Some(s), Some(t)) if eq(s, t) => ctx.row(Outcome::Pass, s.to_string(), t.to_string(), words.same),
-        (Some(s), Some(t)) => ctx.row(Outcome::Refuse, s.to_string(), t.to_string(), words.different),
+        (Some(s), Some(t)) if eq(s, t) => {
+            ctx.row(Outcome::Pass, Text::copied(s), Text::copied(t), words.same)
+        }
+        (Some(s), Some(t)) => ctx.row(Outcome::Refuse, Text::copied(s), Text::copied(t), words.different),
         (s, t) => ctx.row(
             Outcome::Unknown,
             crate::report::or_unknown(s),

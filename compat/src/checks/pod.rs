@@ -3,7 +3,6 @@
 //! The caller (`run`) has already made these not applicable when the target has no pod.
 
 use foldhash::HashSet;
-use std::borrow::Cow;
 use std::cmp::Ordering;
 
 use super::{Ctx, Side, must_match, unknown_sides, words};
@@ -192,9 +191,9 @@ fn list<'a>(items: impl Iterator<Item = &'a str>) -> Text {
         out.push_str(item);
     }
     if out.is_empty() {
-        Cow::Borrowed("none")
+        Text::fixed("none")
     } else {
-        Cow::Owned(out)
+        Text::from(out)
     }
 }
 
