@@ -257,7 +257,9 @@ fn whole_from_capacity(node: &Node, replicas: Option<&str>) -> Option<usize> {
     let capacity = node.status.as_ref()?.capacity.as_ref()?.get("nvidia.com/gpu")?;
     let advertised: usize = capacity.0.trim().parse().ok()?;
     let replicas: usize = replicas.unwrap_or("1").parse().ok().filter(|r| *r > 0)?;
-    advertised.is_multiple_of(replicas).then_some(advertised / replicas)
+    advertised
+        .is_multiple_of(replicas)
+        .then_some(advertised / replicas)
 }
 
 #[cfg(test)]

@@ -356,5 +356,7 @@ fn text(name: &str, s: &str) -> Result<String, String> {
 fn mib(quantity: &str) -> Option<u64> {
     let nanos = Quantity::new(quantity).nanos()?;
     let per_mib: u128 = 1_000_000_000 * 1024 * 1024;
-    nanos.is_multiple_of(per_mib).then(|| u64::try_from(nanos / per_mib).ok())?
+    nanos
+        .is_multiple_of(per_mib)
+        .then(|| u64::try_from(nanos / per_mib).ok())?
 }
