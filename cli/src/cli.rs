@@ -49,6 +49,9 @@ enum Command {
     Schema,
     /// Print the CRDs of GpuCheckpoint and GpuNode (`miggate crds | kubectl apply -f -`).
     Crds,
+    /// Print the Kubernetes install (`miggate deploy | kubectl apply -f -`), or write it with
+    /// `--out DIR` as the files of deploy/ (`kubectl apply -k DIR`). Needs cert-manager.
+    Deploy(crate::deploy::DeployArgs),
     /// Serve the admission webhook (HTTPS) that refuses incompatible restore pods.
     ///
     /// Runs until SIGTERM, then drains in-flight requests. Exit status: 0 stopped, 2 cannot start.
@@ -299,5 +302,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Crds => crate::crds::run(),
+        Command::Deploy(args) => crate::deploy::run(&args),
     }
 }

@@ -7,6 +7,7 @@ mod check;
 mod cli;
 mod convert;
 mod crds;
+mod deploy;
 mod input;
 mod place;
 mod printable;

@@ -18,6 +18,20 @@ pub enum Error {
         miggate_compat::escape::escape(.0)
     )]
     UnknownReason(String),
+    /// A node inventory source is present but cannot be read: a pool caught mid-update, a
+    /// malformed attribute, a MIG layout in flux. The next source is tried instead.
+    #[error("{origin} inventory of node `{}` cannot be read: {why}", miggate_compat::escape::escape(.node))]
+    Inventory {
+        /// Which source (`GpuNode`, `ResourceSlice`, `GFD labels`).
+        origin: &'static str,
+        /// The node it describes.
+        node: String,
+        /// Why, naming the object and field where there is one.
+        why: String,
+    },
+    /// A deploy manifest could not be written as YAML or JSON.
+    #[error("cannot write the deploy manifests: {0}")]
+    Deploy(String),
     /// The CRDs could not be written as YAML.
     #[error("cannot write the CRDs as YAML: {0}")]
     Yaml(#[from] serde_saphyr::SerializeError),

@@ -24,7 +24,9 @@
 //! fill them in, shared by the CLI, the publisher and the admission webhook.
 
 mod checkpoint;
+pub mod deploy;
 mod error;
+pub mod inventory;
 mod node;
 mod schema;
 mod summary;

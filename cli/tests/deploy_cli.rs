@@ -1,0 +1,100 @@
+//! `miggate deploy` as a user runs it: the real binary prints the checked-in install as one
+//! stream, writes the same files as `deploy/` with `--out`, and takes the checkpoint agent's
+//! service account.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn miggate(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_miggate"))
+        .args(args)
+        .current_dir(root())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn deploy_prints_the_install_as_one_stream() {
+    let out = miggate(&["deploy"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(stdout, miggate_crds::deploy::stream(&Default::default()).unwrap());
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&stdout).unwrap();
+    let kinds: Vec<&str> = docs.iter().map(|d| d["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds.first(), Some(&"Namespace"));
+    assert_eq!(
+        kinds.last(),
+        Some(&"ValidatingWebhookConfiguration"),
+        "applied last"
+    );
+    assert_eq!(
+        kinds.iter().filter(|k| **k == "CustomResourceDefinition").count(),
+        2
+    );
+}
+
+#[test]
+fn deploy_out_writes_the_checked_in_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = miggate(&["deploy", "--out", dir.path().to_str().unwrap()]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+    let mut written: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    written.sort();
+    let mut checked_in: Vec<String> = std::fs::read_dir(root().join("deploy"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|f| f.ends_with(".yaml"))
+        .collect();
+    checked_in.sort();
+    assert_eq!(written, checked_in);
+    for f in &written {
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(f)).unwrap(),
+            std::fs::read_to_string(root().join("deploy").join(f)).unwrap(),
+            "{f}"
+        );
+    }
+}
+
+#[test]
+fn deploy_takes_the_checkpoint_agent_and_refuses_a_malformed_one() {
+    let out = miggate(&[
+        "deploy",
+        "--checkpoint-agent",
+        "snapshot/snapshot-agent",
+        "--image",
+        "registry.local/miggate:dev",
+    ]);
+    assert_eq!(out.status.code(), Some(0));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("request.userInfo.username == 'system:serviceaccount:snapshot:snapshot-agent'"));
+    assert!(stdout.contains("image: registry.local/miggate:dev"));
+
+    let out = miggate(&["deploy", "--checkpoint-agent", "snapshot-agent"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("expected NAMESPACE/NAME"), "{stderr}");
+}

@@ -1,0 +1,155 @@
+//! The Kubernetes install, generated: every object of `deploy/` built as its typed kind
+//! (k8s-openapi, or [`cert_manager`]'s for cert-manager's), so a field the API server would not
+//! know fails the tests instead of being silently pruned on `kubectl apply`.
+//!
+//! `miggate deploy` prints them as one YAML stream, or writes the files of `deploy/` with a
+//! `kustomization.yaml` (`kubectl apply -k deploy/`). What each object is for:
+//! - the webhook: a `Deployment` (2 replicas spread over nodes, a `PodDisruptionBudget`,
+//!   non-root, read-only root, no capabilities), its `Service`, and a
+//!   `ValidatingWebhookConfiguration` for restore pods (failure policy Fail) and bindings
+//!   (Ignore), its CA injected by cert-manager from a self-signed CA chain;
+//! - RBAC: the webhook reads (get/list/watch) checkpoints, node inventories, pods, nodes and
+//!   ResourceSlices, nothing else; the publisher writes GpuNodes, and a
+//!   `ValidatingAdmissionPolicy` holds it to its own node's; only the checkpoint agent's
+//!   service account writes GpuCheckpoints, enforced by another policy;
+//! - the publisher `DaemonSet` (`miggate publish --node $(NODE_NAME)`) on GPU nodes;
+//! - the CRDs.
+
+pub mod cert_manager;
+mod objects;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::Error;
+
+pub use objects::{
+    BINDING_MATCH, CHECKPOINT_AGENT_RULE, NAMESPACE, PUBLISHER, PUBLISHER_NODE_RULE, RESTORE_MATCH, WEBHOOK,
+};
+
+/// What the generated install can be told. The checked-in `deploy/` uses the defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// The container image of `miggate` (webhook and publisher).
+    pub image: String,
+    /// The namespace of the checkpoint agent's service account.
+    pub checkpoint_agent_namespace: String,
+    /// The name of the checkpoint agent's service account: the only writer of GpuCheckpoints.
+    pub checkpoint_agent_name: String,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            image: format!("ghcr.io/miggate/miggate:{}", env!("CARGO_PKG_VERSION")),
+            checkpoint_agent_namespace: NAMESPACE.to_string(),
+            checkpoint_agent_name: "miggate-checkpoint-agent".to_string(),
+        }
+    }
+}
+
+/// One generated object: which file of `deploy/` it goes to, and its JSON as its typed kind
+/// serializes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Object {
+    /// The file under `deploy/` (`webhook.yaml`).
+    pub file: &'static str,
+    /// The object, as its typed kind serialized it.
+    pub value: Value,
+}
+
+impl Object {
+    /// `apiVersion` and `kind`, for readers and tests.
+    pub fn kind(&self) -> (&str, &str) {
+        let text = |k: &str| self.value.get(k).and_then(Value::as_str).unwrap_or_default();
+        (text("apiVersion"), text("kind"))
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        self.value
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+    }
+}
+
+/// Reads `value` as kind `K` and writes it back: the object as the API types know it.
+pub(crate) fn typed<K: Serialize + DeserializeOwned>(
+    file: &'static str,
+    value: Value,
+) -> Result<Object, Error> {
+    let what = || {
+        format!(
+            "{} {}",
+            value.get("kind").and_then(Value::as_str).unwrap_or("?"),
+            value
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+        )
+    };
+    let typed: K =
+        serde_json::from_value(value.clone()).map_err(|e| Error::Deploy(format!("{}: {e}", what())))?;
+    let written = serde_json::to_value(&typed).map_err(|e| Error::Deploy(format!("{}: {e}", what())))?;
+    // A field the kind does not have is dropped when read: refuse rather than ship an object
+    // that says less than was written.
+    if written != value {
+        return Err(Error::Deploy(format!(
+            "{}: the typed kind does not keep every field written (a misspelt or unknown field?)",
+            what()
+        )));
+    }
+    Ok(Object { file, value: written })
+}
+
+/// Every object of the install, in the order they are applied: namespace, CRDs, RBAC and
+/// policies, certificates, workloads, and the webhook configuration last (so the webhook it
+/// names exists before any pod is sent to it).
+pub fn objects(config: &Config) -> Result<Vec<Object>, Error> {
+    objects::all(config)
+}
+
+/// The files of `deploy/`, in order, each with its content: the objects grouped by file, and
+/// `kustomization.yaml` listing them.
+pub fn files(config: &Config) -> Result<Vec<(&'static str, String)>, Error> {
+    let objects = objects(config)?;
+    let mut order: Vec<&'static str> = Vec::new();
+    for o in &objects {
+        if !order.contains(&o.file) {
+            order.push(o.file);
+        }
+    }
+    let mut out = Vec::new();
+    for file in &order {
+        let docs = objects
+            .iter()
+            .filter(|o| o.file == *file)
+            .map(|o| yaml(&o.value))
+            .collect::<Result<Vec<_>, _>>()?;
+        out.push((*file, format!("{HEADER}{}", docs.join("---\n"))));
+    }
+    let kustomization = serde_json::json!({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": order,
+    });
+    out.push(("kustomization.yaml", format!("{HEADER}{}", yaml(&kustomization)?)));
+    Ok(out)
+}
+
+/// Every object as one multi-document YAML stream (`miggate deploy | kubectl apply -f -`).
+pub fn stream(config: &Config) -> Result<String, Error> {
+    let docs = objects(config)?
+        .iter()
+        .map(|o| yaml(&o.value))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(format!("{HEADER}{}", docs.join("---\n")))
+}
+
+const HEADER: &str = "# Generated by `miggate deploy`; do not edit (see docs/deploy.md).\n";
+
+fn yaml(value: &Value) -> Result<String, Error> {
+    serde_saphyr::to_string(value).map_err(|e| Error::Deploy(e.to_string()))
+}

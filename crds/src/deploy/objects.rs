@@ -1,0 +1,414 @@
+//! The objects themselves. Each is written as the JSON an operator would read, then read as
+//! its typed kind ([`typed`]), so only fields the kind has survive, and the tests check that
+//! none was lost on the way.
+
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use serde_json::{Value, json};
+
+use super::cert_manager::{Certificate, Issuer};
+use super::{Config, Object, typed};
+use crate::error::Error;
+
+/// The namespace everything namespaced is installed in.
+pub const NAMESPACE: &str = "miggate-system";
+/// The webhook's name: its Deployment, Service, ServiceAccount and ClusterRole.
+pub const WEBHOOK: &str = "miggate-webhook";
+/// The publisher's name: its DaemonSet, ServiceAccount and ClusterRole.
+pub const PUBLISHER: &str = "miggate-publish";
+
+/// The restore-pod webhook's match condition: only pods naming a checkpoint reach it.
+pub const RESTORE_MATCH: &str =
+    "has(object.metadata.annotations) && 'miggate.io/restore-from' in object.metadata.annotations";
+/// The binding webhook's match condition: the `binding` subresource only (a `pods/binding`
+/// CREATE is how the scheduler places a pod).
+pub const BINDING_MATCH: &str = "request.subResource == 'binding'";
+/// The publisher policy's rule: a GpuNode write is allowed only for the node the writing
+/// service account's token was bound to (the kubelet puts the pod's node name in the token;
+/// Kubernetes 1.30+ passes it as `userInfo.extra`).
+pub const PUBLISHER_NODE_RULE: &str = "has(request.userInfo.extra) && 'authentication.kubernetes.io/node-name' in request.userInfo.extra && object.metadata.name in request.userInfo.extra['authentication.kubernetes.io/node-name']";
+/// The checkpoint policy's rule, with the agent's service account user name put in.
+pub const CHECKPOINT_AGENT_RULE: &str = "request.userInfo.username == '{agent}'";
+
+const FILE_NAMESPACE: &str = "namespace.yaml";
+const FILE_CRDS: &str = "crds.yaml";
+const FILE_WEBHOOK: &str = "webhook.yaml";
+const FILE_CERTS: &str = "certificates.yaml";
+const FILE_PUBLISHER: &str = "publisher.yaml";
+const FILE_AGENT: &str = "checkpoint-agent.yaml";
+const FILE_CONFIG: &str = "webhook-configuration.yaml";
+
+fn labels(component: &str) -> Value {
+    json!({
+        "app.kubernetes.io/name": component,
+        "app.kubernetes.io/part-of": "miggate",
+    })
+}
+
+fn meta(name: &str, component: &str) -> Value {
+    json!({"name": name, "namespace": NAMESPACE, "labels": labels(component)})
+}
+
+fn cluster_meta(name: &str, component: &str) -> Value {
+    json!({"name": name, "labels": labels(component)})
+}
+
+/// The restricted Pod Security profile's container settings: no root, no writes to the
+/// image, no capabilities, no privilege escalation, the runtime's seccomp profile.
+fn container_security() -> Value {
+    json!({
+        "allowPrivilegeEscalation": false,
+        "readOnlyRootFilesystem": true,
+        "runAsNonRoot": true,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    })
+}
+
+fn pod_security() -> Value {
+    json!({
+        "runAsNonRoot": true,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    })
+}
+
+fn service_account_user(namespace: &str, name: &str) -> String {
+    format!("system:serviceaccount:{namespace}:{name}")
+}
+
+pub(super) fn all(config: &Config) -> Result<Vec<Object>, Error> {
+    let mut out = vec![typed::<Namespace>(
+        FILE_NAMESPACE,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": NAMESPACE,
+        "labels": {
+            "app.kubernetes.io/part-of": "miggate",
+            // The publisher reads the GPU through the NVIDIA runtime and mounts a hostPath:
+            // baseline is the strictest level it meets; the webhook meets restricted.
+            "pod-security.kubernetes.io/enforce": "baseline",
+            "pod-security.kubernetes.io/warn": "restricted",
+        }}}),
+    )?];
+    for crd in crate::crds() {
+        let value = serde_json::to_value(&crd).map_err(|e| Error::Deploy(e.to_string()))?;
+        out.push(typed::<crate::CustomResourceDefinition>(FILE_CRDS, value)?);
+    }
+    out.extend(webhook(config)?);
+    out.extend(certificates()?);
+    out.extend(publisher(config)?);
+    out.extend(checkpoint_agent(config)?);
+    out.push(webhook_configuration()?);
+    Ok(out)
+}
+
+fn webhook(config: &Config) -> Result<Vec<Object>, Error> {
+    let read = ["get", "list", "watch"];
+    Ok(vec![
+        typed::<ServiceAccount>(
+            FILE_WEBHOOK,
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(WEBHOOK, WEBHOOK)}),
+        )?,
+        typed::<ClusterRole>(
+            FILE_WEBHOOK,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": cluster_meta(WEBHOOK, WEBHOOK),
+            "rules": [
+                {"apiGroups": ["miggate.io"], "resources": ["gpucheckpoints", "gpunodes"], "verbs": read},
+                {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": read},
+                {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": read},
+            ]}),
+        )?,
+        typed::<ClusterRoleBinding>(
+            FILE_WEBHOOK,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": cluster_meta(WEBHOOK, WEBHOOK),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": WEBHOOK},
+                "subjects": [{"kind": "ServiceAccount", "name": WEBHOOK, "namespace": NAMESPACE}]}),
+        )?,
+        typed::<Service>(
+            FILE_WEBHOOK,
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": meta(WEBHOOK, WEBHOOK),
+            "spec": {
+                "selector": {"app.kubernetes.io/name": WEBHOOK},
+                "ports": [
+                    {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"},
+                    {"name": "metrics", "port": 8080, "targetPort": "health", "protocol": "TCP"},
+                ]}}),
+        )?,
+        typed::<Deployment>(FILE_WEBHOOK, webhook_deployment(config))?,
+        typed::<PodDisruptionBudget>(
+            FILE_WEBHOOK,
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": meta(WEBHOOK, WEBHOOK),
+                "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": WEBHOOK}}}}),
+        )?,
+    ])
+}
+
+fn webhook_deployment(config: &Config) -> Value {
+    let selector = json!({"app.kubernetes.io/name": WEBHOOK});
+    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta(WEBHOOK, WEBHOOK),
+    "spec": {
+        "replicas": 2,
+        "selector": {"matchLabels": selector},
+        "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}},
+        "template": {
+            "metadata": {"labels": labels(WEBHOOK)},
+            "spec": {
+                "serviceAccountName": WEBHOOK,
+                // Above the webhook's 20 s drain after SIGTERM.
+                "terminationGracePeriodSeconds": 30,
+                "securityContext": pod_security(),
+                "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
+                    "weight": 100,
+                    "podAffinityTerm": {"topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {"matchLabels": selector}}}]}},
+                "topologySpreadConstraints": [{
+                    "maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone",
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": {"matchLabels": selector}}],
+                "containers": [{
+                    "name": "webhook",
+                    "image": config.image,
+                    "imagePullPolicy": "IfNotPresent",
+                    "args": [
+                        "webhook",
+                        "--listen=0.0.0.0:8443",
+                        "--health-listen=0.0.0.0:8080",
+                        "--tls-cert=/tls/tls.crt",
+                        "--tls-key=/tls/tls.key",
+                        "--store=kube",
+                    ],
+                    "env": [{"name": "MIGGATE_LOG_FORMAT", "value": "json"}],
+                    "ports": [
+                        {"name": "https", "containerPort": 8443, "protocol": "TCP"},
+                        {"name": "health", "containerPort": 8080, "protocol": "TCP"},
+                    ],
+                    "livenessProbe": {"httpGet": {"path": "/healthz", "port": "health"},
+                        "periodSeconds": 10, "failureThreshold": 3, "timeoutSeconds": 2},
+                    "readinessProbe": {"httpGet": {"path": "/readyz", "port": "health"},
+                        "periodSeconds": 5, "failureThreshold": 2, "timeoutSeconds": 2},
+                    "resources": {
+                        "requests": {"cpu": "100m", "memory": "64Mi"},
+                        "limits": {"cpu": "1", "memory": "256Mi"},
+                    },
+                    "securityContext": container_security(),
+                    "volumeMounts": [{"name": "tls", "mountPath": "/tls", "readOnly": true}],
+                }],
+                "volumes": [{"name": "tls", "secret": {"secretName": "miggate-webhook-tls"}}],
+            }}}})
+}
+
+fn certificates() -> Result<Vec<Object>, Error> {
+    let issuer = |name: &str, spec: Value| json!({"apiVersion": "cert-manager.io/v1", "kind": "Issuer", "metadata": meta(name, WEBHOOK), "spec": spec});
+    let key = json!({"algorithm": "ECDSA", "size": 256, "rotationPolicy": "Always"});
+    Ok(vec![
+        typed::<Issuer>(
+            FILE_CERTS,
+            issuer("miggate-selfsigned", json!({"selfSigned": {}})),
+        )?,
+        typed::<Certificate>(
+            FILE_CERTS,
+            json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate", "metadata": meta("miggate-ca", WEBHOOK),
+                "spec": {"isCA": true, "commonName": "miggate-ca", "secretName": "miggate-ca",
+                    "duration": "87600h", "privateKey": key,
+                    "issuerRef": {"name": "miggate-selfsigned", "kind": "Issuer", "group": "cert-manager.io"}}}),
+        )?,
+        typed::<Issuer>(
+            FILE_CERTS,
+            issuer("miggate-ca", json!({"ca": {"secretName": "miggate-ca"}})),
+        )?,
+        typed::<Certificate>(
+            FILE_CERTS,
+            json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate", "metadata": meta(WEBHOOK, WEBHOOK),
+                "spec": {
+                    "commonName": format!("{WEBHOOK}.{NAMESPACE}.svc"),
+                    "dnsNames": [format!("{WEBHOOK}.{NAMESPACE}.svc"), format!("{WEBHOOK}.{NAMESPACE}.svc.cluster.local")],
+                    "secretName": "miggate-webhook-tls",
+                    "duration": "2160h", "renewBefore": "360h",
+                    "usages": ["digital signature", "server auth"],
+                    "privateKey": key,
+                    "issuerRef": {"name": "miggate-ca", "kind": "Issuer", "group": "cert-manager.io"}}}),
+        )?,
+    ])
+}
+
+fn publisher(config: &Config) -> Result<Vec<Object>, Error> {
+    let user = service_account_user(NAMESPACE, PUBLISHER);
+    Ok(vec![
+        typed::<ServiceAccount>(
+            FILE_PUBLISHER,
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(PUBLISHER, PUBLISHER)}),
+        )?,
+        typed::<ClusterRole>(
+            FILE_PUBLISHER,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": cluster_meta(PUBLISHER, PUBLISHER),
+            "rules": [
+                // Server-side apply is a PATCH; it creates the object the first time.
+                {"apiGroups": ["miggate.io"], "resources": ["gpunodes"], "verbs": ["get", "create", "patch"]},
+                {"apiGroups": ["miggate.io"], "resources": ["gpunodes/status"], "verbs": ["get", "patch"]},
+            ]}),
+        )?,
+        typed::<ClusterRoleBinding>(
+            FILE_PUBLISHER,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": cluster_meta(PUBLISHER, PUBLISHER),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": PUBLISHER},
+                "subjects": [{"kind": "ServiceAccount", "name": PUBLISHER, "namespace": NAMESPACE}]}),
+        )?,
+        typed::<ValidatingAdmissionPolicy>(
+            FILE_PUBLISHER,
+            json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+                "metadata": cluster_meta("miggate-publish-own-node", PUBLISHER),
+                "spec": {
+                    "failurePolicy": "Fail",
+                    "matchConstraints": {"resourceRules": [{
+                        "apiGroups": ["miggate.io"], "apiVersions": ["*"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["gpunodes", "gpunodes/status"]}]},
+                    "matchConditions": [{"name": "publisher-only",
+                        "expression": format!("request.userInfo.username == '{user}'")}],
+                    "validations": [{
+                        "expression": PUBLISHER_NODE_RULE,
+                        "messageExpression": "'miggate-publish may write only the GpuNode of its own node, not ' + object.metadata.name",
+                        "reason": "Forbidden"}]}}),
+        )?,
+        typed::<ValidatingAdmissionPolicyBinding>(
+            FILE_PUBLISHER,
+            json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": cluster_meta("miggate-publish-own-node", PUBLISHER),
+                "spec": {"policyName": "miggate-publish-own-node", "validationActions": ["Deny"]}}),
+        )?,
+        typed::<DaemonSet>(FILE_PUBLISHER, publisher_daemonset(config))?,
+    ])
+}
+
+fn publisher_daemonset(config: &Config) -> Value {
+    json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": meta(PUBLISHER, PUBLISHER),
+    "spec": {
+        "selector": {"matchLabels": {"app.kubernetes.io/name": PUBLISHER}},
+        "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
+        "template": {
+            "metadata": {"labels": labels(PUBLISHER)},
+            "spec": {
+                "serviceAccountName": PUBLISHER,
+                // The NVIDIA container runtime injects the driver's libraries and device
+                // nodes (NVIDIA_VISIBLE_DEVICES=all) without the pod requesting a GPU, so
+                // the publisher reads every GPU and takes none from workloads.
+                "runtimeClassName": "nvidia",
+                "nodeSelector": {"nvidia.com/gpu.present": "true"},
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+                "priorityClassName": "system-node-critical",
+                "terminationGracePeriodSeconds": 30,
+                "securityContext": pod_security(),
+                "containers": [{
+                    "name": "publish",
+                    "image": config.image,
+                    "imagePullPolicy": "IfNotPresent",
+                    "args": ["publish", "--node", "$(NODE_NAME)"],
+                    "env": [
+                        {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
+                        {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"},
+                        {"name": "NVIDIA_DRIVER_CAPABILITIES", "value": "utility"},
+                        {"name": "MIGGATE_LOG_FORMAT", "value": "json"},
+                    ],
+                    "resources": {
+                        "requests": {"cpu": "20m", "memory": "32Mi"},
+                        "limits": {"cpu": "200m", "memory": "128Mi"},
+                    },
+                    "securityContext": container_security(),
+                    "volumeMounts": [{"name": "recovery-state", "mountPath": "/run/miggate", "readOnly": true}],
+                }],
+                "volumes": [{"name": "recovery-state",
+                    "hostPath": {"path": "/run/miggate", "type": "DirectoryOrCreate"}}],
+            }}}})
+}
+
+fn checkpoint_agent(config: &Config) -> Result<Vec<Object>, Error> {
+    let agent = service_account_user(&config.checkpoint_agent_namespace, &config.checkpoint_agent_name);
+    let name = "miggate-checkpoint-writer";
+    Ok(vec![
+        typed::<ClusterRole>(
+            FILE_AGENT,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": cluster_meta(name, "miggate-checkpoint-agent"),
+            "rules": [
+                {"apiGroups": ["miggate.io"], "resources": ["gpucheckpoints"],
+                 "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+                {"apiGroups": ["miggate.io"], "resources": ["gpucheckpoints/status"],
+                 "verbs": ["get", "update", "patch"]},
+            ]}),
+        )?,
+        typed::<ClusterRoleBinding>(
+            FILE_AGENT,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": cluster_meta(name, "miggate-checkpoint-agent"),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": config.checkpoint_agent_name,
+                    "namespace": config.checkpoint_agent_namespace}]}),
+        )?,
+        typed::<ValidatingAdmissionPolicy>(
+            FILE_AGENT,
+            json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+                "metadata": cluster_meta("miggate-checkpoint-writers", "miggate-checkpoint-agent"),
+                "spec": {
+                    "failurePolicy": "Fail",
+                    "matchConstraints": {"resourceRules": [{
+                        "apiGroups": ["miggate.io"], "apiVersions": ["*"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["gpucheckpoints", "gpucheckpoints/status"]}]},
+                    // The garbage collector updates owner references of any object.
+                    "matchConditions": [{"name": "not-the-garbage-collector",
+                        "expression": "request.userInfo.username != 'system:serviceaccount:kube-system:generic-garbage-collector'"}],
+                    "validations": [{
+                        "expression": CHECKPOINT_AGENT_RULE.replace("{agent}", &agent),
+                        "message": format!("admission trusts GpuCheckpoints: only {agent} may write them"),
+                        "reason": "Forbidden"}]}}),
+        )?,
+        typed::<ValidatingAdmissionPolicyBinding>(
+            FILE_AGENT,
+            json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+                "metadata": cluster_meta("miggate-checkpoint-writers", "miggate-checkpoint-agent"),
+                "spec": {"policyName": "miggate-checkpoint-writers", "validationActions": ["Deny"]}}),
+        )?,
+    ])
+}
+
+fn webhook_configuration() -> Result<Object, Error> {
+    let client =
+        json!({"service": {"name": WEBHOOK, "namespace": NAMESPACE, "path": "/validate", "port": 443}});
+    let namespaces = json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+        "values": ["kube-system", NAMESPACE]}]});
+    let webhook = |name: &str, resource: &str, condition: (&str, &str), failure: &str| {
+        json!({
+            "name": name,
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "timeoutSeconds": 5,
+            "failurePolicy": failure,
+            "matchPolicy": "Equivalent",
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                "resources": [resource], "scope": "Namespaced"}],
+            "matchConditions": [{"name": condition.0, "expression": condition.1}],
+            "namespaceSelector": namespaces,
+            "clientConfig": client,
+        })
+    };
+    typed::<ValidatingWebhookConfiguration>(
+        FILE_CONFIG,
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "miggate", "labels": labels(WEBHOOK),
+            "annotations": {"cert-manager.io/inject-ca-from": format!("{NAMESPACE}/{WEBHOOK}")}},
+        "webhooks": [
+            webhook("restore.miggate.io", "pods", ("restore-pods", RESTORE_MATCH), "Fail"),
+            webhook("binding.miggate.io", "pods/binding", ("bindings", BINDING_MATCH), "Ignore"),
+        ]}),
+    )
+}

@@ -1,0 +1,64 @@
+//! Source 1: the node's `GpuNode`, as `miggate publish` (or boot recovery) wrote it.
+
+use super::{Inventory, MAX_NOTES, Source, quote, unreadable};
+use crate::error::Error;
+use crate::node::{GpuNode, RecoveredReason};
+
+/// The inventory a `GpuNode` holds: its `spec.manifest`, without any pod facts (a node
+/// inventory has none).
+///
+/// Unreadable (an error, so [`best`](super::best) tries the next source) when it has no name,
+/// or when its manifest says it was captured on another node: judging one node by another's
+/// GPUs would be worse than not judging it. Devices the capture could not read stay unknown,
+/// with a note; boot recovery that has not finished is noted too.
+pub fn from_gpu_node(gpu_node: &GpuNode) -> Result<Option<Inventory>, Error> {
+    let Some(name) = gpu_node.metadata.name.as_deref() else {
+        return Err(unreadable(
+            Source::GpuNode,
+            "",
+            "the GpuNode has no metadata.name",
+        ));
+    };
+    let mut manifest = gpu_node.spec.manifest.clone();
+    if let Some(captured_on) = manifest.host.as_ref().and_then(|h| h.node_name.as_deref())
+        && captured_on != name
+    {
+        return Err(unreadable(
+            Source::GpuNode,
+            name,
+            format!(
+                "GpuNode {} holds the inventory of node {} (spec.manifest.host.nodeName)",
+                quote(name),
+                quote(captured_on)
+            ),
+        ));
+    }
+    manifest.pod = None;
+    let mut notes = Vec::new();
+    if manifest.devices().is_none() {
+        notes.push(format!(
+            "GpuNode {}: the capture could not read the devices; GPU checks are unknown",
+            quote(name)
+        ));
+    }
+    match gpu_node.recovered() {
+        Some(RecoveredReason::Ready) | None => {}
+        Some(reason) => notes.push(format!(
+            "GpuNode {}: boot recovery is {reason}; the recorded layout may not be the node's yet",
+            quote(name)
+        )),
+    }
+    let unknown = manifest.unknown_fields().len();
+    if unknown > 0 {
+        notes.push(format!(
+            "GpuNode {}: {unknown} field(s) this version does not read",
+            quote(name)
+        ));
+    }
+    notes.truncate(MAX_NOTES);
+    Ok(Some(Inventory {
+        manifest,
+        source: Source::GpuNode,
+        notes,
+    }))
+}

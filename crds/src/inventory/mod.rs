@@ -1,0 +1,164 @@
+//! A node's GPU inventory, read from whichever source the cluster has, best first:
+//!
+//! 1. the node's [`GpuNode`] (what `miggate publish` captured: UUIDs, kernel, every fact);
+//! 2. the NVIDIA DRA driver's `ResourceSlice`s for the node (driver `gpu.nvidia.com`, static
+//!    MIG), with kernel and architecture from `Node.status.nodeInfo`;
+//! 3. GPU Feature Discovery labels on the `Node`: counts per MIG profile and whole GPUs, no
+//!    UUIDs, product names mapped back from GFD's rewritten form.
+//!
+//! Each gives a node inventory as compat's [`GpuManifest`] (host and nvidia facts, no pod), so
+//! the same checks run whatever the source. What a source cannot tell stays absent, which the
+//! checks read as *unknown* (admit with a warning), never as a guess that could refuse. A better
+//! source that is present but unreadable falls back to the next, with a note saying why, and
+//! every [`Inventory`] names its [`Source`] so a decision can say which one it used.
+//!
+//! Pure: no client, no clock. The webhook hands in what its watch caches hold.
+
+mod gfd;
+mod gpu_node;
+mod product;
+mod slices;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::resource::v1::ResourceSlice;
+use miggate_compat::escape::escape_within;
+use miggate_compat::{GpuManifest, Host, VersionText};
+
+use crate::error::Error;
+use crate::node::GpuNode;
+
+pub use gfd::{MAX_GFD_LABELS, from_gfd_labels};
+pub use gpu_node::from_gpu_node;
+pub use product::{gfd_product_name, known_product};
+pub use slices::{DRA_DRIVER, MAX_DEVICES, MAX_SLICES, from_resource_slices};
+
+/// Where a node inventory came from, so a decision (and an operator reading it) can tell a
+/// captured inventory from one inferred from a driver's slices or a labeller's counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Source {
+    /// The node's `GpuNode`, written by `miggate publish`: every fact, UUIDs included.
+    GpuNode,
+    /// The NVIDIA DRA driver's `ResourceSlice`s (static MIG), plus `Node.status.nodeInfo`.
+    ResourceSlice,
+    /// GPU Feature Discovery's node labels: counts only, no UUIDs.
+    GfdLabels,
+}
+
+impl Source {
+    /// The source as decisions and notes name it: `GpuNode`, `ResourceSlice`, `GFD labels`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Source::GpuNode => "GpuNode",
+            Source::ResourceSlice => "ResourceSlice",
+            Source::GfdLabels => "GFD labels",
+        }
+    }
+}
+
+impl std::fmt::Display for Source {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A node's inventory, the source it came from, and what an operator should know about it
+/// (what the source could not tell; why a better source was passed over).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inventory {
+    /// The inventory as a node manifest: host and nvidia facts, no pod.
+    pub manifest: GpuManifest,
+    /// Which source it was read from.
+    pub source: Source,
+    /// Short sentences for warnings and logs, each naming the source.
+    pub notes: Vec<String>,
+}
+
+/// How many notes an inventory carries: each is a line in an admission warning or a log.
+pub const MAX_NOTES: usize = 8;
+
+/// The inventory of one node from the best source present and readable: its `GpuNode`, else
+/// the DRA driver's `ResourceSlice`s for it, else its GFD labels. `None` when no source says
+/// anything about the node's GPUs.
+///
+/// `node` is the node's `Node` object (its name, `status.nodeInfo` and labels). `slices` may
+/// hold any slices: those of other drivers and other nodes are ignored. A source that is
+/// present but unreadable is passed over with a note on the inventory finally used.
+pub fn best(gpu_node: Option<&GpuNode>, node: Option<&Node>, slices: &[&ResourceSlice]) -> Option<Inventory> {
+    let mut passed_over: Vec<String> = Vec::new();
+    let name = node
+        .and_then(|n| n.metadata.name.as_deref())
+        .or_else(|| gpu_node.and_then(|g| g.metadata.name.as_deref()));
+
+    if let Some(g) = gpu_node {
+        match from_gpu_node(g) {
+            Ok(Some(inv)) => return Some(inv),
+            Ok(None) => {}
+            Err(e) => passed_over.push(e.to_string()),
+        }
+    }
+    if let Some(name) = name {
+        match from_resource_slices(name, node, slices) {
+            Ok(Some(inv)) => return Some(with_notes(inv, passed_over)),
+            Ok(None) => {}
+            Err(e) => passed_over.push(e.to_string()),
+        }
+    }
+    if let Some(n) = node {
+        match from_gfd_labels(n) {
+            Ok(Some(inv)) => return Some(with_notes(inv, passed_over)),
+            Ok(None) => {}
+            Err(e) => passed_over.push(e.to_string()),
+        }
+    }
+    None
+}
+
+/// Puts the reasons better sources were passed over first: they matter more than what the
+/// chosen source could not tell.
+fn with_notes(mut inv: Inventory, passed_over: Vec<String>) -> Inventory {
+    let mut notes: Vec<String> = passed_over
+        .into_iter()
+        .map(|why| format!("{why}; used {} instead", inv.source))
+        .collect();
+    notes.append(&mut inv.notes);
+    notes.truncate(MAX_NOTES);
+    inv.notes = notes;
+    inv
+}
+
+/// Kernel and architecture from `Node.status.nodeInfo` (the kubelet's `uname -r` and Go
+/// architecture, already in Kubernetes naming). Blank values stay unknown.
+fn host_from_node(name: &str, node: Option<&Node>) -> Host {
+    let info = node
+        .and_then(|n| n.status.as_ref())
+        .and_then(|s| s.node_info.as_ref());
+    let text = |s: Option<&String>| {
+        s.map(|s| s.trim())
+            .filter(|s| !s.is_empty() && s.len() <= MAX_TEXT_BYTES)
+            .map(str::to_string)
+    };
+    Host {
+        node_name: Some(name.to_string()),
+        kernel_version: text(info.map(|i| &i.kernel_version)).map(VersionText::new),
+        cpu_arch: text(info.map(|i| &i.architecture)),
+        ..Host::default()
+    }
+}
+
+/// The longest text value (a product name, a version, a label value) read from a source;
+/// real ones are a few dozen bytes.
+pub(crate) const MAX_TEXT_BYTES: usize = 256;
+
+/// The error for a source present but unreadable.
+pub(crate) fn unreadable(source: Source, node: &str, why: impl Into<String>) -> Error {
+    Error::Inventory {
+        origin: source.as_str(),
+        node: node.to_string(),
+        why: why.into(),
+    }
+}
+
+/// Outside text quoted in a note or error: escaped and cut.
+pub(crate) fn quote(text: &str) -> String {
+    escape_within(text, 96).into_owned()
+}

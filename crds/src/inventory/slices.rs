@@ -1,0 +1,362 @@
+//! Source 2: the NVIDIA DRA driver's `ResourceSlice`s for a node (static MIG).
+//!
+//! The driver (`kubernetes-sigs/dra-driver-nvidia-gpu`, driver name `gpu.nvidia.com`) publishes
+//! one pool per node, named after it, possibly over several slices. A GPU with MIG enabled is
+//! published as its slices (`type: mig`, with `uuid`, `parentUUID`, `profile`), a GPU without
+//! as itself (`type: gpu`, `uuid`); both carry `productName`, `driverVersion` and
+//! `cudaDriverVersion` (versions semver-normalised: `580.65.06` becomes `580.65.6`, which compat
+//! compares per number). Attribute names that changed across releases are read in every form:
+//! `index`/`minor` (up to v25.3.x), `pcieBusID` (up to v25.8.x) and
+//! `resource.kubernetes.io/pciBusID` (v25.12.0 on). Device names are never parsed: their form
+//! changed three times.
+//!
+//! Under the `DynamicMIG` gate the slices list every *possible* partition, consuming shared
+//! counters, not the node's layout: such a pool is refused as a source.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::resource::v1::{Device as DraDevice, DeviceAttribute, ResourceSlice};
+use miggate_compat::{
+    Device, DeviceUuid, Gpu, GpuManifest, GpuUuid, MigMode, MigProfile, Nvidia, Quantity, VersionText,
+};
+
+use super::{Inventory, MAX_TEXT_BYTES, Source, host_from_node, quote, unreadable};
+use crate::error::Error;
+
+/// The NVIDIA DRA driver's name, in `spec.driver` and as the attributes' domain.
+pub const DRA_DRIVER: &str = "gpu.nvidia.com";
+/// The most slices read for one node: the driver writes one per GPU at most (plus one for
+/// counters); a pool past this is refused, not read in part.
+pub const MAX_SLICES: usize = 64;
+/// The most devices read for one node: far above any real node (8 GPUs × 7 slices).
+pub const MAX_DEVICES: usize = 1024;
+
+/// The inventory of node `node_name` from the DRA driver's slices, with kernel and
+/// architecture from `node`'s `status.nodeInfo` when given.
+///
+/// `Ok(None)` when no slice of driver `gpu.nvidia.com` is for this node (the driver does not
+/// run there). An error when the pool cannot be trusted: incomplete at its newest generation,
+/// DynamicMIG, too large, or a device attribute of the wrong type or form.
+pub fn from_resource_slices(
+    node_name: &str,
+    node: Option<&Node>,
+    slices: &[&ResourceSlice],
+) -> Result<Option<Inventory>, Error> {
+    let bad = |why: String| unreadable(Source::ResourceSlice, node_name, why);
+    let ours: Vec<&ResourceSlice> = slices
+        .iter()
+        .copied()
+        .filter(|s| s.spec.driver == DRA_DRIVER && s.spec.node_name.as_deref() == Some(node_name))
+        .take(MAX_SLICES + 1)
+        .collect();
+    if ours.is_empty() {
+        return Ok(None);
+    }
+    if ours.len() > MAX_SLICES {
+        return Err(bad(format!("more than {MAX_SLICES} slices for one node")));
+    }
+    // The scheduler reads only a complete pool at its newest generation; so does this.
+    let generation = ours
+        .iter()
+        .map(|s| s.spec.pool.generation)
+        .max()
+        .unwrap_or_default();
+    let current: Vec<&ResourceSlice> = ours
+        .into_iter()
+        .filter(|s| s.spec.pool.generation == generation)
+        .collect();
+    let pool = &current[0].spec.pool;
+    if current.iter().any(|s| s.spec.pool.name != pool.name) {
+        return Err(bad("its slices name more than one pool".into()));
+    }
+    let expected = usize::try_from(pool.resource_slice_count).unwrap_or(usize::MAX);
+    if current.len() != expected {
+        return Err(bad(format!(
+            "pool {} generation {generation} has {} of its {} slices; it is being updated",
+            quote(&pool.name),
+            current.len(),
+            pool.resource_slice_count
+        )));
+    }
+    if current
+        .iter()
+        .any(|s| s.spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty()))
+    {
+        return Err(bad(
+            "the pool declares shared counters (DynamicMIG): its slices list possible partitions, not the node's layout"
+                .into(),
+        ));
+    }
+
+    let mut read = Read::default();
+    let mut count = 0usize;
+    for slice in &current {
+        let slice_name = slice.metadata.name.as_deref().unwrap_or("(unnamed)");
+        for device in slice.spec.devices.iter().flatten() {
+            count += 1;
+            if count > MAX_DEVICES {
+                return Err(bad(format!("more than {MAX_DEVICES} devices")));
+            }
+            read.device(device).map_err(|why| {
+                bad(format!(
+                    "slice {}, device {}: {why}",
+                    quote(slice_name),
+                    quote(&device.name)
+                ))
+            })?;
+        }
+    }
+
+    let mut notes = vec![format!(
+        "ResourceSlice: {} slice(s) of driver {DRA_DRIVER}, pool {} generation {generation}",
+        current.len(),
+        quote(&pool.name)
+    )];
+    let host = host_from_node(node_name, node);
+    if host.kernel_version.is_none() {
+        notes.push("ResourceSlice: no Node.status.nodeInfo kernelVersion; kernel checks are unknown".into());
+    }
+    if read.skipped > 0 {
+        notes.push(format!(
+            "ResourceSlice: {} device(s) that are neither a GPU nor a MIG slice (vfio) left out",
+            read.skipped
+        ));
+    }
+    let manifest = GpuManifest {
+        host: Some(host),
+        nvidia: Some(read.nvidia()),
+        ..GpuManifest::default()
+    };
+    Ok(Some(Inventory {
+        manifest,
+        source: Source::ResourceSlice,
+        notes,
+    }))
+}
+
+/// What the devices say, gathered in one pass.
+#[derive(Default)]
+struct Read {
+    devices: Vec<Device>,
+    /// Physical GPUs by UUID: whole ones and MIG parents.
+    gpus: BTreeMap<String, Gpu>,
+    driver: Option<String>,
+    cuda: Option<String>,
+    skipped: usize,
+}
+
+impl Read {
+    fn device(&mut self, device: &DraDevice) -> Result<(), String> {
+        if device.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()) {
+            return Err(
+                "it consumes shared counters (DynamicMIG): a possible partition, not an existing one".into(),
+            );
+        }
+        let empty = BTreeMap::new();
+        let attrs = Attrs(device.attributes.as_ref().unwrap_or(&empty));
+        let kind = attrs.string("type")?.ok_or("no `type` attribute")?;
+        let product = attrs.string("productName")?;
+        // Every device of a node runs the same driver; a pool that says otherwise is not
+        // one node's snapshot.
+        if let Some(v) = attrs.version("driverVersion")? {
+            match &self.driver {
+                Some(seen) if *seen != v => {
+                    return Err(format!(
+                        "`driverVersion` {} differs from another device's {}",
+                        quote(&v),
+                        quote(seen)
+                    ));
+                }
+                Some(_) => {}
+                None => self.driver = Some(v),
+            }
+        }
+        if let Some(v) = attrs.version("cudaDriverVersion")? {
+            self.cuda.get_or_insert(v);
+        }
+        let memory_mib = device
+            .capacity
+            .as_ref()
+            .and_then(|c| c.get("memory"))
+            .and_then(|c| mib(&c.value.0));
+        match kind.as_str() {
+            "gpu" => {
+                let uuid = attrs.string("uuid")?.ok_or("a GPU without a `uuid`")?;
+                let parsed: GpuUuid = uuid.parse().map_err(|e| format!("`uuid`: {e}"))?;
+                let device_uuid: DeviceUuid = uuid.parse().map_err(|e| format!("`uuid`: {e}"))?;
+                self.gpus.insert(
+                    uuid.clone(),
+                    Gpu {
+                        index: attrs.index()?,
+                        uuid: Some(parsed),
+                        product_name: product.clone(),
+                        pci_bus_id: attrs.pci_bus_id()?,
+                        memory_mib,
+                        compute_capability: attrs.compute_capability()?,
+                        mig_mode: Some(MigMode::Disabled),
+                        ..Gpu::default()
+                    },
+                );
+                self.devices.push(Device {
+                    uuid: Some(device_uuid),
+                    product_name: product,
+                    memory_mib,
+                    ..Device::default()
+                });
+            }
+            "mig" => {
+                // DynamicMIG slices have no uuid; static ones always do. Without one the
+                // device is still a slice (by its profile), its identity unknown.
+                let uuid = match attrs.string("uuid")? {
+                    Some(u) => Some(u.parse::<DeviceUuid>().map_err(|e| format!("`uuid`: {e}"))?),
+                    None => None,
+                };
+                let parent = match attrs.string("parentUUID")? {
+                    Some(p) => Some(p.parse::<GpuUuid>().map_err(|e| format!("`parentUUID`: {e}"))?),
+                    None => None,
+                };
+                let profile = match attrs.string("profile")? {
+                    Some(p) => Some(p.parse::<MigProfile>().map_err(|e| format!("`profile`: {e}"))?),
+                    None => None,
+                };
+                if let Some(parent) = &parent
+                    && !self.gpus.contains_key(parent.as_str())
+                {
+                    // A slice inherits its parent's product, bus id and capability.
+                    let gpu = Gpu {
+                        uuid: Some(parent.clone()),
+                        product_name: product.clone(),
+                        pci_bus_id: attrs.pci_bus_id()?,
+                        compute_capability: attrs.compute_capability()?,
+                        mig_mode: Some(MigMode::Enabled),
+                        ..Gpu::default()
+                    };
+                    self.gpus.insert(parent.as_str().to_string(), gpu);
+                }
+                self.devices.push(Device {
+                    uuid,
+                    parent_uuid: parent,
+                    product_name: product,
+                    mig_profile: profile,
+                    memory_mib,
+                    ..Device::default()
+                });
+            }
+            _ => self.skipped += 1,
+        }
+        Ok(())
+    }
+
+    fn nvidia(mut self) -> Nvidia {
+        // Visible order is unknown (the driver stopped publishing indices); parent UUID, then
+        // profile, then UUID gives the same order on every read.
+        self.devices.sort_by(|a, b| {
+            let key = |d: &Device| {
+                (
+                    d.parent_uuid
+                        .as_ref()
+                        .map(|p| p.as_str().to_string())
+                        .or_else(|| d.uuid.as_ref().map(|u| u.as_str().to_string())),
+                    d.mig_profile.as_ref().map(|p| p.as_str().to_string()),
+                    d.uuid.as_ref().map(|u| u.as_str().to_string()),
+                )
+            };
+            key(a).cmp(&key(b))
+        });
+        Nvidia {
+            driver_version: self.driver.map(VersionText::new),
+            cuda_driver_version: self.cuda.map(VersionText::new),
+            gpus: Some(self.gpus.into_values().collect()),
+            devices: Some(self.devices),
+            ..Nvidia::default()
+        }
+    }
+}
+
+/// A device's attributes, read by kind with the type each must have.
+struct Attrs<'a>(&'a BTreeMap<String, DeviceAttribute>);
+
+impl Attrs<'_> {
+    /// A string attribute, `None` when absent; an error when it has another type or an
+    /// unreasonable size.
+    fn string(&self, name: &str) -> Result<Option<String>, String> {
+        match self.0.get(name) {
+            None => Ok(None),
+            Some(DeviceAttribute { string: Some(s), .. }) => text(name, s).map(Some),
+            Some(_) => Err(format!("`{name}` is not a string attribute")),
+        }
+    }
+
+    /// A version attribute; a string is accepted too (older releases and hand-written slices).
+    fn version(&self, name: &str) -> Result<Option<String>, String> {
+        match self.0.get(name) {
+            None => Ok(None),
+            Some(DeviceAttribute { version: Some(s), .. } | DeviceAttribute { string: Some(s), .. }) => {
+                text(name, s).map(Some)
+            }
+            Some(_) => Err(format!("`{name}` is not a version attribute")),
+        }
+    }
+
+    fn int(&self, name: &str) -> Result<Option<i64>, String> {
+        match self.0.get(name) {
+            None => Ok(None),
+            Some(DeviceAttribute { int: Some(i), .. }) => Ok(Some(*i)),
+            Some(_) => Err(format!("`{name}` is not an int attribute")),
+        }
+    }
+
+    /// `index` (v25.3.x), else `minor` (v25.3.x, the same number for a GPU).
+    fn index(&self) -> Result<Option<u32>, String> {
+        let value = match self.int("index")? {
+            Some(i) => Some(i),
+            None => self.int("minor")?,
+        };
+        Ok(value.and_then(|i| u32::try_from(i).ok()))
+    }
+
+    /// `resource.kubernetes.io/pciBusID` (v25.12.0 on), else `pcieBusID` (up to v25.8.x), in
+    /// nvidia-smi's 8-digit-domain form.
+    fn pci_bus_id(&self) -> Result<Option<String>, String> {
+        let id = match self.string("resource.kubernetes.io/pciBusID")? {
+            Some(id) => Some(id),
+            None => self.string("pcieBusID")?,
+        };
+        Ok(id.map(|id| match id.split_once(':') {
+            Some((domain, rest)) if domain.len() < 8 => format!("{domain:0>8}:{rest}"),
+            _ => id,
+        }))
+    }
+
+    /// `cudaComputeCapability` (`8.0.0`) as nvidia-smi prints it (`8.0`).
+    fn compute_capability(&self) -> Result<Option<VersionText>, String> {
+        Ok(self.version("cudaComputeCapability")?.map(|v| {
+            let mut parts = v.split('.');
+            match (parts.next(), parts.next()) {
+                (Some(major), Some(minor)) => VersionText::new(format!("{major}.{minor}")),
+                _ => VersionText::new(v.clone()),
+            }
+        }))
+    }
+}
+
+fn text(name: &str, s: &str) -> Result<String, String> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Err(format!("`{name}` is empty"));
+    }
+    if s.len() > MAX_TEXT_BYTES || s.chars().any(char::is_control) {
+        return Err(format!("`{name}` is not a plausible value ({})", quote(s)));
+    }
+    Ok(s.to_string())
+}
+
+/// A memory quantity (`4864Mi`, `40Gi`) in MiB, when it is a whole number of them.
+fn mib(quantity: &str) -> Option<u64> {
+    let nanos = Quantity::new(quantity).nanos()?;
+    let per_mib: u128 = 1_000_000_000 * 1024 * 1024;
+    nanos
+        .is_multiple_of(per_mib)
+        .then(|| u64::try_from(nanos / per_mib).ok())?
+}

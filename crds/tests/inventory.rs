@@ -1,0 +1,431 @@
+//! Node inventories from three sources: the same node described by its `GpuNode`, by the DRA
+//! driver's `ResourceSlice`s (two releases' attribute names) and by GFD labels gives the same
+//! admission verdicts (compat, offer mode) wherever the source can tell, and *unknown*, never a
+//! refusal, where it cannot. Fixtures: `testdata/inventory/` (provenance in its README).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::PathBuf;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::resource::v1::ResourceSlice;
+use miggate_compat::{CheckName, Gpu, GpuManifest, Mode, Options, Outcome, Report, Target, evaluate_target};
+use miggate_crds::GpuNode;
+use miggate_crds::inventory::{self, Inventory, Source};
+use rstest::rstest;
+use serde::Deserialize;
+
+fn fixture(file: &str) -> String {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../testdata/inventory")
+        .join(file);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[derive(Deserialize)]
+struct List<T> {
+    items: Vec<T>,
+}
+
+fn gpu_node() -> GpuNode {
+    serde_saphyr::from_str(&fixture("gpunode-gpu-node-7.yaml")).unwrap()
+}
+fn node(file: &str) -> Node {
+    serde_saphyr::from_str(&fixture(file)).unwrap()
+}
+fn slices_v25_12() -> Vec<ResourceSlice> {
+    vec![serde_saphyr::from_str(&fixture("dra-v25.12-gpu-node-7.yaml")).unwrap()]
+}
+fn slices_v25_3() -> Vec<ResourceSlice> {
+    serde_saphyr::from_str::<List<ResourceSlice>>(&fixture("dra-v25.3-gpu-node-7.yaml"))
+        .unwrap()
+        .items
+}
+fn without_node_info(mut n: Node) -> Node {
+    n.status.as_mut().unwrap().node_info = None;
+    n
+}
+
+/// Each way the cluster can describe gpu-node-7.
+#[derive(Debug, Clone, Copy)]
+enum From {
+    GpuNode,
+    DraV25_12,
+    DraV25_3,
+    GfdMixed,
+    GfdMixedNoNodeInfo,
+}
+
+fn read(from: From) -> Inventory {
+    let inv = match from {
+        From::GpuNode => inventory::best(Some(&gpu_node()), None, &[]),
+        From::DraV25_12 => {
+            let slices = slices_v25_12();
+            let refs: Vec<&ResourceSlice> = slices.iter().collect();
+            inventory::best(None, Some(&node("node-gpu-node-7.yaml")), &refs)
+        }
+        From::DraV25_3 => {
+            let slices = slices_v25_3();
+            let refs: Vec<&ResourceSlice> = slices.iter().collect();
+            inventory::best(None, Some(&node("node-gpu-node-7.yaml")), &refs)
+        }
+        From::GfdMixed => inventory::best(None, Some(&node("gfd-mixed-gpu-node-7.yaml")), &[]),
+        From::GfdMixedNoNodeInfo => inventory::best(
+            None,
+            Some(&without_node_info(node("gfd-mixed-gpu-node-7.yaml"))),
+            &[],
+        ),
+    };
+    inv.unwrap_or_else(|| panic!("{from:?} gives no inventory"))
+}
+
+const KERNEL: &str = "5.15.0-1071-aws";
+
+fn checkpoint(kernel: &str, driver: &str, gpus: Vec<miggate_compat::GpuBuilder>) -> GpuManifest {
+    let mut b = GpuManifest::builder()
+        .kernel(kernel)
+        .cpu_arch("amd64")
+        .driver(driver);
+    for g in gpus {
+        b = b.gpu(g);
+    }
+    b.build().unwrap()
+}
+
+/// Checkpoints taken elsewhere, to be judged against gpu-node-7.
+#[derive(Debug, Clone, Copy)]
+enum Ckpt {
+    /// Two 3g.40gb slices: fits (the node has exactly two).
+    Two3g,
+    /// One 3g.40gb slice: fits.
+    One3g,
+    /// Three 3g.40gb slices: the node has two.
+    Three3g,
+    /// One whole H100: fits (GPU 1).
+    WholeH100,
+    /// Two 3g.40gb on another kernel.
+    OtherKernel,
+    /// Two 3g.40gb on another driver.
+    OtherDriver,
+    /// Two A100 1g.5gb slices: another model and shape.
+    A100Slices,
+}
+
+fn ckpt(c: Ckpt) -> GpuManifest {
+    match c {
+        Ckpt::Two3g => checkpoint(KERNEL, "580.82.07", vec![Gpu::h100().cut(["3g.40gb", "3g.40gb"])]),
+        Ckpt::One3g => checkpoint(KERNEL, "580.82.07", vec![Gpu::h100().cut(["3g.40gb"])]),
+        Ckpt::Three3g => checkpoint(
+            KERNEL,
+            "580.82.07",
+            vec![
+                Gpu::h100().cut(["3g.40gb", "3g.40gb"]),
+                Gpu::h100().cut(["3g.40gb"]),
+            ],
+        ),
+        Ckpt::WholeH100 => checkpoint(KERNEL, "580.82.07", vec![Gpu::h100()]),
+        Ckpt::OtherKernel => checkpoint(
+            "6.8.0-1015-nvidia",
+            "580.82.07",
+            vec![Gpu::h100().cut(["3g.40gb", "3g.40gb"])],
+        ),
+        Ckpt::OtherDriver => checkpoint(KERNEL, "580.65.06", vec![Gpu::h100().cut(["3g.40gb", "3g.40gb"])]),
+        Ckpt::A100Slices => checkpoint(
+            KERNEL,
+            "580.82.07",
+            vec![Gpu::a100_40gb().cut(["1g.5gb", "1g.5gb"])],
+        ),
+    }
+}
+
+fn judge(c: Ckpt, inv: &Inventory) -> Report {
+    evaluate_target(&ckpt(c), Target::node(&inv.manifest), &Options::mode(Mode::Offer))
+}
+
+/// A verdict as admission acts on it: admitted or not, and which checks refused.
+fn verdict(r: &Report) -> (bool, Vec<&'static str>) {
+    (r.compatible, r.refusals().map(|x| x.check.as_str()).collect())
+}
+
+fn unknowns(r: &Report) -> Vec<&'static str> {
+    r.results
+        .iter()
+        .filter(|x| x.outcome == Outcome::Unknown)
+        .map(|x| x.check.as_str())
+        .collect()
+}
+
+/// What a source should give compared with the node's `GpuNode`.
+#[derive(Debug, Clone, Copy)]
+enum Expect {
+    /// The same verdict (admitted or refused, by the same checks).
+    Same,
+    /// The GpuNode refuses with these checks; this source cannot tell them, so it admits with
+    /// each of them unknown (a warning), and refuses nothing else.
+    UnknownNotRefuse(&'static [&'static str]),
+}
+
+#[rstest]
+fn the_same_node_gives_the_same_verdict_from_every_source(
+    #[values(
+        Ckpt::Two3g,
+        Ckpt::One3g,
+        Ckpt::Three3g,
+        Ckpt::WholeH100,
+        Ckpt::OtherKernel,
+        Ckpt::OtherDriver,
+        Ckpt::A100Slices
+    )]
+    c: Ckpt,
+    #[values(From::DraV25_12, From::DraV25_3, From::GfdMixed, From::GfdMixedNoNodeInfo)] from: From,
+) {
+    let reference = judge(c, &read(From::GpuNode));
+    let inv = read(from);
+    let report = judge(c, &inv);
+    let gfd = matches!(from, From::GfdMixed | From::GfdMixedNoNodeInfo);
+    let expect = match (from, c) {
+        // Labels have no kernel; without the kubelet's nodeInfo nobody has it.
+        (From::GfdMixedNoNodeInfo, Ckpt::OtherKernel) => Expect::UnknownNotRefuse(&["kernel-version"]),
+        // GFD's whole GPU has no UUID, so compat cannot tell it from a slice (a device of
+        // unknown kind): counts per class become unknown where the GpuNode's refuse.
+        (_, Ckpt::Three3g) if gfd => Expect::UnknownNotRefuse(&["gpu-model", "gpu-count", "mig-profile"]),
+        (_, Ckpt::A100Slices) if gfd => Expect::UnknownNotRefuse(&["mig-profile"]),
+        _ => Expect::Same,
+    };
+    match expect {
+        Expect::Same => assert_eq!(
+            verdict(&report),
+            verdict(&reference),
+            "{c:?} from {from:?}\n{}\nGpuNode:\n{}",
+            table(&report),
+            table(&reference)
+        ),
+        Expect::UnknownNotRefuse(checks) => {
+            // Never refuses more than the GpuNode; what it does not refuse of the GpuNode's
+            // refusals is exactly `checks`, each unknown here.
+            let (_, theirs) = verdict(&reference);
+            let (_, ours) = verdict(&report);
+            assert!(
+                ours.iter().all(|c| theirs.contains(c)),
+                "{ours:?} not within {theirs:?}"
+            );
+            let missing: Vec<&str> = theirs.iter().copied().filter(|c| !ours.contains(c)).collect();
+            assert_eq!(
+                missing,
+                checks.to_vec(),
+                "{c:?} from {from:?}\n{}",
+                table(&report)
+            );
+            for check in checks {
+                assert!(unknowns(&report).contains(check), "{check}\n{}", table(&report));
+            }
+            assert_eq!(report.compatible, ours.is_empty());
+        }
+    }
+}
+
+fn table(r: &Report) -> String {
+    r.results
+        .iter()
+        .map(|x| {
+            format!(
+                "{:18} {:15?} {} | {}",
+                x.check.as_str(),
+                x.outcome,
+                x.source,
+                x.target
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Where a source cannot tell, the checks that need it answer unknown and the verdict admits:
+/// GFD has no UUIDs (so no device map), and no kernel without the kubelet's nodeInfo.
+#[rstest]
+#[case::gfd_has_no_uuids_so_no_device_map(From::GfdMixed, Ckpt::Two3g)]
+#[case::gfd_without_node_info_has_no_kernel(From::GfdMixedNoNodeInfo, Ckpt::Two3g)]
+fn what_gfd_cannot_tell_is_unknown_not_refused(#[case] from: From, #[case] c: Ckpt) {
+    let inv = read(from);
+    let report = judge(c, &inv);
+    assert!(report.compatible, "{}", table(&report));
+    let devices = inv.manifest.devices().unwrap();
+    assert!(devices.iter().all(|d| d.uuid.is_none()), "GFD invents no UUID");
+    assert!(devices.iter().all(|d| d.parent_uuid.is_none()));
+    if matches!(from, From::GfdMixedNoNodeInfo) {
+        assert_eq!(inv.manifest.host.as_ref().unwrap().kernel_version, None);
+        let kernel = report.result(CheckName::KERNEL_VERSION).unwrap();
+        assert_eq!(kernel.outcome, Outcome::Unknown);
+        assert!(inv.notes.iter().any(|n| n.contains("kernel")), "{:?}", inv.notes);
+    }
+    // The device plugin's own reference knows the UUIDs; GFD's inventory cannot pair devices.
+    let reference = judge(c, &read(From::GpuNode));
+    assert!(reference.device_map.is_some());
+}
+
+#[rstest]
+#[case::gpu_node(From::GpuNode, Source::GpuNode, "GpuNode")]
+#[case::dra_v25_12(From::DraV25_12, Source::ResourceSlice, "ResourceSlice")]
+#[case::dra_v25_3(From::DraV25_3, Source::ResourceSlice, "ResourceSlice")]
+#[case::gfd(From::GfdMixed, Source::GfdLabels, "GFD labels")]
+fn every_inventory_names_its_source(#[case] from: From, #[case] source: Source, #[case] text: &str) {
+    let inv = read(from);
+    assert_eq!(inv.source, source);
+    assert_eq!(inv.source.as_str(), text);
+    assert!(inv.manifest.pod.is_none(), "a node inventory has no pod");
+}
+
+#[test]
+fn both_dra_releases_read_the_same_devices() {
+    let a = read(From::DraV25_12).manifest;
+    let b = read(From::DraV25_3).manifest;
+    assert_eq!(a.devices(), b.devices());
+    let gpus = |m: &GpuManifest| m.nvidia.clone().unwrap().gpus.unwrap();
+    // v25.3 also had indices; the rest is equal.
+    let mut b_gpus = gpus(&b);
+    assert_eq!(
+        b_gpus.iter().map(|g| g.index).collect::<Vec<_>>(),
+        [None, Some(1)]
+    );
+    for g in &mut b_gpus {
+        g.index = None;
+    }
+    assert_eq!(gpus(&a), b_gpus);
+}
+
+#[test]
+fn a_better_source_present_but_unreadable_falls_back_with_a_note() {
+    // A GpuNode holding another node's inventory, a DRA pool caught mid-update, then GFD.
+    let mut wrong = gpu_node();
+    wrong.spec.manifest.host.as_mut().unwrap().node_name = Some("gpu-node-1".into());
+    let mut slices = slices_v25_3();
+    slices.remove(1); // one of the two slices at generation 3
+    let refs: Vec<&ResourceSlice> = slices.iter().collect();
+    let n = node("gfd-mixed-gpu-node-7.yaml");
+    let inv = inventory::best(Some(&wrong), Some(&n), &refs).unwrap();
+    assert_eq!(inv.source, Source::GfdLabels);
+    insta::assert_yaml_snapshot!("fallback_notes", inv.notes);
+
+    // Only the unreadable GFD labels (mig-manager pending): nothing to judge by.
+    let pending = node("gfd-pending-gpu-node-7.yaml");
+    assert_eq!(inventory::best(None, Some(&pending), &[]), None);
+    let err = inventory::from_gfd_labels(&pending).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "GFD labels inventory of node `gpu-node-7` cannot be read: nvidia.com/mig.config.state is pending, not success: the MIG layout is not known to be applied"
+    );
+}
+
+#[test]
+fn no_source_gives_no_inventory() {
+    assert_eq!(inventory::best(None, None, &[]), None);
+    let plain = without_node_info(node("node-gpu-node-7.yaml"));
+    assert_eq!(inventory::best(None, Some(&plain), &[]), None);
+    // The NVIDIA driver's slices of another node, and another driver's slices, are not this node's.
+    let slices = slices_v25_3();
+    let foreign: Vec<&ResourceSlice> = slices[3..].iter().collect();
+    assert_eq!(
+        inventory::from_resource_slices("gpu-node-7", None, &foreign).unwrap(),
+        None
+    );
+}
+
+#[rstest]
+#[case::dynamic_mig_counters("sharedCounters")]
+#[case::wrong_attribute_type("uuid-int")]
+#[case::bad_uuid("uuid-text")]
+#[case::bad_profile("profile")]
+#[case::two_drivers("driver")]
+#[case::no_type("no-type")]
+fn malformed_slices_are_errors_not_panics(#[case] how: &str) {
+    let mut slices = slices_v25_12();
+    let spec = &mut slices[0].spec;
+    let device = &mut spec.devices.as_mut().unwrap()[0];
+    let attrs = device.attributes.as_mut().unwrap();
+    let attr = |s: &str| k8s_openapi::api::resource::v1::DeviceAttribute {
+        string: Some(s.into()),
+        ..Default::default()
+    };
+    match how {
+        "sharedCounters" => {
+            spec.shared_counters = Some(vec![k8s_openapi::api::resource::v1::CounterSet {
+                name: "gpu-0-counter-set".into(),
+                counters: Default::default(),
+            }]);
+        }
+        "uuid-int" => {
+            attrs.insert(
+                "uuid".into(),
+                k8s_openapi::api::resource::v1::DeviceAttribute {
+                    int: Some(7),
+                    ..Default::default()
+                },
+            );
+        }
+        "uuid-text" => {
+            attrs.insert("uuid".into(), attr("MIG-x,GPU-y=z"));
+        }
+        "profile" => {
+            attrs.insert("profile".into(), attr("3 g"));
+        }
+        "driver" => {
+            attrs.insert(
+                "driverVersion".into(),
+                k8s_openapi::api::resource::v1::DeviceAttribute {
+                    version: Some("570.124.6".into()),
+                    ..Default::default()
+                },
+            );
+        }
+        "no-type" => {
+            attrs.remove("type");
+        }
+        _ => unreachable!(),
+    }
+    let refs: Vec<&ResourceSlice> = slices.iter().collect();
+    let err = inventory::from_resource_slices("gpu-node-7", None, &refs).unwrap_err();
+    insta::assert_snapshot!(format!("malformed_{how}"), err.to_string());
+}
+
+#[test]
+fn too_many_devices_are_refused_not_read() {
+    let mut slices = slices_v25_12();
+    let first = slices[0].spec.devices.as_ref().unwrap()[2].clone();
+    slices[0].spec.devices = Some(vec![first; inventory::MAX_DEVICES + 1]);
+    let refs: Vec<&ResourceSlice> = slices.iter().collect();
+    let err = inventory::from_resource_slices("gpu-node-7", None, &refs).unwrap_err();
+    assert!(err.to_string().contains("more than 1024 devices"), "{err}");
+}
+
+#[test]
+fn single_strategy_labels_give_slices_of_the_one_profile() {
+    let inv = inventory::from_gfd_labels(&node("gfd-single-gpu-node-5.yaml"))
+        .unwrap()
+        .unwrap();
+    insta::assert_yaml_snapshot!("gfd_single", (&inv.manifest, &inv.notes));
+    let devices = inv.manifest.devices().unwrap();
+    assert_eq!(devices.len(), 7);
+    assert!(
+        devices
+            .iter()
+            .all(|d| d.mig_profile.as_ref().unwrap().as_str() == "1g.10gb")
+    );
+    assert!(
+        devices
+            .iter()
+            .all(|d| d.product_name.as_deref() == Some("NVIDIA H100 80GB HBM3"))
+    );
+}
+
+#[rstest]
+#[case::gpu_node(From::GpuNode)]
+#[case::dra_v25_12(From::DraV25_12)]
+#[case::dra_v25_3(From::DraV25_3)]
+#[case::gfd_mixed(From::GfdMixed)]
+#[case::gfd_mixed_no_node_info(From::GfdMixedNoNodeInfo)]
+fn inventories(#[case] from: From) {
+    let inv = read(from);
+    insta::assert_yaml_snapshot!(
+        format!("inventory_{from:?}"),
+        (inv.source.as_str(), &inv.manifest, &inv.notes)
+    );
+}
