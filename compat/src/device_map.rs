@@ -127,6 +127,9 @@ impl std::hash::Hasher for Print {
 /// Every dimension known.
 const FULL: u8 = 0b111;
 
+/// Up to this many classes are matched by scanning; beyond, through indexes.
+const FEW: usize = 8;
+
 /// One side's devices by class: the distinct classes (after waived dimensions are dropped) in
 /// the order they first appear, and each device's class as an index.
 struct Classed<'a> {
@@ -329,6 +332,34 @@ fn pair_up(sc: &Classed<'_>, tc: &Classed<'_>, allowed: &[bool]) -> Result<Resul
                 *head = later[at];
             }
         }
+    }
+
+    // Few classes, every one fully known (the usual case): a class fits only its equal, so
+    // each left class walks its members in visible order and hands each the next free target
+    // of the equal right class. Each class costs a pass over both lists and nothing is built.
+    if sc.classes.len() <= FEW
+        && tc.classes.len() <= FEW
+        && sc.classes.iter().chain(&tc.classes).all(|c| c.mask() == FULL)
+    {
+        for (l, class) in sc.classes.iter().enumerate() {
+            let r = tc.classes.iter().position(|x| x == class);
+            let mut j = 0;
+            for (i, pair) in pairs.iter_mut().enumerate() {
+                if *pair != NONE || sc.key(i) != l {
+                    continue;
+                }
+                let free = |j: usize| allowed[j] && !taken[j] && r == Some(tc.key(j));
+                while j < tgt.len() && !free(j) {
+                    j += 1;
+                }
+                if j == tgt.len() {
+                    return Ok(Err(i));
+                }
+                *pair = j;
+                j += 1;
+            }
+        }
+        return Ok(Ok(Paired { pairs, identical }));
     }
 
     // The rest by class, members in visible order.

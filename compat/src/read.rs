@@ -229,6 +229,9 @@ impl GpuManifest {
     /// Warnings about the document itself, by path: each unknown field, then each MIG profile
     /// nvidia-smi is not known to print (read as an opaque profile, compared as text).
     pub fn read_warnings(&self) -> Vec<String> {
+        if !self.has_read_warnings() {
+            return Vec::new();
+        }
         let unknown = self.unknown_fields().into_iter().map(|f| {
             format!(
                 "unknown field `{}` kept but not read by any check (a typo?)",
@@ -243,6 +246,29 @@ impl GpuManifest {
             ))
         });
         unknown.chain(profiles).collect()
+    }
+
+    /// Whether [`GpuManifest::read_warnings`] has anything to say: one pass that builds nothing,
+    /// since a report is built per admission request and nearly every manifest is clean.
+    pub fn has_read_warnings(&self) -> bool {
+        let mappings = [
+            Some(&self.unknown),
+            self.captured_by.as_ref().map(|c| &c.unknown),
+            self.host.as_ref().map(|h| &h.unknown),
+            self.pod.as_ref().map(|p| &p.unknown),
+            self.nvidia.as_ref().map(|n| &n.unknown),
+        ];
+        if mappings.into_iter().flatten().any(|u| !u.is_empty()) {
+            return true;
+        }
+        let Some(n) = &self.nvidia else {
+            return false;
+        };
+        n.gpus.iter().flatten().any(|g| !g.unknown.is_empty())
+            || n.devices
+                .iter()
+                .flatten()
+                .any(|d| !d.unknown.is_empty() || d.mig_profile.as_ref().is_some_and(|p| !p.is_recognised()))
     }
 
     /// The manifest document as a JSON tree: the envelope, then the body with its unknown

@@ -23,10 +23,37 @@ pub(crate) struct Tally<'a> {
 
 impl Tally<'_> {
     fn same(&self, kind: DeviceKind, model: Option<&str>, profile: Option<&MigProfile>) -> bool {
+        let same_text = |a: Option<&str>, b: Option<&str>| match (a, b) {
+            (Some(a), Some(b)) => short_eq(a.as_bytes(), b.as_bytes()),
+            (a, b) => a.is_none() && b.is_none(),
+        };
         self.kind == kind
-            && self.model == model
-            && self.profile.map(MigProfile::as_str) == profile.map(MigProfile::as_str)
+            && same_text(self.model, model)
+            && same_text(
+                self.profile.map(MigProfile::as_str),
+                profile.map(MigProfile::as_str),
+            )
     }
+}
+
+/// Byte equality for the short texts every device is classed by (a product name, a profile),
+/// compared in 8-byte words inline: this runs twice per device per evaluation, where a call
+/// into `memcmp` cost more than the comparison.
+fn short_eq(a: &[u8], b: &[u8]) -> bool {
+    let n = a.len();
+    if n != b.len() {
+        return false;
+    }
+    if !(8..=64).contains(&n) {
+        return a == b;
+    }
+    let word = |s: &[u8], at: usize| {
+        s.get(at..at + 8)
+            .and_then(|w| w.try_into().ok())
+            .map(u64::from_ne_bytes)
+    };
+    // Whole words from the start, then the last eight bytes (overlapping the previous word).
+    (0..n / 8).all(|k| word(a, 8 * k) == word(b, 8 * k)) && word(a, n - 8) == word(b, n - 8)
 }
 
 /// A side's devices with their classes.
@@ -158,5 +185,25 @@ impl<'a> Devices<'a> {
             .filter(|(_, c)| self.tallies[**c as usize].kind == DeviceKind::Slice)
             .map(|(d, _)| d)
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_eq;
+
+    #[test]
+    fn short_eq_is_byte_equality_at_every_length() {
+        let text = "NVIDIA H100 80GB HBM3 MIG 1g.10gb NVIDIA H200 141GB HBM3e and then some more bytes";
+        for n in 0..text.len() {
+            let a = &text.as_bytes()[..n];
+            assert!(short_eq(a, a), "length {n}");
+            for at in 0..n {
+                let mut b = a.to_vec();
+                b[at] ^= 1;
+                assert!(!short_eq(a, &b), "length {n}, byte {at}");
+            }
+            assert!(!short_eq(a, &text.as_bytes()[..n + 1]));
+        }
     }
 }

@@ -335,6 +335,9 @@ pub fn evaluate_target(source: &GpuManifest, target: Target<'_>, options: &Optio
 }
 
 fn side_warnings(side: &str, m: &GpuManifest, out: &mut Vec<String>) {
+    if m.warnings.is_empty() && !m.has_read_warnings() {
+        return;
+    }
     let own = m.warnings.iter().map(|w| crate::escape::escape(w).into_owned());
     for w in own.chain(m.read_warnings()) {
         out.push(format!("{side}: {w}"));

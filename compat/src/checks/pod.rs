@@ -25,7 +25,18 @@ pub fn reduce_digest(image_id: &str) -> Option<String> {
 /// [`reduce_digest`], borrowed.
 fn digest_of(image_id: &str) -> Option<&str> {
     let s = image_id.trim();
-    let s = s.split_once("://").map_or(s, |(_, rest)| rest);
+    // The first `://`, found by stepping from colon to colon: a substring searcher costs more
+    // to set up than this short text takes to scan.
+    let mut scheme_end = None;
+    let mut from = 0;
+    while let Some(at) = s[from..].find(':') {
+        if s[from + at..].starts_with("://") {
+            scheme_end = Some(from + at + 3);
+            break;
+        }
+        from += at + 1;
+    }
+    let s = scheme_end.map_or(s, |end| &s[end..]);
     let s = s.rsplit_once('@').map_or(s, |(_, d)| d);
     let (alg, hex) = s.split_once(':')?;
     let len = match alg {
@@ -34,10 +45,11 @@ fn digest_of(image_id: &str) -> Option<&str> {
         "sha512" => 128,
         _ => return None,
     };
+    // Folded without a short cut, so the check runs over whole words at once.
     let valid = hex.len() == len
         && hex
             .bytes()
-            .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c));
+            .fold(true, |ok, c| ok & matches!(c, b'0'..=b'9' | b'a'..=b'f'));
     valid.then_some(s)
 }
 
@@ -208,6 +220,11 @@ mod tests {
     #[case(A, Some(A))]
     #[case(
         "docker-pullable://nvcr.io/nvidia/tritonserver@sha256:1111111111111111111111111111111111111111111111111111111111111111",
+        Some(A)
+    )]
+    // The scheme ends at the first `://`, wherever the first `:` is.
+    #[case(
+        "a:b://sha256:1111111111111111111111111111111111111111111111111111111111111111",
         Some(A)
     )]
     #[case("registry.example/source@sha256:index-a", None)]
