@@ -333,7 +333,7 @@ fn start_up_errors_name_what_failed_and_exit_2() {
 
     let (code, err) = run(&["--tls-cert", cert, "--tls-key", cert, "--store", "/etc/x"]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("expected dir:PATH"), "{err}");
+    assert!(err.contains("expected kube or dir:PATH"), "{err}");
 
     let bad = pki("bad");
     std::fs::write(dir.path().join("a.crt"), &bad.cert_pem).unwrap();

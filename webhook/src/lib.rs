@@ -13,6 +13,9 @@
 
 pub mod decide;
 mod error;
+mod inventory_shim;
+pub mod kube_store;
+pub mod lookup;
 pub mod metrics;
 mod pod;
 mod resource;
@@ -22,4 +25,4 @@ pub mod store;
 pub mod tls;
 
 pub use error::Error;
-pub use run::{Bound, Config, serve};
+pub use run::{Bound, Config, StoreConfig, serve};
