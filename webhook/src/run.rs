@@ -87,7 +87,6 @@ pub async fn serve(
     on_bound: impl FnOnce(Bound),
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
-    let reloader = Reloader::load(config.tls.clone())?;
     let metrics = Metrics::new();
     let (store, files) = match &config.store {
         StoreConfig::Dir(root) => {
@@ -109,6 +108,7 @@ pub async fn serve(
             (Store::Kube(KubeStore::start(client, options, &metrics)), None)
         }
     };
+    let reloader = Reloader::load(config.tls.clone())?;
     let mut state = AppState::with_store(store, metrics);
     state.deadline = config.deadline;
     let state = Arc::new(state);
