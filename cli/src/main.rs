@@ -10,6 +10,7 @@ mod crds;
 mod input;
 mod place;
 mod printable;
+mod publish;
 mod table;
 mod tree;
 mod webhook;

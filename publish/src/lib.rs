@@ -49,6 +49,9 @@ pub enum Error {
         /// Why.
         source: Box<kube::Error>,
     },
+    /// No Kubernetes client could be built from the environment.
+    #[error("cannot build a Kubernetes client (in-cluster service account or KUBECONFIG): {0}")]
+    Client(Box<kube::Error>),
     /// Boot recovery's state file exists but cannot be used.
     #[error("recovery state {}: {why}", path.display())]
     State {
@@ -73,6 +76,14 @@ impl InventorySource for Capture {
     fn capture(&mut self) -> Result<GpuManifest, String> {
         miggate_capture::capture(&self.0).map_err(|e| e.to_string())
     }
+}
+
+/// A client for the cluster the environment names: the pod's service account in a cluster,
+/// else `KUBECONFIG` or `~/.kube/config`.
+pub async fn infer_client() -> Result<kube::Client, Error> {
+    kube::Client::try_default()
+        .await
+        .map_err(|e| Error::Client(Box::new(e)))
 }
 
 /// What the publisher is told.
@@ -281,8 +292,7 @@ impl<S: InventorySource> Publisher<S> {
         if self.written_state.as_ref() == Some(&key) {
             return Ok(false);
         }
-        self.status
-            .set_recovered(reason, message, self.generation, now());
+        self.status.set_recovered(reason, message, self.generation, now());
         let body = serde_json::json!({
             "apiVersion": "miggate.io/v1alpha1",
             "kind": "GpuNode",
