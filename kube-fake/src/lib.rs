@@ -19,6 +19,7 @@
 use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::Router;
@@ -518,27 +519,47 @@ fn selected(obj: &Value, target: &Target, query: &BTreeMap<String, String>) -> b
     true
 }
 
+/// A list, paged as the apiserver pages it: at most `limit` items, and a `continue` token
+/// (here the key of the last item served) when more remain.
 fn list(shared: &Shared, target: &Target, query: &BTreeMap<String, String>) -> Response {
     let inner = shared.lock();
-    let items: Vec<Value> = inner
-        .objects
-        .get(&target.plural)
-        .map(|m| {
-            m.values()
-                .filter(|o| selected(o, target, query))
-                .cloned()
-                .collect()
-        })
-        .unwrap_or_default();
+    let limit = query
+        .get("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| *l > 0)
+        .unwrap_or(usize::MAX);
+    let start = match query.get("continue").filter(|c| !c.is_empty()) {
+        Some(after) => Bound::Excluded(after.clone()),
+        None => Bound::Unbounded,
+    };
+    let mut items = Vec::new();
+    let mut last = None;
+    let mut more = false;
+    if let Some(objects) = inner.objects.get(&target.plural) {
+        for (k, o) in objects.range((start, Bound::Unbounded)) {
+            if !selected(o, target, query) {
+                continue;
+            }
+            if items.len() == limit {
+                more = true;
+                break;
+            }
+            items.push(o.clone());
+            last = Some(k.clone());
+        }
+    }
+    let mut metadata = json!({"resourceVersion": inner.rv.to_string()});
+    if let (true, Some(token)) = (more, last) {
+        metadata["continue"] = Value::String(token);
+    }
     let body = json!({
         "apiVersion": target.api_version,
         "kind": format!("{}List", kind_of(&target.plural)),
-        "metadata": {"resourceVersion": inner.rv.to_string()},
+        "metadata": metadata,
         "items": items,
     });
     json_response(StatusCode::OK, &body)
 }
-
 fn line(value: &Value) -> Bytes {
     let mut text = value.to_string();
     text.push('\n');

@@ -103,3 +103,39 @@ async fn server_side_apply_needs_a_field_manager_and_a_whole_object() {
         Some("application/apply-patch+yaml")
     );
 }
+
+#[tokio::test]
+async fn lists_are_paged_with_continue_tokens() {
+    let fake = FakeApiServer::start().await.unwrap();
+    for i in 0..5 {
+        fake.apply(node(&format!("n{i}"), if i % 2 == 0 { "gpu" } else { "cpu" }));
+    }
+    let api: Api<Node> = Api::all(fake.client().unwrap());
+    let first = api.list(&ListParams::default().limit(2)).await.unwrap();
+    assert_eq!(first.items.len(), 2);
+    let token = first.metadata.continue_.clone().unwrap();
+    let second = api
+        .list(&ListParams::default().limit(2).continue_token(&token))
+        .await
+        .unwrap();
+    let third = api
+        .list(
+            &ListParams::default()
+                .limit(2)
+                .continue_token(second.metadata.continue_.as_deref().unwrap()),
+        )
+        .await
+        .unwrap();
+    let names: Vec<_> = [first, second, third.clone()]
+        .iter()
+        .flat_map(|l| l.items.iter().map(|n| n.metadata.name.clone().unwrap()))
+        .collect();
+    assert_eq!(names, ["n0", "n1", "n2", "n3", "n4"]);
+    assert!(third.metadata.continue_.is_none());
+    let gpus = api
+        .list(&ListParams::default().labels("pool=gpu").limit(2))
+        .await
+        .unwrap();
+    assert_eq!(gpus.items.len(), 2);
+    assert!(gpus.metadata.continue_.is_some());
+}
