@@ -16,7 +16,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Debug;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
@@ -90,7 +90,7 @@ pub(crate) struct Cache<V> {
     contents: RwLock<Contents<V>>,
     synced: AtomicBool,
     last_event: Mutex<Option<Instant>>,
-    errors: Mutex<u64>,
+    errors: AtomicU64,
     restarts: Family<KindLabel, Counter>,
     error_count: Family<KindLabel, Counter>,
 }
@@ -107,7 +107,7 @@ impl<V: Entry> Cache<V> {
             }),
             synced: AtomicBool::new(false),
             last_event: Mutex::new(None),
-            errors: Mutex::new(0),
+            errors: AtomicU64::new(0),
             restarts: metrics.watch_restarts.clone(),
             error_count: metrics.watch_errors.clone(),
         }
@@ -221,7 +221,7 @@ impl<V: Entry> Cache<V> {
     }
 
     fn error(&self) {
-        *self.errors.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        self.errors.fetch_add(1, Ordering::Relaxed);
         self.error_count
             .get_or_create(&KindLabel { kind: self.kind })
             .inc();
@@ -240,7 +240,7 @@ impl<V: Entry> Cache<V> {
             objects: c.items.len(),
             age_seconds: age.map(|d| d.as_secs_f64()),
             lists: c.lists,
-            errors: *self.errors.lock().unwrap_or_else(|p| p.into_inner()),
+            errors: self.errors.load(Ordering::Relaxed),
         }
     }
 }

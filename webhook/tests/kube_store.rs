@@ -452,3 +452,21 @@ async fn a_restore_pod_selector_is_sent_to_the_server() {
         "not selected by the server"
     );
 }
+
+#[tokio::test]
+async fn a_watch_resumed_from_a_compacted_version_relists() {
+    let fake = fake_with_checkpoint().await;
+    fake.apply(gpu_node("n1", fits()));
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+    tokio_wait(|| (h.count("gpunodes", true) == 1).then_some(())).await;
+
+    // The connection drops, the node changes and the history is compacted before the cache
+    // can resume: its resumed watch is answered with an ERROR 410 event, and it re-lists.
+    h.fake.drop_watches("gpunodes");
+    h.fake.apply(gpu_node("n1", short()));
+    h.fake.expire("gpunodes");
+    h.until_allowed(&pod_review("n1"), false).await;
+    tokio_wait(|| (h.count("gpunodes", false) == 2).then_some(())).await;
+    assert_eq!(h.store.status()[1].lists, 2);
+}
