@@ -56,6 +56,10 @@ enum Command {
     ///
     /// Runs until SIGTERM, then drains in-flight requests. Exit status: 0 stopped, 2 cannot start.
     Webhook(crate::webhook::WebhookArgs),
+    /// Publish this node's GPU inventory as its GpuNode, and boot recovery's state (a DaemonSet).
+    ///
+    /// Runs until SIGTERM. Exit status: 0 stopped, 2 cannot start.
+    Publish(crate::publish::PublishArgs),
 }
 
 /// Flags of `miggate check`.
@@ -295,6 +299,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Capture(args) => crate::capture::run(&args),
         Command::Check(args) => crate::check::run(&args),
         Command::Webhook(args) => crate::webhook::run(&args),
+        Command::Publish(args) => crate::publish::run(&args),
         Command::Convert(args) => crate::convert::run(&args),
         Command::Where(args) => crate::place::run(&args),
         Command::Schema => {

@@ -11,6 +11,7 @@ mod deploy;
 mod input;
 mod place;
 mod printable;
+mod publish;
 mod table;
 mod tree;
 mod webhook;

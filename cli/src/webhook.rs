@@ -6,6 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
+use miggate_webhook::StoreConfig;
+use miggate_webhook::kube_store::KubeOptions;
 use miggate_webhook::tls::CertPaths;
 
 /// Flags of `miggate webhook`.
@@ -23,25 +25,64 @@ pub struct WebhookArgs {
     /// PEM private key; re-read with the certificate.
     #[arg(long, value_name = "PATH")]
     pub tls_key: PathBuf,
-    /// Where checkpoints and node inventories come from: `dir:PATH` (a file store with
-    /// `checkpoints/<namespace>/<name>.yaml` and `nodes/<node>.yaml`).
-    #[arg(long, value_name = "dir:PATH", value_parser = store_dir)]
-    pub store: PathBuf,
+    /// Where checkpoints, node inventories and restore pods come from: `kube` (watch caches
+    /// over the API server; the default inside a cluster, where KUBERNETES_SERVICE_HOST is
+    /// set) or `dir:PATH` (a file store with `checkpoints/<namespace>/<name>.yaml` and
+    /// `nodes/<node>.yaml`).
+    #[arg(long, value_name = "kube|dir:PATH", value_parser = store_arg)]
+    pub store: Option<StoreConfig>,
+    /// With `--store kube`: a label selector restore pods carry (e.g.
+    /// `miggate.io/restore=true`), so only they are watched. Without it every pod is watched
+    /// and all but those annotated `miggate.io/restore-from` are dropped on arrival.
+    #[arg(long, value_name = "SELECTOR")]
+    pub restore_pod_selector: Option<String>,
     /// Seconds between checks of the certificate files and the store for changes.
     #[arg(long, value_name = "SECONDS", default_value_t = 10,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub poll_interval: u64,
 }
 
-/// `--store`: `dir:PATH` is the only store this build has.
+/// `miggate where --store`: `dir:PATH` only (`where` reads no cluster yet).
 pub(crate) fn store_dir(text: &str) -> Result<PathBuf, String> {
+    match store_arg(text)? {
+        StoreConfig::Dir(path) => Ok(path),
+        StoreConfig::Kube(_) => Err("`where` reads only a file store; use dir:PATH".into()),
+    }
+}
+
+/// `--store`: `kube` or `dir:PATH`.
+pub(crate) fn store_arg(text: &str) -> Result<StoreConfig, String> {
     if text == "kube" {
-        return Err("the Kubernetes store is not available yet; use dir:PATH".into());
+        return Ok(StoreConfig::Kube(KubeOptions::default()));
     }
     match text.strip_prefix("dir:") {
-        Some(path) if !path.is_empty() => Ok(PathBuf::from(path)),
-        _ => Err("expected dir:PATH".into()),
+        Some(path) if !path.is_empty() => Ok(StoreConfig::Dir(PathBuf::from(path))),
+        _ => Err("expected kube or dir:PATH".into()),
     }
+}
+
+/// The store asked for, or the in-cluster default.
+fn store(args: &WebhookArgs) -> anyhow::Result<StoreConfig> {
+    let store = match &args.store {
+        Some(s) => s.clone(),
+        None if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() => {
+            StoreConfig::Kube(KubeOptions::default())
+        }
+        None => anyhow::bail!(
+            "--store is required outside a cluster (KUBERNETES_SERVICE_HOST is not set): use --store kube or --store dir:PATH"
+        ),
+    };
+    Ok(match store {
+        StoreConfig::Kube(_) => StoreConfig::Kube(KubeOptions {
+            restore_pod_selector: args.restore_pod_selector.clone(),
+        }),
+        dir => {
+            if args.restore_pod_selector.is_some() {
+                anyhow::bail!("--restore-pod-selector needs --store kube");
+            }
+            dir
+        }
+    })
 }
 
 /// Runs the webhook until SIGTERM or Ctrl-C, then drains in-flight requests and exits 0.
@@ -52,7 +93,7 @@ pub fn run(args: &WebhookArgs) -> anyhow::Result<ExitCode> {
             cert: args.tls_cert.clone(),
             key: args.tls_key.clone(),
         },
-        args.store.clone(),
+        store(args)?,
     );
     config.listen = args.listen;
     config.health_listen = args.health_listen;
@@ -66,7 +107,7 @@ pub fn run(args: &WebhookArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Resolves on SIGTERM (Kubernetes stopping the pod) or SIGINT.
-async fn stop_signal() {
+pub(crate) async fn stop_signal() {
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {
@@ -86,7 +127,7 @@ async fn stop_signal() {
 
 /// Logs to stderr; `MIGGATE_LOG` sets the filter (default `info`), `MIGGATE_LOG_FORMAT=json`
 /// writes one JSON object per line for log collectors.
-fn init_logging() {
+pub(crate) fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MIGGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()

@@ -333,7 +333,7 @@ fn start_up_errors_name_what_failed_and_exit_2() {
 
     let (code, err) = run(&["--tls-cert", cert, "--tls-key", cert, "--store", "/etc/x"]);
     assert_eq!(code, Some(2), "{err}");
-    assert!(err.contains("expected dir:PATH"), "{err}");
+    assert!(err.contains("expected kube or dir:PATH"), "{err}");
 
     let bad = pki("bad");
     std::fs::write(dir.path().join("a.crt"), &bad.cert_pem).unwrap();
@@ -359,4 +359,160 @@ fn start_up_errors_name_what_failed_and_exit_2() {
     ]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("/nonexistent/store"), "{err}");
+}
+
+/// `--store kube` in the real binary: its client comes from `KUBECONFIG`, pointed at an
+/// in-process API server; `/readyz` turns ready once the caches synced; over HTTPS a restore
+/// pod's binding to a short node is refused, to a node without inventory allowed with a
+/// warning, and another pod's binding allowed untouched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube_store_decides_bindings_over_https() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let fake = kube_fake::FakeApiServer::start().await.unwrap();
+    let yaml = |rel: &str| -> serde_json::Value {
+        serde_saphyr::from_str(&std::fs::read_to_string(testdata(rel)).unwrap()).unwrap()
+    };
+    fake.apply(yaml("webhook-store/checkpoints/ml/vllm-ckpt.yaml"));
+    let gpu_node = |name: &str, rel: &str| {
+        let mut manifest = yaml(rel);
+        let m = manifest.as_object_mut().unwrap();
+        m.remove("apiVersion");
+        m.remove("kind");
+        serde_json::json!({"apiVersion": "miggate.io/v1alpha1", "kind": "GpuNode",
+            "metadata": {"name": name},
+            "spec": {"observedAt": "2026-11-30T00:00:00Z", "manifest": manifest}})
+    };
+    fake.apply(gpu_node("short", "webhook-store/nodes/a100-node-2.yaml"));
+    fake.apply(gpu_node("fits", "webhook-store/nodes/gpu-node-7.yaml"));
+    fake.apply(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "vllm-restore-0", "namespace": "ml",
+                     "annotations": {"miggate.io/restore-from": "vllm-ckpt"}}}));
+    fake.apply(serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "web-0", "namespace": "ml"}}));
+
+    let dir = tempfile::tempdir().unwrap();
+    let pki = pki("kube");
+    std::fs::write(dir.path().join("tls.crt"), &pki.cert_pem).unwrap();
+    std::fs::write(dir.path().join("tls.key"), &pki.key_pem).unwrap();
+    std::fs::write(dir.path().join("kubeconfig"), fake.kubeconfig()).unwrap();
+    let (listen, health) = (free_port(), free_port());
+    let child = Command::new(env!("CARGO_BIN_EXE_miggate"))
+        .args([
+            "webhook",
+            "--listen",
+            &listen.to_string(),
+            "--health-listen",
+            &health.to_string(),
+        ])
+        .arg("--tls-cert")
+        .arg(dir.path().join("tls.crt"))
+        .arg("--tls-key")
+        .arg(dir.path().join("tls.key"))
+        .args(["--store", "kube"])
+        .env("KUBECONFIG", dir.path().join("kubeconfig"))
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut server = Server { child };
+    let plain = reqwest::Client::builder().no_proxy().build().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let ready = loop {
+        if let Ok(r) = plain.get(format!("http://{health}/readyz")).send().await
+            && r.status().is_success()
+        {
+            break r.text().await.unwrap();
+        }
+        assert!(Instant::now() < deadline, "webhook never became ready");
+        assert!(server.child.try_wait().unwrap().is_none(), "webhook exited early");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let ready: serde_json::Value = serde_json::from_str(&ready).unwrap();
+    assert_eq!(ready["store"]["kube"].as_array().unwrap().len(), 5, "{ready}");
+
+    let url = format!("https://{listen}/validate");
+    let https = client(&[&pki.ca_pem]);
+    let binding = |pod: &str, node: &str| {
+        let mut review: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(testdata("admission/binding-create.json")).unwrap(),
+        )
+        .unwrap();
+        review["request"]["name"] = pod.into();
+        review["request"]["object"]["metadata"]["name"] = pod.into();
+        review["request"]["object"]["target"]["name"] = node.into();
+        review.to_string()
+    };
+    let answer = |body: String| {
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["response"].clone()
+    };
+    let (status, body) = post(&https, &url, binding("vllm-restore-0", "short"))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{body}");
+    let r = answer(body);
+    assert_eq!(r["allowed"], false, "{r}");
+    assert!(
+        r["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("on node short (inventory from GpuNode): "),
+        "{r}"
+    );
+    assert_eq!(r["uid"], "0b7a1c3e-0013-4c1e-9d2a-000000000013");
+
+    let (_, body) = post(&https, &url, binding("vllm-restore-0", "fits"))
+        .await
+        .unwrap();
+    let r = answer(body);
+    assert_eq!(
+        (
+            r["allowed"].clone(),
+            r["auditAnnotations"]["inventory-source"].clone()
+        ),
+        (true.into(), "GpuNode".into()),
+        "{r}"
+    );
+
+    let (_, body) = post(&https, &url, binding("vllm-restore-0", "nowhere"))
+        .await
+        .unwrap();
+    let r = answer(body);
+    assert_eq!(r["allowed"], true, "{r}");
+    assert!(
+        r["warnings"][0]
+            .as_str()
+            .unwrap()
+            .contains("has no GPU inventory"),
+        "{r}"
+    );
+
+    let (_, body) = post(&https, &url, binding("web-0", "short")).await.unwrap();
+    let r = answer(body);
+    assert_eq!(r["allowed"], true, "{r}");
+    assert!(r.get("warnings").is_none(), "{r}");
+
+    // Only reads reached the API server, none of them per request.
+    let requests = fake.requests();
+    assert!(requests.iter().all(|r| r.method == "GET"), "{requests:#?}");
+    assert!(
+        !requests
+            .iter()
+            .any(|r| r.path.ends_with("/vllm-restore-0") || r.path.ends_with("/short"))
+    );
+
+    let pid = rustix::process::Pid::from_raw(i32::try_from(server.child.id()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let status = loop {
+        if let Some(s) = server.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline + Duration::from_secs(30),
+            "no exit on SIGTERM"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(status.success(), "{status}");
 }

@@ -257,7 +257,7 @@ fn a_bad_node_file_is_listed_and_the_others_still_decided() {
     "not a checkpoint"
 )]
 #[case::missing_store(&["where", "testdata/peer/manifest-h100-mig.yaml", "--store", "dir:/nonexistent"], "node directory")]
-#[case::kube_store(&["where", "testdata/peer/manifest-h100-mig.yaml", "--store", "kube"], "not available yet")]
+#[case::kube_store(&["where", "testdata/peer/manifest-h100-mig.yaml", "--store", "kube"], "reads only a file store")]
 #[case::an_admission_review_is_neither(&["convert", "testdata/admission/binding-create.json"], "not a miggate GpuManifest")]
 fn bad_input_exits_2(#[case] args: &[&str], #[case] want: &str) {
     let out = miggate(args);

@@ -1,5 +1,11 @@
-//! The admission decision: an `AdmissionRequest` and a store snapshot in, a response out.
+//! The admission decision: an `AdmissionRequest` and a store's lookups in, a response out.
 //! Pure and synchronous: no I/O, no clock, so every answer can be tested from recorded reviews.
+//!
+//! Two requests are decided: a restore pod's CREATE (pod checks, and node checks when the pod
+//! names its node) and a `pods/binding` CREATE of a restore pod (node checks in offer mode
+//! against the chosen node's inventory). Every decision that reads a node inventory names its
+//! source: in the refusal message, in a warning when the source is not a `GpuNode`, in the
+//! `inventory-source` audit annotation and in the log.
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -12,8 +18,8 @@ use miggate_compat::escape::{escape, escape_within};
 use miggate_compat::{CheckName, Mode, Options, Outcome, Target, evaluate_target, parse_skip, reduce_digest};
 use serde::Deserialize;
 
+use crate::lookup::{Lookup, NodeInventory, Source};
 use crate::pod::{self, Choice};
-use crate::store::Snapshot;
 
 /// The annotation naming the `GpuCheckpoint` a pod restores (same namespace).
 pub const RESTORE_FROM: &str = "miggate.io/restore-from";
@@ -25,6 +31,8 @@ pub const MAX_WARNINGS: usize = 12;
 pub const MAX_WARNING_BYTES: usize = 256;
 /// A refusal message is cut to this many bytes.
 pub const MAX_MESSAGE_BYTES: usize = 8 * 1024;
+/// The audit annotation naming the inventory source a decision read.
+pub const INVENTORY_SOURCE: &str = "inventory-source";
 
 /// How a request was answered, for metrics and logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -60,6 +68,8 @@ pub struct Decision {
     pub verdict: Verdict,
     /// What refused: check names, or a reason such as `checkpoint-not-found`.
     pub refused_by: Vec<&'static str>,
+    /// The node inventory's source, when the decision read one.
+    pub inventory_source: Option<Source>,
 }
 
 #[derive(Deserialize)]
@@ -68,11 +78,18 @@ struct PodObject {
     spec: Option<PodSpec>,
 }
 
-/// Decides one admission request against a snapshot of the store.
-pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &Snapshot) -> Decision {
+/// Decides one admission request against a store's lookups.
+pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Sized)) -> Decision {
     let base = AdmissionResponse::from(req);
+    if req.operation != Operation::Create {
+        return ignored(base);
+    }
+    let core_pods = req.resource.group.is_empty() && req.resource.resource == "pods";
+    if core_pods && req.sub_resource.as_deref() == Some("binding") {
+        return decide_binding(req, base, store);
+    }
     let is_pod = req.kind.group.is_empty() && req.kind.kind == "Pod" && req.sub_resource.is_none();
-    if !is_pod || req.operation != Operation::Create {
+    if !is_pod {
         return ignored(base);
     }
     let Some(obj) = req.object.as_ref() else {
@@ -101,6 +118,16 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &Snapshot) -> Decisi
         );
     };
     let checkpoint_ref = format!("{}/{}", escape_within(namespace, 256), escape_within(from, 256));
+    if !store.synced() {
+        return refuse(
+            base,
+            format!(
+                "miggate: cannot check checkpoint {checkpoint_ref} yet: the webhook's caches have not finished their first list; retry shortly"
+            ),
+            vec!["store-not-synced"],
+            Vec::new(),
+        );
+    }
     let mut skip = BTreeSet::new();
     if let Some(list) = annotations.and_then(|a| a.get(SKIP_CHECKS)) {
         match parse_skip(list) {
@@ -198,13 +225,13 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &Snapshot) -> Decisi
 
     let node_name = spec.node_name.as_deref().filter(|n| !n.is_empty());
     let node = match node_name {
-        Some(n) => match store.node(n) {
+        Some(n) => match store.inventory(n) {
             Some(node) => Some(node),
             None => {
                 return refuse(
                     base,
                     format!(
-                        "miggate: pod {pod_name} is bound to node {}, which has no GPU inventory (GpuNode); cannot check checkpoint {checkpoint_ref} against it",
+                        "miggate: pod {pod_name} is bound to node {}, which has no GPU inventory ({NO_INVENTORY}); cannot check checkpoint {checkpoint_ref} against it",
                         escape_within(n, 256)
                     ),
                     vec!["node-not-found"],
@@ -214,7 +241,10 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &Snapshot) -> Decisi
         },
         None => None,
     };
-    let target = match node {
+    if let (Some(n), Some(inv)) = (node_name, node.as_ref()) {
+        inventory_warnings(n, inv, &mut warnings);
+    }
+    let target = match node.as_ref() {
         Some(node) => Target::pod_on_node(&pod_facts, &node.manifest),
         None => Target::pod(&pod_facts),
     };
@@ -259,26 +289,20 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &Snapshot) -> Decisi
         warnings.push(format!("miggate: {w}"));
     }
 
+    let source = node.as_ref().map(|n| n.source);
     if report.compatible {
-        let verdict = if warnings.is_empty() {
-            Verdict::Allowed
-        } else {
-            Verdict::Warned
-        };
-        let mut response = base;
-        response.warnings = bounded(warnings);
-        Decision {
-            response,
-            verdict,
-            refused_by: Vec::new(),
-        }
+        allow(base, warnings, source)
     } else {
         let refused_by = report.refusals().map(|r| r.check.as_str()).collect();
-        let place = match node_name {
-            Some(n) => format!("on node {}", escape_within(n, 256)),
-            None => "in this pod".to_string(),
+        let place = match (node_name, source) {
+            (Some(n), Some(src)) => format!(
+                "on node {} (inventory from {})",
+                escape_within(n, 256),
+                src.as_str()
+            ),
+            _ => "in this pod".to_string(),
         };
-        refuse(
+        let mut decision = refuse(
             base,
             format!(
                 "miggate: checkpoint {checkpoint_ref} cannot be restored {place}: {}",
@@ -286,7 +310,200 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &Snapshot) -> Decisi
             ),
             refused_by,
             warnings,
-        )
+        );
+        with_source(&mut decision, source);
+        decision
+    }
+}
+
+/// The sources a missing inventory was looked for in, for messages.
+const NO_INVENTORY: &str = "no GpuNode, DRA ResourceSlices or GFD labels";
+
+#[derive(Deserialize)]
+struct BindingObject {
+    #[serde(default)]
+    target: Option<BindingTarget>,
+}
+
+#[derive(Deserialize)]
+struct BindingTarget {
+    #[serde(default)]
+    name: String,
+}
+
+/// A `pods/binding` CREATE: the scheduler (or a client) chose a node. A Binding carries no
+/// annotations, so the store says whether the pod restores a checkpoint; only then do the
+/// node checks run, in offer mode, against the node's inventory. Everything else is allowed
+/// at the cost of one map lookup: every binding in the cluster passes through here.
+fn decide_binding(
+    req: &AdmissionRequest<DynamicObject>,
+    base: AdmissionResponse,
+    store: &(impl Lookup + ?Sized),
+) -> Decision {
+    let Some(namespace) = req.namespace.as_deref() else {
+        return ignored(base);
+    };
+    let obj = req.object.as_ref();
+    let pod = Some(req.name.as_str())
+        .filter(|n| !n.is_empty())
+        .or_else(|| obj.and_then(|o| o.metadata.name.as_deref()));
+    let Some(pod) = pod else {
+        return ignored(base);
+    };
+    if !store.synced() {
+        return allow(
+            base,
+            vec![
+                "miggate: binding not checked: the webhook's caches have not finished their first list"
+                    .into(),
+            ],
+            None,
+        );
+    }
+    let Some(restore) = store.restore_pod(namespace, pod) else {
+        return ignored(base);
+    };
+    let pod_name = escape_within(&format!("{namespace}/{pod}"), 512).into_owned();
+    let node = obj
+        .and_then(|o| BindingObject::deserialize(&o.data).ok())
+        .and_then(|b| b.target)
+        .map(|t| t.name)
+        .filter(|n| !n.is_empty());
+    let Some(node) = node else {
+        return allow(
+            base,
+            vec![format!(
+                "miggate: binding of restore pod {pod_name} names no node; not checked"
+            )],
+            None,
+        );
+    };
+    let node_esc = escape_within(&node, 256).into_owned();
+    let from = restore.restore_from.trim();
+    let checkpoint_ref = format!("{}/{}", escape_within(namespace, 256), escape_within(from, 256));
+    let mut skip = BTreeSet::new();
+    if let Some(list) = restore.skip_checks.as_deref() {
+        match parse_skip(list) {
+            Ok(s) => skip = s,
+            Err(e) => {
+                return refuse(
+                    base,
+                    format!(
+                        "miggate: pod {pod_name}: annotation {SKIP_CHECKS} waives nothing: {}",
+                        escape(&e.to_string())
+                    ),
+                    vec!["skip-checks-invalid"],
+                    Vec::new(),
+                );
+            }
+        }
+    }
+    let Some(checkpoint) = store.checkpoint(namespace, from) else {
+        return refuse(
+            base,
+            format!(
+                "miggate: cannot bind pod {pod_name} to node {node_esc}: checkpoint {checkpoint_ref} named by annotation {RESTORE_FROM} does not exist"
+            ),
+            vec!["checkpoint-not-found"],
+            Vec::new(),
+        );
+    };
+    let Some(inventory) = store.inventory(&node) else {
+        return allow(
+            base,
+            vec![format!(
+                "miggate: node {node_esc} has no GPU inventory ({NO_INVENTORY}); binding of restore pod {pod_name} not checked, the node agent decides"
+            )],
+            None,
+        );
+    };
+    let mut warnings = Vec::new();
+    inventory_warnings(&node, &inventory, &mut warnings);
+    let options = Options {
+        skip,
+        ..Options::mode(Mode::Offer)
+    };
+    let report = evaluate_target(&checkpoint.manifest, Target::node(&inventory.manifest), &options);
+    if restore.skip_checks.is_some() {
+        let waived: Vec<&str> = report
+            .results
+            .iter()
+            .filter(|r| r.outcome == Outcome::Skipped && r.check.scope() != miggate_compat::Scope::Pod)
+            .map(|r| r.check.as_str())
+            .collect();
+        if !waived.is_empty() {
+            warnings.push(format!("miggate: waived by {SKIP_CHECKS}: {}", waived.join(", ")));
+        }
+    }
+    for r in report.results.iter().filter(|r| r.outcome == Outcome::Unknown) {
+        warnings.push(format!(
+            "miggate: {} unknown: {} (source {}, target {})",
+            r.check, r.message, r.source, r.target
+        ));
+    }
+    for w in &report.warnings {
+        warnings.push(format!("miggate: {w}"));
+    }
+    let source = Some(inventory.source);
+    if report.compatible {
+        return allow(base, warnings, source);
+    }
+    let refused_by = report.refusals().map(|r| r.check.as_str()).collect();
+    let mut decision = refuse(
+        base,
+        format!(
+            "miggate: checkpoint {checkpoint_ref} of pod {pod_name} cannot be restored on node {node_esc} (inventory from {}): {}",
+            inventory.source.as_str(),
+            report.reason
+        ),
+        refused_by,
+        warnings,
+    );
+    with_source(&mut decision, source);
+    decision
+}
+
+/// Warnings an inventory brings: its source when it is not a `GpuNode` (a partial view), and
+/// what the source could not say.
+fn inventory_warnings(node: &str, inventory: &NodeInventory, warnings: &mut Vec<String>) {
+    if inventory.source != Source::GpuNode {
+        warnings.push(format!(
+            "miggate: node {} inventory from {} (no GpuNode): facts it does not publish are unknown",
+            escape_within(node, 256),
+            inventory.source.as_str()
+        ));
+    }
+    for note in &inventory.notes {
+        warnings.push(format!("miggate: node {}: {note}", escape_within(node, 256)));
+    }
+}
+
+fn allow(base: AdmissionResponse, warnings: Vec<String>, source: Option<Source>) -> Decision {
+    let verdict = if warnings.is_empty() {
+        Verdict::Allowed
+    } else {
+        Verdict::Warned
+    };
+    let mut response = base;
+    response.warnings = bounded(warnings);
+    let mut decision = Decision {
+        response,
+        verdict,
+        refused_by: Vec::new(),
+        inventory_source: None,
+    };
+    with_source(&mut decision, source);
+    decision
+}
+
+/// Records the inventory source on the decision and as an audit annotation.
+fn with_source(decision: &mut Decision, source: Option<Source>) {
+    if let Some(src) = source {
+        decision.inventory_source = Some(src);
+        decision
+            .response
+            .audit_annotations
+            .insert(INVENTORY_SOURCE.to_string(), src.as_str().to_string());
     }
 }
 
@@ -314,6 +531,7 @@ fn ignored(response: AdmissionResponse) -> Decision {
         response,
         verdict: Verdict::Ignored,
         refused_by: Vec::new(),
+        inventory_source: None,
     }
 }
 
@@ -332,6 +550,7 @@ fn refuse(
         response,
         verdict: Verdict::Refused,
         refused_by,
+        inventory_source: None,
     }
 }
 

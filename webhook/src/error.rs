@@ -32,6 +32,14 @@ pub enum Error {
         /// Why not.
         source: std::io::Error,
     },
+    /// The Kubernetes client could not be set up.
+    #[error("{what}: {source}")]
+    Kube {
+        /// What was being done.
+        what: &'static str,
+        /// Why it failed.
+        source: Box<kube::Error>,
+    },
     /// A server stopped with an I/O error.
     #[error("{what} server failed: {source}")]
     Serve {

@@ -7,12 +7,19 @@
 //! every failing check with both values; unknown facts become warnings. Admission is the early
 //! refusal: the node agent's exact check stays the final gate.
 //!
-//! Parts: [`decide`] (pure: a request and a store snapshot in, a response out), [`store`]
-//! (checkpoints and nodes from a directory, in memory, reloaded on change), [`server`] (the
-//! routers), [`tls`] (rustls with reloads), [`metrics`], and [`serve`], which runs them all.
+//! A `pods/binding` of a restore pod (known from the pod cache: a Binding has no annotations)
+//! gets the node checks in offer mode against the chosen node's inventory.
+//!
+//! Parts: [`decide`] (pure: a request and a store's [`lookup::Lookup`] in, a response out),
+//! [`store`] (checkpoints and nodes from a directory, in memory, reloaded on change),
+//! [`kube_store`] (watch caches over the API server), [`server`] (the routers), [`tls`]
+//! (rustls with reloads), [`metrics`], and [`serve`], which runs them all.
 
 pub mod decide;
 mod error;
+mod inventory_shim;
+pub mod kube_store;
+pub mod lookup;
 pub mod metrics;
 mod pod;
 mod resource;
@@ -22,4 +29,4 @@ pub mod store;
 pub mod tls;
 
 pub use error::Error;
-pub use run::{Bound, Config, serve};
+pub use run::{Bound, Config, StoreConfig, serve};

@@ -6,7 +6,11 @@
 //! `miggate_admission_duration_seconds` is the time from a whole body to an answer;
 //! `miggate_store_age_seconds` is how long ago the store last changed, `miggate_store_objects`
 //! and `miggate_store_problems` what it holds; `miggate_tls_reloads_total{result}` counts
-//! certificate reloads.
+//! certificate reloads. With `--store kube`, per cached kind: `miggate_cache_age_seconds{kind}`
+//! (since its last event or list), `miggate_cache_synced{kind}`, `miggate_store_objects{kind}`,
+//! `miggate_watch_restarts_total{kind}` (re-lists after the first: a `410 Gone` or a broken
+//! watch) and `miggate_watch_errors_total{kind}` (failed lists and watches, each retried
+//! after a backoff).
 
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime};
@@ -19,6 +23,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::kube_store::CacheStatus;
 use crate::store::Snapshot;
 
 /// A label set of one string.
@@ -38,7 +43,7 @@ pub struct CheckLabel {
 /// A label set naming a kind of stored object.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabel {
-    /// `checkpoint` or `node`.
+    /// `checkpoint` or `node` (file store), or a cached kind (`GpuNode`, `Pod`, ...).
     pub kind: &'static str,
 }
 
@@ -67,6 +72,14 @@ pub struct Metrics {
     pub store_problems: Gauge,
     /// Certificate reloads by result.
     pub tls_reloads: Family<ResultLabel, Counter>,
+    /// Re-lists after the first, per cached kind.
+    pub watch_restarts: Family<KindLabel, Counter>,
+    /// Failed lists and watches, per cached kind.
+    pub watch_errors: Family<KindLabel, Counter>,
+    /// Seconds since a cache's last event or list, per kind.
+    pub cache_age: Family<KindLabel, Gauge<f64, AtomicU64>>,
+    /// Whether a cache has completed its first list (1) or not (0), per kind.
+    pub cache_synced: Family<KindLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -89,6 +102,31 @@ impl Metrics {
         let store_objects = Family::<KindLabel, Gauge>::default();
         let store_problems = Gauge::default();
         let tls_reloads = Family::<ResultLabel, Counter>::default();
+        let watch_restarts = Family::<KindLabel, Counter>::default();
+        let watch_errors = Family::<KindLabel, Counter>::default();
+        let cache_age = Family::<KindLabel, Gauge<f64, AtomicU64>>::default();
+        let cache_synced = Family::<KindLabel, Gauge>::default();
+        registry.register(
+            "watch_restarts",
+            "Watch cache re-lists after the first, by kind",
+            watch_restarts.clone(),
+        );
+        registry.register(
+            "watch_errors",
+            "Failed lists and watches of the watch caches, by kind",
+            watch_errors.clone(),
+        );
+        registry.register_with_unit(
+            "cache_age",
+            "Time since a watch cache's last event or list, by kind",
+            prometheus_client::registry::Unit::Seconds,
+            cache_age.clone(),
+        );
+        registry.register(
+            "cache_synced",
+            "Whether a watch cache has completed its first list, by kind",
+            cache_synced.clone(),
+        );
         registry.register(
             "admission_decisions",
             "Admission answers by outcome",
@@ -135,6 +173,10 @@ impl Metrics {
             store_objects,
             store_problems,
             tls_reloads,
+            watch_restarts,
+            watch_errors,
+            cache_age,
+            cache_synced,
         }
     }
 
@@ -145,6 +187,23 @@ impl Metrics {
             self.refusals.get_or_create(&CheckLabel { check }).inc();
         }
         self.duration.observe(took.as_secs_f64());
+    }
+
+    /// The text exposition, with the watch-cache gauges read from `caches` now.
+    pub fn encode_kube(&self, caches: &[CacheStatus]) -> String {
+        for c in caches {
+            let kind = KindLabel { kind: c.kind };
+            self.cache_age
+                .get_or_create(&kind)
+                .set(c.age_seconds.unwrap_or(0.0));
+            self.cache_synced.get_or_create(&kind).set(i64::from(c.synced));
+            self.store_objects
+                .get_or_create(&kind)
+                .set(i64::try_from(c.objects).unwrap_or(i64::MAX));
+        }
+        let mut out = String::new();
+        let _ = encode(&mut out, &self.registry);
+        out
     }
 
     /// The text exposition, with the store gauges read from `snapshot` now.

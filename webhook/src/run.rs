@@ -11,7 +11,9 @@ use axum_server::Handle;
 use axum_server::tls_rustls::RustlsAcceptor;
 
 use crate::Error;
-use crate::server::{AppState, DEFAULT_DEADLINE, admission_router, health_router};
+use crate::kube_store::{KubeOptions, KubeStore};
+use crate::metrics::Metrics;
+use crate::server::{AppState, DEFAULT_DEADLINE, Store, admission_router, health_router};
 use crate::store::FileStore;
 use crate::tls::{CertPaths, Reload, Reloader};
 
@@ -24,8 +26,8 @@ pub struct Config {
     pub health_listen: SocketAddr,
     /// The certificate and key files.
     pub tls: CertPaths,
-    /// The file store's root directory.
-    pub store: PathBuf,
+    /// Where facts come from.
+    pub store: StoreConfig,
     /// How often the certificate files and the store are re-read.
     pub poll_interval: Duration,
     /// The per-request deadline (under the apiserver's `timeoutSeconds`).
@@ -34,9 +36,19 @@ pub struct Config {
     pub drain: Duration,
 }
 
+/// Which store `serve` opens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreConfig {
+    /// The file store's root directory (`--store dir:PATH`).
+    Dir(PathBuf),
+    /// Watch caches over the API server the environment names (in-cluster service account,
+    /// or `KUBECONFIG`) (`--store kube`).
+    Kube(KubeOptions),
+}
+
 impl Config {
-    /// A configuration with the defaults for everything but the files.
-    pub fn new(tls: CertPaths, store: PathBuf) -> Self {
+    /// A configuration with the defaults for everything but the files and the store.
+    pub fn new(tls: CertPaths, store: StoreConfig) -> Self {
         Config {
             listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
             health_listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
@@ -75,16 +87,29 @@ pub async fn serve(
     on_bound: impl FnOnce(Bound),
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
-    let store_root = config.store.clone();
-    let store = tokio::task::spawn_blocking(move || FileStore::open(store_root))
-        .await
-        .map_err(|e| Error::Serve {
-            what: "store loader",
-            source: std::io::Error::other(e.to_string()),
-        })??;
-    let store = Arc::new(store);
+    let metrics = Metrics::new();
+    let (store, files) = match &config.store {
+        StoreConfig::Dir(root) => {
+            let root = root.clone();
+            let store = tokio::task::spawn_blocking(move || FileStore::open(root))
+                .await
+                .map_err(|e| Error::Serve {
+                    what: "store loader",
+                    source: std::io::Error::other(e.to_string()),
+                })??;
+            let store = Arc::new(store);
+            (Store::File(store.clone()), Some(store))
+        }
+        StoreConfig::Kube(options) => {
+            let client = kube::Client::try_default().await.map_err(|source| Error::Kube {
+                what: "cannot build a Kubernetes client (in-cluster service account or KUBECONFIG)",
+                source: Box::new(source),
+            })?;
+            (Store::Kube(KubeStore::start(client, options, &metrics)), None)
+        }
+    };
     let reloader = Reloader::load(config.tls.clone())?;
-    let mut state = AppState::new(store.clone());
+    let mut state = AppState::with_store(store, metrics);
     state.deadline = config.deadline;
     let state = Arc::new(state);
 
@@ -128,7 +153,7 @@ pub async fn serve(
             .into_future(),
     );
 
-    let poller = tokio::spawn(poll(store, reloader, state.clone(), config.poll_interval));
+    let poller = tokio::spawn(poll(files, reloader, state.clone(), config.poll_interval));
 
     state.ready.store(true, Ordering::Release);
     tracing::info!(admission = %bound.admission, health = %bound.health, "miggate webhook serving");
@@ -170,15 +195,18 @@ pub async fn serve(
     Ok(())
 }
 
-/// Re-reads the certificate and the store every `interval`, off the executor threads.
-async fn poll(store: Arc<FileStore>, reloader: Reloader, state: Arc<AppState>, interval: Duration) {
+/// Re-reads the certificate and the file store (when there is one) every `interval`, off the
+/// executor threads.
+async fn poll(store: Option<Arc<FileStore>>, reloader: Reloader, state: Arc<AppState>, interval: Duration) {
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     ticker.tick().await;
     loop {
         ticker.tick().await;
         let (store, reloader) = (store.clone(), reloader.clone());
-        let done = tokio::task::spawn_blocking(move || (reloader.check(), store.refresh())).await;
+        let done =
+            tokio::task::spawn_blocking(move || (reloader.check(), store.map_or(Ok(false), |s| s.refresh())))
+                .await;
         match done {
             Ok((tls, refreshed)) => {
                 match tls {

@@ -17,6 +17,8 @@ use kube::core::admission::{AdmissionRequest, AdmissionReview};
 use miggate_compat::escape::escape_within;
 
 use crate::decide::{self, Verdict};
+use crate::kube_store::KubeStore;
+use crate::lookup::Lookup;
 use crate::metrics::Metrics;
 use crate::store::FileStore;
 
@@ -27,11 +29,20 @@ pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 /// `timeoutSeconds` so the webhook answers before the apiserver gives up on it.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(4);
 
+/// Where decisions read their facts from.
+#[derive(Debug, Clone)]
+pub enum Store {
+    /// A directory, loaded into memory (`--store dir:PATH`).
+    File(Arc<FileStore>),
+    /// Watch caches over the API server (`--store kube`).
+    Kube(Arc<KubeStore>),
+}
+
 /// What every handler shares.
 #[derive(Debug)]
 pub struct AppState {
-    /// Checkpoints and nodes.
-    pub store: Arc<FileStore>,
+    /// Checkpoints, node inventories and restore pods.
+    pub store: Store,
     /// Counters and histograms.
     pub metrics: Metrics,
     /// Set once the store is loaded and the admission listener is bound.
@@ -41,11 +52,16 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State over a loaded store, not yet ready.
+    /// State over a loaded file store, not yet ready.
     pub fn new(store: Arc<FileStore>) -> Self {
+        AppState::with_store(Store::File(store), Metrics::new())
+    }
+
+    /// State over any store, with the metrics its watchers already count into; not yet ready.
+    pub fn with_store(store: Store, metrics: Metrics) -> Self {
         AppState {
             store,
-            metrics: Metrics::new(),
+            metrics,
             ready: AtomicBool::new(false),
             deadline: DEFAULT_DEADLINE,
         }
@@ -149,8 +165,16 @@ fn answer(state: &AppState, body: &[u8]) -> Answer {
     if request.uid.is_empty() {
         return bad("AdmissionReview request has no uid".into());
     }
-    let snapshot = state.store.snapshot();
-    let decision = decide::decide(&request, &snapshot);
+    let decision = match &state.store {
+        Store::File(files) => decide::decide(&request, &*files.snapshot()),
+        Store::Kube(kube) => decide::decide(&request, &**kube),
+    };
+    let source = decision.inventory_source.map_or("none", |s| s.as_str());
+    let what = if request.sub_resource.as_deref() == Some("binding") {
+        "binding"
+    } else {
+        "pod"
+    };
     if decision.verdict == Verdict::Refused {
         tracing::info!(
             uid = %request.uid,
@@ -158,11 +182,13 @@ fn answer(state: &AppState, body: &[u8]) -> Answer {
             name = %escape_within(&request.name, 256),
             dry_run = request.dry_run,
             refused_by = ?decision.refused_by,
+            inventory = source,
+            request = what,
             "refused: {}",
             decision.response.result.message
         );
     } else if decision.verdict != Verdict::Ignored {
-        tracing::info!(uid = %request.uid, verdict = decision.verdict.as_str(), dry_run = request.dry_run, "restore pod admitted");
+        tracing::info!(uid = %request.uid, verdict = decision.verdict.as_str(), dry_run = request.dry_run, inventory = source, request = what, "restore admitted");
     }
     let review = decision.response.into_review();
     let response = match serde_json::to_vec(&review) {
@@ -212,17 +238,36 @@ pub fn deadline_response(deadline: Duration) -> Response {
 }
 
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
-    let snapshot = state.store.snapshot();
-    let ready = state.ready.load(Ordering::Acquire) && snapshot.loaded_at.is_some();
-    let body = serde_json::json!({
-        "ready": ready,
-        "store": {
-            "root": state.store.root().display().to_string(),
-            "checkpoints": snapshot.checkpoint_count(),
-            "nodes": snapshot.node_count(),
-            "unreadable": snapshot.problems,
+    let listening = state.ready.load(Ordering::Acquire);
+    let (ready, body) = match &state.store {
+        Store::File(files) => {
+            let snapshot = files.snapshot();
+            let ready = listening && snapshot.loaded_at.is_some();
+            (
+                ready,
+                serde_json::json!({
+                    "ready": ready,
+                    "store": {
+                        "root": files.root().display().to_string(),
+                        "checkpoints": snapshot.checkpoint_count(),
+                        "nodes": snapshot.node_count(),
+                        "unreadable": snapshot.problems,
+                    }
+                }),
+            )
         }
-    });
+        Store::Kube(kube) => {
+            // Ready only once every cache has listed: before that, "absent" means "not seen".
+            let ready = listening && kube.synced();
+            (
+                ready,
+                serde_json::json!({
+                    "ready": ready,
+                    "store": {"kube": kube.status()},
+                }),
+            )
+        }
+    };
     let status = if ready {
         StatusCode::OK
     } else {
@@ -234,7 +279,10 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    let text = state.metrics.encode(&state.store.snapshot());
+    let text = match &state.store {
+        Store::File(files) => state.metrics.encode(&files.snapshot()),
+        Store::Kube(kube) => state.metrics.encode_kube(&kube.status()),
+    };
     (
         StatusCode::OK,
         [(

@@ -18,6 +18,7 @@ use miggate_compat::GpuManifest;
 use serde::Serialize;
 
 use crate::Error;
+use crate::lookup::{Lookup, NodeInventory, RestorePod, Source};
 use crate::resource::{self, Stored, StoredKind};
 
 /// A checkpoint's manifest and the container it was taken from.
@@ -27,15 +28,15 @@ pub struct Checkpoint {
     pub manifest: GpuManifest,
     /// The container the checkpoint names (`spec.containerName`), when it does.
     pub container_name: Option<String>,
-    /// The file it came from, for messages and logs.
-    pub file: PathBuf,
+    /// Where it came from, for logs: a file under the store root, or `GpuCheckpoint ns/name`.
+    pub origin: String,
 }
 
 /// A node's inventory.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Node {
-    /// The node's manifest body (host and GPU facts).
-    pub manifest: GpuManifest,
+    /// The node's manifest body (host and GPU facts), shared with every decision reading it.
+    pub manifest: Arc<GpuManifest>,
     /// The file it came from.
     pub file: PathBuf,
 }
@@ -52,7 +53,7 @@ pub struct Problem {
 /// Everything the admission path reads, as of one load. Immutable: a reload makes a new one.
 #[derive(Debug, Default)]
 pub struct Snapshot {
-    checkpoints: HashMap<String, HashMap<String, Checkpoint>>,
+    checkpoints: HashMap<String, HashMap<String, Arc<Checkpoint>>>,
     nodes: HashMap<String, Node>,
     /// Files that could not be used, in path order.
     pub problems: Vec<Problem>,
@@ -71,7 +72,7 @@ impl Snapshot {
             ..Snapshot::default()
         };
         for ((ns, name), c) in checkpoints {
-            s.checkpoints.entry(ns).or_default().insert(name, c);
+            s.checkpoints.entry(ns).or_default().insert(name, Arc::new(c));
         }
         s.nodes.extend(nodes);
         s
@@ -79,7 +80,7 @@ impl Snapshot {
 
     /// The checkpoint `name` in `namespace`, without allocating.
     pub fn checkpoint(&self, namespace: &str, name: &str) -> Option<&Checkpoint> {
-        self.checkpoints.get(namespace)?.get(name)
+        self.checkpoints.get(namespace)?.get(name).map(|c| &**c)
     }
 
     /// The inventory of node `name`.
@@ -95,6 +96,26 @@ impl Snapshot {
     /// How many node inventories it holds.
     pub fn node_count(&self) -> usize {
         self.nodes.len()
+    }
+}
+
+impl Lookup for Snapshot {
+    fn checkpoint(&self, namespace: &str, name: &str) -> Option<Arc<Checkpoint>> {
+        self.checkpoints.get(namespace)?.get(name).cloned()
+    }
+
+    /// A file under `nodes/` is a `GpuNode` or a manifest: the `GpuNode` source either way.
+    fn inventory(&self, node: &str) -> Option<NodeInventory> {
+        self.nodes.get(node).map(|n| NodeInventory {
+            manifest: n.manifest.clone(),
+            source: Source::GpuNode,
+            notes: Vec::new(),
+        })
+    }
+
+    /// The file store keeps no pods: a binding is never known to be a restore pod's.
+    fn restore_pod(&self, _namespace: &str, _name: &str) -> Option<Arc<RestorePod>> {
+        None
     }
 }
 
@@ -272,11 +293,11 @@ impl FileStore {
                 }
                 entry.insert(
                     name.to_string(),
-                    Checkpoint {
+                    Arc::new(Checkpoint {
                         manifest: stored.manifest.clone(),
                         container_name: stored.container_name.clone(),
-                        file: path.clone(),
-                    },
+                        origin: rel.clone(),
+                    }),
                 );
             } else if path.parent() == Some(nodes.as_path()) {
                 if let Err(why) = agrees(stored, StoredKind::Node, name, None) {
@@ -290,7 +311,7 @@ impl FileStore {
                 snapshot.nodes.insert(
                     name.to_string(),
                     Node {
-                        manifest: stored.manifest.clone(),
+                        manifest: Arc::new(stored.manifest.clone()),
                         file: path.clone(),
                     },
                 );

@@ -1,0 +1,100 @@
+//! `miggate publish` as a DaemonSet runs it: the real binary, a replayed nvidia-smi, and an
+//! in-process API server reached through `KUBECONFIG`; it applies the node's `GpuNode`, reports
+//! the recovery state file, and exits 0 on SIGTERM.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn publishes_the_node_and_stops_on_sigterm() {
+    let fake = kube_fake::FakeApiServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("kubeconfig"), fake.kubeconfig()).unwrap();
+    let state = dir.path().join("host/run/miggate/recovery.json");
+    std::fs::create_dir_all(state.parent().unwrap()).unwrap();
+    std::fs::write(
+        &state,
+        r#"{"state":"ready","step":"verify","message":"layout matches","updatedAt":"2026-11-30T10:00:00Z"}"#,
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_miggate"))
+        .args([
+            "publish",
+            "--node",
+            "node-a",
+            "--backend",
+            "nvidia-smi",
+            "--interval",
+            "5",
+        ])
+        .arg("--nvidia-smi")
+        .arg(root().join("testdata/nvidia-smi/replay/nvidia-smi"))
+        .arg("--root")
+        .arg(dir.path().join("host"))
+        .env("KUBECONFIG", dir.path().join("kubeconfig"))
+        .env("MIGGATE_REPLAY", "h100-mig-host")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("NODE_NAME")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let stored = loop {
+        if let Some(obj) = fake.get("gpunodes", None, "node-a")
+            && obj.pointer("/status/conditions/0/reason").is_some()
+        {
+            break obj;
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            panic!("exited {status}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        assert!(Instant::now() < deadline, "never published");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(stored["spec"]["manifest"]["host"]["nodeName"], "node-a");
+    assert!(
+        !stored["spec"]["manifest"]["nvidia"]["devices"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(stored["status"]["conditions"][0]["reason"], "Ready");
+    let patches: Vec<_> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH")
+        .collect();
+    assert_eq!(patches.len(), 2, "{patches:#?}");
+    assert!(
+        patches
+            .iter()
+            .all(|p| p.query.get("fieldManager").map(String::as_str) == Some("miggate-publish"))
+    );
+
+    let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "no exit on SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(status.success(), "{status}: {log}");
+    assert!(log.contains("publisher stopped"), "{log}");
+}

@@ -1,0 +1,812 @@
+//! An in-process Kubernetes API server for tests, so the webhook's watch caches and the
+//! publisher are tested against the real wire protocol rather than a mocked client call.
+//!
+//! It speaks what `kube::Client` and kube-runtime's `watcher` speak: collection lists with a
+//! `resourceVersion`, watches as chunked streams of newline-delimited `WatchEvent`s (`ADDED`,
+//! `MODIFIED`, `DELETED`, `BOOKMARK` when `allowWatchBookmarks` is asked, `ERROR` with a 410
+//! `Status` when the asked version is too old), label and field selectors (equality forms),
+//! single-object GETs, and server-side apply (`PATCH` with `application/apply-patch+yaml`) on
+//! objects and their `status` subresource. Plain HTTP on `127.0.0.1:0`.
+//!
+//! The test drives it: [`FakeApiServer::apply`] and [`FakeApiServer::delete`] change objects
+//! (and notify watches), [`FakeApiServer::drop_watches`] ends open watch streams,
+//! [`FakeApiServer::expire`] answers open and future watches of older versions with
+//! `410 Gone`, and [`FakeApiServer::requests`] returns every request received.
+//!
+//! It is a test double, not an API server: no admission, no validation beyond what apply
+//! needs, no ownership tracking of applied fields (an apply merges objects and replaces lists).
+
+use std::collections::BTreeMap;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+
+/// One request as the fake received it, for assertions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recorded {
+    /// `GET`, `PATCH`, ...
+    pub method: String,
+    /// The path, without the query.
+    pub path: String,
+    /// The query parameters.
+    pub query: BTreeMap<String, String>,
+    /// The `Content-Type` header, when sent.
+    pub content_type: Option<String>,
+    /// The body, parsed as JSON when it is JSON, else as a string; `None` when empty.
+    pub body: Option<Value>,
+}
+
+impl Recorded {
+    /// Whether this is a watch request.
+    pub fn is_watch(&self) -> bool {
+        matches!(self.query.get("watch").map(String::as_str), Some("true" | "1"))
+    }
+
+    /// Whether this is a collection list (a GET of a collection that is not a watch).
+    pub fn is_list(&self, plural: &str) -> bool {
+        self.method == "GET" && !self.is_watch() && self.path.ends_with(&format!("/{plural}"))
+    }
+}
+
+/// What open watches are told.
+#[derive(Debug, Clone)]
+enum Notice {
+    Event {
+        plural: String,
+        kind: &'static str,
+        object: Value,
+    },
+    Drop(String),
+    Gone(String),
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// The last resource version handed out.
+    rv: u64,
+    /// Objects by plural, then `namespace/name` (`/name` for cluster-scoped ones).
+    objects: BTreeMap<String, BTreeMap<String, Value>>,
+    /// Every change, for watches that resume from a version.
+    history: Vec<(u64, String, &'static str, Value)>,
+    /// Watches from a version below this get `410 Gone`, per plural.
+    compacted: BTreeMap<String, u64>,
+    /// Status codes to answer the next requests of a plural with, instead of serving them.
+    fail_next: BTreeMap<String, Vec<u16>>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    inner: Mutex<Inner>,
+    notices: broadcast::Sender<Notice>,
+    requests: Mutex<Vec<Recorded>>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        match self.inner.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+}
+
+/// A running fake API server. Dropping it stops the server.
+#[derive(Debug)]
+pub struct FakeApiServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for FakeApiServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The `kind` of a resource, from its plural (the resources miggate reads and writes).
+fn kind_of(plural: &str) -> &'static str {
+    match plural {
+        "pods" => "Pod",
+        "nodes" => "Node",
+        "gpunodes" => "GpuNode",
+        "gpucheckpoints" => "GpuCheckpoint",
+        "resourceslices" => "ResourceSlice",
+        "namespaces" => "Namespace",
+        _ => "Unknown",
+    }
+}
+
+/// The plural of a kind, the inverse of [`kind_of`].
+fn plural_of(kind: &str) -> Option<&'static str> {
+    Some(match kind {
+        "Pod" => "pods",
+        "Node" => "nodes",
+        "GpuNode" => "gpunodes",
+        "GpuCheckpoint" => "gpucheckpoints",
+        "ResourceSlice" => "resourceslices",
+        "Namespace" => "namespaces",
+        _ => return None,
+    })
+}
+
+fn key(namespace: Option<&str>, name: &str) -> String {
+    format!("{}/{name}", namespace.unwrap_or(""))
+}
+
+fn object_key(obj: &Value) -> Option<String> {
+    let name = obj.pointer("/metadata/name")?.as_str()?;
+    Some(key(
+        obj.pointer("/metadata/namespace").and_then(Value::as_str),
+        name,
+    ))
+}
+
+impl FakeApiServer {
+    /// Starts a server on `127.0.0.1:0`, within the current tokio runtime.
+    pub async fn start() -> std::io::Result<Self> {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+        let addr = listener.local_addr()?;
+        let (notices, _) = broadcast::channel(1024);
+        let shared = Arc::new(Shared {
+            inner: Mutex::new(Inner::default()),
+            notices,
+            requests: Mutex::new(Vec::new()),
+        });
+        let app = Router::new().fallback(handle).with_state(shared.clone());
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        Ok(FakeApiServer { addr, shared, task })
+    }
+
+    /// The server's address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// A client talking to this server, default namespace `default`.
+    pub fn client(&self) -> Result<kube::Client, kube::Error> {
+        let url = self
+            .url()
+            .parse()
+            .map_err(|e: axum::http::uri::InvalidUri| kube::Error::Service(Box::new(e)))?;
+        kube::Client::try_from(kube::Config::new(url))
+    }
+
+    /// A kubeconfig that points at this server, for a spawned binary (`KUBECONFIG=`).
+    pub fn kubeconfig(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster: {{server: \"{}\"}}\ncontexts:\n- name: fake\n  context: {{cluster: fake, user: fake, namespace: default}}\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n",
+            self.url()
+        )
+    }
+
+    /// Creates or replaces an object (anything with `apiVersion`, `kind` and
+    /// `metadata.name`, e.g. a serialized k8s-openapi or kube-derived type), notifying
+    /// watches with `ADDED` or `MODIFIED`. Returns the stored object with its new
+    /// `resourceVersion`.
+    pub fn apply(&self, object: impl serde::Serialize) -> Value {
+        let object = match serde_json::to_value(object) {
+            Ok(v) => v,
+            Err(e) => return json!({"error": e.to_string()}),
+        };
+        let Some(plural) = object.get("kind").and_then(Value::as_str).and_then(plural_of) else {
+            return json!({"error": "unknown kind"});
+        };
+        let mut inner = self.shared.lock();
+        store(&self.shared, &mut inner, plural, object)
+    }
+
+    /// Deletes an object, notifying watches with `DELETED`. Returns whether it existed.
+    pub fn delete(&self, plural: &str, namespace: Option<&str>, name: &str) -> bool {
+        let mut inner = self.shared.lock();
+        let Some(mut obj) = inner
+            .objects
+            .get_mut(plural)
+            .and_then(|m| m.remove(&key(namespace, name)))
+        else {
+            return false;
+        };
+        inner.rv += 1;
+        let rv = inner.rv;
+        set_rv(&mut obj, rv);
+        notify(&self.shared, &mut inner, plural, "DELETED", obj);
+        true
+    }
+
+    /// The stored object, when present.
+    pub fn get(&self, plural: &str, namespace: Option<&str>, name: &str) -> Option<Value> {
+        self.shared
+            .lock()
+            .objects
+            .get(plural)
+            .and_then(|m| m.get(&key(namespace, name)))
+            .cloned()
+    }
+
+    /// Ends every open watch stream of `plural` cleanly, as an apiserver does at its watch
+    /// timeout or when it restarts: clients resume from their last version.
+    pub fn drop_watches(&self, plural: &str) {
+        let _ = self.shared.notices.send(Notice::Drop(plural.to_string()));
+    }
+
+    /// Forgets the history of `plural`: open watches get an `ERROR` event carrying a
+    /// `410 Gone` Status and end, and a watch from any version up to now gets the same, as an
+    /// apiserver answers a version compacted out of etcd. Clients must re-list.
+    pub fn expire(&self, plural: &str) {
+        let mut inner = self.shared.lock();
+        let rv = inner.rv;
+        inner.compacted.insert(plural.to_string(), rv);
+        let _ = self.shared.notices.send(Notice::Gone(plural.to_string()));
+    }
+
+    /// Answers the next request touching `plural` with an error `Status` of `code`, once per
+    /// entry (e.g. `500` to break a list).
+    pub fn fail_next(&self, plural: &str, code: u16) {
+        self.shared
+            .lock()
+            .fail_next
+            .entry(plural.to_string())
+            .or_default()
+            .push(code);
+    }
+
+    /// The current resource version.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.lock().rv
+    }
+
+    /// Every request received so far, in order.
+    pub fn requests(&self) -> Vec<Recorded> {
+        match self.shared.requests.lock() {
+            Ok(r) => r.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    /// Forgets the recorded requests.
+    pub fn clear_requests(&self) {
+        match self.shared.requests.lock() {
+            Ok(mut r) => r.clear(),
+            Err(p) => p.into_inner().clear(),
+        }
+    }
+}
+
+fn set_rv(obj: &mut Value, rv: u64) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+    }
+}
+
+/// Stores `object` under `plural`, bumping the version and notifying watches.
+fn store(shared: &Shared, inner: &mut Inner, plural: &str, mut object: Value) -> Value {
+    let Some(k) = object_key(&object) else {
+        return json!({"error": "no metadata.name"});
+    };
+    inner.rv += 1;
+    let rv = inner.rv;
+    let existed = inner.objects.get(plural).and_then(|m| m.get(&k)).cloned();
+    let spec_changed = existed.as_ref().and_then(|o| o.get("spec")) != object.get("spec");
+    if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+        let old_meta = existed.as_ref().and_then(|o| o.get("metadata"));
+        let uid = old_meta
+            .and_then(|m| m.get("uid"))
+            .cloned()
+            .unwrap_or_else(|| Value::String(format!("uid-{rv}")));
+        meta.insert("uid".into(), uid);
+        let created = old_meta
+            .and_then(|m| m.get("creationTimestamp"))
+            .cloned()
+            .unwrap_or_else(|| Value::String("2026-11-30T00:00:00Z".into()));
+        meta.insert("creationTimestamp".into(), created);
+        let generation = old_meta
+            .and_then(|m| m.get("generation"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        let generation = if spec_changed { generation + 1 } else { generation };
+        meta.insert("generation".into(), json!(generation.max(1)));
+    }
+    inner
+        .objects
+        .entry(plural.to_string())
+        .or_default()
+        .insert(k, object.clone());
+    let kind = if existed.is_some() { "MODIFIED" } else { "ADDED" };
+    notify(shared, inner, plural, kind, object.clone());
+    object
+}
+
+fn notify(shared: &Shared, inner: &mut Inner, plural: &str, kind: &'static str, object: Value) {
+    inner
+        .history
+        .push((inner.rv, plural.to_string(), kind, object.clone()));
+    let _ = shared.notices.send(Notice::Event {
+        plural: plural.to_string(),
+        kind,
+        object,
+    });
+}
+
+/// Where a request points.
+#[derive(Debug, Default)]
+struct Target {
+    api_version: String,
+    namespace: Option<String>,
+    plural: String,
+    name: Option<String>,
+    subresource: Option<String>,
+}
+
+fn parse_path(path: &str) -> Option<Target> {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (api_version, rest) = match parts.as_slice() {
+        ["api", v, rest @ ..] => ((*v).to_string(), rest),
+        ["apis", g, v, rest @ ..] => (format!("{g}/{v}"), rest),
+        _ => return None,
+    };
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, rest @ ..] if !rest.is_empty() => (Some((*ns).to_string()), rest),
+        _ => (None, rest),
+    };
+    let (plural, name, subresource) = match rest {
+        [p] => (*p, None, None),
+        [p, n] => (*p, Some((*n).to_string()), None),
+        [p, n, s] => (*p, Some((*n).to_string()), Some((*s).to_string())),
+        _ => return None,
+    };
+    Some(Target {
+        api_version,
+        namespace,
+        plural: plural.to_string(),
+        name,
+        subresource,
+    })
+}
+
+fn status(code: u16, reason: &str, message: &str) -> Response {
+    let body = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "message": message, "reason": reason, "code": code,
+    });
+    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+fn json_response(code: StatusCode, body: &Value) -> Response {
+    (
+        code,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    Query(query): Query<BTreeMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let content_type = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let parsed_body = if body.is_empty() {
+        None
+    } else {
+        Some(
+            serde_json::from_slice(&body)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned())),
+        )
+    };
+    let recorded = Recorded {
+        method: method.to_string(),
+        path: uri.path().to_string(),
+        query,
+        content_type,
+        body: parsed_body,
+    };
+    match shared.requests.lock() {
+        Ok(mut r) => r.push(recorded.clone()),
+        Err(p) => p.into_inner().push(recorded.clone()),
+    }
+    let Some(target) = parse_path(uri.path()) else {
+        return status(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        );
+    };
+    {
+        let mut inner = shared.lock();
+        if let Some(code) = inner
+            .fail_next
+            .get_mut(&target.plural)
+            .and_then(|v| (!v.is_empty()).then(|| v.remove(0)))
+        {
+            return status(code, "InternalError", "injected failure");
+        }
+    }
+    match (method, &target.name) {
+        (Method::GET, None) if recorded.is_watch() => watch(&shared, &target, &recorded.query),
+        (Method::GET, None) => list(&shared, &target, &recorded.query),
+        (Method::GET, Some(name)) => {
+            let found = shared
+                .lock()
+                .objects
+                .get(&target.plural)
+                .and_then(|m| m.get(&key(target.namespace.as_deref(), name)))
+                .cloned();
+            match found {
+                Some(obj) => json_response(StatusCode::OK, &obj),
+                None => status(
+                    404,
+                    "NotFound",
+                    &format!("{} \"{name}\" not found", target.plural),
+                ),
+            }
+        }
+        (Method::PATCH, Some(name)) => patch(&shared, &target, name, &recorded),
+        _ => status(405, "MethodNotAllowed", "not supported by the fake"),
+    }
+}
+
+/// Whether `obj` matches the request's namespace and selectors.
+fn selected(obj: &Value, target: &Target, query: &BTreeMap<String, String>) -> bool {
+    if let Some(ns) = &target.namespace
+        && obj.pointer("/metadata/namespace").and_then(Value::as_str) != Some(ns.as_str())
+    {
+        return false;
+    }
+    if let Some(sel) = query.get("labelSelector").filter(|s| !s.is_empty()) {
+        let labels = obj.pointer("/metadata/labels");
+        let label = |k: &str| labels.and_then(|l| l.get(k)).and_then(Value::as_str);
+        for term in sel.split(',').map(str::trim) {
+            let ok = if let Some((k, v)) = term.split_once("!=") {
+                label(k.trim()) != Some(v.trim())
+            } else if let Some((k, v)) = term.split_once('=') {
+                label(k.trim()) == Some(v.trim_start_matches('=').trim())
+            } else if let Some(k) = term.strip_prefix('!') {
+                label(k).is_none()
+            } else {
+                label(term).is_some()
+            };
+            if !ok {
+                return false;
+            }
+        }
+    }
+    if let Some(sel) = query.get("fieldSelector").filter(|s| !s.is_empty()) {
+        for term in sel.split(',').map(str::trim) {
+            let (path, want, negate) = match term.split_once("!=") {
+                Some((p, v)) => (p, v, true),
+                None => match term.split_once('=') {
+                    Some((p, v)) => (p, v.trim_start_matches('='), false),
+                    None => return false,
+                },
+            };
+            let pointer = format!("/{}", path.trim().replace('.', "/"));
+            let have = obj.pointer(&pointer).and_then(Value::as_str).unwrap_or("");
+            if (have == want.trim()) == negate {
+                return false;
+            }
+        }
+    }
+    true
+}
+
+/// A list, paged as the apiserver pages it: at most `limit` items, and a `continue` token
+/// (here the key of the last item served) when more remain.
+fn list(shared: &Shared, target: &Target, query: &BTreeMap<String, String>) -> Response {
+    let inner = shared.lock();
+    let limit = query
+        .get("limit")
+        .and_then(|l| l.parse::<usize>().ok())
+        .filter(|l| *l > 0)
+        .unwrap_or(usize::MAX);
+    let start = match query.get("continue").filter(|c| !c.is_empty()) {
+        Some(after) => Bound::Excluded(after.clone()),
+        None => Bound::Unbounded,
+    };
+    let mut items = Vec::new();
+    let mut last = None;
+    let mut more = false;
+    if let Some(objects) = inner.objects.get(&target.plural) {
+        for (k, o) in objects.range((start, Bound::Unbounded)) {
+            if !selected(o, target, query) {
+                continue;
+            }
+            if items.len() == limit {
+                more = true;
+                break;
+            }
+            items.push(o.clone());
+            last = Some(k.clone());
+        }
+    }
+    let mut metadata = json!({"resourceVersion": inner.rv.to_string()});
+    if let (true, Some(token)) = (more, last) {
+        metadata["continue"] = Value::String(token);
+    }
+    let body = json!({
+        "apiVersion": target.api_version,
+        "kind": format!("{}List", kind_of(&target.plural)),
+        "metadata": metadata,
+        "items": items,
+    });
+    json_response(StatusCode::OK, &body)
+}
+fn line(value: &Value) -> Bytes {
+    let mut text = value.to_string();
+    text.push('\n');
+    Bytes::from(text)
+}
+
+fn gone(from: u64) -> Value {
+    json!({"type": "ERROR", "object": {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": format!("too old resource version: {from}"), "reason": "Expired", "code": 410,
+    }})
+}
+
+fn watch(shared: &Arc<Shared>, target: &Target, query: &BTreeMap<String, String>) -> Response {
+    let from: u64 = query
+        .get("resourceVersion")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let bookmarks = query.get("allowWatchBookmarks").is_some_and(|v| v == "true");
+    let (tx, rx) = mpsc::channel::<Bytes>(256);
+    let inner = shared.lock();
+    // Subscribed under the lock: no change can fall between the backlog and the live feed.
+    let mut notices = shared.notices.subscribe();
+    let compacted = inner.compacted.get(&target.plural).copied().unwrap_or(0);
+    let mut backlog = Vec::new();
+    if from != 0 && from < compacted {
+        backlog.push(gone(from));
+    } else {
+        for (rv, plural, kind, obj) in &inner.history {
+            if *rv > from && *plural == target.plural && selected(obj, target, query) {
+                backlog.push(json!({"type": kind, "object": obj}));
+            }
+        }
+        if bookmarks {
+            backlog.push(json!({"type": "BOOKMARK", "object": {
+                "kind": kind_of(&target.plural), "apiVersion": target.api_version,
+                "metadata": {"resourceVersion": inner.rv.to_string()},
+            }}));
+        }
+    }
+    drop(inner);
+    let expired = from != 0 && from < compacted;
+    let target = Target {
+        api_version: target.api_version.clone(),
+        namespace: target.namespace.clone(),
+        plural: target.plural.clone(),
+        name: None,
+        subresource: None,
+    };
+    let query = query.clone();
+    tokio::spawn(async move {
+        for event in &backlog {
+            if tx.send(line(event)).await.is_err() {
+                return;
+            }
+        }
+        if expired {
+            return;
+        }
+        loop {
+            let notice = tokio::select! {
+                n = notices.recv() => n,
+                () = tx.closed() => return,
+            };
+            match notice {
+                Ok(Notice::Event { plural, kind, object }) => {
+                    if plural == target.plural && selected(&object, &target, &query) {
+                        let event = json!({"type": kind, "object": object});
+                        if tx.send(line(&event)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+                Ok(Notice::Drop(plural)) if plural == target.plural => return,
+                Ok(Notice::Gone(plural)) if plural == target.plural => {
+                    let _ = tx.send(line(&gone(from))).await;
+                    return;
+                }
+                Ok(_) => {}
+                // A watcher too slow for the feed: end it, as an apiserver does.
+                Err(_) => return,
+            }
+        }
+    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
+    });
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from_stream(stream),
+    )
+        .into_response()
+}
+
+/// Objects merge key by key; anything else (lists included) is replaced.
+fn merge(into: &mut Value, patch: &Value) {
+    match (into, patch) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                match a.get_mut(k) {
+                    Some(slot) if slot.is_object() && v.is_object() => merge(slot, v),
+                    _ => {
+                        a.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v.clone(),
+    }
+}
+
+fn patch(shared: &Arc<Shared>, target: &Target, name: &str, req: &Recorded) -> Response {
+    if req.content_type.as_deref() != Some("application/apply-patch+yaml") {
+        return status(
+            415,
+            "UnsupportedMediaType",
+            "the fake supports only server-side apply (application/apply-patch+yaml)",
+        );
+    }
+    if req.query.get("fieldManager").is_none_or(String::is_empty) {
+        return status(
+            422,
+            "Invalid",
+            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+        );
+    }
+    let Some(body) = req.body.as_ref().filter(|b| b.is_object()) else {
+        return status(400, "BadRequest", "the apply body is not a JSON or YAML object");
+    };
+    let want_kind = kind_of(&target.plural);
+    if body.get("apiVersion").and_then(Value::as_str) != Some(target.api_version.as_str()) {
+        return status(
+            400,
+            "BadRequest",
+            "apiVersion is missing or differs from the path",
+        );
+    }
+    if body.get("kind").and_then(Value::as_str) != Some(want_kind) {
+        return status(400, "BadRequest", "kind is missing or differs from the path");
+    }
+    if body.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
+        return status(
+            400,
+            "BadRequest",
+            "metadata.name is missing or differs from the path",
+        );
+    }
+    let k = key(target.namespace.as_deref(), name);
+    let mut inner = shared.lock();
+    let existing = inner.objects.get(&target.plural).and_then(|m| m.get(&k)).cloned();
+    let next = match (target.subresource.as_deref(), existing) {
+        (Some("status"), None) => {
+            return status(
+                404,
+                "NotFound",
+                &format!("{} \"{name}\" not found", target.plural),
+            );
+        }
+        (Some("status"), Some(mut obj)) => {
+            let slot = obj
+                .as_object_mut()
+                .map(|o| o.entry("status").or_insert_with(|| json!({})));
+            if let (Some(slot), Some(patch)) = (slot, body.get("status")) {
+                merge(slot, patch);
+            }
+            obj
+        }
+        (Some(other), _) => {
+            return status(404, "NotFound", &format!("no subresource {other}"));
+        }
+        (None, existing) => {
+            let mut patch = body.clone();
+            // With a status subresource, status is not written through the object.
+            if let Some(o) = patch.as_object_mut() {
+                o.remove("status");
+            }
+            match existing {
+                Some(mut obj) => {
+                    merge(&mut obj, &patch);
+                    obj
+                }
+                None => {
+                    if let (Some(ns), Some(meta)) = (
+                        &target.namespace,
+                        patch.get_mut("metadata").and_then(Value::as_object_mut),
+                    ) {
+                        meta.insert("namespace".into(), Value::String(ns.clone()));
+                    }
+                    patch
+                }
+            }
+        }
+    };
+    let created = inner
+        .objects
+        .get(&target.plural)
+        .is_none_or(|m| !m.contains_key(&k));
+    let stored = store(shared, &mut inner, &target.plural, next);
+    let code = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    json_response(code, &stored)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_parse() {
+        let t = parse_path("/apis/miggate.io/v1alpha1/gpunodes/n1/status").unwrap();
+        assert_eq!(
+            (
+                t.api_version.as_str(),
+                t.plural.as_str(),
+                t.name.as_deref(),
+                t.subresource.as_deref()
+            ),
+            ("miggate.io/v1alpha1", "gpunodes", Some("n1"), Some("status"))
+        );
+        let t = parse_path("/api/v1/namespaces/ml/pods").unwrap();
+        assert_eq!((t.namespace.as_deref(), t.plural.as_str()), (Some("ml"), "pods"));
+        assert!(parse_path("/healthz").is_none());
+    }
+
+    #[test]
+    fn selectors() {
+        let obj =
+            json!({"metadata": {"name": "a", "labels": {"app": "x"}}, "spec": {"driver": "gpu.nvidia.com"}});
+        let t = Target::default();
+        let q = |k: &str, v: &str| BTreeMap::from([(k.to_string(), v.to_string())]);
+        assert!(selected(&obj, &t, &q("labelSelector", "app=x")));
+        assert!(!selected(&obj, &t, &q("labelSelector", "app=y")));
+        assert!(selected(&obj, &t, &q("labelSelector", "app,!other")));
+        assert!(selected(
+            &obj,
+            &t,
+            &q("fieldSelector", "spec.driver=gpu.nvidia.com")
+        ));
+        assert!(!selected(
+            &obj,
+            &t,
+            &q("fieldSelector", "spec.driver!=gpu.nvidia.com")
+        ));
+    }
+}

@@ -1,0 +1,361 @@
+//! `miggate publish`: keeps a node's `GpuNode` equal to what the node has, so admission can
+//! judge a restore against the node without reaching it.
+//!
+//! Each round captures the node's inventory (through an [`InventorySource`]: the capture
+//! crate in production, a stand-in in tests), and server-side applies the `GpuNode` named
+//! after the node (field manager `miggate-publish`, forced: the publisher owns the spec) on
+//! the first round and whenever the inventory changed since the last write. The capture time
+//! is left out of the comparison, so an unchanged node costs no write at all. When boot
+//! recovery's state file is present (`<root>/run/miggate/recovery.json`) its state becomes
+//! the `Recovered` condition, written through the `status` subresource when it changes.
+//!
+//! A failed capture or write is logged and retried on the next round; only a stop request
+//! ends [`Publisher::run`].
+
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams};
+use miggate_compat::GpuManifest;
+use miggate_crds::{GpuNode, GpuNodeStatus, RecoveredReason};
+use serde::Deserialize;
+
+/// The field manager every write of the publisher uses.
+pub const FIELD_MANAGER: &str = "miggate-publish";
+/// Boot recovery's state file, under the host root.
+pub const RECOVERY_STATE: &str = "run/miggate/recovery.json";
+/// The state file is small; anything larger is not one.
+pub const MAX_STATE_BYTES: u64 = 64 * 1024;
+/// The default time between rounds.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Why a round failed. Rounds are retried; none of these stops the publisher.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The inventory could not be captured.
+    #[error("capture failed: {0}")]
+    Capture(String),
+    /// The API server refused or could not be reached.
+    #[error("cannot {what} GpuNode {node}: {source}")]
+    Kube {
+        /// `apply` or `update the status of`.
+        what: &'static str,
+        /// The node.
+        node: String,
+        /// Why.
+        source: Box<kube::Error>,
+    },
+    /// No Kubernetes client could be built from the environment.
+    #[error("cannot build a Kubernetes client (in-cluster service account or KUBECONFIG): {0}")]
+    Client(Box<kube::Error>),
+    /// Boot recovery's state file exists but cannot be used.
+    #[error("recovery state {}: {why}", path.display())]
+    State {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        why: String,
+    },
+}
+
+/// Where inventories come from. Blocking: called off the async executor.
+pub trait InventorySource: Send + 'static {
+    /// Captures the node's inventory now.
+    fn capture(&mut self) -> Result<GpuManifest, String>;
+}
+
+/// The capture crate as a source: the same backends and options as `miggate capture`.
+#[derive(Debug, Clone)]
+pub struct Capture(pub miggate_capture::Options);
+
+impl InventorySource for Capture {
+    fn capture(&mut self) -> Result<GpuManifest, String> {
+        miggate_capture::capture(&self.0).map_err(|e| e.to_string())
+    }
+}
+
+/// A client for the cluster the environment names: the pod's service account in a cluster,
+/// else `KUBECONFIG` or `~/.kube/config`.
+pub async fn infer_client() -> Result<kube::Client, Error> {
+    kube::Client::try_default()
+        .await
+        .map_err(|e| Error::Client(Box::new(e)))
+}
+
+/// What the publisher is told.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The node, and so the `GpuNode`'s name.
+    pub node: String,
+    /// Time between rounds.
+    pub interval: Duration,
+    /// The host root the recovery state file is found under (`/` on a node, a mount of it in
+    /// a container).
+    pub root: PathBuf,
+}
+
+/// Boot recovery's state file, as the recovery writes it.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecoveryState {
+    /// `pending`, `recovering`, `ready` or `failed`.
+    pub state: String,
+    /// The step it is at or stopped at.
+    #[serde(default)]
+    pub step: Option<String>,
+    /// What it says about it.
+    #[serde(default)]
+    pub message: Option<String>,
+    /// When it was written (RFC 3339).
+    #[serde(default)]
+    pub updated_at: Option<String>,
+}
+
+impl RecoveryState {
+    /// The condition reason the state stands for.
+    pub fn reason(&self) -> Result<RecoveredReason, String> {
+        match self.state.as_str() {
+            "pending" => Ok(RecoveredReason::Pending),
+            "recovering" => Ok(RecoveredReason::Recovering),
+            "ready" => Ok(RecoveredReason::Ready),
+            "failed" => Ok(RecoveredReason::Failed),
+            other => Err(format!(
+                "unknown state `{}`; known: pending, recovering, ready, failed",
+                miggate_compat::escape::escape_within(other, 64)
+            )),
+        }
+    }
+
+    /// The condition message: the step and the message, bounded.
+    pub fn condition_message(&self) -> String {
+        let text = match (self.step.as_deref(), self.message.as_deref()) {
+            (Some(step), Some(msg)) => format!("{step}: {msg}"),
+            (Some(step), None) => step.to_string(),
+            (None, Some(msg)) => msg.to_string(),
+            (None, None) => String::new(),
+        };
+        miggate_compat::escape::escape_within(&text, 1024).into_owned()
+    }
+}
+
+/// Reads the state file under `root`: `Ok(None)` when there is none.
+pub fn read_recovery_state(root: &Path) -> Result<Option<RecoveryState>, Error> {
+    use std::io::Read;
+    let path = root.join(RECOVERY_STATE);
+    let bad = |why: String| Error::State {
+        path: path.clone(),
+        why,
+    };
+    let file = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(bad(e.to_string())),
+    };
+    let mut text = Vec::new();
+    file.take(MAX_STATE_BYTES + 1)
+        .read_to_end(&mut text)
+        .map_err(|e| bad(e.to_string()))?;
+    if text.len() as u64 > MAX_STATE_BYTES {
+        return Err(bad(format!("over {MAX_STATE_BYTES} bytes")));
+    }
+    let state: RecoveryState = serde_json::from_slice(&text)
+        .map_err(|e| bad(miggate_compat::escape::escape(&e.to_string()).into_owned()))?;
+    state.reason().map_err(bad)?;
+    Ok(Some(state))
+}
+
+/// The manifest as compared between rounds: without its capture time.
+fn comparable(mut manifest: GpuManifest) -> GpuManifest {
+    manifest.captured_at = None;
+    manifest
+}
+
+/// What one round did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Round {
+    /// Whether the `GpuNode` spec was applied.
+    pub applied: bool,
+    /// Whether the `Recovered` condition was written.
+    pub status_written: bool,
+}
+
+/// The publisher: a source, a client, and what it last wrote.
+pub struct Publisher<S> {
+    api: Api<GpuNode>,
+    config: Config,
+    source: Option<S>,
+    /// The last manifest applied, without its capture time.
+    applied: Option<GpuManifest>,
+    /// The status as last known from the server, and the state last written.
+    status: GpuNodeStatus,
+    generation: Option<i64>,
+    written_state: Option<(RecoveredReason, String)>,
+}
+
+impl<S> std::fmt::Debug for Publisher<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Publisher")
+            .field("config", &self.config)
+            .field("applied", &self.applied.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+fn now() -> Time {
+    Time(Timestamp::now())
+}
+
+impl<S: InventorySource> Publisher<S> {
+    /// A publisher of `config.node`'s `GpuNode` through `client`.
+    pub fn new(client: kube::Client, config: Config, source: S) -> Self {
+        Publisher {
+            api: Api::all(client),
+            config,
+            source: Some(source),
+            applied: None,
+            status: GpuNodeStatus::default(),
+            generation: None,
+            written_state: None,
+        }
+    }
+
+    async fn capture(&mut self) -> Result<GpuManifest, Error> {
+        let mut source = self
+            .source
+            .take()
+            .ok_or_else(|| Error::Capture("a previous capture never returned".into()))?;
+        let (source, result) = tokio::task::spawn_blocking(move || {
+            let result = source.capture();
+            (source, result)
+        })
+        .await
+        .map_err(|e| Error::Capture(e.to_string()))?;
+        self.source = Some(source);
+        result.map_err(Error::Capture)
+    }
+
+    /// One round: capture, apply when changed, then the recovery state. The state is
+    /// reported even when the capture failed (a node mid-recovery may not answer).
+    pub async fn round(&mut self) -> Result<Round, Error> {
+        let mut round = Round::default();
+        let captured = self.capture().await;
+        let spec_result = match captured {
+            Ok(manifest) => self.apply(manifest).await.map(|applied| round.applied = applied),
+            Err(e) => Err(e),
+        };
+        let status_result = self.report_recovery().await.map(|w| round.status_written = w);
+        spec_result?;
+        status_result?;
+        Ok(round)
+    }
+
+    async fn apply(&mut self, manifest: GpuManifest) -> Result<bool, Error> {
+        let same = comparable(manifest.clone());
+        if self.applied.as_ref() == Some(&same) {
+            tracing::debug!(node = %self.config.node, "inventory unchanged; nothing written");
+            return Ok(false);
+        }
+        let object = GpuNode::from_manifest(&self.config.node, manifest, now());
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        let stored = self
+            .api
+            .patch(&self.config.node, &params, &Patch::Apply(&object))
+            .await
+            .map_err(|source| Error::Kube {
+                what: "apply",
+                node: self.config.node.clone(),
+                source: Box::new(source),
+            })?;
+        self.generation = stored.metadata.generation;
+        if let Some(status) = stored.status {
+            self.status = status;
+        }
+        tracing::info!(node = %self.config.node, devices = same.devices().map_or(0, <[_]>::len), "GpuNode applied");
+        self.applied = Some(same);
+        Ok(true)
+    }
+
+    async fn report_recovery(&mut self) -> Result<bool, Error> {
+        let Some(state) = read_recovery_state(&self.config.root)? else {
+            return Ok(false);
+        };
+        let reason = state.reason().map_err(|why| Error::State {
+            path: self.config.root.join(RECOVERY_STATE),
+            why,
+        })?;
+        let message = state.condition_message();
+        let key = (reason, message.clone());
+        if self.written_state.as_ref() == Some(&key) {
+            return Ok(false);
+        }
+        self.status.set_recovered(reason, message, self.generation, now());
+        let body = serde_json::json!({
+            "apiVersion": "miggate.io/v1alpha1",
+            "kind": "GpuNode",
+            "metadata": {"name": self.config.node},
+            "status": {"conditions": self.status.conditions.iter()
+                .filter(|c| c.type_ == miggate_crds::RECOVERED).collect::<Vec<_>>()},
+        });
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        self.api
+            .patch_status(&self.config.node, &params, &Patch::Apply(&body))
+            .await
+            .map_err(|source| Error::Kube {
+                what: "update the status of",
+                node: self.config.node.clone(),
+                source: Box::new(source),
+            })?;
+        tracing::info!(node = %self.config.node, reason = reason.as_str(), "Recovered condition written");
+        self.written_state = Some(key);
+        Ok(true)
+    }
+
+    /// Runs rounds every `interval` until `stop` resolves, then returns. A round in flight
+    /// when the stop comes is abandoned: nothing it would write is needed for a clean stop.
+    pub async fn run(mut self, stop: impl Future<Output = ()>) {
+        let mut stop = std::pin::pin!(stop);
+        loop {
+            tokio::select! {
+                () = &mut stop => break,
+                result = self.round() => {
+                    if let Err(e) = result {
+                        tracing::warn!(node = %self.config.node, error = %e, "publish round failed; retrying next round");
+                    }
+                }
+            }
+            tokio::select! {
+                () = &mut stop => break,
+                () = tokio::time::sleep(self.config.interval) => {}
+            }
+        }
+        tracing::info!(node = %self.config.node, "publisher stopped");
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_files_are_read_strictly_and_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        assert!(read_recovery_state(dir.path()).unwrap().is_none());
+        let file = dir.path().join(RECOVERY_STATE);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(&file, r#"{"state":"failed","step":"mig-mode","message":"reset refused","updatedAt":"2026-11-30T00:00:00Z"}"#).unwrap();
+        let s = read_recovery_state(dir.path()).unwrap().unwrap();
+        assert_eq!(s.reason().unwrap(), RecoveredReason::Failed);
+        assert_eq!(s.condition_message(), "mig-mode: reset refused");
+        std::fs::write(&file, r#"{"state":"done"}"#).unwrap();
+        let err = read_recovery_state(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("unknown state `done`"), "{err}");
+        std::fs::write(&file, vec![b' '; 70 * 1024]).unwrap();
+        let err = read_recovery_state(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("over 65536 bytes"), "{err}");
+    }
+}

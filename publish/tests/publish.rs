@@ -1,0 +1,241 @@
+//! The publisher against an in-process API server (kube-fake): the first round applies, an
+//! unchanged node is not written, a change is applied once, the apply body is one a
+//! server-side apply accepts, the recovery state becomes the `Recovered` condition, and a stop
+//! ends the loop.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use kube_fake::{FakeApiServer, Recorded};
+use miggate_compat::GpuManifest;
+use miggate_publish::{Config, FIELD_MANAGER, InventorySource, Publisher, RECOVERY_STATE, Round};
+use serde_json::{Value, json};
+
+/// A node whose inventory the test sets, counting captures.
+#[derive(Clone, Default)]
+struct Node {
+    manifest: Arc<Mutex<Option<GpuManifest>>>,
+    captures: Arc<Mutex<usize>>,
+}
+
+impl InventorySource for Node {
+    fn capture(&mut self) -> Result<GpuManifest, String> {
+        *self.captures.lock().unwrap() += 1;
+        self.manifest
+            .lock()
+            .unwrap()
+            .clone()
+            .ok_or_else(|| "nvidia-smi: no devices were found".to_string())
+    }
+}
+
+fn manifest(rel: &str, captured_at: &str) -> GpuManifest {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../testdata")
+            .join(rel),
+    )
+    .unwrap();
+    let mut m = miggate_compat::read_stored(&text).unwrap().manifest;
+    m.captured_at = Some(captured_at.into());
+    m
+}
+
+fn patches(fake: &FakeApiServer) -> Vec<Recorded> {
+    fake.requests()
+        .into_iter()
+        .filter(|r| r.method == "PATCH")
+        .collect()
+}
+
+async fn publisher(fake: &FakeApiServer, root: &Path, node: &Node) -> Publisher<Node> {
+    Publisher::new(
+        fake.client().unwrap(),
+        Config {
+            node: "gpu-node-7".into(),
+            interval: Duration::from_millis(50),
+            root: root.to_path_buf(),
+        },
+        node.clone(),
+    )
+}
+
+#[tokio::test]
+async fn applies_first_then_only_changes() {
+    let fake = FakeApiServer::start().await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let node = Node::default();
+    *node.manifest.lock().unwrap() = Some(manifest(
+        "webhook-store/nodes/gpu-node-7.yaml",
+        "2026-11-30T10:00:00Z",
+    ));
+    let mut p = publisher(&fake, root.path(), &node).await;
+
+    assert_eq!(
+        p.round().await.unwrap(),
+        Round {
+            applied: true,
+            status_written: false
+        }
+    );
+    let first = patches(&fake);
+    assert_eq!(first.len(), 1);
+    let apply = &first[0];
+    assert_eq!(apply.path, "/apis/miggate.io/v1alpha1/gpunodes/gpu-node-7");
+    assert_eq!(
+        apply.content_type.as_deref(),
+        Some("application/apply-patch+yaml")
+    );
+    assert_eq!(
+        apply.query.get("fieldManager").map(String::as_str),
+        Some(FIELD_MANAGER)
+    );
+    assert_eq!(apply.query.get("force").map(String::as_str), Some("true"));
+    // The body a server-side apply takes: apiVersion, kind, metadata.name, the spec.
+    let body = apply.body.clone().unwrap();
+    assert_eq!(body["apiVersion"], "miggate.io/v1alpha1");
+    assert_eq!(body["kind"], "GpuNode");
+    assert_eq!(body["metadata"]["name"], "gpu-node-7");
+    insta::assert_yaml_snapshot!("apply_body", body, {".spec.observedAt" => "[observedAt]"});
+    let stored = fake.get("gpunodes", None, "gpu-node-7").unwrap();
+    assert_eq!(stored["spec"]["manifest"]["host"]["nodeName"], "gpu-node-7");
+
+    // Captured again, later: only the capture time differs. No write.
+    *node.manifest.lock().unwrap() = Some(manifest(
+        "webhook-store/nodes/gpu-node-7.yaml",
+        "2026-11-30T10:01:00Z",
+    ));
+    assert_eq!(p.round().await.unwrap(), Round::default());
+    assert_eq!(patches(&fake).len(), 1, "nothing changed, nothing written");
+
+    // The node is re-cut: one apply, with the new inventory.
+    let mut recut = manifest("webhook-store/nodes/gpu-node-7.yaml", "2026-11-30T10:02:00Z");
+    recut
+        .nvidia
+        .as_mut()
+        .unwrap()
+        .devices
+        .as_mut()
+        .unwrap()
+        .truncate(2);
+    *node.manifest.lock().unwrap() = Some(recut);
+    assert!(p.round().await.unwrap().applied);
+    assert!(!p.round().await.unwrap().applied);
+    assert_eq!(patches(&fake).len(), 2);
+    let stored = fake.get("gpunodes", None, "gpu-node-7").unwrap();
+    assert_eq!(
+        stored["spec"]["manifest"]["nvidia"]["devices"]
+            .as_array()
+            .unwrap()
+            .len(),
+        2
+    );
+    assert_eq!(*node.captures.lock().unwrap(), 4);
+}
+
+#[tokio::test]
+async fn a_failed_capture_writes_nothing_and_is_retried() {
+    let fake = FakeApiServer::start().await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let node = Node::default();
+    let mut p = publisher(&fake, root.path(), &node).await;
+    let err = p.round().await.unwrap_err().to_string();
+    assert!(
+        err.contains("capture failed: nvidia-smi: no devices were found"),
+        "{err}"
+    );
+    assert!(patches(&fake).is_empty());
+    *node.manifest.lock().unwrap() = Some(manifest("webhook-store/nodes/gpu-node-7.yaml", "x"));
+    assert!(p.round().await.unwrap().applied);
+}
+
+fn write_state(root: &Path, state: Value) {
+    let path = root.join(RECOVERY_STATE);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, state.to_string()).unwrap();
+}
+
+#[tokio::test]
+async fn the_recovery_state_becomes_the_recovered_condition() {
+    let fake = FakeApiServer::start().await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let node = Node::default();
+    *node.manifest.lock().unwrap() = Some(manifest("webhook-store/nodes/gpu-node-7.yaml", "t0"));
+    write_state(
+        root.path(),
+        json!({"state": "recovering", "step": "sriov", "message": "enabling VFs on 8 GPUs", "updatedAt": "2026-11-30T10:00:00Z"}),
+    );
+    let mut p = publisher(&fake, root.path(), &node).await;
+    assert_eq!(
+        p.round().await.unwrap(),
+        Round {
+            applied: true,
+            status_written: true
+        }
+    );
+    let status_patch = patches(&fake).pop().unwrap();
+    assert_eq!(
+        status_patch.path,
+        "/apis/miggate.io/v1alpha1/gpunodes/gpu-node-7/status"
+    );
+    assert_eq!(
+        status_patch.query.get("fieldManager").map(String::as_str),
+        Some(FIELD_MANAGER)
+    );
+    let stored = fake.get("gpunodes", None, "gpu-node-7").unwrap();
+    let condition = &stored["status"]["conditions"][0];
+    assert_eq!(condition["type"], "Recovered");
+    assert_eq!(condition["reason"], "Recovering");
+    assert_eq!(condition["status"], "False");
+    assert_eq!(condition["message"], "sriov: enabling VFs on 8 GPUs");
+    assert_eq!(condition["observedGeneration"], 1);
+
+    // Unchanged state: no write.
+    assert_eq!(p.round().await.unwrap(), Round::default());
+    assert_eq!(patches(&fake).len(), 2);
+
+    write_state(
+        root.path(),
+        json!({"state": "ready", "step": "verify", "message": "layout matches"}),
+    );
+    assert!(p.round().await.unwrap().status_written);
+    let stored = fake.get("gpunodes", None, "gpu-node-7").unwrap();
+    let condition = &stored["status"]["conditions"][0];
+    assert_eq!(
+        (condition["reason"].as_str(), condition["status"].as_str()),
+        (Some("Ready"), Some("True"))
+    );
+
+    // A state file that cannot be read is an error of the round, and writes nothing.
+    write_state(root.path(), json!({"state": "half-done"}));
+    let err = p.round().await.unwrap_err().to_string();
+    assert!(err.contains("unknown state `half-done`"), "{err}");
+    assert_eq!(patches(&fake).len(), 3);
+}
+
+#[tokio::test]
+async fn run_applies_and_stops_when_asked() {
+    let fake = FakeApiServer::start().await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let node = Node::default();
+    *node.manifest.lock().unwrap() = Some(manifest("webhook-store/nodes/gpu-node-7.yaml", "t0"));
+    let p = publisher(&fake, root.path(), &node).await;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(p.run(async move {
+        let _ = stopped.await;
+    }));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while patches(&fake).is_empty() || *node.captures.lock().unwrap() < 3 {
+        assert!(Instant::now() < deadline, "never applied");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(2), task)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(patches(&fake).len(), 1, "rounds after the first wrote nothing");
+}

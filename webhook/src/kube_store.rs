@@ -1,0 +1,552 @@
+//! The Kubernetes store (`--store kube`): watch caches over `GpuCheckpoint`, `GpuNode`, restore
+//! pods, Nodes and the NVIDIA DRA driver's `ResourceSlice`s, filled by kube-runtime's
+//! `watcher` and read by admission without a request to the API server.
+//!
+//! Each kind has one [`watcher`] stream (list, then watch from the list's `resourceVersion`,
+//! bookmarks on), wrapped in kube-runtime's default backoff: a watch that ends is resumed from
+//! its last version, one answered `410 Gone` (or an error) is re-listed after a backoff
+//! (0.8 s doubling to 30 s, with jitter). A re-list is buffered and swapped in whole when it
+//! completes, so a decision never sees half a list. Each cache converts objects as they
+//! arrive and keeps only what decisions read: a restore pod is two annotation values, a Node
+//! its labels, capacity and `nodeInfo`; pods without `miggate.io/restore-from` are dropped.
+//!
+//! The store is [synced](KubeStore::synced) once every cache has completed its first list;
+//! `/readyz` reports ready only then, and until then a restore pod is refused (the webhook
+//! cannot tell a missing checkpoint from one not seen yet).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod};
+use k8s_openapi::api::resource::v1::ResourceSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Api, Client, Resource, ResourceExt};
+use miggate_crds::{GpuCheckpoint, GpuNode};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::decide::{RESTORE_FROM, SKIP_CHECKS};
+use crate::inventory_shim::best;
+use crate::lookup::{Lookup, NodeInventory, RestorePod};
+use crate::metrics::{KindLabel, Metrics};
+use crate::store::Checkpoint;
+
+/// The DRA driver whose `ResourceSlice`s describe NVIDIA GPUs.
+pub const NVIDIA_DRA_DRIVER: &str = "gpu.nvidia.com";
+
+/// How the caches select what they watch.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KubeOptions {
+    /// A label selector for restore pods (`--restore-pod-selector`). Annotations cannot be
+    /// selected by the API server, so without one every pod is watched and all but restore
+    /// pods are dropped on arrival; with one, only matching pods are sent at all.
+    pub restore_pod_selector: Option<String>,
+}
+
+/// The kinds cached, as named in metrics, logs and `/readyz`.
+pub const KINDS: [&str; 5] = ["GpuCheckpoint", "GpuNode", "Pod", "Node", "ResourceSlice"];
+
+/// A value a cache holds, with an optional secondary key (a slice's node).
+pub(crate) trait Entry: Send + Sync + 'static {
+    /// The secondary key, for caches looked up by something other than the name.
+    fn index_key(&self) -> Option<&str> {
+        None
+    }
+}
+
+impl Entry for Checkpoint {}
+impl Entry for GpuNode {}
+impl Entry for Node {}
+impl Entry for RestorePod {}
+impl Entry for ResourceSlice {
+    fn index_key(&self) -> Option<&str> {
+        self.spec.node_name.as_deref()
+    }
+}
+
+#[derive(Debug)]
+struct Contents<V> {
+    items: HashMap<String, Arc<V>>,
+    /// Secondary key to primary keys.
+    index: HashMap<String, BTreeSet<String>>,
+    /// A re-list in progress, swapped in whole at its end.
+    pending: Option<HashMap<String, Arc<V>>>,
+    /// Lists started, the first included.
+    lists: u64,
+}
+
+/// One kind's cache, fed by one watcher.
+#[derive(Debug)]
+pub(crate) struct Cache<V> {
+    kind: &'static str,
+    contents: RwLock<Contents<V>>,
+    synced: AtomicBool,
+    last_event: Mutex<Option<Instant>>,
+    errors: AtomicU64,
+    restarts: Family<KindLabel, Counter>,
+    error_count: Family<KindLabel, Counter>,
+}
+
+impl<V: Entry> Cache<V> {
+    fn new(kind: &'static str, metrics: &Metrics) -> Self {
+        Cache {
+            kind,
+            contents: RwLock::new(Contents {
+                items: HashMap::new(),
+                index: HashMap::new(),
+                pending: None,
+                lists: 0,
+            }),
+            synced: AtomicBool::new(false),
+            last_event: Mutex::new(None),
+            errors: AtomicU64::new(0),
+            restarts: metrics.watch_restarts.clone(),
+            error_count: metrics.watch_errors.clone(),
+        }
+    }
+
+    fn read(&self) -> RwLockReadGuard<'_, Contents<V>> {
+        self.contents.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Contents<V>> {
+        self.contents.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn touch(&self) {
+        *self.last_event.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+    }
+
+    fn get(&self, key: &str) -> Option<Arc<V>> {
+        self.read().items.get(key).cloned()
+    }
+
+    fn by_index(&self, key: &str) -> Vec<Arc<V>> {
+        let c = self.read();
+        c.index
+            .get(key)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| c.items.get(k).cloned())
+            .collect()
+    }
+
+    fn len(&self) -> usize {
+        self.read().items.len()
+    }
+
+    /// A list starts: buffer until it is done. Every list after the first is a restart.
+    fn begin(&self) {
+        let mut c = self.write();
+        c.pending = Some(HashMap::new());
+        c.lists += 1;
+        if c.lists > 1 {
+            self.restarts.get_or_create(&KindLabel { kind: self.kind }).inc();
+            tracing::info!(kind = self.kind, "watch cache re-listing");
+        }
+    }
+
+    fn buffer(&self, key: String, value: Option<V>) {
+        let mut c = self.write();
+        if let (Some(pending), Some(v)) = (c.pending.as_mut(), value) {
+            pending.insert(key, Arc::new(v));
+        }
+    }
+
+    fn done(&self) {
+        let mut c = self.write();
+        let items = c.pending.take().unwrap_or_default();
+        let mut index: HashMap<String, BTreeSet<String>> = HashMap::new();
+        for (k, v) in &items {
+            if let Some(i) = v.index_key() {
+                index.entry(i.to_string()).or_default().insert(k.clone());
+            }
+        }
+        c.items = items;
+        c.index = index;
+        let count = c.items.len();
+        drop(c);
+        self.touch();
+        if !self.synced.swap(true, Ordering::AcqRel) {
+            tracing::info!(kind = self.kind, objects = count, "watch cache synced");
+        }
+    }
+
+    fn unindex(c: &mut Contents<V>, key: &str) {
+        let old = c.items.get(key).and_then(|v| v.index_key().map(str::to_string));
+        if let Some(i) = old
+            && let Some(set) = c.index.get_mut(&i)
+        {
+            set.remove(key);
+            if set.is_empty() {
+                c.index.remove(&i);
+            }
+        }
+    }
+
+    /// An object added or changed: stored, or dropped when it no longer qualifies (a pod
+    /// whose annotation was removed).
+    fn upsert(&self, key: String, value: Option<V>) {
+        let mut c = self.write();
+        Self::unindex(&mut c, &key);
+        match value {
+            Some(v) => {
+                if let Some(i) = v.index_key() {
+                    c.index.entry(i.to_string()).or_default().insert(key.clone());
+                }
+                c.items.insert(key, Arc::new(v));
+            }
+            None => {
+                c.items.remove(&key);
+            }
+        }
+        drop(c);
+        self.touch();
+    }
+
+    fn remove(&self, key: &str) {
+        let mut c = self.write();
+        Self::unindex(&mut c, key);
+        c.items.remove(key);
+        drop(c);
+        self.touch();
+    }
+
+    fn error(&self) {
+        self.errors.fetch_add(1, Ordering::Relaxed);
+        self.error_count
+            .get_or_create(&KindLabel { kind: self.kind })
+            .inc();
+    }
+
+    fn status(&self) -> CacheStatus {
+        let age = self
+            .last_event
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .map(|t| t.elapsed());
+        let c = self.read();
+        CacheStatus {
+            kind: self.kind,
+            synced: self.synced.load(Ordering::Acquire),
+            objects: c.items.len(),
+            age_seconds: age.map(|d| d.as_secs_f64()),
+            lists: c.lists,
+            errors: self.errors.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// One cache's state, for `/readyz` and metrics.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheStatus {
+    /// The kind cached.
+    pub kind: &'static str,
+    /// Whether its first list has completed.
+    pub synced: bool,
+    /// Objects held.
+    pub objects: usize,
+    /// Seconds since its last event or list; `None` before any.
+    pub age_seconds: Option<f64>,
+    /// Lists done, the first included (each one after it is a restart).
+    pub lists: u64,
+    /// Watch or list errors seen (each is retried after a backoff).
+    pub errors: u64,
+}
+
+/// The watch caches and the tasks filling them. Dropping it stops the tasks.
+#[derive(Debug)]
+pub struct KubeStore {
+    checkpoints: Arc<Cache<Checkpoint>>,
+    gpu_nodes: Arc<Cache<GpuNode>>,
+    pods: Arc<Cache<RestorePod>>,
+    nodes: Arc<Cache<Node>>,
+    slices: Arc<Cache<ResourceSlice>>,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Drop for KubeStore {
+    fn drop(&mut self) {
+        for t in self.tasks.lock().unwrap_or_else(|p| p.into_inner()).iter() {
+            t.abort();
+        }
+    }
+}
+
+fn key_of<K: Resource>(obj: &K) -> String {
+    let meta = obj.meta();
+    let name = meta.name.as_deref().unwrap_or("");
+    match meta.namespace.as_deref() {
+        Some(ns) => format!("{ns}/{name}"),
+        None => name.to_string(),
+    }
+}
+
+fn checkpoint_of(c: GpuCheckpoint) -> Option<Checkpoint> {
+    let origin = format!(
+        "GpuCheckpoint {}/{}",
+        c.namespace().unwrap_or_default(),
+        c.name_any()
+    );
+    Some(Checkpoint {
+        manifest: c.spec.manifest,
+        container_name: c.spec.container_name,
+        origin,
+    })
+}
+
+fn gpu_node_of(mut n: GpuNode) -> Option<GpuNode> {
+    n.metadata.managed_fields = None;
+    n.metadata.annotations = None;
+    Some(n)
+}
+
+/// What a Node contributes to an inventory: its name, labels (GPU Feature Discovery's),
+/// capacity and allocatable (extended resources) and `nodeInfo` (kernel, architecture).
+fn node_of(n: Node) -> Option<Node> {
+    let status = n.status.map(|s| NodeStatus {
+        node_info: s.node_info,
+        capacity: s.capacity,
+        allocatable: s.allocatable,
+        ..NodeStatus::default()
+    });
+    Some(Node {
+        metadata: ObjectMeta {
+            name: n.metadata.name,
+            labels: n.metadata.labels,
+            resource_version: n.metadata.resource_version,
+            ..ObjectMeta::default()
+        },
+        spec: None,
+        status,
+    })
+}
+
+fn restore_pod_of(p: Pod) -> Option<RestorePod> {
+    let annotations: BTreeMap<String, String> = p.metadata.annotations?;
+    let restore_from = annotations.get(RESTORE_FROM)?.clone();
+    Some(RestorePod {
+        restore_from,
+        skip_checks: annotations.get(SKIP_CHECKS).cloned(),
+    })
+}
+
+fn slice_of(mut s: ResourceSlice) -> Option<ResourceSlice> {
+    s.metadata.managed_fields = None;
+    Some(s)
+}
+
+/// Feeds `cache` from a watcher over `api` until the task is aborted.
+async fn feed<K, V>(api: Api<K>, config: watcher::Config, cache: Arc<Cache<V>>, convert: fn(K) -> Option<V>)
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    V: Entry,
+{
+    let stream = watcher::watcher(api, config).default_backoff();
+    let mut stream = std::pin::pin!(stream);
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(Event::Init) => cache.begin(),
+            Ok(Event::InitApply(obj)) => cache.buffer(key_of(&obj), convert(obj)),
+            Ok(Event::InitDone) => cache.done(),
+            Ok(Event::Apply(obj)) => cache.upsert(key_of(&obj), convert(obj)),
+            Ok(Event::Delete(obj)) => cache.remove(&key_of(&obj)),
+            Err(e) => {
+                cache.error();
+                tracing::warn!(kind = cache.kind, error = %e, "watch failed; retrying after a backoff");
+            }
+        }
+    }
+}
+
+impl KubeStore {
+    /// Creates the caches and starts one watcher task per kind on the current runtime.
+    /// Restarts are counted in `metrics`.
+    pub fn start(client: Client, options: &KubeOptions, metrics: &Metrics) -> Arc<Self> {
+        let store = KubeStore {
+            checkpoints: Arc::new(Cache::new(KINDS[0], metrics)),
+            gpu_nodes: Arc::new(Cache::new(KINDS[1], metrics)),
+            pods: Arc::new(Cache::new(KINDS[2], metrics)),
+            nodes: Arc::new(Cache::new(KINDS[3], metrics)),
+            slices: Arc::new(Cache::new(KINDS[4], metrics)),
+            tasks: Mutex::new(Vec::new()),
+        };
+        let base = watcher::Config::default();
+        let mut pods = base.clone();
+        if let Some(sel) = options.restore_pod_selector.as_deref().filter(|s| !s.is_empty()) {
+            pods = pods.labels(sel);
+        }
+        let slices = base.clone().fields(&format!("spec.driver={NVIDIA_DRA_DRIVER}"));
+        let tasks = vec![
+            tokio::spawn(feed(
+                Api::<GpuCheckpoint>::all(client.clone()),
+                base.clone(),
+                store.checkpoints.clone(),
+                checkpoint_of,
+            )),
+            tokio::spawn(feed(
+                Api::<GpuNode>::all(client.clone()),
+                base.clone(),
+                store.gpu_nodes.clone(),
+                gpu_node_of,
+            )),
+            tokio::spawn(feed(
+                Api::<Pod>::all(client.clone()),
+                pods,
+                store.pods.clone(),
+                restore_pod_of,
+            )),
+            tokio::spawn(feed(
+                Api::<Node>::all(client.clone()),
+                base,
+                store.nodes.clone(),
+                node_of,
+            )),
+            tokio::spawn(feed(
+                Api::<ResourceSlice>::all(client),
+                slices,
+                store.slices.clone(),
+                slice_of,
+            )),
+        ];
+        *store.tasks.lock().unwrap_or_else(|p| p.into_inner()) = tasks;
+        Arc::new(store)
+    }
+
+    /// Every cache's state, in [`KINDS`] order.
+    pub fn status(&self) -> Vec<CacheStatus> {
+        vec![
+            self.checkpoints.status(),
+            self.gpu_nodes.status(),
+            self.pods.status(),
+            self.nodes.status(),
+            self.slices.status(),
+        ]
+    }
+
+    /// Waits until every cache has synced, or `timeout` passes; returns whether they did.
+    pub async fn wait_synced(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while !self.synced() {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
+    }
+
+    /// How many checkpoints are cached.
+    pub fn checkpoint_count(&self) -> usize {
+        self.checkpoints.len()
+    }
+}
+
+impl Lookup for KubeStore {
+    fn synced(&self) -> bool {
+        self.checkpoints.synced.load(Ordering::Acquire)
+            && self.gpu_nodes.synced.load(Ordering::Acquire)
+            && self.pods.synced.load(Ordering::Acquire)
+            && self.nodes.synced.load(Ordering::Acquire)
+            && self.slices.synced.load(Ordering::Acquire)
+    }
+
+    fn checkpoint(&self, namespace: &str, name: &str) -> Option<Arc<Checkpoint>> {
+        self.checkpoints.get(&format!("{namespace}/{name}"))
+    }
+
+    fn inventory(&self, node: &str) -> Option<NodeInventory> {
+        let gpu_node = self.gpu_nodes.get(node);
+        let n = self.nodes.get(node);
+        let slices = self.slices.by_index(node);
+        let refs: Vec<&ResourceSlice> = slices.iter().map(|s| &**s).collect();
+        let inventory = best(gpu_node.as_deref(), n.as_deref(), &refs)?;
+        Some(NodeInventory {
+            manifest: Arc::new(inventory.manifest),
+            source: inventory.source,
+            notes: inventory.notes,
+        })
+    }
+
+    fn restore_pod(&self, namespace: &str, name: &str) -> Option<Arc<RestorePod>> {
+        self.pods.get(&format!("{namespace}/{name}"))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_relist_is_swapped_in_whole_and_the_index_follows() {
+        let metrics = Metrics::new();
+        let cache: Cache<ResourceSlice> = Cache::new("ResourceSlice", &metrics);
+        let slice = |name: &str, node: &str| {
+            let mut s = ResourceSlice::default();
+            s.metadata.name = Some(name.into());
+            s.spec.node_name = Some(node.into());
+            s
+        };
+        cache.begin();
+        cache.buffer("a".into(), Some(slice("a", "n1")));
+        assert_eq!(cache.len(), 0, "nothing visible before the list is done");
+        cache.done();
+        assert_eq!(cache.by_index("n1").len(), 1);
+        cache.upsert("a".into(), Some(slice("a", "n2")));
+        assert!(cache.by_index("n1").is_empty());
+        assert_eq!(cache.by_index("n2").len(), 1);
+        cache.begin();
+        cache.buffer("b".into(), Some(slice("b", "n2")));
+        assert_eq!(cache.by_index("n2")[0].metadata.name.as_deref(), Some("a"));
+        cache.done();
+        assert_eq!(cache.by_index("n2")[0].metadata.name.as_deref(), Some("b"));
+        cache.remove("b");
+        assert!(cache.by_index("n2").is_empty());
+        assert_eq!(
+            metrics
+                .watch_restarts
+                .get_or_create(&KindLabel {
+                    kind: "ResourceSlice"
+                })
+                .get(),
+            1
+        );
+    }
+
+    #[test]
+    fn only_restore_pods_are_kept_and_nodes_are_stripped() {
+        let mut p = Pod::default();
+        assert!(restore_pod_of(p.clone()).is_none());
+        p.metadata.annotations = Some(BTreeMap::from([
+            (RESTORE_FROM.to_string(), "ck".to_string()),
+            ("other".to_string(), "x".repeat(1000)),
+        ]));
+        assert_eq!(
+            restore_pod_of(p),
+            Some(RestorePod {
+                restore_from: "ck".into(),
+                skip_checks: None
+            })
+        );
+        let mut n = Node::default();
+        n.metadata.name = Some("n1".into());
+        n.metadata.annotations = Some(BTreeMap::from([("a".to_string(), "b".to_string())]));
+        n.status = Some(NodeStatus {
+            images: Some(vec![Default::default()]),
+            ..NodeStatus::default()
+        });
+        let kept = node_of(n).unwrap();
+        assert!(kept.metadata.annotations.is_none());
+        assert!(kept.status.unwrap().images.is_none());
+    }
+}

@@ -1,0 +1,51 @@
+//! What a decision reads: checkpoints, node inventories and restore pods, by name. The file
+//! store's [`Snapshot`](crate::store::Snapshot) and the Kubernetes watch caches
+//! ([`KubeStore`](crate::kube_store::KubeStore)) both answer it, so [`decide`](crate::decide)
+//! stays pure and is tested once for both.
+
+use std::sync::Arc;
+
+use miggate_compat::GpuManifest;
+
+pub use crate::inventory_shim::Source;
+use crate::store::Checkpoint;
+
+/// A node's inventory as a decision reads it, and where it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NodeInventory {
+    /// Host and GPU facts, shared with the store (no copy per request for the file store).
+    pub manifest: Arc<GpuManifest>,
+    /// Which source gave it: every decision that reads an inventory names it.
+    pub source: Source,
+    /// What the source could not say, turned into admission warnings.
+    pub notes: Vec<String>,
+}
+
+/// What the pod cache keeps of a restore pod: only what a binding decision needs, so a
+/// cluster of many pods costs little memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestorePod {
+    /// The value of `miggate.io/restore-from`.
+    pub restore_from: String,
+    /// The value of `miggate.io/skip-checks`, when present.
+    pub skip_checks: Option<String>,
+}
+
+/// Lookups by name. Implementations answer from memory: a decision never waits on I/O.
+pub trait Lookup {
+    /// Whether the store holds the complete picture (every watch cache listed once). A store
+    /// that is not synced cannot tell "absent" from "not seen yet".
+    fn synced(&self) -> bool {
+        true
+    }
+
+    /// The checkpoint `name` in `namespace`.
+    fn checkpoint(&self, namespace: &str, name: &str) -> Option<Arc<Checkpoint>>;
+
+    /// The best inventory known for node `node`.
+    fn inventory(&self, node: &str) -> Option<NodeInventory>;
+
+    /// The restore pod `name` in `namespace`, when the store knows it as one. `None` means
+    /// not a restore pod, or a store that keeps no pods (the file store).
+    fn restore_pod(&self, namespace: &str, name: &str) -> Option<Arc<RestorePod>>;
+}

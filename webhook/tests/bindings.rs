@@ -1,0 +1,214 @@
+//! `pods/binding` decisions as a table, over an in-memory store: which bindings are checked,
+//! what a missing fact does, and that every checked one names its inventory source.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use miggate_compat::GpuManifest;
+use miggate_webhook::decide::{Verdict, decide};
+use miggate_webhook::lookup::{Lookup, NodeInventory, RestorePod, Source};
+use miggate_webhook::store::Checkpoint;
+use rstest::rstest;
+use serde_json::{Value, json};
+
+fn testdata(rel: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../testdata")
+            .join(rel),
+    )
+    .unwrap()
+}
+
+fn manifest(rel: &str) -> GpuManifest {
+    miggate_compat::read_stored(&testdata(rel)).unwrap().manifest
+}
+
+struct Memory {
+    synced: bool,
+    checkpoints: HashMap<String, Arc<Checkpoint>>,
+    nodes: HashMap<String, NodeInventory>,
+    pods: HashMap<String, Arc<RestorePod>>,
+}
+
+impl Lookup for Memory {
+    fn synced(&self) -> bool {
+        self.synced
+    }
+    fn checkpoint(&self, ns: &str, name: &str) -> Option<Arc<Checkpoint>> {
+        self.checkpoints.get(&format!("{ns}/{name}")).cloned()
+    }
+    fn inventory(&self, node: &str) -> Option<NodeInventory> {
+        self.nodes.get(node).cloned()
+    }
+    fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
+        self.pods.get(&format!("{ns}/{name}")).cloned()
+    }
+}
+
+fn memory() -> Memory {
+    let ckpt = miggate_compat::read_stored(&testdata("webhook-store/checkpoints/ml/vllm-ckpt.yaml")).unwrap();
+    let inv = |rel: &str, source: Source, notes: Vec<String>| NodeInventory {
+        manifest: Arc::new(manifest(rel)),
+        source,
+        notes,
+    };
+    let pod = |from: &str, skip: Option<&str>| {
+        Arc::new(RestorePod {
+            restore_from: from.into(),
+            skip_checks: skip.map(str::to_string),
+        })
+    };
+    Memory {
+        synced: true,
+        checkpoints: [(
+            "ml/vllm-ckpt".to_string(),
+            Arc::new(Checkpoint {
+                manifest: ckpt.manifest,
+                container_name: ckpt.container_name,
+                origin: "test".into(),
+            }),
+        )]
+        .into(),
+        nodes: [
+            (
+                "fits".to_string(),
+                inv("webhook-store/nodes/gpu-node-7.yaml", Source::GpuNode, vec![]),
+            ),
+            (
+                "short".to_string(),
+                inv("webhook-store/nodes/a100-node-2.yaml", Source::GpuNode, vec![]),
+            ),
+            (
+                "dra".to_string(),
+                inv(
+                    "webhook-store/nodes/gpu-node-7.yaml",
+                    Source::ResourceSlice,
+                    vec!["memory sizes are not published".into()],
+                ),
+            ),
+        ]
+        .into(),
+        pods: [
+            ("ml/restore".to_string(), pod("vllm-ckpt", None)),
+            ("ml/orphan".to_string(), pod("deleted-ckpt", None)),
+            ("ml/waives".to_string(), pod("vllm-ckpt", Some("all"))),
+            ("ml/typo".to_string(), pod("vllm-ckpt", Some("gpu-cuont"))),
+        ]
+        .into(),
+    }
+}
+
+fn binding(pod: &str, node: &str) -> AdmissionRequest<DynamicObject> {
+    let mut review: Value = serde_json::from_str(&testdata("admission/binding-create.json")).unwrap();
+    review["request"]["name"] = json!(pod);
+    review["request"]["object"]["metadata"]["name"] = json!(pod);
+    review["request"]["object"]["target"]["name"] = json!(node);
+    let review: AdmissionReview<DynamicObject> = serde_json::from_value(review).unwrap();
+    review.try_into().unwrap()
+}
+
+#[rstest]
+#[case::not_a_restore_pod("web-0", "short", Verdict::Ignored, None, "")]
+#[case::fits("restore", "fits", Verdict::Allowed, Some("GpuNode"), "")]
+#[case::short_node(
+    "restore",
+    "short",
+    Verdict::Refused,
+    Some("GpuNode"),
+    "cannot be restored on node short (inventory from GpuNode): kernel-version"
+)]
+#[case::no_inventory(
+    "restore",
+    "nowhere",
+    Verdict::Warned,
+    None,
+    "node nowhere has no GPU inventory"
+)]
+#[case::lesser_source(
+    "restore",
+    "dra",
+    Verdict::Warned,
+    Some("ResourceSlice"),
+    "node dra inventory from ResourceSlice (no GpuNode)"
+)]
+#[case::checkpoint_gone(
+    "orphan",
+    "fits",
+    Verdict::Refused,
+    None,
+    "checkpoint ml/deleted-ckpt named by annotation miggate.io/restore-from does not exist"
+)]
+#[case::waived(
+    "waives",
+    "short",
+    Verdict::Warned,
+    Some("GpuNode"),
+    "waived by miggate.io/skip-checks: cpu-arch, kernel-version"
+)]
+#[case::skip_typo(
+    "typo",
+    "fits",
+    Verdict::Refused,
+    None,
+    "waives nothing: unknown check `gpu-cuont`"
+)]
+fn bindings(
+    #[case] pod: &str,
+    #[case] node: &str,
+    #[case] verdict: Verdict,
+    #[case] source: Option<&str>,
+    #[case] says: &str,
+) {
+    let d = decide(&binding(pod, node), &memory());
+    let text = format!("{} {:?}", d.response.result.message, d.response.warnings);
+    assert_eq!(d.verdict, verdict, "{text}");
+    assert_eq!(d.inventory_source.map(Source::as_str), source, "{text}");
+    assert_eq!(
+        d.response
+            .audit_annotations
+            .get("inventory-source")
+            .map(String::as_str),
+        source
+    );
+    assert!(text.contains(says), "{says:?} not in {text}");
+    assert_eq!(d.response.allowed, verdict != Verdict::Refused);
+    assert_eq!(d.response.uid, "0b7a1c3e-0013-4c1e-9d2a-000000000013");
+}
+
+#[test]
+fn before_sync_a_binding_passes_with_a_warning_and_a_restore_pod_is_refused() {
+    let store = Memory {
+        synced: false,
+        ..memory()
+    };
+    let d = decide(&binding("restore", "short"), &store);
+    assert_eq!(d.verdict, Verdict::Warned);
+    let review: Value =
+        serde_json::from_str(&testdata("admission/pod-create-restore-node-allowed.json")).unwrap();
+    let review: AdmissionReview<DynamicObject> = serde_json::from_value(review).unwrap();
+    let d = decide(&review.try_into().unwrap(), &store);
+    assert_eq!(d.verdict, Verdict::Refused);
+    assert_eq!(d.refused_by, ["store-not-synced"]);
+}
+
+#[test]
+fn a_pod_naming_a_node_reads_the_same_inventory_source() {
+    let review: Value =
+        serde_json::from_str(&testdata("admission/pod-create-restore-node-allowed.json")).unwrap();
+    let mut review = review;
+    review["request"]["object"]["spec"]["nodeName"] = json!("dra");
+    let review: AdmissionReview<DynamicObject> = serde_json::from_value(review).unwrap();
+    let d = decide(&review.try_into().unwrap(), &memory());
+    assert_eq!(d.inventory_source, Some(Source::ResourceSlice));
+    let warnings = d.response.warnings.unwrap_or_default().join("\n");
+    assert!(
+        warnings.contains("node dra: memory sizes are not published"),
+        "{warnings}"
+    );
+}

@@ -1,0 +1,472 @@
+//! The Kubernetes store against an in-process API server speaking the real list and watch
+//! protocol (kube-fake): the first list, watch events that change decisions, readiness only
+//! after every cache has synced, a dropped watch resumed, a `410 Gone` forcing a re-list, and
+//! `pods/binding` decisions read from the pod cache.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use http_body_util::BodyExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube_fake::FakeApiServer;
+use miggate_compat::GpuManifest;
+use miggate_crds::{GpuCheckpoint, GpuNode};
+use miggate_webhook::kube_store::{KubeOptions, KubeStore};
+use miggate_webhook::lookup::Lookup;
+use miggate_webhook::metrics::Metrics;
+use miggate_webhook::server::{AppState, Store, admission_router, health_router};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+fn testdata(rel: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../testdata")
+            .join(rel),
+    )
+    .unwrap()
+}
+
+fn manifest(rel: &str) -> GpuManifest {
+    miggate_compat::read_stored(&testdata(rel)).unwrap().manifest
+}
+
+fn checkpoint() -> GpuCheckpoint {
+    serde_saphyr::from_str(&testdata("webhook-store/checkpoints/ml/vllm-ckpt.yaml")).unwrap()
+}
+
+/// H100 with two 3g.40gb slices: fits the checkpoint.
+fn fits() -> GpuManifest {
+    manifest("webhook-store/nodes/gpu-node-7.yaml")
+}
+
+/// A100 with seven 1g.5gb: short of the checkpoint's profile.
+fn short() -> GpuManifest {
+    manifest("webhook-store/nodes/a100-node-2.yaml")
+}
+
+fn gpu_node(name: &str, m: GpuManifest) -> GpuNode {
+    GpuNode::from_manifest(name, m, Time(Timestamp::from_second(1_764_000_000).unwrap()))
+}
+
+fn pod(ns: &str, name: &str, restore_from: Option<&str>) -> Pod {
+    let mut p = Pod::default();
+    p.metadata.name = Some(name.into());
+    p.metadata.namespace = Some(ns.into());
+    p.metadata.labels = Some([("app".to_string(), "vllm".to_string())].into());
+    if let Some(from) = restore_from {
+        p.metadata.annotations = Some(
+            [
+                ("miggate.io/restore-from".to_string(), from.to_string()),
+                ("unrelated".to_string(), "x".repeat(4096)),
+            ]
+            .into(),
+        );
+    }
+    p
+}
+
+fn node(name: &str) -> Node {
+    let mut n = Node::default();
+    n.metadata.name = Some(name.into());
+    n
+}
+
+/// A recorded pod CREATE naming `node`.
+fn pod_review(node: &str) -> String {
+    let mut review: Value =
+        serde_json::from_str(&testdata("admission/pod-create-restore-node-allowed.json")).unwrap();
+    review["request"]["object"]["spec"]["nodeName"] = json!(node);
+    review.to_string()
+}
+
+/// A recorded `pods/binding` CREATE of `ml/<pod>` to `node`.
+fn binding_review(pod: &str, node: &str) -> String {
+    let mut review: Value = serde_json::from_str(&testdata("admission/binding-create.json")).unwrap();
+    review["request"]["name"] = json!(pod);
+    review["request"]["object"]["metadata"]["name"] = json!(pod);
+    review["request"]["object"]["target"]["name"] = json!(node);
+    review.to_string()
+}
+
+struct Harness {
+    fake: FakeApiServer,
+    store: Arc<KubeStore>,
+    state: Arc<AppState>,
+}
+
+async fn harness(fake: FakeApiServer, options: KubeOptions) -> Harness {
+    let metrics = Metrics::new();
+    let store = KubeStore::start(fake.client().unwrap(), &options, &metrics);
+    let state = Arc::new(AppState::with_store(Store::Kube(store.clone()), metrics));
+    state.ready.store(true, Ordering::Release);
+    Harness { fake, store, state }
+}
+
+async fn fake_with_checkpoint() -> FakeApiServer {
+    let fake = FakeApiServer::start().await.unwrap();
+    fake.apply(checkpoint());
+    fake
+}
+
+impl Harness {
+    async fn post(&self, body: String) -> Value {
+        let req = Request::post("/validate")
+            .header("content-type", "application/json")
+            .body(Body::from(body))
+            .unwrap();
+        let resp = admission_router(self.state.clone()).oneshot(req).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        let review: Value = serde_json::from_slice(&bytes).unwrap();
+        review["response"].clone()
+    }
+
+    async fn get(&self, path: &str) -> (StatusCode, String) {
+        let req = Request::get(path).body(Body::empty()).unwrap();
+        let resp = health_router(self.state.clone()).oneshot(req).await.unwrap();
+        let status = resp.status();
+        let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8(bytes.to_vec()).unwrap())
+    }
+
+    async fn synced(&self) {
+        assert!(
+            self.store.wait_synced(Duration::from_secs(10)).await,
+            "caches never synced: {:?}",
+            self.store.status()
+        );
+    }
+
+    /// Posts `body` until the answer's `allowed` is `want` (a watch event is asynchronous).
+    async fn until_allowed(&self, body: &str, want: bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let response = self.post(body.to_string()).await;
+            if response["allowed"] == json!(want) {
+                return response;
+            }
+            assert!(Instant::now() < deadline, "still {response}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    fn count(&self, plural: &str, watch: bool) -> usize {
+        self.fake
+            .requests()
+            .iter()
+            .filter(|r| r.method == "GET" && r.path.ends_with(&format!("/{plural}")) && r.is_watch() == watch)
+            .count()
+    }
+}
+
+#[tokio::test]
+async fn lists_then_watches_and_a_node_event_flips_the_decision() {
+    let fake = fake_with_checkpoint().await;
+    fake.apply(gpu_node("n1", fits()));
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+
+    // One list per kind, then a watch from the list's version with bookmarks; slices of the
+    // NVIDIA driver only.
+    let requests = h.fake.requests();
+    for (plural, path) in [
+        ("gpucheckpoints", "/apis/miggate.io/v1alpha1/gpucheckpoints"),
+        ("gpunodes", "/apis/miggate.io/v1alpha1/gpunodes"),
+        ("pods", "/api/v1/pods"),
+        ("nodes", "/api/v1/nodes"),
+        ("resourceslices", "/apis/resource.k8s.io/v1/resourceslices"),
+    ] {
+        assert!(
+            requests.iter().any(|r| r.path == path && !r.is_watch()),
+            "{plural} not listed: {requests:#?}"
+        );
+        let watch = tokio_wait(|| {
+            h.fake
+                .requests()
+                .into_iter()
+                .find(|r| r.path == path && r.is_watch())
+        })
+        .await;
+        assert_eq!(
+            watch.query.get("allowWatchBookmarks").map(String::as_str),
+            Some("true")
+        );
+        assert!(watch.query.contains_key("resourceVersion"), "{watch:?}");
+    }
+    let slices = requests
+        .iter()
+        .find(|r| r.path.ends_with("/resourceslices"))
+        .unwrap();
+    assert_eq!(
+        slices.query.get("fieldSelector").map(String::as_str),
+        Some("spec.driver=gpu.nvidia.com")
+    );
+    assert!(requests.iter().all(|r| r.method == "GET"), "the store only reads");
+
+    let review = pod_review("n1");
+    let allowed = h.post(review.clone()).await;
+    assert_eq!(allowed["allowed"], json!(true), "{allowed}");
+    assert_eq!(allowed["auditAnnotations"]["inventory-source"], json!("GpuNode"));
+
+    // The node is re-cut: a MODIFIED event, and the same pod is now refused.
+    h.fake.clear_requests();
+    h.fake.apply(gpu_node("n1", short()));
+    let refused = h.until_allowed(&review, false).await;
+    let message = refused["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("on node n1 (inventory from GpuNode)"),
+        "{message}"
+    );
+    assert!(message.contains("mig-profile"), "{message}");
+    // No GET was sent to answer it: admission reads the caches only.
+    assert!(
+        h.fake.requests().iter().all(|r| r.is_watch()),
+        "{:#?}",
+        h.fake.requests()
+    );
+
+    // Deleted: a pod naming the node is refused for want of an inventory.
+    h.fake.delete("gpunodes", None, "n1");
+    let gone = h.until_allowed(&review, false).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut gone = gone;
+    while !gone["status"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("no GPU inventory")
+    {
+        assert!(Instant::now() < deadline, "{gone}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        gone = h.post(review.clone()).await;
+    }
+}
+
+async fn tokio_wait<T>(mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn ready_only_once_every_cache_has_synced() {
+    let fake = fake_with_checkpoint().await;
+    fake.apply(gpu_node("n1", fits()));
+    // The first two lists of ResourceSlices fail: that cache syncs only after two backoffs.
+    fake.fail_next("resourceslices", 500);
+    fake.fail_next("resourceslices", 500);
+    let h = harness(fake, KubeOptions::default()).await;
+
+    let (status, body) = h.get("/readyz").await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    // While a cache is missing, a restore pod is refused rather than judged on half the facts.
+    let early = h.post(pod_review("n1")).await;
+    if !h.store.synced() {
+        assert_eq!(early["allowed"], json!(false), "{early}");
+        assert!(
+            early["status"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("not finished their first list"),
+            "{early}"
+        );
+    }
+    // The other caches sync at once; ResourceSlice waits for its retries.
+    tokio_wait(|| h.store.status()[..4].iter().all(|c| c.synced).then_some(())).await;
+    let (status, body) = h.get("/readyz").await;
+    if !h.store.synced() {
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+        let ready: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(ready["store"]["kube"][4]["kind"], json!("ResourceSlice"));
+        assert_eq!(ready["store"]["kube"][4]["synced"], json!(false));
+    }
+    h.synced().await;
+    let (status, body) = h.get("/readyz").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let ready: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(ready["store"]["kube"][4]["errors"], json!(2), "{body}");
+    assert_eq!(ready["store"]["kube"][0]["objects"], json!(1), "{body}");
+    assert_eq!(h.post(pod_review("n1")).await["allowed"], json!(true));
+
+    let (_, metrics) = h.get("/metrics").await;
+    for line in [
+        "miggate_watch_errors_total{kind=\"ResourceSlice\"} 2",
+        "miggate_cache_synced{kind=\"ResourceSlice\"} 1",
+        "miggate_store_objects{kind=\"GpuNode\"} 1",
+        "miggate_cache_age_seconds{kind=\"GpuCheckpoint\"}",
+    ] {
+        assert!(metrics.contains(line), "{line} missing from\n{metrics}");
+    }
+    // Three list attempts in all: two refused, one served.
+    assert_eq!(h.count("resourceslices", false), 3);
+}
+
+#[tokio::test]
+async fn a_dropped_watch_resumes_from_its_version_without_a_relist() {
+    let fake = fake_with_checkpoint().await;
+    fake.apply(gpu_node("n1", fits()));
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+    tokio_wait(|| (h.count("gpunodes", true) == 1).then_some(())).await;
+    let first_rv = h.fake.resource_version();
+
+    h.fake.drop_watches("gpunodes");
+    // A new watch is opened from the version the cache had reached.
+    let resumed = tokio_wait(|| {
+        h.fake
+            .requests()
+            .into_iter()
+            .filter(|r| r.path.ends_with("/gpunodes") && r.is_watch())
+            .nth(1)
+    })
+    .await;
+    assert_eq!(resumed.query["resourceVersion"], first_rv.to_string());
+    h.fake.apply(gpu_node("n1", short()));
+    h.until_allowed(&pod_review("n1"), false).await;
+    assert_eq!(h.count("gpunodes", false), 1, "resumed, not re-listed");
+    let (_, metrics) = h.get("/metrics").await;
+    assert!(
+        !metrics.contains("miggate_watch_restarts_total{kind=\"GpuNode\"} 1"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn gone_forces_a_relist_that_replaces_the_cache() {
+    let fake = fake_with_checkpoint().await;
+    fake.apply(gpu_node("n1", fits()));
+    fake.apply(gpu_node("n2", fits()));
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+    tokio_wait(|| (h.count("gpunodes", true) == 1).then_some(())).await;
+    assert_eq!(h.post(pod_review("n2")).await["allowed"], json!(true));
+
+    // While the watch is open the history is compacted: the watch gets ERROR 410 and ends.
+    // Changes made meanwhile reach the cache only through the re-list.
+    h.fake.expire("gpunodes");
+    h.fake.delete("gpunodes", None, "n2");
+    h.fake.apply(gpu_node("n1", short()));
+    h.until_allowed(&pod_review("n1"), false).await;
+    let n2 = h.post(pod_review("n2")).await;
+    assert!(
+        n2["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no GPU inventory"),
+        "{n2}"
+    );
+    assert_eq!(h.count("gpunodes", false), 2, "listed again after the 410");
+    let (_, metrics) = h.get("/metrics").await;
+    for line in [
+        "miggate_watch_restarts_total{kind=\"GpuNode\"} 1",
+        "miggate_watch_errors_total{kind=\"GpuNode\"} 1",
+    ] {
+        assert!(metrics.contains(line), "{line} missing from\n{metrics}");
+    }
+    let status = &h.store.status()[1];
+    assert_eq!((status.kind, status.lists, status.objects), ("GpuNode", 2, 1));
+}
+
+#[tokio::test]
+async fn bindings_are_checked_only_for_restore_pods() {
+    let fake = fake_with_checkpoint().await;
+    fake.apply(gpu_node("fits", fits()));
+    fake.apply(gpu_node("short", short()));
+    fake.apply(node("bare"));
+    fake.apply(pod("ml", "vllm-restore-0", Some("vllm-ckpt")));
+    fake.apply(pod("ml", "web-0", None));
+    fake.apply(pod("ml", "web-1", None));
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+    // Only the restore pod is kept.
+    assert_eq!(h.store.status()[2].objects, 1);
+
+    let refused = h.post(binding_review("vllm-restore-0", "short")).await;
+    assert_eq!(refused["allowed"], json!(false), "{refused}");
+    assert_eq!(refused["auditAnnotations"]["inventory-source"], json!("GpuNode"));
+    insta::assert_yaml_snapshot!("binding_to_a_short_node", refused);
+
+    let allowed = h.post(binding_review("vllm-restore-0", "fits")).await;
+    assert_eq!(allowed["allowed"], json!(true), "{allowed}");
+    assert_eq!(allowed["auditAnnotations"]["inventory-source"], json!("GpuNode"));
+
+    let bare = h.post(binding_review("vllm-restore-0", "bare")).await;
+    assert_eq!(bare["allowed"], json!(true), "{bare}");
+    insta::assert_yaml_snapshot!("binding_to_a_node_without_inventory", bare);
+
+    let plain = h.post(binding_review("web-0", "short")).await;
+    assert_eq!(plain["allowed"], json!(true), "{plain}");
+    assert!(plain.get("warnings").is_none_or(Value::is_null), "{plain}");
+    assert!(
+        plain
+            .get("auditAnnotations")
+            .is_none_or(|a| a.as_object().is_none_or(|o| o.is_empty())),
+        "{plain}"
+    );
+
+    // The annotation removed: the pod is dropped from the cache and its binding passes.
+    h.fake.apply(pod("ml", "vllm-restore-0", None));
+    h.until_allowed(&binding_review("vllm-restore-0", "short"), true)
+        .await;
+    assert!(h.store.restore_pod("ml", "vllm-restore-0").is_none());
+}
+
+#[tokio::test]
+async fn a_restore_pod_selector_is_sent_to_the_server() {
+    let fake = fake_with_checkpoint().await;
+    let mut labelled = pod("ml", "a", Some("vllm-ckpt"));
+    labelled.metadata.labels = Some([("miggate.io/restore".to_string(), "true".to_string())].into());
+    fake.apply(labelled);
+    fake.apply(pod("ml", "b", Some("vllm-ckpt")));
+    let h = harness(
+        fake,
+        KubeOptions {
+            restore_pod_selector: Some("miggate.io/restore=true".into()),
+        },
+    )
+    .await;
+    h.synced().await;
+    let list = h
+        .fake
+        .requests()
+        .into_iter()
+        .find(|r| r.path == "/api/v1/pods")
+        .unwrap();
+    assert_eq!(list.query["labelSelector"], "miggate.io/restore=true");
+    assert!(h.store.restore_pod("ml", "a").is_some());
+    assert!(
+        h.store.restore_pod("ml", "b").is_none(),
+        "not selected by the server"
+    );
+}
+
+#[tokio::test]
+async fn a_watch_resumed_from_a_compacted_version_relists() {
+    let fake = fake_with_checkpoint().await;
+    fake.apply(gpu_node("n1", fits()));
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+    tokio_wait(|| (h.count("gpunodes", true) == 1).then_some(())).await;
+
+    // The connection drops, the node changes and the history is compacted before the cache
+    // can resume: its resumed watch is answered with an ERROR 410 event, and it re-lists.
+    h.fake.drop_watches("gpunodes");
+    h.fake.apply(gpu_node("n1", short()));
+    h.fake.expire("gpunodes");
+    h.until_allowed(&pod_review("n1"), false).await;
+    tokio_wait(|| (h.count("gpunodes", false) == 2).then_some(())).await;
+    assert_eq!(h.store.status()[1].lists, 2);
+}
