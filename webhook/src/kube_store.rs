@@ -34,10 +34,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::decide::{RESTORE_FROM, SKIP_CHECKS};
-use crate::inventory_shim::best;
 use crate::lookup::{Lookup, NodeInventory, RestorePod};
 use crate::metrics::{KindLabel, Metrics};
 use crate::store::Checkpoint;
+use miggate_crds::inventory::best;
 
 /// The DRA driver whose `ResourceSlice`s describe NVIDIA GPUs.
 pub const NVIDIA_DRA_DRIVER: &str = "gpu.nvidia.com";
@@ -271,7 +271,40 @@ pub struct KubeStore {
     pods: Arc<Cache<RestorePod>>,
     nodes: Arc<Cache<Node>>,
     slices: Arc<Cache<ResourceSlice>>,
+    /// Each node's inventory as last read, with the cached objects it was read from: reading
+    /// is redone only when one of them was replaced, not on every admission request.
+    inventories: Mutex<HashMap<String, Memo>>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+/// A node's inventory and the objects it was read from. Holding the `Arc`s keeps their
+/// addresses from being reused, so pointer equality says "the same object".
+#[derive(Debug)]
+struct Memo {
+    gpu_node: Option<Arc<GpuNode>>,
+    node: Option<Arc<Node>>,
+    slices: Vec<Arc<ResourceSlice>>,
+    inventory: Option<NodeInventory>,
+}
+
+impl Memo {
+    fn read_from(
+        &self,
+        gpu_node: &Option<Arc<GpuNode>>,
+        node: &Option<Arc<Node>>,
+        slices: &[Arc<ResourceSlice>],
+    ) -> bool {
+        fn same<T>(a: Option<&Arc<T>>, b: Option<&Arc<T>>) -> bool {
+            match (a, b) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                (a, b) => a.is_none() && b.is_none(),
+            }
+        }
+        same(self.gpu_node.as_ref(), gpu_node.as_ref())
+            && same(self.node.as_ref(), node.as_ref())
+            && self.slices.len() == slices.len()
+            && self.slices.iter().zip(slices).all(|(a, b)| Arc::ptr_eq(a, b))
+    }
 }
 
 impl Drop for KubeStore {
@@ -378,6 +411,7 @@ impl KubeStore {
             pods: Arc::new(Cache::new(KINDS[2], metrics)),
             nodes: Arc::new(Cache::new(KINDS[3], metrics)),
             slices: Arc::new(Cache::new(KINDS[4], metrics)),
+            inventories: Mutex::new(HashMap::new()),
             tasks: Mutex::new(Vec::new()),
         };
         let base = watcher::Config::default();
@@ -468,13 +502,32 @@ impl Lookup for KubeStore {
         let gpu_node = self.gpu_nodes.get(node);
         let n = self.nodes.get(node);
         let slices = self.slices.by_index(node);
+        let mut memos = self.inventories.lock().unwrap_or_else(|p| p.into_inner());
+        if gpu_node.is_none() && n.is_none() && slices.is_empty() {
+            // Nothing known of this node: forget it, so names no object carries (a pod may
+            // name any node) leave nothing behind.
+            memos.remove(node);
+            return None;
+        }
+        if let Some(m) = memos.get(node).filter(|m| m.read_from(&gpu_node, &n, &slices)) {
+            return m.inventory.clone();
+        }
         let refs: Vec<&ResourceSlice> = slices.iter().map(|s| &**s).collect();
-        let inventory = best(gpu_node.as_deref(), n.as_deref(), &refs)?;
-        Some(NodeInventory {
-            manifest: Arc::new(inventory.manifest),
-            source: inventory.source,
-            notes: inventory.notes,
-        })
+        let inventory = best(gpu_node.as_deref(), n.as_deref(), &refs).map(|i| NodeInventory {
+            manifest: Arc::new(i.manifest),
+            source: i.source,
+            notes: i.notes,
+        });
+        memos.insert(
+            node.to_string(),
+            Memo {
+                gpu_node,
+                node: n,
+                slices,
+                inventory: inventory.clone(),
+            },
+        );
+        inventory
     }
 
     fn restore_pod(&self, namespace: &str, name: &str) -> Option<Arc<RestorePod>> {

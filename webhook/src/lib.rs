@@ -17,7 +17,6 @@
 
 pub mod decide;
 mod error;
-mod inventory_shim;
 pub mod kube_store;
 pub mod lookup;
 pub mod metrics;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use miggate_compat::GpuManifest;
 
-pub use crate::inventory_shim::Source;
 use crate::store::Checkpoint;
+pub use miggate_crds::inventory::Source;
 
 /// A node's inventory as a decision reads it, and where it came from.
 #[derive(Debug, Clone, PartialEq)]

@@ -53,7 +53,12 @@ fn short() -> GpuManifest {
     manifest("webhook-store/nodes/a100-node-2.yaml")
 }
 
-fn gpu_node(name: &str, m: GpuManifest) -> GpuNode {
+/// A node's `GpuNode` as the publisher writes it: the manifest names the node it is stored under
+/// (the CRD's rule, and the inventory reader, refuse one that names another).
+fn gpu_node(name: &str, mut m: GpuManifest) -> GpuNode {
+    if let Some(host) = m.host.as_mut() {
+        host.node_name = Some(name.into());
+    }
     GpuNode::from_manifest(name, m, Time(Timestamp::from_second(1_764_000_000).unwrap()))
 }
 
@@ -469,4 +474,33 @@ async fn a_watch_resumed_from_a_compacted_version_relists() {
     h.until_allowed(&pod_review("n1"), false).await;
     tokio_wait(|| (h.count("gpunodes", false) == 2).then_some(())).await;
     assert_eq!(h.store.status()[1].lists, 2);
+}
+
+#[tokio::test]
+async fn an_inventory_is_read_once_per_version_of_its_objects() {
+    let fake = fake_with_checkpoint().await;
+    fake.apply(gpu_node("n1", fits()));
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+
+    let first = h.store.inventory("n1").unwrap();
+    let again = h.store.inventory("n1").unwrap();
+    assert!(
+        Arc::ptr_eq(&first.manifest, &again.manifest),
+        "an unchanged node is not read again"
+    );
+    assert_eq!(first.manifest.nvidia, fits().nvidia);
+
+    // A new version of the GpuNode is read on the next lookup.
+    h.fake.apply(gpu_node("n1", short()));
+    let changed = tokio_wait(|| {
+        h.store
+            .inventory("n1")
+            .filter(|i| !Arc::ptr_eq(&i.manifest, &first.manifest))
+    })
+    .await;
+    assert_eq!(changed.manifest.nvidia, short().nvidia);
+
+    // A node no object names has no inventory, and asking leaves nothing behind.
+    assert!(h.store.inventory("no-such-node").is_none());
 }
