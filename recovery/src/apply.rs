@@ -257,8 +257,9 @@ impl Run<'_, '_> {
             .load()
             .map_err(self.err("reading the journal"))?
             .unwrap_or_default();
+        let interrupted = self.journal.step.clone();
         let started = self.begin("start", "recovery started")?;
-        if let Some(step) = self.journal.step.clone() {
+        if let Some(step) = interrupted {
             self.say(&format!(
                 "resuming after an interrupted run (it was at step {})",
                 miggate_compat::escape::escape(&step)

@@ -460,7 +460,9 @@ pub fn picture(want: &GpuLayout, have: &ObservedGpu) -> String {
     );
     let _ = writeln!(out, "  before{}", row(before));
     let _ = writeln!(out, "  after {}", row(after));
-    for (c, gi) in letters.values() {
+    let mut legend: Vec<_> = letters.values().collect();
+    legend.sort_by_key(|(c, _)| *c);
+    for (c, gi) in legend {
         let name = gi
             .profile
             .as_deref()

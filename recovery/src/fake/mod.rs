@@ -11,7 +11,7 @@
 //! - `sriov-manage -e` rebinds the PF: it wipes GPU instances; it fails transiently
 //!   `sriov_transient_failures` times, is a silent no-op (exit 0, no VFs) `sriov_silent_noops`
 //!   times, and is refused while compute processes hold the GPU. A VF's `nvidia/` directory
-//!   appears only after `vf_dir_delay` reads.
+//!   appears `vf_dir_delay` after the VF.
 //! - A `current_vgpu_type` write fails with EIO when MIG is on and no free GPU instance of the
 //!   type's profile exists, EINVAL when the id is not creatable, EBUSY over another type.
 //!   `creatable_vgpu_types` lists only types with a free GPU instance, so it shrinks as
@@ -69,8 +69,8 @@ pub struct FakeVf {
     pub current: u32,
     /// The GPU instance its vGPU took.
     pub gi: Option<u32>,
-    /// Reads left before `nvidia/` appears.
-    pub dir_in: u32,
+    /// When (virtual time) its `nvidia/` directory appears.
+    pub dir_at: Duration,
 }
 
 /// A physical GPU on the fake.
@@ -144,6 +144,16 @@ fn unreachable_bdf() -> Bdf {
     panic!("a constant PCI address failed to parse")
 }
 
+/// VF `n` of a PF on bus `base` (`0000:18`): functions from `00.4` on, as on an H200.
+fn vf(base: &str, n: u32, dir_at: Duration) -> Option<FakeVf> {
+    Some(FakeVf {
+        bdf: Bdf::parse(&format!("{base}:{:02x}.{}", (4 + n) / 8, (4 + n) % 8)).ok()?,
+        current: 0,
+        gi: None,
+        dir_at,
+    })
+}
+
 /// H200 GPU instance profiles: id, name, placements (start, size).
 const PROFILES: &[(u32, &str, &[u32], u32)] = &[
     (19, "1g.18gb", &[0, 1, 2, 3, 4, 5, 6], 1),
@@ -182,8 +192,8 @@ pub struct NodeState {
     pub sriov_transient_failures: u32,
     /// `sriov-manage -e` exits 0 and creates nothing this many more times.
     pub sriov_silent_noops: u32,
-    /// Reads before a new VF's `nvidia/` appears (`u32::MAX`: never).
-    pub vf_dir_delay: u32,
+    /// How long after a VF its `nvidia/` appears (`Duration::MAX`: never).
+    pub vf_dir_delay: Duration,
     /// Units and whether they are active.
     pub units: BTreeMap<String, bool>,
     /// Units that hold the GPUs while active.
@@ -242,7 +252,7 @@ impl FakeNode {
                 driver_after: 0,
                 sriov_transient_failures: 0,
                 sriov_silent_noops: 0,
-                vf_dir_delay: 0,
+                vf_dir_delay: Duration::ZERO,
                 units: units.iter().map(|u| (u.to_string(), true)).collect(),
                 holders: Vec::new(),
                 fabric_mode: None,
@@ -277,6 +287,16 @@ impl FakeNode {
             clock: self,
             store: self,
         }
+    }
+
+    /// Puts a PF's VFs up at once, unlogged (a node whose VFs someone enabled before recovery
+    /// ran), each with its `nvidia/` directory and no vGPU.
+    pub fn sriov_enable_now(&self, pf: &str) {
+        let Ok(pf) = Bdf::parse(pf) else { return };
+        let mut s = self.lock();
+        let Ok(g) = s.gpu(&pf) else { return };
+        let base = pf.as_str().rsplit_once(':').map_or("0000:00", |(b, _)| b).to_string();
+        g.vfs = (0..g.total_vfs.unwrap_or(0)).filter_map(|n| vf(&base, n, Duration::ZERO)).collect();
     }
 
     /// The mutating calls so far, and clears them.
@@ -533,16 +553,12 @@ impl Sysfs for FakeNode {
     }
 
     fn vf_vgpu(&self, vf: &Bdf) -> Result<Option<VfVgpu>> {
-        let mut s = self.lock();
+        let s = self.lock();
         s.alive()?;
         let Some((gi, vi)) = s.gpus.iter().enumerate().find_map(|(gi, g)| g.vfs.iter().position(|v| &v.bdf == vf).map(|vi| (gi, vi))) else {
             return Ok(None);
         };
-        let v = &mut s.gpus[gi].vfs[vi];
-        if v.dir_in > 0 {
-            if v.dir_in != u32::MAX {
-                v.dir_in -= 1;
-            }
+        if s.now < s.gpus[gi].vfs[vi].dir_at {
             return Ok(None);
         }
         let (g, v) = (&s.gpus[gi], &s.gpus[gi].vfs[vi]);
@@ -612,7 +628,7 @@ impl SriovManage for FakeNode {
     fn enable(&self, pf: &Bdf) -> Result<()> {
         let mut s = self.lock();
         s.mutate(format!("sriov-manage -e {pf}"))?;
-        let delay = s.vf_dir_delay;
+        let delay = s.now.saturating_add(s.vf_dir_delay);
         let g = s.gpu(pf)?.clone();
         if !g.pids.is_empty() {
             s.failed("Cannot obtain unbindLock");
@@ -636,14 +652,7 @@ impl SriovManage for FakeNode {
         // The PF rebind wipes every GPU instance.
         g.gis.clear();
         let base = pf.as_str().rsplit_once(':').map_or("0000:00", |(b, _)| b).to_string();
-        g.vfs = (0..total)
-            .map(|n| FakeVf {
-                bdf: Bdf::parse(&format!("{base}:{:02x}.{}", (4 + n) / 8, (4 + n) % 8)).unwrap_or_else(|_| unreachable_bdf()),
-                current: 0,
-                gi: None,
-                dir_in: delay,
-            })
-            .collect();
+        g.vfs = (0..total).filter_map(|n| vf(&base, n, delay)).collect();
         Ok(())
     }
 
