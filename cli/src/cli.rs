@@ -53,6 +53,9 @@ enum Command {
     ///
     /// Runs until SIGTERM, then drains in-flight requests. Exit status: 0 stopped, 2 cannot start.
     Webhook(crate::webhook::WebhookArgs),
+    /// Boot recovery: record a node's MIG, SR-IOV and vGPU layout, plan the difference, and
+    /// apply it after a reboot (see docs/recovery.md).
+    Recover(crate::recover::RecoverArgs),
 }
 
 /// Flags of `miggate check`.
@@ -299,5 +302,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Crds => crate::crds::run(),
+        Command::Recover(args) => crate::recover::run(&args),
     }
 }

@@ -10,6 +10,7 @@ mod crds;
 mod input;
 mod place;
 mod printable;
+mod recover;
 mod table;
 mod tree;
 mod webhook;
