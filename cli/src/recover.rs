@@ -53,7 +53,12 @@ enum RecoverCommand {
 #[derive(Debug, clap::Args)]
 struct HostArgs {
     /// nvidia-smi to run.
-    #[arg(long, value_name = "PATH", env = "MIGGATE_NVIDIA_SMI", default_value = "nvidia-smi")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "MIGGATE_NVIDIA_SMI",
+        default_value = "nvidia-smi"
+    )]
     nvidia_smi: PathBuf,
     /// sriov-manage to run (under the GPU Operator: /run/nvidia/driver/usr/lib/nvidia/sriov-manage).
     #[arg(long, value_name = "PATH", default_value = "/usr/lib/nvidia/sriov-manage")]
@@ -110,7 +115,11 @@ struct Real {
 impl Real {
     fn new(args: &HostArgs) -> Real {
         Real {
-            smi: NvidiaSmi::new(args.nvidia_smi.clone(), Duration::from_secs(60), Duration::from_secs(300)),
+            smi: NvidiaSmi::new(
+                args.nvidia_smi.clone(),
+                Duration::from_secs(60),
+                Duration::from_secs(300),
+            ),
             sysfs: RootedSysfs::new(&args.root),
             sriov: SriovManageScript::new(args.sriov_manage.clone(), Duration::from_secs(180)),
             services: Systemctl::new(args.systemctl.clone(), Duration::from_secs(120)),
@@ -157,8 +166,14 @@ fn record(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let real = Real::new(&args.host);
     let host = real.host();
     let node = observe(&host).context("cannot read the node's layout")?;
-    let fabric_mode = if host.services.is_active("nvidia-fabricmanager.service").unwrap_or(false) {
-        host.sysfs.fabric_mode().context("cannot read the fabric manager's configuration")?
+    let fabric_mode = if host
+        .services
+        .is_active("nvidia-fabricmanager.service")
+        .unwrap_or(false)
+    {
+        host.sysfs
+            .fabric_mode()
+            .context("cannot read the fabric manager's configuration")?
     } else {
         None
     };
@@ -198,7 +213,10 @@ fn plan_cmd(args: &LayoutArgs) -> anyhow::Result<ExitCode> {
     print_lines(&text)?;
     if !p.blockers.is_empty() {
         let list: Vec<String> = p.blockers.iter().map(ToString::to_string).collect();
-        anyhow::bail!("the layout cannot be applied as the node stands:\n  {}", list.join("\n  "));
+        anyhow::bail!(
+            "the layout cannot be applied as the node stands:\n  {}",
+            list.join("\n  ")
+        );
     }
     Ok(if p.steps.is_empty() {
         ExitCode::SUCCESS
@@ -217,7 +235,9 @@ fn apply_cmd(args: &ApplyArgs) -> anyhow::Result<ExitCode> {
     };
     let mut out = anstream::stdout().lock();
     let mut progress = |p: &Progress<'_>| {
-        let took = p.took.map_or(String::new(), |t| format!(" ({:.2}s)", t.as_secs_f64()));
+        let took = p
+            .took
+            .map_or(String::new(), |t| format!(" ({:.2}s)", t.as_secs_f64()));
         // A closed stdout must not stop recovery; the state file still says where it is.
         let _ = writeln!(
             out,
@@ -233,16 +253,27 @@ fn apply_cmd(args: &ApplyArgs) -> anyhow::Result<ExitCode> {
             let _ = writeln!(
                 out,
                 "ready: {}",
-                if changed { "recovered and verified" } else { "already matched the layout" }
+                if changed {
+                    "recovered and verified"
+                } else {
+                    "already matched the layout"
+                }
             );
             Ok(ExitCode::SUCCESS)
         }
         Ok(Outcome::Rebooting) => {
-            let _ = writeln!(out, "rebooting once to make MIG mode effective; recovery continues at the next boot");
+            let _ = writeln!(
+                out,
+                "rebooting once to make MIG mode effective; recovery continues at the next boot"
+            );
             Ok(ExitCode::SUCCESS)
         }
         Err(failure) => {
-            let _ = writeln!(std::io::stderr(), "miggate: recovery failed at {}", escape(&failure.to_string()));
+            let _ = writeln!(
+                std::io::stderr(),
+                "miggate: recovery failed at {}",
+                escape(&failure.to_string())
+            );
             Ok(ExitCode::from(1))
         }
     }

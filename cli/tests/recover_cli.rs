@@ -1,7 +1,7 @@
 //! `miggate recover` end to end: the real binary against a temp `--root` tree, with stand-in
 //! `nvidia-smi`, `sriov-manage` and `systemctl` scripts (testdata/recovery/standins/) that change
 //! that tree.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -102,9 +102,11 @@ impl Tree {
     }
 
     fn vf_type(&self, n: u32) -> String {
-        self.read(&format!("sys/bus/pci/devices/{PF}/virtfn{n}/nvidia/current_vgpu_type"))
-            .trim()
-            .to_string()
+        self.read(&format!(
+            "sys/bus/pci/devices/{PF}/virtfn{n}/nvidia/current_vgpu_type"
+        ))
+        .trim()
+        .to_string()
     }
 
     fn mutating_calls(&self) -> Vec<String> {
@@ -112,9 +114,21 @@ impl Tree {
             .unwrap_or_default()
             .lines()
             .filter(|l| {
-                [" -mig ", " -r ", " -pm ", "-cgi", "-cci", "-dci", "-dgi", "sriov-manage", "systemctl stop", "systemctl start", "reboot"]
-                    .iter()
-                    .any(|m| l.contains(m))
+                [
+                    " -mig ",
+                    " -r ",
+                    " -pm ",
+                    "-cgi",
+                    "-cci",
+                    "-dci",
+                    "-dgi",
+                    "sriov-manage",
+                    "systemctl stop",
+                    "systemctl start",
+                    "reboot",
+                ]
+                .iter()
+                .any(|m| l.contains(m))
             })
             .map(String::from)
             .collect()
@@ -133,20 +147,36 @@ fn apply_rebuilds_the_node_then_plan_and_a_rerun_find_nothing_to_do() {
     let plan = t.miggate(&["plan", "--layout", &layout]);
     let stdout = text(&plan.stdout);
     assert_eq!(plan.status.code(), Some(3), "{stdout}{}", text(&plan.stderr));
-    assert!(stdout.contains("MIG disabled -> enabled, VFs 0 -> 4, vGPUs 0 -> 2"), "{stdout}");
+    assert!(
+        stdout.contains("MIG disabled -> enabled, VFs 0 -> 4, vGPUs 0 -> 2"),
+        "{stdout}"
+    );
     assert!(stdout.contains("  after   A  A  B  .  .  .  .  ."), "{stdout}");
     assert!(stdout.contains("sriov-manage -e"), "{stdout}");
-    assert!(t.mutating_calls().is_empty(), "plan changed the node: {:?}", t.mutating_calls());
+    assert!(
+        t.mutating_calls().is_empty(),
+        "plan changed the node: {:?}",
+        t.mutating_calls()
+    );
 
     let apply = t.miggate(&["apply", "--layout", &layout]);
     let stdout = text(&apply.stdout);
     assert_eq!(apply.status.code(), Some(0), "{stdout}{}", text(&apply.stderr));
     assert!(stdout.contains("ready: recovered and verified"), "{stdout}");
-    assert!(stdout.contains("] vgpu-type: ok ("), "progress lines carry timings: {stdout}");
+    assert!(
+        stdout.contains("] vgpu-type: ok ("),
+        "progress lines carry timings: {stdout}"
+    );
 
     // Final sysfs contents.
-    assert_eq!(t.read(&format!("sys/bus/pci/devices/{PF}/sriov_numvfs")).trim(), "4");
-    assert_eq!([t.vf_type(0), t.vf_type(1), t.vf_type(2), t.vf_type(3)], ["1415", "1414", "0", "0"]);
+    assert_eq!(
+        t.read(&format!("sys/bus/pci/devices/{PF}/sriov_numvfs")).trim(),
+        "4"
+    );
+    assert_eq!(
+        [t.vf_type(0), t.vf_type(1), t.vf_type(2), t.vf_type(3)],
+        ["1415", "1414", "0", "0"]
+    );
     assert_eq!(t.read(&format!("fake/gpus/{PF}/gis")), "1 14 0 2\n2 19 2 1\n");
     // The gate.
     assert!(t.root.join("run/miggate/ready").exists());
@@ -174,7 +204,11 @@ fn apply_rebuilds_the_node_then_plan_and_a_rerun_find_nothing_to_do() {
     let rerun = t.miggate(&["apply", "--layout", &layout]);
     assert_eq!(rerun.status.code(), Some(0));
     assert!(text(&rerun.stdout).contains("already matched the layout"));
-    assert_eq!(t.mutating_calls(), calls, "a rerun on a recovered node changed something");
+    assert_eq!(
+        t.mutating_calls(),
+        calls,
+        "a rerun on a recovered node changed something"
+    );
 }
 
 #[test]
@@ -206,7 +240,11 @@ fn a_fabric_manager_in_the_wrong_mode_fails_with_the_gate_closed() {
     let t = tree(0);
     let apply = t.miggate(&["apply", "--layout", &t.layout()]);
     assert_eq!(apply.status.code(), Some(1), "{}", text(&apply.stdout));
-    assert!(text(&apply.stderr).contains("FABRIC_MODE=0 but the layout was recorded with 2"), "{}", text(&apply.stderr));
+    assert!(
+        text(&apply.stderr).contains("FABRIC_MODE=0 but the layout was recorded with 2"),
+        "{}",
+        text(&apply.stderr)
+    );
     assert!(!t.root.join("run/miggate/ready").exists());
     let state: serde_json::Value = serde_json::from_str(&t.read("run/miggate/recovery.json")).unwrap();
     assert_eq!(state["state"], "failed");
@@ -217,7 +255,11 @@ fn a_fabric_manager_in_the_wrong_mode_fails_with_the_gate_closed() {
 #[test]
 fn a_bad_layout_is_exit_2_naming_the_file_and_field() {
     let t = tree(2);
-    fs::write(t.root.join("bad.yaml"), LAYOUT.replace("sriovNumVfs", "sriovNumVFs")).unwrap();
+    fs::write(
+        t.root.join("bad.yaml"),
+        LAYOUT.replace("sriovNumVfs", "sriovNumVFs"),
+    )
+    .unwrap();
     let bad = t.root.join("bad.yaml").display().to_string();
     for cmd in ["plan", "apply"] {
         let out = t.miggate(&[cmd, "--layout", &bad]);
@@ -230,8 +272,16 @@ fn a_bad_layout_is_exit_2_naming_the_file_and_field() {
 #[test]
 fn plan_with_a_missing_gpu_is_exit_2() {
     let t = tree(2);
-    fs::write(t.root.join("other.yaml"), LAYOUT.replace("0000:18:00.0", "0000:99:00.0")).unwrap();
+    fs::write(
+        t.root.join("other.yaml"),
+        LAYOUT.replace("0000:18:00.0", "0000:99:00.0"),
+    )
+    .unwrap();
     let out = t.miggate(&["plan", "--layout", t.root.join("other.yaml").to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(text(&out.stderr).contains("GPU 0000:99:00.0 of the layout is not on this node"), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("GPU 0000:99:00.0 of the layout is not on this node"),
+        "{}",
+        text(&out.stderr)
+    );
 }

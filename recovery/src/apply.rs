@@ -238,7 +238,11 @@ impl Run<'_, '_> {
     }
 
     /// Polls `ready` until it says yes or `limit` passes; gives the last "why not".
-    fn wait(&mut self, limit: Duration, mut ready: impl FnMut(&Self) -> Result<(), String>) -> Result<(), String> {
+    fn wait(
+        &mut self,
+        limit: Duration,
+        mut ready: impl FnMut(&Self) -> Result<(), String>,
+    ) -> Result<(), String> {
         let start = self.host.clock.elapsed();
         loop {
             match ready(self) {
@@ -278,7 +282,11 @@ impl Run<'_, '_> {
         self.wait_persistenced()?;
         let t = self.begin("plan", "reading the node and comparing it with the layout")?;
         if !self.layout.gpus.iter().all(|g| g.vfs.is_empty())
-            && self.host.sysfs.mdev_present().map_err(self.err("reading /sys/class/mdev_bus"))?
+            && self
+                .host
+                .sysfs
+                .mdev_present()
+                .map_err(self.err("reading /sys/class/mdev_bus"))?
         {
             return Err(self.fail(
                 "this host exposes vGPUs through the mdev framework (/sys/class/mdev_bus); miggate writes the \
@@ -306,7 +314,10 @@ impl Run<'_, '_> {
         }
         self.verify()?;
         let t = self.begin("open-gate", "opening the gate")?;
-        self.host.gate.open().map_err(self.err("creating the readiness file"))?;
+        self.host
+            .gate
+            .open()
+            .map_err(self.err("creating the readiness file"))?;
         self.journal = Journal::default();
         self.save()?;
         self.host
@@ -323,15 +334,25 @@ impl Run<'_, '_> {
             })
             .map_err(self.err("writing the state file"))?;
         self.end(t, "ready");
-        Ok(Outcome::Ready { changed: self.changed })
+        Ok(Outcome::Ready {
+            changed: self.changed,
+        })
     }
 
     fn wait_driver(&mut self) -> Flow<()> {
-        let t = self.begin("wait-driver", "waiting for the nvidia module and every GPU of the layout")?;
+        let t = self.begin(
+            "wait-driver",
+            "waiting for the nvidia module and every GPU of the layout",
+        )?;
         let limit = self.options.driver_timeout;
         let wanted: Vec<Bdf> = self.layout.gpus.iter().map(|g| g.bus.clone()).collect();
         self.wait(limit, |run| {
-            if !run.host.sysfs.module_loaded("nvidia").map_err(|e| e.to_string())? {
+            if !run
+                .host
+                .sysfs
+                .module_loaded("nvidia")
+                .map_err(|e| e.to_string())?
+            {
                 return Err("the nvidia module is not loaded".to_string());
             }
             let listed = run.host.gpu.gpus().map_err(|e| e.to_string())?;
@@ -346,7 +367,11 @@ impl Run<'_, '_> {
                 Err(format!(
                     "GPU {} of the layout not listed by the driver (it lists {})",
                     missing.join(", "),
-                    listed.iter().map(|g| g.bus.to_string()).collect::<Vec<_>>().join(", ")
+                    listed
+                        .iter()
+                        .map(|g| g.bus.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ))
             }
         })
@@ -359,7 +384,10 @@ impl Run<'_, '_> {
         let Some(mode) = self.layout.fabric_mode else {
             return Ok(());
         };
-        let t = self.begin("wait-fabric", &format!("waiting for the fabric manager in FABRIC_MODE={mode}"))?;
+        let t = self.begin(
+            "wait-fabric",
+            &format!("waiting for the fabric manager in FABRIC_MODE={mode}"),
+        )?;
         let unit = self.options.fabric_unit.clone();
         let limit = self.options.fabric_timeout;
         self.wait(limit, |run| {
@@ -369,7 +397,11 @@ impl Run<'_, '_> {
             Ok(())
         })
         .map_err(|why| self.fail(format!("after {}s: {why}", limit.as_secs())))?;
-        let have = self.host.sysfs.fabric_mode().map_err(self.err("reading the fabric manager's configuration"))?;
+        let have = self
+            .host
+            .sysfs
+            .fabric_mode()
+            .map_err(self.err("reading the fabric manager's configuration"))?;
         if have != Some(mode) {
             return Err(self.fail(format!(
                 "the fabric manager runs with FABRIC_MODE={} but the layout was recorded with {mode}; SR-IOV vGPU needs \
@@ -400,14 +432,23 @@ impl Run<'_, '_> {
     fn sriov_off(&mut self) -> Flow<()> {
         let p = self.replan()?;
         for step in p.steps {
-            let Step::SriovDisable { pf, .. } = &step else { continue };
+            let Step::SriovDisable { pf, .. } = &step else {
+                continue;
+            };
             let t = self.begin("sriov-disable", &step.to_string())?;
             self.changed = true;
             let ran = self.host.sriov.disable(pf);
-            let num = self.host.sysfs.sriov(pf).map_err(self.err("reading sriov_numvfs"))?.map_or(0, |s| s.num);
+            let num = self
+                .host
+                .sysfs
+                .sriov(pf)
+                .map_err(self.err("reading sriov_numvfs"))?
+                .map_or(0, |s| s.num);
             if num != 0 {
                 let why = ran.err().map_or(String::new(), |e| format!(" ({e})"));
-                return Err(self.fail(format!("{pf}: sriov_numvfs is still {num} after sriov-manage -d{why}")));
+                return Err(self.fail(format!(
+                    "{pf}: sriov_numvfs is still {num} after sriov-manage -d{why}"
+                )));
             }
             self.end(t, "sriov_numvfs 0");
         }
@@ -418,10 +459,15 @@ impl Run<'_, '_> {
         let p = self.replan()?;
         let mut pending = Vec::new();
         for step in &p.steps {
-            let Step::SetMigMode { gpu, mode } = step else { continue };
+            let Step::SetMigMode { gpu, mode } = step else {
+                continue;
+            };
             let t = self.begin("mig-mode", &step.to_string())?;
             self.changed = true;
-            self.host.gpu.set_mig_mode(gpu, *mode).map_err(self.err("setting MIG mode"))?;
+            self.host
+                .gpu
+                .set_mig_mode(gpu, *mode)
+                .map_err(self.err("setting MIG mode"))?;
             pending.push((gpu.clone(), *mode));
             self.end(t, "set");
         }
@@ -457,20 +503,40 @@ impl Run<'_, '_> {
     fn reset(&mut self, pending: &[(Bdf, MigMode)]) -> Flow<Option<Outcome>> {
         let gpus: Vec<Bdf> = pending.iter().map(|(b, _)| b.clone()).collect();
         let names: Vec<String> = gpus.iter().map(ToString::to_string).collect();
-        let t = self.begin("reset", &format!("MIG mode still pending on {}: reset", names.join(",")))?;
-        if self.host.sysfs.module_loaded("nvidia_drm").map_err(self.err("reading /proc/modules"))? {
+        let t = self.begin(
+            "reset",
+            &format!("MIG mode still pending on {}: reset", names.join(",")),
+        )?;
+        if self
+            .host
+            .sysfs
+            .module_loaded("nvidia_drm")
+            .map_err(self.err("reading /proc/modules"))?
+        {
             return Err(self.fail(
                 "nvidia_drm is loaded and holds the GPUs, so a reset would fail with \"In use by another client\": \
                  unload it (modprobe -r nvidia_drm) or keep it from loading (blacklist nvidia_drm) and run again",
             ));
         }
         let all: Vec<Bdf> = {
-            let mut all: Vec<Bdf> = self.host.gpu.gpus().map_err(self.err("listing GPUs"))?.into_iter().map(|g| g.bus).collect();
+            let mut all: Vec<Bdf> = self
+                .host
+                .gpu
+                .gpus()
+                .map_err(self.err("listing GPUs"))?
+                .into_iter()
+                .map(|g| g.bus)
+                .collect();
             all.sort();
             all
         };
         for unit in self.options.quiesce_units.clone() {
-            if self.host.services.is_active(&unit).map_err(self.err("asking systemd"))? {
+            if self
+                .host
+                .services
+                .is_active(&unit)
+                .map_err(self.err("asking systemd"))?
+            {
                 self.stop_unit(&unit)?;
             }
         }
@@ -496,17 +562,26 @@ impl Run<'_, '_> {
                     widened = true;
                 }
                 ResetFailure::InUse if !pm_off => {
-                    self.say(&format!("{message}; turning persistence mode off around the reset"));
+                    self.say(&format!(
+                        "{message}; turning persistence mode off around the reset"
+                    ));
                     for gpu in targets.clone() {
                         self.journal.persistence_off.push(gpu.clone());
                         self.save()?;
-                        self.host.gpu.set_persistence(&gpu, false).map_err(self.err("turning persistence off"))?;
+                        self.host
+                            .gpu
+                            .set_persistence(&gpu, false)
+                            .map_err(self.err("turning persistence off"))?;
                     }
                     pm_off = true;
                 }
                 ResetFailure::InUse
                     if !stopped_persistenced
-                        && self.host.services.is_active(&self.options.persistenced_unit).unwrap_or(false) =>
+                        && self
+                            .host
+                            .services
+                            .is_active(&self.options.persistenced_unit)
+                            .unwrap_or(false) =>
                 {
                     let unit = self.options.persistenced_unit.clone();
                     self.say(&format!("{message}; stopping {unit} for the reset"));
@@ -534,11 +609,17 @@ impl Run<'_, '_> {
             if still.is_empty() {
                 Ok(())
             } else {
-                Err(still.iter().map(|(b, m)| format!("{b} not yet {m}")).collect::<Vec<_>>().join(", "))
+                Err(still
+                    .iter()
+                    .map(|(b, m)| format!("{b} not yet {m}"))
+                    .collect::<Vec<_>>()
+                    .join(", "))
             }
         });
         if let Err(why) = left {
-            return Err(self.fail(format!("the reset reported success but MIG mode did not take effect: {why}")));
+            return Err(self.fail(format!(
+                "the reset reported success but MIG mode did not take effect: {why}"
+            )));
         }
         self.end(t, "MIG mode current");
         Ok(None)
@@ -552,7 +633,9 @@ impl Run<'_, '_> {
             )));
         }
         if !self.options.allow_reboot {
-            return Err(self.fail(format!("{message}. Reboot the node to make MIG mode effective (reboots are not allowed to recovery)")));
+            return Err(self.fail(format!(
+                "{message}. Reboot the node to make MIG mode effective (reboots are not allowed to recovery)"
+            )));
         }
         self.unquiesce();
         self.journal.reboot_attempted = true;
@@ -566,7 +649,10 @@ impl Run<'_, '_> {
             updated_at: self.host.clock.utc_now(),
         });
         self.say("reset not supported: rebooting once (guarded) to make MIG mode effective");
-        self.host.services.reboot().map_err(self.err("requesting the reboot"))?;
+        self.host
+            .services
+            .reboot()
+            .map_err(self.err("requesting the reboot"))?;
         Ok(Outcome::Rebooting)
     }
 
@@ -574,7 +660,10 @@ impl Run<'_, '_> {
         self.journal.stopped_units.push(unit.to_string());
         self.save()?;
         self.say(&format!("stopping {unit}"));
-        self.host.services.stop(unit).map_err(self.err("stopping a service"))
+        self.host
+            .services
+            .stop(unit)
+            .map_err(self.err("stopping a service"))
     }
 
     /// Turns persistence back on and starts stopped units; what fails stays in the journal.
@@ -595,7 +684,9 @@ impl Run<'_, '_> {
     fn sriov_on(&mut self) -> Flow<()> {
         let p = self.replan()?;
         for step in &p.steps {
-            let Step::SriovEnable { pf, num_vfs } = step else { continue };
+            let Step::SriovEnable { pf, num_vfs } = step else {
+                continue;
+            };
             let t = self.begin("sriov-enable", &step.to_string())?;
             self.changed = true;
             self.enable_vfs(pf, *num_vfs)?;
@@ -605,7 +696,10 @@ impl Run<'_, '_> {
             if gpu.sriov_num_vfs.unwrap_or(0) == 0 {
                 continue;
             }
-            let t = self.begin("vf-sysfs", &format!("{}: waiting for every VF's nvidia/ directory", gpu.bus))?;
+            let t = self.begin(
+                "vf-sysfs",
+                &format!("{}: waiting for every VF's nvidia/ directory", gpu.bus),
+            )?;
             let limit = self.options.vf_dir_timeout;
             let pf = gpu.bus.clone();
             self.wait(limit, |run| {
@@ -632,7 +726,12 @@ impl Run<'_, '_> {
         let mut last = String::new();
         for attempt in 1..=attempts {
             let ran = self.host.sriov.enable(pf);
-            let num = self.host.sysfs.sriov(pf).map_err(self.err("reading sriov_numvfs"))?.map_or(0, |s| s.num);
+            let num = self
+                .host
+                .sysfs
+                .sriov(pf)
+                .map_err(self.err("reading sriov_numvfs"))?
+                .map_or(0, |s| s.num);
             if num == want {
                 return Ok(());
             }
@@ -645,7 +744,9 @@ impl Run<'_, '_> {
                 self.host.clock.sleep(self.options.sriov_retry_delay);
             }
         }
-        Err(self.fail(format!("{pf}: VFs not enabled after {attempts} attempts (expected sriov_numvfs {want}): {last}")))
+        Err(self.fail(format!(
+            "{pf}: VFs not enabled after {attempts} attempts (expected sriov_numvfs {want}): {last}"
+        )))
     }
 
     fn instances(&mut self) -> Flow<()> {
@@ -655,7 +756,10 @@ impl Run<'_, '_> {
                 Step::DestroyInstances { gpu } => {
                     let t = self.begin("destroy-instances", &step.to_string())?;
                     self.changed = true;
-                    self.host.gpu.destroy_instances(gpu).map_err(self.err("destroying instances"))?;
+                    self.host
+                        .gpu
+                        .destroy_instances(gpu)
+                        .map_err(self.err("destroying instances"))?;
                     self.end(t, "ok");
                 }
                 Step::CreateInstances { gpu, instances } => {
@@ -671,7 +775,11 @@ impl Run<'_, '_> {
     }
 
     fn create(&mut self, gpu: &Bdf, instances: &[GpuInstanceLayout]) -> Flow<()> {
-        let offered = self.host.gpu.offered_placements(gpu).map_err(self.err("reading offered placements"))?;
+        let offered = self
+            .host
+            .gpu
+            .offered_placements(gpu)
+            .map_err(self.err("reading offered placements"))?;
         for gi in instances {
             let ok = offered
                 .iter()
@@ -703,7 +811,14 @@ impl Run<'_, '_> {
     fn vgpus(&mut self) -> Flow<()> {
         let p = self.replan()?;
         for step in &p.steps {
-            let Step::WriteVgpuType { pf, vf_index, type_id } = step else { continue };
+            let Step::WriteVgpuType {
+                pf,
+                vf_index,
+                type_id,
+            } = step
+            else {
+                continue;
+            };
             let t = self.begin("vgpu-type", &step.to_string())?;
             self.changed = true;
             let vf = self
@@ -734,10 +849,20 @@ impl Run<'_, '_> {
                     if list.is_empty() { "none".to_string() } else { list.join(", ") }
                 )));
             }
-            self.host.sysfs.write_vgpu_type(&vf, *type_id).map_err(self.err("writing the vGPU type"))?;
-            let back = self.host.sysfs.vf_vgpu(&vf).map_err(self.err("reading the VF back"))?.map_or(0, |v| v.current);
+            self.host
+                .sysfs
+                .write_vgpu_type(&vf, *type_id)
+                .map_err(self.err("writing the vGPU type"))?;
+            let back = self
+                .host
+                .sysfs
+                .vf_vgpu(&vf)
+                .map_err(self.err("reading the VF back"))?
+                .map_or(0, |v| v.current);
             if back != *type_id {
-                return Err(self.fail(format!("VF {vf}: current_vgpu_type reads {back} after writing {type_id}")));
+                return Err(self.fail(format!(
+                    "VF {vf}: current_vgpu_type reads {back} after writing {type_id}"
+                )));
             }
             self.end(t, "ok");
         }

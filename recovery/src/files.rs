@@ -98,7 +98,10 @@ mod tests {
         write_atomic(&path, b"one").unwrap();
         write_atomic(&path, b"two").unwrap();
         assert_eq!(read_bounded(&path, 10).unwrap().as_deref(), Some("two"));
-        let names: Vec<_> = fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = fs::read_dir(path.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names, ["layout.yaml"]);
     }
 
@@ -107,7 +110,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f");
         fs::write(&path, "12345").unwrap();
-        assert!(matches!(read_bounded(&path, 4), Err(Error::TooLarge { limit: 4, .. })));
+        assert!(matches!(
+            read_bounded(&path, 4),
+            Err(Error::TooLarge { limit: 4, .. })
+        ));
         assert!(read_bounded(&dir.path().join("none"), 4).unwrap().is_none());
     }
 }

@@ -55,10 +55,12 @@ impl RecoveryState {
         let Some(text) = files::read_bounded(path, files::MAX_FILE_BYTES)? else {
             return Ok(None);
         };
-        serde_json::from_str(&text).map(Some).map_err(|e| crate::Error::Sysfs {
-            path: path.to_path_buf(),
-            content: format!("not a recovery state: {e}"),
-        })
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| crate::Error::Sysfs {
+                path: path.to_path_buf(),
+                content: format!("not a recovery state: {e}"),
+            })
     }
 }
 

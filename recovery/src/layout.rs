@@ -203,18 +203,25 @@ impl Layout {
             let mut vf_seen = std::collections::BTreeSet::new();
             for vf in &gpu.vfs {
                 if !vf_seen.insert(vf.index) {
-                    return Err(err(format!("GPU {}: VF index {} is listed twice", gpu.bus, vf.index)));
+                    return Err(err(format!(
+                        "GPU {}: VF index {} is listed twice",
+                        gpu.bus, vf.index
+                    )));
                 }
                 if gpu.sriov_num_vfs.is_none_or(|n| vf.index >= n) {
                     return Err(err(format!(
                         "GPU {}: VF index {} is past sriovNumVfs {}",
                         gpu.bus,
                         vf.index,
-                        gpu.sriov_num_vfs.map_or("(absent)".to_string(), |n| n.to_string())
+                        gpu.sriov_num_vfs
+                            .map_or("(absent)".to_string(), |n| n.to_string())
                     )));
                 }
                 if vf.vgpu_type_id == 0 {
-                    return Err(err(format!("GPU {}: VF {}: vgpuTypeId 0 means no vGPU; leave the VF out", gpu.bus, vf.index)));
+                    return Err(err(format!(
+                        "GPU {}: VF {}: vgpuTypeId 0 means no vGPU; leave the VF out",
+                        gpu.bus, vf.index
+                    )));
                 }
             }
         }
@@ -287,7 +294,10 @@ gpus:
     fn reads_and_round_trips() {
         let layout = Layout::from_yaml(TEXT, Path::new("l.yaml")).unwrap();
         assert_eq!(layout.gpus[0].bus.as_str(), "0000:18:00.0");
-        assert_eq!(layout.gpus[0].gpu_instances[0].placement, Placement { start: 0, size: 1 });
+        assert_eq!(
+            layout.gpus[0].gpu_instances[0].placement,
+            Placement { start: 0, size: 1 }
+        );
         let again = Layout::from_yaml(&layout.to_yaml().unwrap(), Path::new("x")).unwrap();
         assert_eq!(again, layout);
     }
@@ -300,9 +310,14 @@ gpus:
         let text = match change.split_once(':').unwrap().0 {
             "numvfs" => TEXT.replace("sriovNumVfs: 16", "sriovNumVfs: 16\n  numvfs: 3"),
             "placement" => TEXT.replace("placement: \"0:1\"", change),
-            _ => TEXT.replace("  vfs:\n  - {index: 0, vgpuTypeId: 1414, vgpuTypeName: NVIDIA H200X-1-18C}\n", &format!("  {change}\n")),
+            _ => TEXT.replace(
+                "  vfs:\n  - {index: 0, vgpuTypeId: 1414, vgpuTypeName: NVIDIA H200X-1-18C}\n",
+                &format!("  {change}\n"),
+            ),
         };
-        let err = Layout::from_yaml(&text, Path::new("l.yaml")).unwrap_err().to_string();
+        let err = Layout::from_yaml(&text, Path::new("l.yaml"))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(want) && err.contains("l.yaml"), "{err}");
     }
 

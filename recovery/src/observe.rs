@@ -48,7 +48,9 @@ impl ObservedGpu {
 
     /// VFs carrying a vGPU now: a tenant's, which recovery must never destroy.
     pub fn active_vgpus(&self) -> impl Iterator<Item = &ObservedVf> {
-        self.vfs.iter().filter(|v| v.vgpu.as_ref().is_some_and(|g| g.current != 0))
+        self.vfs
+            .iter()
+            .filter(|v| v.vgpu.as_ref().is_some_and(|g| g.current != 0))
     }
 
     /// The VF with index `index`.

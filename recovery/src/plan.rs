@@ -82,17 +82,32 @@ impl fmt::Display for Step {
                 write!(f, "{gpu}: set MIG mode {mode} (reset only if it stays pending)")
             }
             Step::SriovEnable { pf, num_vfs } => {
-                write!(f, "{pf}: sriov-manage -e, expect sriov_numvfs {num_vfs} and each VF's nvidia/ directory")
+                write!(
+                    f,
+                    "{pf}: sriov-manage -e, expect sriov_numvfs {num_vfs} and each VF's nvidia/ directory"
+                )
             }
             Step::DestroyInstances { gpu } => write!(f, "{gpu}: destroy all compute and GPU instances"),
             Step::CreateInstances { gpu, instances } => {
                 let list: Vec<String> = instances
                     .iter()
-                    .map(|gi| format!("{}@{}", gi.profile.clone().unwrap_or_else(|| format!("profile {}", gi.profile_id)), gi.placement))
+                    .map(|gi| {
+                        format!(
+                            "{}@{}",
+                            gi.profile
+                                .clone()
+                                .unwrap_or_else(|| format!("profile {}", gi.profile_id)),
+                            gi.placement
+                        )
+                    })
                     .collect();
                 write!(f, "{gpu}: create GPU instances {}", list.join(", "))
             }
-            Step::WriteVgpuType { pf, vf_index, type_id } => {
+            Step::WriteVgpuType {
+                pf,
+                vf_index,
+                type_id,
+            } => {
                 write!(f, "{pf}: VF {vf_index}: write vGPU type {type_id}")
             }
         }
@@ -156,15 +171,25 @@ impl fmt::Display for Blocker {
                 miggate_compat::escape::escape(have),
                 miggate_compat::escape::escape(want)
             ),
-            Blocker::NotMigCapable(bus) => write!(f, "GPU {bus} is not MIG-capable but the layout enables MIG"),
+            Blocker::NotMigCapable(bus) => {
+                write!(f, "GPU {bus} is not MIG-capable but the layout enables MIG")
+            }
             Blocker::NoSriov { bus, want, total } => {
-                write!(f, "GPU {bus}: the layout wants {want} VFs, sriov_totalvfs is {total}")
+                write!(
+                    f,
+                    "GPU {bus}: the layout wants {want} VFs, sriov_totalvfs is {total}"
+                )
             }
             Blocker::Busy { bus, change, vfs } => write!(
                 f,
                 "GPU {bus}: {change} would destroy the active vGPUs on VFs {vfs:?}; refusing (VMs may be running): stop them first"
             ),
-            Blocker::ForeignVgpu { bus, vf_index, have, want } => write!(
+            Blocker::ForeignVgpu {
+                bus,
+                vf_index,
+                have,
+                want,
+            } => write!(
                 f,
                 "GPU {bus}: VF {vf_index} carries vGPU type {have}, the layout wants {want}; refusing to overwrite it"
             ),
@@ -192,8 +217,12 @@ impl Plan {
     /// The steps and blockers of one GPU.
     pub fn for_gpu(&self, bus: &Bdf) -> impl Iterator<Item = &Step> {
         self.steps.iter().filter(move |s| match s {
-            Step::SriovDisable { pf, .. } | Step::SriovEnable { pf, .. } | Step::WriteVgpuType { pf, .. } => pf == bus,
-            Step::SetMigMode { gpu, .. } | Step::DestroyInstances { gpu } | Step::CreateInstances { gpu, .. } => gpu == bus,
+            Step::SriovDisable { pf, .. } | Step::SriovEnable { pf, .. } | Step::WriteVgpuType { pf, .. } => {
+                pf == bus
+            }
+            Step::SetMigMode { gpu, .. }
+            | Step::DestroyInstances { gpu }
+            | Step::CreateInstances { gpu, .. } => gpu == bus,
         })
     }
 }
@@ -359,12 +388,18 @@ pub fn plan(layout: &Layout, node: &ObservedNode) -> Plan {
     }
     for (bus, d) in &diffs {
         if let Some(mode) = d.set_mode {
-            steps.push(Step::SetMigMode { gpu: bus.clone(), mode });
+            steps.push(Step::SetMigMode {
+                gpu: bus.clone(),
+                mode,
+            });
         }
     }
     for (bus, d) in &diffs {
         if let Some(num_vfs) = d.enable {
-            steps.push(Step::SriovEnable { pf: bus.clone(), num_vfs });
+            steps.push(Step::SriovEnable {
+                pf: bus.clone(),
+                num_vfs,
+            });
         }
     }
     for (bus, d) in &diffs {
@@ -449,7 +484,8 @@ pub fn picture(want: &GpuLayout, have: &ObservedGpu) -> String {
         have_mode,
         want.mig_mode,
         have.num_vfs(),
-        want.sriov_num_vfs.map_or("(unchanged)".to_string(), |n| n.to_string()),
+        want.sriov_num_vfs
+            .map_or("(unchanged)".to_string(), |n| n.to_string()),
         have.active_vgpus().count(),
         want.vfs.len()
     );
@@ -463,10 +499,9 @@ pub fn picture(want: &GpuLayout, have: &ObservedGpu) -> String {
     let mut legend: Vec<_> = letters.values().collect();
     legend.sort_by_key(|(c, _)| *c);
     for (c, gi) in legend {
-        let name = gi
-            .profile
-            .as_deref()
-            .map_or(String::new(), |p| format!("{} ", miggate_compat::escape::escape(p)));
+        let name = gi.profile.as_deref().map_or(String::new(), |p| {
+            format!("{} ", miggate_compat::escape::escape(p))
+        });
         let _ = writeln!(
             out,
             "  {c} = {name}(profile {}) at {}, {} CI",

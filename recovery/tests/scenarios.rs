@@ -51,7 +51,11 @@ fn two_gpu_layout() -> Layout {
 
 /// A node just after a reboot: MIG off, no VFs; a third GPU the layout does not name.
 fn booted_node() -> FakeNode {
-    FakeNode::new(vec![FakeGpu::h200(A, "GPU-a"), FakeGpu::h200(B, "GPU-b"), FakeGpu::h200(C, "GPU-c")])
+    FakeNode::new(vec![
+        FakeGpu::h200(A, "GPU-a"),
+        FakeGpu::h200(B, "GPU-b"),
+        FakeGpu::h200(C, "GPU-c"),
+    ])
 }
 
 fn options() -> Options {
@@ -74,7 +78,12 @@ fn run(node: &FakeNode, layout: &Layout) -> Ran {
 fn run_with(node: &FakeNode, layout: &Layout, opts: &Options) -> Ran {
     let mut lines = Vec::new();
     let result = apply(layout, node.host(), opts, &mut |p| {
-        lines.push(format!("{}: {}{}", p.step, p.message, p.took.map_or("", |_| " (done)")));
+        lines.push(format!(
+            "{}: {}{}",
+            p.step,
+            p.message,
+            p.took.map_or("", |_| " (done)")
+        ));
     });
     Ran {
         result,
@@ -94,7 +103,10 @@ fn assert_recovered(node: &FakeNode, layout: &Layout) {
     assert!(s.units.values().all(|a| *a), "a unit left stopped: {:?}", s.units);
     assert!(s.gpus.iter().all(|g| g.persistence), "persistence left off");
     let j = s.journal.clone().unwrap_or_default();
-    assert!(j.stopped_units.is_empty() && j.persistence_off.is_empty() && j.step.is_none(), "{j:?}");
+    assert!(
+        j.stopped_units.is_empty() && j.persistence_off.is_empty() && j.step.is_none(),
+        "{j:?}"
+    );
 }
 
 fn assert_failed(node: &FakeNode, ran: &Ran, step: &str, says: &str) {
@@ -108,7 +120,9 @@ fn assert_failed(node: &FakeNode, ran: &Ran, step: &str, says: &str) {
     assert_eq!(state.step.as_deref(), Some(step));
     // Every unit recovery may stop is running again (the fabric manager is never stopped).
     assert!(
-        s.units.iter().all(|(u, a)| *a || u == "nvidia-fabricmanager.service"),
+        s.units
+            .iter()
+            .all(|(u, a)| *a || u == "nvidia-fabricmanager.service"),
         "a unit left stopped: {:?}",
         s.units
     );
@@ -126,7 +140,10 @@ fn s01_clean_hopper_boot_needs_no_reset() {
     let ran = run(&node, &layout);
     assert_eq!(ran.result, Ok(Outcome::Ready { changed: true }));
     assert_recovered(&node, &layout);
-    assert!(!ran.calls.iter().any(|c| c.contains(" -r ")), "no reset on Hopper");
+    assert!(
+        !ran.calls.iter().any(|c| c.contains(" -r ")),
+        "no reset on Hopper"
+    );
     // The third GPU, not in the layout, is left alone.
     assert!(node.lock().gpus[2].vfs.is_empty());
     assert_eq!(node.lock().published, [Phase::Recovering, Phase::Ready]);
@@ -197,7 +214,10 @@ fn s04_nvidia_drm_loaded_fails_before_any_reset() {
     assert_failed(&node, &ran, "reset", "modprobe -r nvidia_drm");
     assert_eq!(
         ran.calls,
-        [format!("nvidia-smi -i {A} -mig 1"), format!("nvidia-smi -i {B} -mig 1")]
+        [
+            format!("nvidia-smi -i {A} -mig 1"),
+            format!("nvidia-smi -i {B} -mig 1")
+        ]
     );
 }
 
@@ -224,7 +244,11 @@ fn s05_reset_unsupported_reboots_once_and_the_second_boot_fails_instead_of_loopi
     let third = run(&node, &layout);
     assert!(third.result.is_err());
     assert_eq!(node.lock().reboots, 1);
-    insta::assert_snapshot!(format!("{}\n--- boot 2\n{}", first.calls.join("\n"), second.calls.join("\n")));
+    insta::assert_snapshot!(format!(
+        "{}\n--- boot 2\n{}",
+        first.calls.join("\n"),
+        second.calls.join("\n")
+    ));
 }
 
 #[test]
@@ -243,7 +267,12 @@ fn s05b_a_reboot_that_applies_the_mode_clears_the_guard() {
     assert_eq!(second.result, Ok(Outcome::Ready { changed: true }));
     assert_recovered(&node, &layout);
     assert!(!node.lock().journal.as_ref().unwrap().reboot_attempted);
-    assert!(!second.calls.iter().any(|c| c.contains("-mig") || c.contains(" -r ")));
+    assert!(
+        !second
+            .calls
+            .iter()
+            .any(|c| c.contains("-mig") || c.contains(" -r "))
+    );
 }
 
 #[test]
@@ -298,9 +327,16 @@ fn s09_sriov_manage_exiting_0_without_vfs_is_retried_then_fails() {
     let layout = layout_of(&[(A, "GPU-a")], "");
     let ran = run(&node, &layout);
     assert_failed(&node, &ran, "sriov-enable", "exited 0 but sriov_numvfs is 0");
-    let tries = ran.calls.iter().filter(|c| c.starts_with("sriov-manage -e")).count();
+    let tries = ran
+        .calls
+        .iter()
+        .filter(|c| c.starts_with("sriov-manage -e"))
+        .count();
     assert_eq!(tries, 5);
-    assert!(!ran.calls.iter().any(|c| c.contains("-cgi")), "no instances before VFs");
+    assert!(
+        !ran.calls.iter().any(|c| c.contains("-cgi")),
+        "no instances before VFs"
+    );
 }
 
 #[test]
@@ -311,7 +347,12 @@ fn s09b_a_transient_sriov_manage_failure_is_retried() {
     let ran = run(&node, &layout);
     assert_eq!(ran.result, Ok(Outcome::Ready { changed: true }));
     assert_recovered(&node, &layout);
-    let tries: Vec<_> = ran.calls.iter().filter(|c| c.starts_with("sriov-manage")).cloned().collect();
+    let tries: Vec<_> = ran
+        .calls
+        .iter()
+        .filter(|c| c.starts_with("sriov-manage"))
+        .cloned()
+        .collect();
     assert_eq!(tries.len(), 3, "{tries:?}");
     assert!(ran.lines.iter().any(|l| l.contains("attempt 2/5")));
 }
@@ -342,10 +383,18 @@ fn s11_the_fake_encodes_the_order_gpu_instances_before_vfs_lose_them_and_the_wri
     let node = booted_node();
     let (gpu, pf) = (bdf(A), bdf(A));
     node.set_mig_mode(&gpu, MigMode::Enabled).unwrap();
-    node.create_gpu_instance(&gpu, 19, miggate_recovery::layout::Placement { start: 0, size: 1 }).unwrap();
+    node.create_gpu_instance(
+        &gpu,
+        19,
+        miggate_recovery::layout::Placement { start: 0, size: 1 },
+    )
+    .unwrap();
     assert_eq!(node.instances(&gpu).unwrap().len(), 1);
     node.enable(&pf).unwrap();
-    assert!(node.instances(&gpu).unwrap().is_empty(), "sriov-manage -e wiped the GPU instances");
+    assert!(
+        node.instances(&gpu).unwrap().is_empty(),
+        "sriov-manage -e wiped the GPU instances"
+    );
     let (_, vf) = node.vfs(&pf).unwrap()[0].clone();
     assert!(node.vf_vgpu(&vf).unwrap().unwrap().creatable.is_empty());
     let err = node.write_vgpu_type(&vf, 1414).unwrap_err();
@@ -376,16 +425,30 @@ fn s12_creatable_lists_shrink_and_the_per_vf_reread_fills_exactly_the_layout() {
 fn s12b_a_type_no_longer_creatable_fails_naming_what_is() {
     let node = booted_node();
     let text = gpu_yaml(A, "GPU-a").replace("{index: 3, vgpuTypeId: 1416}", "{index: 3, vgpuTypeId: 1414}");
-    let layout = Layout::from_yaml(&format!("apiVersion: miggate.io/v1alpha1\nkind: RecoveryLayout\ngpus:\n{text}"), Path::new("t")).unwrap();
+    let layout = Layout::from_yaml(
+        &format!("apiVersion: miggate.io/v1alpha1\nkind: RecoveryLayout\ngpus:\n{text}"),
+        Path::new("t"),
+    )
+    .unwrap();
     let ran = run(&node, &layout);
-    assert_failed(&node, &ran, "vgpu-type", "vGPU type 1414 is not creatable now (creatable: 1416 (NVIDIA H200X-3-71C))");
+    assert_failed(
+        &node,
+        &ran,
+        "vgpu-type",
+        "vGPU type 1414 is not creatable now (creatable: 1416 (NVIDIA H200X-3-71C))",
+    );
 }
 
 #[test]
 fn s13_a_missing_gpu_fails_without_touching_anything() {
     let node = FakeNode::new(vec![FakeGpu::h200(A, "GPU-a")]);
     let ran = run(&node, &two_gpu_layout());
-    assert_failed(&node, &ran, "wait-driver", "GPU 0000:2a:00.0 of the layout not listed by the driver");
+    assert_failed(
+        &node,
+        &ran,
+        "wait-driver",
+        "GPU 0000:2a:00.0 of the layout not listed by the driver",
+    );
     assert!(ran.calls.is_empty());
 }
 
@@ -433,20 +496,42 @@ fn s15_a_crash_between_any_two_steps_resumes_and_converges(#[case] ampere: bool)
         assert_eq!(crashed.calls.len(), n);
         node.restart_process();
         let resumed = run(&node, &layout);
-        assert_eq!(resumed.result, Ok(Outcome::Ready { changed: true }), "crash at {n}: {:?}", resumed.lines);
+        assert_eq!(
+            resumed.result,
+            Ok(Outcome::Ready { changed: true }),
+            "crash at {n}: {:?}",
+            resumed.lines
+        );
         assert_recovered(&node, &layout);
-        assert!(resumed.lines.iter().any(|l| l.contains("resuming after an interrupted run")), "crash at {n}");
+        assert!(
+            resumed
+                .lines
+                .iter()
+                .any(|l| l.contains("resuming after an interrupted run")),
+            "crash at {n}"
+        );
         let third = run(&node, &layout);
-        assert!(third.calls.is_empty(), "crash at {n}: third run changed {:?}", third.calls);
+        assert!(
+            third.calls.is_empty(),
+            "crash at {n}: third run changed {:?}",
+            third.calls
+        );
     }
 }
 
 #[test]
 fn s16_fabric_manager_down_keeps_the_gate_closed() {
     let node = booted_node();
-    node.lock().units.insert("nvidia-fabricmanager.service".to_string(), false);
+    node.lock()
+        .units
+        .insert("nvidia-fabricmanager.service".to_string(), false);
     let ran = run(&node, &layout_of(&[(A, "GPU-a")], "fabricMode: 2\n"));
-    assert_failed(&node, &ran, "wait-fabric", "nvidia-fabricmanager.service is not active");
+    assert_failed(
+        &node,
+        &ran,
+        "wait-fabric",
+        "nvidia-fabricmanager.service is not active",
+    );
     assert!(ran.calls.is_empty());
 }
 
@@ -455,9 +540,18 @@ fn s16b_fabric_manager_in_the_wrong_mode_keeps_the_gate_closed() {
     let node = booted_node();
     node.lock().fabric_mode = Some(0);
     let ran = run(&node, &layout_of(&[(A, "GPU-a")], "fabricMode: 2\n"));
-    assert_failed(&node, &ran, "wait-fabric", "FABRIC_MODE=0 but the layout was recorded with 2");
+    assert_failed(
+        &node,
+        &ran,
+        "wait-fabric",
+        "FABRIC_MODE=0 but the layout was recorded with 2",
+    );
     node.lock().fabric_mode = Some(2);
-    assert!(run(&node, &layout_of(&[(A, "GPU-a")], "fabricMode: 2\n")).result.is_ok());
+    assert!(
+        run(&node, &layout_of(&[(A, "GPU-a")], "fabricMode: 2\n"))
+            .result
+            .is_ok()
+    );
 }
 
 #[test]
@@ -485,8 +579,22 @@ fn s17_a_placement_mismatch_with_equal_counts_is_found_and_rebuilt() {
     }
     let observed = observe(&node.host()).unwrap();
     let p = plan(&layout, &observed);
-    assert_eq!(observed.gpus[0].instances.len(), layout.gpus[0].gpu_instances.len());
-    insta::assert_snapshot!("s17_plan", format!("{}\n{}", p.pictures.join("\n"), p.steps.iter().map(|s| s.to_string()).collect::<Vec<_>>().join("\n")));
+    assert_eq!(
+        observed.gpus[0].instances.len(),
+        layout.gpus[0].gpu_instances.len()
+    );
+    insta::assert_snapshot!(
+        "s17_plan",
+        format!(
+            "{}\n{}",
+            p.pictures.join("\n"),
+            p.steps
+                .iter()
+                .map(|s| s.to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    );
     let ran = run(&node, &layout);
     assert_eq!(ran.result, Ok(Outcome::Ready { changed: true }));
     assert_recovered(&node, &layout);

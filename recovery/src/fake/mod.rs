@@ -32,8 +32,8 @@ use crate::gate::{Phase, RecoveryState};
 use crate::journal::Journal;
 use crate::layout::{ComputeInstanceLayout, GpuInstanceLayout, MigMode, Placement};
 use crate::seams::{
-    Clock, Gate, GpuControl, GpuInfo, Host, MigModeState, Services, SriovManage, SriovState, StateStore, Sysfs,
-    VfVgpu, VgpuType,
+    Clock, Gate, GpuControl, GpuInfo, Host, MigModeState, Services, SriovManage, SriovState, StateStore,
+    Sysfs, VfVgpu, VgpuType,
 };
 
 /// A vGPU type the fake knows: which GPU instance profile backs it.
@@ -104,7 +104,8 @@ impl FakeGpu {
     /// An H200-like GPU: MIG-capable, 16 VFs possible, MIG off, no instances.
     pub fn h200(bus: &str, uuid: &str) -> FakeGpu {
         FakeGpu {
-            bus: Bdf::parse(bus).unwrap_or_else(|_| Bdf::parse("0000:00:00.0").unwrap_or_else(|_| unreachable_bdf())),
+            bus: Bdf::parse(bus)
+                .unwrap_or_else(|_| Bdf::parse("0000:00:00.0").unwrap_or_else(|_| unreachable_bdf())),
             uuid: uuid.to_string(),
             mig_capable: true,
             current: MigMode::Disabled,
@@ -130,7 +131,10 @@ impl FakeGpu {
                 compute_instances: gi
                     .cis
                     .iter()
-                    .map(|c| ComputeInstanceLayout { profile_id: *c, profile: None })
+                    .map(|c| ComputeInstanceLayout {
+                        profile_id: *c,
+                        profile: None,
+                    })
                     .collect(),
             })
             .collect();
@@ -235,14 +239,23 @@ impl FakeNode {
     /// Hopper auto-activation, reset supported, persistenced reachable, the driver loaded, and
     /// nvidia-persistenced and nvidia-fabricmanager active.
     pub fn new(gpus: Vec<FakeGpu>) -> FakeNode {
-        let types = [(1414, "NVIDIA H200X-1-18C", 19), (1415, "NVIDIA H200X-2-35C", 14), (1416, "NVIDIA H200X-3-71C", 9), (1417, "NVIDIA H200X-7-141C", 0)];
+        let types = [
+            (1414, "NVIDIA H200X-1-18C", 19),
+            (1415, "NVIDIA H200X-2-35C", 14),
+            (1416, "NVIDIA H200X-3-71C", 9),
+            (1417, "NVIDIA H200X-7-141C", 0),
+        ];
         let units = ["nvidia-persistenced.service", "nvidia-fabricmanager.service"];
         FakeNode {
             state: Arc::new(Mutex::new(NodeState {
                 gpus,
                 vgpu_types: types
                     .iter()
-                    .map(|(id, name, gi)| FakeVgpuType { id: *id, name: name.to_string(), gi_profile: *gi })
+                    .map(|(id, name, gi)| FakeVgpuType {
+                        id: *id,
+                        name: name.to_string(),
+                        gi_profile: *gi,
+                    })
                     .collect(),
                 auto_activate: true,
                 reset_supported: true,
@@ -295,8 +308,14 @@ impl FakeNode {
         let Ok(pf) = Bdf::parse(pf) else { return };
         let mut s = self.lock();
         let Ok(g) = s.gpu(&pf) else { return };
-        let base = pf.as_str().rsplit_once(':').map_or("0000:00", |(b, _)| b).to_string();
-        g.vfs = (0..g.total_vfs.unwrap_or(0)).filter_map(|n| vf(&base, n, Duration::ZERO)).collect();
+        let base = pf
+            .as_str()
+            .rsplit_once(':')
+            .map_or("0000:00", |(b, _)| b)
+            .to_string();
+        g.vfs = (0..g.total_vfs.unwrap_or(0))
+            .filter_map(|n| vf(&base, n, Duration::ZERO))
+            .collect();
     }
 
     /// The mutating calls so far, and clears them.
@@ -340,21 +359,30 @@ impl FakeNode {
 
 impl NodeState {
     fn gpu(&mut self, bus: &Bdf) -> Result<&mut FakeGpu> {
-        self.gpus.iter_mut().find(|g| &g.bus == bus).ok_or_else(|| Error::Command {
-            command: format!("fake {bus}"),
-            status: "exit 6".to_string(),
-            output: format!("No devices were found matching {bus}"),
-        })
+        self.gpus
+            .iter_mut()
+            .find(|g| &g.bus == bus)
+            .ok_or_else(|| Error::Command {
+                command: format!("fake {bus}"),
+                status: "exit 6".to_string(),
+                output: format!("No devices were found matching {bus}"),
+            })
     }
 
     /// Whether something other than VFs holds the GPU.
     fn held(&self, gpu: &FakeGpu) -> bool {
-        self.holders.iter().any(|u| self.units.get(u).copied().unwrap_or(false))
+        self.holders
+            .iter()
+            .any(|u| self.units.get(u).copied().unwrap_or(false))
             || self.modules.iter().any(|m| m == "nvidia_drm")
             || !gpu.pids.is_empty()
             || (gpu.persistence
                 && !self.persistenced_reachable
-                && self.units.get("nvidia-persistenced.service").copied().unwrap_or(false))
+                && self
+                    .units
+                    .get("nvidia-persistenced.service")
+                    .copied()
+                    .unwrap_or(false))
     }
 
     /// Checks the crash switch before a read.
@@ -395,13 +423,20 @@ impl NodeState {
         self.vgpu_types
             .iter()
             .filter(|t| self.free_gi(gpu, t.gi_profile).is_some())
-            .map(|t| VgpuType { id: t.id, name: t.name.clone() })
+            .map(|t| VgpuType {
+                id: t.id,
+                name: t.name.clone(),
+            })
             .collect()
     }
 }
 
 fn cmd_err(command: String, output: &str) -> Error {
-    Error::Command { command, status: "exit 1".to_string(), output: output.to_string() }
+    Error::Command {
+        command,
+        status: "exit 1".to_string(),
+        output: output.to_string(),
+    }
 }
 
 impl GpuControl for FakeNode {
@@ -410,26 +445,38 @@ impl GpuControl for FakeNode {
         s.alive()?;
         if s.driver_after > 0 || !s.modules.iter().any(|m| m == "nvidia") {
             s.driver_after = s.driver_after.saturating_sub(1);
-            return Err(cmd_err("nvidia-smi --query-gpu".into(), "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver."));
+            return Err(cmd_err(
+                "nvidia-smi --query-gpu".into(),
+                "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
+            ));
         }
         Ok(s.gpus
             .iter()
             .map(|g| GpuInfo {
                 bus: g.bus.clone(),
                 uuid: g.uuid.clone(),
-                mig: g.mig_capable.then_some(MigModeState { current: g.current, pending: g.pending }),
+                mig: g.mig_capable.then_some(MigModeState {
+                    current: g.current,
+                    pending: g.pending,
+                }),
             })
             .collect())
     }
 
     fn set_mig_mode(&self, gpu: &Bdf, mode: MigMode) -> Result<()> {
         let mut s = self.lock();
-        s.mutate(format!("nvidia-smi -i {gpu} -mig {}", u8::from(mode == MigMode::Enabled)))?;
+        s.mutate(format!(
+            "nvidia-smi -i {gpu} -mig {}",
+            u8::from(mode == MigMode::Enabled)
+        ))?;
         let auto = s.auto_activate;
         let g = s.gpu(gpu)?.clone();
         if !g.vfs.is_empty() {
             s.failed("In use by another client");
-            return Err(cmd_err(format!("nvidia-smi -i {gpu} -mig"), "Unable to set MIG mode: In use by another client"));
+            return Err(cmd_err(
+                format!("nvidia-smi -i {gpu} -mig"),
+                "Unable to set MIG mode: In use by another client",
+            ));
         }
         let held = s.held(&g);
         let g = s.gpu(gpu)?;
@@ -447,18 +494,34 @@ impl GpuControl for FakeNode {
         s.mutate(format!("nvidia-smi -r -i {list}"))?;
         let fail = |s: &mut NodeState, kind: ResetFailure, output: &str| {
             s.failed(&kind.to_string());
-            Err(Error::Reset { gpus: gpus.to_vec(), kind, output: output.to_string() })
+            Err(Error::Reset {
+                gpus: gpus.to_vec(),
+                kind,
+                output: output.to_string(),
+            })
         };
         if !s.reset_supported {
-            return fail(&mut s, ResetFailure::NotSupported, "Resetting GPU is not supported.");
+            return fail(
+                &mut s,
+                ResetFailure::NotSupported,
+                "Resetting GPU is not supported.",
+            );
         }
         if s.nvlink_group && gpus.len() < s.gpus.len() {
-            return fail(&mut s, ResetFailure::NvlinkGroup, "GPUs connected by NVLink must be reset together");
+            return fail(
+                &mut s,
+                ResetFailure::NvlinkGroup,
+                "GPUs connected by NVLink must be reset together",
+            );
         }
         for bus in gpus {
             let g = s.gpu(bus)?.clone();
             if !g.vfs.is_empty() || s.held(&g) {
-                return fail(&mut s, ResetFailure::InUse, &format!("The following GPUs could not be reset:\n  GPU {bus}: In use by another client"));
+                return fail(
+                    &mut s,
+                    ResetFailure::InUse,
+                    &format!("The following GPUs could not be reset:\n  GPU {bus}: In use by another client"),
+                );
             }
         }
         for bus in gpus {
@@ -488,30 +551,55 @@ impl GpuControl for FakeNode {
         s.gpu(gpu)?;
         Ok(PROFILES
             .iter()
-            .map(|(id, _, starts, size)| (*id, starts.iter().map(|st| Placement { start: *st, size: *size }).collect()))
+            .map(|(id, _, starts, size)| {
+                (
+                    *id,
+                    starts
+                        .iter()
+                        .map(|st| Placement {
+                            start: *st,
+                            size: *size,
+                        })
+                        .collect(),
+                )
+            })
             .collect())
     }
 
     fn create_gpu_instance(&self, gpu: &Bdf, profile_id: u32, placement: Placement) -> Result<u32> {
         let mut s = self.lock();
-        s.mutate(format!("nvidia-smi mig -i {gpu} -cgi {profile_id}:{}", placement.start))?;
+        s.mutate(format!(
+            "nvidia-smi mig -i {gpu} -cgi {profile_id}:{}",
+            placement.start
+        ))?;
         let g = s.gpu(gpu)?;
         let overlaps = g.gis.iter().any(|gi| {
-            gi.placement.start < placement.start + placement.size && placement.start < gi.placement.start + gi.placement.size
+            gi.placement.start < placement.start + placement.size
+                && placement.start < gi.placement.start + gi.placement.size
         });
         if g.current != MigMode::Enabled || overlaps {
             s.failed("Insufficient Resources");
-            return Err(cmd_err(format!("nvidia-smi mig -cgi {profile_id}:{}", placement.start), "Unable to create a GPU instance: Insufficient Resources"));
+            return Err(cmd_err(
+                format!("nvidia-smi mig -cgi {profile_id}:{}", placement.start),
+                "Unable to create a GPU instance: Insufficient Resources",
+            ));
         }
         let id = g.next_gi;
         g.next_gi += 1;
-        g.gis.push(FakeGi { id, profile_id, placement, cis: Vec::new() });
+        g.gis.push(FakeGi {
+            id,
+            profile_id,
+            placement,
+            cis: Vec::new(),
+        });
         Ok(id)
     }
 
     fn create_compute_instance(&self, gpu: &Bdf, gpu_instance: u32, profile_id: u32) -> Result<()> {
         let mut s = self.lock();
-        s.mutate(format!("nvidia-smi mig -i {gpu} -gi {gpu_instance} -cci {profile_id}"))?;
+        s.mutate(format!(
+            "nvidia-smi mig -i {gpu} -gi {gpu_instance} -cci {profile_id}"
+        ))?;
         let g = s.gpu(gpu)?;
         match g.gis.iter_mut().find(|gi| gi.id == gpu_instance) {
             Some(gi) => {
@@ -520,7 +608,10 @@ impl GpuControl for FakeNode {
             }
             None => {
                 s.failed("Not Found");
-                Err(cmd_err("nvidia-smi mig -cci".into(), "Failed to create compute instances: Not Found"))
+                Err(cmd_err(
+                    "nvidia-smi mig -cci".into(),
+                    "Failed to create compute instances: Not Found",
+                ))
             }
         }
     }
@@ -531,7 +622,10 @@ impl GpuControl for FakeNode {
         let g = s.gpu(gpu)?;
         if g.vfs.iter().any(|v| v.current != 0) {
             s.failed("In use");
-            return Err(cmd_err("nvidia-smi mig -dgi".into(), "Unable to destroy GPU instance: In use by another client"));
+            return Err(cmd_err(
+                "nvidia-smi mig -dgi".into(),
+                "Unable to destroy GPU instance: In use by another client",
+            ));
         }
         g.gis.clear();
         Ok(())
@@ -543,37 +637,63 @@ impl Sysfs for FakeNode {
         let mut s = self.lock();
         s.alive()?;
         let g = s.gpu(pf)?;
-        Ok(g.total_vfs.map(|total| SriovState { total, num: g.vfs.len() as u32 }))
+        Ok(g.total_vfs.map(|total| SriovState {
+            total,
+            num: g.vfs.len() as u32,
+        }))
     }
 
     fn vfs(&self, pf: &Bdf) -> Result<Vec<(u32, Bdf)>> {
         let mut s = self.lock();
         s.alive()?;
-        Ok(s.gpu(pf)?.vfs.iter().enumerate().map(|(n, v)| (n as u32, v.bdf.clone())).collect())
+        Ok(s.gpu(pf)?
+            .vfs
+            .iter()
+            .enumerate()
+            .map(|(n, v)| (n as u32, v.bdf.clone()))
+            .collect())
     }
 
     fn vf_vgpu(&self, vf: &Bdf) -> Result<Option<VfVgpu>> {
         let s = self.lock();
         s.alive()?;
-        let Some((gi, vi)) = s.gpus.iter().enumerate().find_map(|(gi, g)| g.vfs.iter().position(|v| &v.bdf == vf).map(|vi| (gi, vi))) else {
+        let Some((gi, vi)) = s
+            .gpus
+            .iter()
+            .enumerate()
+            .find_map(|(gi, g)| g.vfs.iter().position(|v| &v.bdf == vf).map(|vi| (gi, vi)))
+        else {
             return Ok(None);
         };
         if s.now < s.gpus[gi].vfs[vi].dir_at {
             return Ok(None);
         }
         let (g, v) = (&s.gpus[gi], &s.gpus[gi].vfs[vi]);
-        Ok(Some(VfVgpu { current: v.current, creatable: s.creatable(g, v) }))
+        Ok(Some(VfVgpu {
+            current: v.current,
+            creatable: s.creatable(g, v),
+        }))
     }
 
     fn write_vgpu_type(&self, vf: &Bdf, type_id: u32) -> Result<()> {
         let mut s = self.lock();
         s.mutate(format!("echo {type_id} > {vf}/nvidia/current_vgpu_type"))?;
-        let found = s.gpus.iter().enumerate().find_map(|(gi, g)| g.vfs.iter().position(|v| &v.bdf == vf).map(|vi| (gi, vi)));
+        let found = s
+            .gpus
+            .iter()
+            .enumerate()
+            .find_map(|(gi, g)| g.vfs.iter().position(|v| &v.bdf == vf).map(|vi| (gi, vi)));
         let err = |s: &mut NodeState, reason: &str| {
             s.failed(reason);
-            Err(Error::VgpuWrite { vf: vf.clone(), type_id, reason: reason.to_string() })
+            Err(Error::VgpuWrite {
+                vf: vf.clone(),
+                type_id,
+                reason: reason.to_string(),
+            })
         };
-        let Some((gi, vi)) = found else { return err(&mut s, "ENOENT") };
+        let Some((gi, vi)) = found else {
+            return err(&mut s, "ENOENT");
+        };
         if type_id == 0 {
             let v = &mut s.gpus[gi].vfs[vi];
             v.current = 0;
@@ -585,8 +705,13 @@ impl Sysfs for FakeNode {
         if v.current != 0 {
             return err(&mut s, "EBUSY");
         }
-        let Some(t) = s.vgpu_types.iter().find(|t| t.id == type_id).cloned() else { return err(&mut s, "EINVAL") };
-        let Some(backing) = s.free_gi(&g, t.gi_profile).filter(|_| g.current == MigMode::Enabled) else {
+        let Some(t) = s.vgpu_types.iter().find(|t| t.id == type_id).cloned() else {
+            return err(&mut s, "EINVAL");
+        };
+        let Some(backing) = s
+            .free_gi(&g, t.gi_profile)
+            .filter(|_| g.current == MigMode::Enabled)
+        else {
             // dmesg: NVRM: Failed to add vgpu create request: 0x38
             return err(&mut s, "EIO (Input/output error)");
         };
@@ -632,12 +757,18 @@ impl SriovManage for FakeNode {
         let g = s.gpu(pf)?.clone();
         if !g.pids.is_empty() {
             s.failed("Cannot obtain unbindLock");
-            return Err(cmd_err(format!("sriov-manage -e {pf}"), "Cannot obtain unbindLock"));
+            return Err(cmd_err(
+                format!("sriov-manage -e {pf}"),
+                "Cannot obtain unbindLock",
+            ));
         }
         if s.sriov_transient_failures > 0 {
             s.sriov_transient_failures -= 1;
             s.failed("vgpu_mgr timeout");
-            return Err(cmd_err(format!("sriov-manage -e {pf}"), "NVRM: Timeout occurred in event processing by vgpu_mgr daemon"));
+            return Err(cmd_err(
+                format!("sriov-manage -e {pf}"),
+                "NVRM: Timeout occurred in event processing by vgpu_mgr daemon",
+            ));
         }
         if s.sriov_silent_noops > 0 {
             s.sriov_silent_noops -= 1;
@@ -651,7 +782,11 @@ impl SriovManage for FakeNode {
         let Some(total) = g.total_vfs else { return Ok(()) };
         // The PF rebind wipes every GPU instance.
         g.gis.clear();
-        let base = pf.as_str().rsplit_once(':').map_or("0000:00", |(b, _)| b).to_string();
+        let base = pf
+            .as_str()
+            .rsplit_once(':')
+            .map_or("0000:00", |(b, _)| b)
+            .to_string();
         g.vfs = (0..total).filter_map(|n| vf(&base, n, delay)).collect();
         Ok(())
     }

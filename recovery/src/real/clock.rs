@@ -13,7 +13,9 @@ pub struct SystemClock {
 impl SystemClock {
     /// A clock starting now.
     pub fn new() -> SystemClock {
-        SystemClock { start: Instant::now() }
+        SystemClock {
+            start: Instant::now(),
+        }
     }
 }
 

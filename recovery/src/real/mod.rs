@@ -38,7 +38,10 @@ fn exec_ok(program: &Path, args: &[&str], limit: Duration) -> Result<Output> {
 fn failed(out: &Output) -> Error {
     Error::Command {
         command: out.command.clone(),
-        status: out.status.code().map_or("killed".to_string(), |c| format!("exit {c}")),
+        status: out
+            .status
+            .code()
+            .map_or("killed".to_string(), |c| format!("exit {c}")),
         output: out.combined(),
     }
 }

@@ -24,7 +24,9 @@ impl Systemctl {
 impl Services for Systemctl {
     fn is_active(&self, unit: &str) -> Result<bool> {
         // 0 active; 3 inactive; 4 no such unit: only 0 is active.
-        Ok(exec(&self.path, &["is-active", "--quiet", unit], self.timeout)?.status.success())
+        Ok(exec(&self.path, &["is-active", "--quiet", unit], self.timeout)?
+            .status
+            .success())
     }
 
     fn stop(&self, unit: &str) -> Result<()> {

@@ -46,7 +46,10 @@ impl NvidiaSmi {
     }
 }
 
-fn table<T>(command: String, parsed: std::result::Result<MigTable<T>, miggate_capture::Error>) -> Result<Vec<T>> {
+fn table<T>(
+    command: String,
+    parsed: std::result::Result<MigTable<T>, miggate_capture::Error>,
+) -> Result<Vec<T>> {
     parsed.map(|t| t.rows).map_err(|e| Error::Output {
         command,
         message: e.to_string(),
@@ -120,7 +123,8 @@ impl GpuControl for NvidiaSmi {
     }
 
     fn set_persistence(&self, gpu: &Bdf, on: bool) -> Result<()> {
-        self.ok(&["-i", gpu.as_str(), "-pm", if on { "1" } else { "0" }]).map(drop)
+        self.ok(&["-i", gpu.as_str(), "-pm", if on { "1" } else { "0" }])
+            .map(drop)
     }
 
     fn instances(&self, gpu: &Bdf) -> Result<Vec<GpuInstanceLayout>> {
@@ -155,13 +159,22 @@ impl GpuControl for NvidiaSmi {
         let (cmd, text) = self.listing(&["mig", "-lgipp", "-i", gpu.as_str()])?;
         Ok(table(cmd, parse_placements(&text))?
             .into_iter()
-            .map(|p| (p.profile_id, p.placements.into_iter().map(Placement::from).collect()))
+            .map(|p| {
+                (
+                    p.profile_id,
+                    p.placements.into_iter().map(Placement::from).collect(),
+                )
+            })
             .collect())
     }
 
     fn create_gpu_instance(&self, gpu: &Bdf, profile_id: u32, placement: Placement) -> Result<u32> {
         let spec = format!("{profile_id}:{}", placement.start);
-        let out = exec_ok(&self.path, &["mig", "-i", gpu.as_str(), "-cgi", &spec], self.timeout)?;
+        let out = exec_ok(
+            &self.path,
+            &["mig", "-i", gpu.as_str(), "-cgi", &spec],
+            self.timeout,
+        )?;
         GI_CREATED
             .as_ref()
             .and_then(|re| re.captures(&out.stdout))
@@ -175,7 +188,8 @@ impl GpuControl for NvidiaSmi {
     fn create_compute_instance(&self, gpu: &Bdf, gpu_instance: u32, profile_id: u32) -> Result<()> {
         let gi = gpu_instance.to_string();
         let ci = profile_id.to_string();
-        self.ok(&["mig", "-i", gpu.as_str(), "-gi", &gi, "-cci", &ci]).map(drop)
+        self.ok(&["mig", "-i", gpu.as_str(), "-gi", &gi, "-cci", &ci])
+            .map(drop)
     }
 
     fn destroy_instances(&self, gpu: &Bdf) -> Result<()> {

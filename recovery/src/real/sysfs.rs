@@ -21,7 +21,9 @@ pub struct RootedSysfs {
 impl RootedSysfs {
     /// Files under `root`.
     pub fn new(root: &Path) -> RootedSysfs {
-        RootedSysfs { root: root.to_path_buf() }
+        RootedSysfs {
+            root: root.to_path_buf(),
+        }
     }
 
     fn device(&self, dev: &Bdf) -> PathBuf {
@@ -33,7 +35,9 @@ impl RootedSysfs {
     }
 
     fn number(&self, path: &Path) -> Result<Option<u32>> {
-        let Some(text) = self.read(path)? else { return Ok(None) };
+        let Some(text) = self.read(path)? else {
+            return Ok(None);
+        };
         let t = text.trim();
         if t.is_empty() {
             return Ok(Some(0));
@@ -65,7 +69,9 @@ pub fn parse_creatable(text: &str) -> Vec<VgpuType> {
 impl Sysfs for RootedSysfs {
     fn sriov(&self, pf: &Bdf) -> Result<Option<SriovState>> {
         let dev = self.device(pf);
-        let Some(total) = self.number(&dev.join("sriov_totalvfs"))? else { return Ok(None) };
+        let Some(total) = self.number(&dev.join("sriov_totalvfs"))? else {
+            return Ok(None);
+        };
         let num = self.number(&dev.join("sriov_numvfs"))?.unwrap_or(0);
         Ok(Some(SriovState { total, num }))
     }
@@ -75,19 +81,34 @@ impl Sysfs for RootedSysfs {
         let entries = match fs::read_dir(&dev) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(source) => return Err(Error::Io { path: dev, what: "listing", source }),
+            Err(source) => {
+                return Err(Error::Io {
+                    path: dev,
+                    what: "listing",
+                    source,
+                });
+            }
         };
         let mut vfs = Vec::new();
         for entry in entries {
-            let entry = entry.map_err(|source| Error::Io { path: dev.clone(), what: "listing", source })?;
+            let entry = entry.map_err(|source| Error::Io {
+                path: dev.clone(),
+                what: "listing",
+                source,
+            })?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(n) = name.strip_prefix("virtfn").and_then(|n| n.parse::<u32>().ok()) else { continue };
+            let Some(n) = name.strip_prefix("virtfn").and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
             let link = fs::read_link(entry.path()).map_err(|source| Error::Io {
                 path: entry.path(),
                 what: "reading the link",
                 source,
             })?;
-            let target = link.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+            let target = link
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
             vfs.push((n, Bdf::parse(&target)?));
         }
         // Numerically: virtfn10 after virtfn9.
@@ -97,8 +118,12 @@ impl Sysfs for RootedSysfs {
 
     fn vf_vgpu(&self, vf: &Bdf) -> Result<Option<VfVgpu>> {
         let dir = self.device(vf).join("nvidia");
-        let Some(current) = self.number(&dir.join("current_vgpu_type"))? else { return Ok(None) };
-        let creatable = self.read(&dir.join("creatable_vgpu_types"))?.map_or_else(Vec::new, |t| parse_creatable(&t));
+        let Some(current) = self.number(&dir.join("current_vgpu_type"))? else {
+            return Ok(None);
+        };
+        let creatable = self
+            .read(&dir.join("creatable_vgpu_types"))?
+            .map_or_else(Vec::new, |t| parse_creatable(&t));
         Ok(Some(VfVgpu { current, creatable }))
     }
 
@@ -124,14 +149,19 @@ impl Sysfs for RootedSysfs {
     }
 
     fn persistenced_reachable(&self) -> Result<bool> {
-        Ok(["var/run/nvidia-persistenced/socket", "run/nvidia-persistenced/socket"]
-            .iter()
-            .any(|p| self.root.join(p).exists()))
+        Ok([
+            "var/run/nvidia-persistenced/socket",
+            "run/nvidia-persistenced/socket",
+        ]
+        .iter()
+        .any(|p| self.root.join(p).exists()))
     }
 
     fn fabric_mode(&self) -> Result<Option<u32>> {
         let path = self.root.join("usr/share/nvidia/nvswitch/fabricmanager.cfg");
-        let Some(text) = read_bounded(&path, 1024 * 1024)? else { return Ok(None) };
+        let Some(text) = read_bounded(&path, 1024 * 1024)? else {
+            return Ok(None);
+        };
         for line in text.lines() {
             if let Some(v) = line.trim().strip_prefix("FABRIC_MODE=") {
                 return v.trim().parse().map(Some).map_err(|_| Error::Sysfs {
@@ -155,7 +185,8 @@ mod tests {
 
     #[test]
     fn creatable_lines_in_both_forms() {
-        let got = parse_creatable("ID    : vGPU Name\n1414 : NVIDIA H200X-1-18C\n1415 NVIDIA H200X-2-35C\n\n");
+        let got =
+            parse_creatable("ID    : vGPU Name\n1414 : NVIDIA H200X-1-18C\n1415 NVIDIA H200X-2-35C\n\n");
         assert_eq!(
             got.iter().map(|t| (t.id, t.name.as_str())).collect::<Vec<_>>(),
             [(1414, "NVIDIA H200X-1-18C"), (1415, "NVIDIA H200X-2-35C")]
@@ -179,9 +210,15 @@ mod tests {
         fs::create_dir_all(devs.join("0000:18:00.1")).unwrap();
         let sysfs = RootedSysfs::new(dir.path());
         let vfs = sysfs.vfs(&Bdf::parse("18:00.0").unwrap()).unwrap();
-        assert_eq!(vfs.iter().map(|(n, _)| *n).collect::<Vec<_>>(), (0..11).collect::<Vec<_>>());
+        assert_eq!(
+            vfs.iter().map(|(n, _)| *n).collect::<Vec<_>>(),
+            (0..11).collect::<Vec<_>>()
+        );
         assert_eq!(vfs[10].1.as_str(), "0000:18:01.6");
-        assert_eq!(sysfs.sriov(&Bdf::parse("18:00.0").unwrap()).unwrap(), Some(SriovState { total: 16, num: 11 }));
+        assert_eq!(
+            sysfs.sriov(&Bdf::parse("18:00.0").unwrap()).unwrap(),
+            Some(SriovState { total: 16, num: 11 })
+        );
         assert!(sysfs.vf_vgpu(&vfs[0].1).unwrap().is_none());
     }
 }
