@@ -775,6 +775,26 @@ impl Run<'_, '_> {
     }
 
     fn create(&mut self, gpu: &Bdf, instances: &[GpuInstanceLayout]) -> Flow<()> {
+        let profiles = self
+            .host
+            .gpu
+            .gpu_instance_profiles(gpu)
+            .map_err(self.err("reading the GPU instance profiles"))?;
+        for gi in instances {
+            let Some(want) = &gi.profile else { continue };
+            match profiles.iter().find(|(id, _)| *id == gi.profile_id) {
+                Some((_, have)) if have == want => {}
+                found => {
+                    return Err(self.fail(format!(
+                        "{gpu}: GPU instance profile {} is {} on this GPU but {} in the layout (nvidia-smi mig -lgip): \
+                         the layout was recorded on another GPU model",
+                        gi.profile_id,
+                        found.map_or("not offered".to_string(), |(_, n)| miggate_compat::escape::escape(n).into_owned()),
+                        miggate_compat::escape::escape(want)
+                    )));
+                }
+            }
+        }
         let offered = self
             .host
             .gpu

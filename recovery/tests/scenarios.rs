@@ -600,3 +600,23 @@ fn s17_a_placement_mismatch_with_equal_counts_is_found_and_rebuilt() {
     assert_recovered(&node, &layout);
     insta::assert_snapshot!(ran.calls.join("\n"));
 }
+
+#[test]
+fn s18_a_layout_recorded_on_another_gpu_model_is_refused_before_creating_instances() {
+    let node = booted_node();
+    // Profile 19 is 1g.10gb on an H100 80GB, 1g.18gb here.
+    let text = gpu_yaml(A, "GPU-a").replace("profile: 1g.18gb", "profile: 1g.10gb");
+    let layout = Layout::from_yaml(
+        &format!("apiVersion: miggate.io/v1alpha1\nkind: RecoveryLayout\ngpus:\n{text}"),
+        Path::new("t"),
+    )
+    .unwrap();
+    let ran = run(&node, &layout);
+    assert_failed(
+        &node,
+        &ran,
+        "create-instances",
+        "profile 19 is 1g.18gb on this GPU but 1g.10gb in the layout",
+    );
+    assert!(!ran.calls.iter().any(|c| c.contains("-cgi")));
+}

@@ -545,6 +545,16 @@ impl GpuControl for FakeNode {
         Ok(s.gpu(gpu)?.instances())
     }
 
+    fn gpu_instance_profiles(&self, gpu: &Bdf) -> Result<Vec<(u32, String)>> {
+        let mut s = self.lock();
+        s.alive()?;
+        s.gpu(gpu)?;
+        Ok(PROFILES
+            .iter()
+            .map(|(id, name, _, _)| (*id, name.to_string()))
+            .collect())
+    }
+
     fn offered_placements(&self, gpu: &Bdf) -> Result<Vec<(u32, Vec<Placement>)>> {
         let mut s = self.lock();
         s.alive()?;

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 use std::time::Duration;
 
 use miggate_capture::internal::mig_table::{
-    MigTable, parse_compute_instances, parse_gpu_instances, parse_placements,
+    MigTable, parse_compute_instances, parse_gpu_instance_profiles, parse_gpu_instances, parse_placements,
 };
 use regex::Regex;
 
@@ -155,6 +155,14 @@ impl GpuControl for NvidiaSmi {
         Ok(out)
     }
 
+    fn gpu_instance_profiles(&self, gpu: &Bdf) -> Result<Vec<(u32, String)>> {
+        let (cmd, text) = self.listing(&["mig", "-lgip", "-i", gpu.as_str()])?;
+        Ok(table(cmd, parse_gpu_instance_profiles(&text))?
+            .into_iter()
+            .map(|p| (p.id, p.name))
+            .collect())
+    }
+
     fn offered_placements(&self, gpu: &Bdf) -> Result<Vec<(u32, Vec<Placement>)>> {
         let (cmd, text) = self.listing(&["mig", "-lgipp", "-i", gpu.as_str()])?;
         Ok(table(cmd, parse_placements(&text))?
@@ -201,5 +209,72 @@ impl GpuControl for NvidiaSmi {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(all(test, unix))]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::os::unix::fs::PermissionsExt;
+    use std::path::Path;
+
+    use super::*;
+
+    /// An nvidia-smi that prints a recorded output and exits with `code`.
+    fn replaying(dir: &Path, recorded: &str, code: i32) -> NvidiaSmi {
+        let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../testdata/nvidia-smi")
+            .join(recorded);
+        let script = dir.join("nvidia-smi");
+        std::fs::write(
+            &script,
+            format!("#!/bin/sh\ncat '{}'\nexit {code}\n", file.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        NvidiaSmi::new(script, Duration::from_secs(30), Duration::from_secs(30))
+    }
+
+    #[rstest::rstest]
+    #[case(
+        "errors/gpu-reset-not-supported-vm-nvidia-mig-guide.txt",
+        ResetFailure::NotSupported
+    )]
+    #[case(
+        "errors/gpu-reset-could-not-be-reset-4gpu-in-use-mig-parted-181.txt",
+        ResetFailure::InUse
+    )]
+    #[case(
+        "errors/gpu-reset-in-use-by-another-process-a100-gpu-operator-118.txt",
+        ResetFailure::InUse
+    )]
+    #[case("errors/nvidia-smi-failed-communicate-driver.txt", ResetFailure::Other)]
+    fn recorded_reset_failures_are_classified(#[case] recorded: &str, #[case] want: ResetFailure) {
+        let dir = tempfile::tempdir().unwrap();
+        let smi = replaying(dir.path(), recorded, 255);
+        let err = smi.reset(&[Bdf::parse("0000:01:00.0").unwrap()]).unwrap_err();
+        assert!(matches!(err, Error::Reset { kind, .. } if kind == want), "{err}");
+    }
+
+    #[test]
+    fn recorded_instance_listings_read_through_capture_parsers() {
+        let dir = tempfile::tempdir().unwrap();
+        let gpu = Bdf::parse("0000:01:00.0").unwrap();
+        let gis = replaying(dir.path(), "mig-lgi/h100-nvl-4gi-opennebula.txt", 0).instances(&gpu);
+        // -lci is the same script: the -lgi table is no -lci table, so it is refused, not misread.
+        assert!(gis.is_err());
+        let placements = replaying(dir.path(), "mig-lgipp/h100-pcie-80gb-r525-scaleway.txt", 0)
+            .offered_placements(&gpu)
+            .unwrap();
+        assert_eq!(
+            placements[0],
+            (19, (0..7).map(|s| Placement { start: s, size: 1 }).collect())
+        );
+        let profiles = replaying(dir.path(), "mig-lgip/h100-pcie-80gb-r525-scaleway.txt", 0)
+            .gpu_instance_profiles(&gpu)
+            .unwrap();
+        assert_eq!(profiles[0], (19, "1g.10gb".to_string()));
+        let none = replaying(dir.path(), "mig-lgi/a30-none-not-found.txt", 6);
+        assert!(none.listing(&["mig", "-lgi"]).is_ok());
     }
 }

@@ -74,6 +74,9 @@ pub trait GpuControl {
     fn set_persistence(&self, gpu: &Bdf, on: bool) -> Result<()>;
     /// The GPU instances (with placement) and their compute instances. Empty when MIG is off.
     fn instances(&self, gpu: &Bdf) -> Result<Vec<GpuInstanceLayout>>;
+    /// The GPU instance profiles this GPU offers (`-lgip`) as `(id, name)`: the same id names
+    /// different sizes on different models (19 is `1g.10gb` on an H100, `1g.18gb` on an H200).
+    fn gpu_instance_profiles(&self, gpu: &Bdf) -> Result<Vec<(u32, String)>>;
     /// Which placements each GPU instance profile may take (`-lgipp`), by profile id.
     fn offered_placements(&self, gpu: &Bdf) -> Result<Vec<(u32, Vec<Placement>)>>;
     /// Creates a GPU instance of a profile at a placement; gives its instance id.
