@@ -12,7 +12,9 @@ use anyhow::Context;
 use miggate_compat::escape::escape;
 use miggate_recovery::gate::FileGate;
 use miggate_recovery::journal::FileStore;
-use miggate_recovery::real::{NvidiaSmi, RootedSysfs, SriovManageScript, SystemClock, Systemctl};
+use miggate_recovery::real::{
+    CaptureInventory, NvidiaSmi, RootedSysfs, SriovManageScript, SystemClock, Systemctl,
+};
 use miggate_recovery::seams::Host;
 use miggate_recovery::{Layout, Options, Outcome, Progress, apply, observe::observe, plan};
 
@@ -110,6 +112,7 @@ struct Real {
     gate: FileGate,
     clock: SystemClock,
     store: FileStore,
+    inventory: CaptureInventory,
 }
 
 impl Real {
@@ -126,6 +129,7 @@ impl Real {
             gate: FileGate::new(&args.root),
             clock: SystemClock::new(),
             store: FileStore::new(&args.root),
+            inventory: CaptureInventory::new(args.nvidia_smi.clone(), Duration::from_secs(60)),
         }
     }
 
@@ -138,6 +142,7 @@ impl Real {
             gate: &self.gate,
             clock: &self.clock,
             store: &self.store,
+            inventory: &self.inventory,
         }
     }
 }
@@ -164,20 +169,11 @@ fn print_lines(text: &str) -> anyhow::Result<()> {
 
 fn record(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let real = Real::new(&args.host);
-    let host = real.host();
-    let node = observe(&host).context("cannot read the node's layout")?;
-    let fabric_mode = if host
-        .services
-        .is_active("nvidia-fabricmanager.service")
-        .unwrap_or(false)
-    {
-        host.sysfs
-            .fabric_mode()
-            .context("cannot read the fabric manager's configuration")?
-    } else {
-        None
-    };
-    let layout = node.to_layout(Some(host.clock.utc_now()), fabric_mode);
+    let (layout, warnings) =
+        miggate_recovery::record::record(&real.host()).context("cannot read the node's layout")?;
+    for w in &warnings {
+        eprintln!("miggate: warning: {}", escape(w));
+    }
     match &args.output {
         Some(path) => {
             layout.write(path)?;

@@ -14,7 +14,7 @@ kind: RecoveryLayout
 fabricMode: 2
 gpus:
 - bus: "0000:18:00.0"
-  uuid: GPU-e2e-a
+  uuid: GPU-b2acda36-db78-a209-f9ef-d07b4336c449
   migMode: enabled
   gpuInstances:
   - {placement: "0:2", profileId: 14, profile: 2g.35gb, computeInstances: [{profileId: 1, profile: 2g.35gb}]}
@@ -64,7 +64,7 @@ fn tree(fabric_mode: u32) -> Tree {
     .unwrap();
     let gpu = root.join("fake/gpus").join(PF);
     fs::create_dir_all(&gpu).unwrap();
-    fs::write(gpu.join("uuid"), "GPU-e2e-a").unwrap();
+    fs::write(gpu.join("uuid"), "GPU-b2acda36-db78-a209-f9ef-d07b4336c449").unwrap();
     fs::write(gpu.join("mig"), "Disabled\n").unwrap();
     fs::write(gpu.join("gis"), "").unwrap();
     fs::write(gpu.join("cis"), "").unwrap();
@@ -226,6 +226,7 @@ fn record_then_plan_says_nothing_to_do_and_the_layout_round_trips() {
     let read = |s: &str| {
         let mut v: serde_json::Value = serde_saphyr::from_str(s).unwrap();
         v.as_object_mut().unwrap().remove("recordedAt");
+        v.as_object_mut().unwrap().remove("manifest");
         v
     };
     let text_recorded = fs::read_to_string(&recorded).unwrap();
@@ -233,6 +234,74 @@ fn record_then_plan_says_nothing_to_do_and_the_layout_round_trips() {
     // Recording to stdout gives the same document.
     let stdout = t.miggate(&["record"]);
     assert_eq!(read(&text(&stdout.stdout)), read(&text_recorded));
+}
+
+/// The tree as after a reboot: MIG off, no instances, no VFs.
+fn reboot(t: &Tree) {
+    let gpu = t.root.join("fake/gpus").join(PF);
+    fs::write(gpu.join("mig"), "Disabled\n").unwrap();
+    fs::write(gpu.join("gis"), "").unwrap();
+    fs::write(gpu.join("cis"), "").unwrap();
+    let devices = t.root.join("sys/bus/pci/devices");
+    for entry in fs::read_dir(devices.join(PF)).unwrap() {
+        let path = entry.unwrap().path();
+        if path.file_name().unwrap().to_string_lossy().starts_with("virtfn") {
+            let vf = fs::read_link(&path).unwrap();
+            fs::remove_dir_all(devices.join(PF).join(&vf)).unwrap();
+            fs::remove_file(&path).unwrap();
+        }
+    }
+    fs::write(devices.join(PF).join("sriov_numvfs"), "0\n").unwrap();
+    fs::remove_dir_all(t.root.join("run/miggate")).unwrap();
+}
+
+#[test]
+fn a_recorded_manifest_is_checked_in_exact_mode_after_the_reboot() {
+    let t = tree(2);
+    assert_eq!(
+        t.miggate(&["apply", "--layout", &t.layout()]).status.code(),
+        Some(0)
+    );
+    let recorded = t.root.join("recorded.yaml");
+    let rec = t.miggate(&["record", "-o", recorded.to_str().unwrap()]);
+    assert_eq!(rec.status.code(), Some(0), "{}", text(&rec.stderr));
+    assert!(!text(&rec.stderr).contains("warning"), "{}", text(&rec.stderr));
+    let doc: serde_json::Value = serde_saphyr::from_str(&fs::read_to_string(&recorded).unwrap()).unwrap();
+    assert_eq!(doc["manifest"]["nvidia"]["driverVersion"], "580.82.07");
+    assert_eq!(doc["manifest"]["nvidia"]["devices"][0]["migProfile"], "2g.35gb");
+
+    reboot(&t);
+    let apply = t.miggate(&["apply", "--layout", recorded.to_str().unwrap()]);
+    assert_eq!(
+        apply.status.code(),
+        Some(0),
+        "{}{}",
+        text(&apply.stdout),
+        text(&apply.stderr)
+    );
+    assert!(
+        text(&apply.stdout).contains("compat checks pass (exact mode)"),
+        "{}",
+        text(&apply.stdout)
+    );
+    assert_eq!([t.vf_type(0), t.vf_type(1)], ["1415", "1414"]);
+
+    // A driver update across the reboot: the layout comes back, the checkpoints would not restore.
+    reboot(&t);
+    fs::write(t.root.join("fake/driver"), "580.95.05").unwrap();
+    let apply = t.miggate(&["apply", "--layout", recorded.to_str().unwrap()]);
+    assert_eq!(apply.status.code(), Some(1), "{}", text(&apply.stdout));
+    assert!(
+        text(&apply.stderr).contains("driver-version: source 580.82.07, target 580.95.05"),
+        "{}",
+        text(&apply.stderr)
+    );
+    let state: serde_json::Value = serde_json::from_str(&t.read("run/miggate/recovery.json")).unwrap();
+    assert_eq!(
+        (state["state"].as_str(), state["step"].as_str()),
+        (Some("failed"), Some("verify"))
+    );
+    assert!(!t.root.join("run/miggate/ready").exists());
 }
 
 #[test]
@@ -284,4 +353,22 @@ fn plan_with_a_missing_gpu_is_exit_2() {
         "{}",
         text(&out.stderr)
     );
+}
+
+#[test]
+fn plan_output_escapes_what_came_from_the_layout() {
+    let t = tree(2);
+    let hostile = LAYOUT.replace(
+        "profile: 2g.35gb, computeInstances",
+        "profile: \"2g.35gb\\e[2J\\u202e\", computeInstances",
+    );
+    fs::write(t.root.join("hostile.yaml"), hostile).unwrap();
+    let out = t.miggate(&["plan", "--layout", t.root.join("hostile.yaml").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    assert!(
+        !stdout.contains('\u{1b}') && !stdout.contains('\u{202e}'),
+        "{stdout:?}"
+    );
+    assert!(stdout.contains("2g.35gb\\u{1b}[2J"), "{stdout}");
 }

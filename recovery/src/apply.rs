@@ -898,6 +898,27 @@ impl Run<'_, '_> {
             list.extend(p.steps.iter().map(|s| format!("still to do: {s}")));
             return Err(self.fail(format!("the node does not match the layout: {}", list.join("; "))));
         }
+        if let Some(source) = &self.layout.manifest {
+            let now = self
+                .host
+                .inventory
+                .capture()
+                .map_err(self.err("capturing the node for the compat checks"))?;
+            let report = miggate_compat::evaluate_target(
+                source,
+                miggate_compat::Target::manifest(&now),
+                &miggate_compat::Options::default(),
+            );
+            if !report.compatible {
+                return Err(self.fail(format!(
+                    "the node matches the layout, but checkpoints captured here would not restore (compat checks, \
+                     exact mode): {}",
+                    miggate_compat::escape::escape(&report.reason)
+                )));
+            }
+            self.end(t, "node matches the layout; compat checks pass (exact mode)");
+            return Ok(());
+        }
         self.end(t, "node matches the layout");
         Ok(())
     }

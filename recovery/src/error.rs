@@ -89,6 +89,9 @@ pub enum Error {
         /// What nvidia-smi printed.
         output: String,
     },
+    /// Capturing the node's manifest failed.
+    #[error("capturing the node's manifest: {0}")]
+    Capture(String),
     /// The fake node was told to crash after a number of mutating calls (tests only).
     #[error("injected crash: the process is gone")]
     Crashed,

@@ -35,7 +35,7 @@ pub const API_VERSION: &str = "miggate.io/v1alpha1";
 pub const KIND: &str = "RecoveryLayout";
 
 /// A node's recorded layout.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Layout {
     /// Always [`API_VERSION`]; another version is refused rather than misread.
@@ -51,6 +51,11 @@ pub struct Layout {
     pub fabric_mode: Option<u32>,
     /// The GPUs, in bus order.
     pub gpus: Vec<GpuLayout>,
+    /// What capture saw at record time (a manifest body). When present, verify also runs the
+    /// compat checks in exact mode of a fresh capture against it: the layout can be back while a
+    /// driver or kernel change still keeps the node's checkpoints from restoring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<miggate_compat::GpuManifest>,
 }
 
 /// One physical GPU (a PF).

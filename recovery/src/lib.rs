@@ -12,6 +12,7 @@ pub mod layout;
 pub mod observe;
 pub mod plan;
 pub mod real;
+pub mod record;
 pub mod seams;
 
 pub use apply::{Failure, Options, Outcome, Progress, apply};

@@ -151,6 +151,7 @@ impl ObservedNode {
             recorded_at,
             fabric_mode,
             gpus,
+            manifest: None,
         }
     }
 }

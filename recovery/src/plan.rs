@@ -177,7 +177,7 @@ impl fmt::Display for Blocker {
             Blocker::NoSriov { bus, want, total } => {
                 write!(
                     f,
-                    "GPU {bus}: the layout wants {want} VFs, sriov_totalvfs is {total}"
+                    "GPU {bus}: the layout wants {want} VFs, sriov_totalvfs is {total} (sriov-manage -e enables all of them)"
                 )
             }
             Blocker::Busy { bus, change, vfs } => write!(
@@ -274,8 +274,10 @@ fn diff_gpu(want: &GpuLayout, have: &ObservedGpu, blockers: &mut Vec<Blocker>) -
     let active: Vec<u32> = have.active_vgpus().map(|v| v.index).collect();
     let have_vfs = have.num_vfs();
     let total = have.sriov.map_or(0, |s| s.total);
+    // `sriov-manage -e` enables every VF the PF has: no other count can be rebuilt.
     if let Some(w) = want.sriov_num_vfs
-        && w > total
+        && w != 0
+        && w != total
     {
         blockers.push(Blocker::NoSriov {
             bus: bus.clone(),

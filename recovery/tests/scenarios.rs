@@ -620,3 +620,65 @@ fn s18_a_layout_recorded_on_another_gpu_model_is_refused_before_creating_instanc
     );
     assert!(!ran.calls.iter().any(|c| c.contains("-cgi")));
 }
+
+/// Records a layout (with the manifest) on a node recovered from `layout`, then reboots it.
+fn recorded_then_rebooted(layout: &Layout) -> (FakeNode, Layout) {
+    let node = booted_node();
+    assert!(run(&node, layout).result.is_ok());
+    let (recorded, warnings) = miggate_recovery::record::record(&node.host()).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert!(recorded.manifest.is_some());
+    node.take_calls();
+    node.boot();
+    (node, recorded)
+}
+
+#[test]
+fn s19_verify_runs_the_compat_checks_in_exact_mode_on_the_recorded_manifest() {
+    let (node, recorded) = recorded_then_rebooted(&two_gpu_layout());
+    let ran = run(&node, &recorded);
+    assert_eq!(ran.result, Ok(Outcome::Ready { changed: true }));
+    assert!(
+        ran.lines
+            .iter()
+            .any(|l| l.contains("compat checks pass (exact mode)")),
+        "{:?}",
+        ran.lines
+    );
+    assert_recovered(&node, &recorded);
+    // The recorded layout round-trips through its YAML, manifest included.
+    let text = recorded.to_yaml().unwrap();
+    assert_eq!(Layout::from_yaml(&text, Path::new("r.yaml")).unwrap(), recorded);
+}
+
+#[test]
+fn s19b_a_driver_change_across_the_reboot_keeps_the_gate_closed() {
+    let (node, recorded) = recorded_then_rebooted(&two_gpu_layout());
+    node.lock().driver_version = "580.95.05".to_string();
+    let ran = run(&node, &recorded);
+    assert_failed(
+        &node,
+        &ran,
+        "verify",
+        "driver-version: source 580.82.07, target 580.95.05",
+    );
+}
+
+#[test]
+fn s20_a_vf_count_sriov_manage_cannot_produce_is_refused_at_plan() {
+    let node = booted_node();
+    let text = gpu_yaml(A, "GPU-a").replace("sriovNumVfs: 16", "sriovNumVfs: 8");
+    let layout = Layout::from_yaml(
+        &format!("apiVersion: miggate.io/v1alpha1\nkind: RecoveryLayout\ngpus:\n{text}"),
+        Path::new("t"),
+    )
+    .unwrap();
+    let ran = run(&node, &layout);
+    assert_failed(
+        &node,
+        &ran,
+        "plan",
+        "wants 8 VFs, sriov_totalvfs is 16 (sriov-manage -e enables all of them)",
+    );
+    assert!(ran.calls.is_empty());
+}

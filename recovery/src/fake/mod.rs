@@ -32,8 +32,8 @@ use crate::gate::{Phase, RecoveryState};
 use crate::journal::Journal;
 use crate::layout::{ComputeInstanceLayout, GpuInstanceLayout, MigMode, Placement};
 use crate::seams::{
-    Clock, Gate, GpuControl, GpuInfo, Host, MigModeState, Services, SriovManage, SriovState, StateStore,
-    Sysfs, VfVgpu, VgpuType,
+    Clock, Gate, GpuControl, GpuInfo, Host, Inventory, MigModeState, Services, SriovManage, SriovState,
+    StateStore, Sysfs, VfVgpu, VgpuType,
 };
 
 /// A vGPU type the fake knows: which GPU instance profile backs it.
@@ -226,6 +226,8 @@ pub struct NodeState {
     pub now: Duration,
     /// Reboots requested.
     pub reboots: u32,
+    /// The driver version capture reports.
+    pub driver_version: String,
 }
 
 /// The fake node; clones share one state.
@@ -280,6 +282,7 @@ impl FakeNode {
                 journal: None,
                 now: Duration::ZERO,
                 reboots: 0,
+                driver_version: "580.82.07".to_string(),
             })),
         }
     }
@@ -299,6 +302,7 @@ impl FakeNode {
             gate: self,
             clock: self,
             store: self,
+            inventory: self,
         }
     }
 
@@ -896,5 +900,32 @@ impl StateStore for FakeNode {
         s.alive()?;
         s.journal = Some(journal.clone());
         Ok(())
+    }
+}
+
+impl Inventory for FakeNode {
+    /// What capture would see: H200s in bus order, cut into their GPU instances' profiles in
+    /// placement order when MIG is on, and the driver version.
+    fn capture(&self) -> Result<miggate_compat::GpuManifest> {
+        let s = self.lock();
+        s.alive()?;
+        let mut builder = miggate_compat::GpuManifest::builder()
+            .node("fake-node")
+            .kernel("6.8.0-60-generic")
+            .cpu_arch("amd64")
+            .driver(s.driver_version.clone())
+            .cuda("13.0");
+        let mut gpus: Vec<&FakeGpu> = s.gpus.iter().collect();
+        gpus.sort_by(|a, b| a.bus.cmp(&b.bus));
+        for g in gpus {
+            let mut gpu = miggate_compat::Gpu::h200().pci_bus_id(format!("0000{}", g.bus));
+            if g.current == MigMode::Enabled {
+                let mut gis = g.gis.clone();
+                gis.sort_by_key(|gi| gi.placement);
+                gpu = gpu.cut(gis.iter().filter_map(|gi| profile_name(gi.profile_id)));
+            }
+            builder = builder.gpu(gpu);
+        }
+        builder.build().map_err(|e| Error::Capture(e.to_string()))
     }
 }

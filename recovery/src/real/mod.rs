@@ -2,6 +2,7 @@
 //! command under a deadline with bounded output (capture's runner).
 
 mod clock;
+mod inventory;
 mod services;
 mod smi;
 mod sriov;
@@ -13,6 +14,7 @@ use std::time::Duration;
 use miggate_capture::internal::process::{Deadline, Output, run};
 
 pub use clock::SystemClock;
+pub use inventory::CaptureInventory;
 pub use services::Systemctl;
 pub use smi::NvidiaSmi;
 pub use sriov::SriovManageScript;

@@ -147,6 +147,12 @@ pub trait Clock {
     fn utc_now(&self) -> String;
 }
 
+/// What capture sees (a manifest), for verify's compat checks.
+pub trait Inventory {
+    /// Captures the node's GPUs and devices.
+    fn capture(&self) -> Result<miggate_compat::GpuManifest>;
+}
+
 /// Where the journal lives (`/var/lib/miggate/`: survives reboots, for the reboot guard).
 pub trait StateStore {
     /// The journal, when one was left.
@@ -172,4 +178,6 @@ pub struct Host<'a> {
     pub clock: &'a dyn Clock,
     /// The journal's store.
     pub store: &'a dyn StateStore,
+    /// Capture, for the compat checks.
+    pub inventory: &'a dyn Inventory,
 }
