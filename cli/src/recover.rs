@@ -101,6 +101,10 @@ struct ApplyArgs {
     /// How long to wait for the driver to list every GPU of the layout, in seconds.
     #[arg(long, value_name = "SECONDS", default_value_t = 120)]
     driver_timeout: u64,
+    /// A unit that must be active before anything is changed (repeatable), e.g. the vGPU host
+    /// daemons nvidia-vgpud.service and nvidia-vgpu-mgr.service.
+    #[arg(long, value_name = "UNIT")]
+    wait_unit: Vec<String>,
 }
 
 /// The real seams under one root.
@@ -227,6 +231,7 @@ fn apply_cmd(args: &ApplyArgs) -> anyhow::Result<ExitCode> {
     let options = Options {
         allow_reboot: !args.no_reboot,
         driver_timeout: Duration::from_secs(args.driver_timeout),
+        wait_units: args.wait_unit.clone(),
         ..Options::default()
     };
     let mut out = anstream::stdout().lock();

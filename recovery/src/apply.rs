@@ -23,8 +23,12 @@ use crate::seams::Host;
 pub struct Options {
     /// How long to wait for the driver to list every GPU of the layout.
     pub driver_timeout: Duration,
-    /// How long to wait for the fabric manager.
+    /// How long to wait for the fabric manager, and for [`Options::wait_units`].
     pub fabric_timeout: Duration,
+    /// Units that must be active before anything is changed, e.g. the vGPU host daemons
+    /// (`nvidia-vgpud.service`, `nvidia-vgpu-mgr.service`): `sriov-manage -e` fails while the
+    /// vGPU manager is still starting.
+    pub wait_units: Vec<String>,
     /// How long to wait for nvidia-persistenced's socket before going on without it (a reset
     /// then needs the `-pm 0` escalation).
     pub persistenced_timeout: Duration,
@@ -54,6 +58,7 @@ impl Default for Options {
         Options {
             driver_timeout: Duration::from_secs(120),
             fabric_timeout: Duration::from_secs(120),
+            wait_units: Vec::new(),
             persistenced_timeout: Duration::from_secs(10),
             mode_timeout: Duration::from_secs(30),
             vf_dir_timeout: Duration::from_secs(30),
@@ -278,21 +283,10 @@ impl Run<'_, '_> {
         }
         self.end(started, "ok");
         self.wait_driver()?;
+        self.wait_units()?;
         self.wait_fabric()?;
         self.wait_persistenced()?;
         let t = self.begin("plan", "reading the node and comparing it with the layout")?;
-        if !self.layout.gpus.iter().all(|g| g.vfs.is_empty())
-            && self
-                .host
-                .sysfs
-                .mdev_present()
-                .map_err(self.err("reading /sys/class/mdev_bus"))?
-        {
-            return Err(self.fail(
-                "this host exposes vGPUs through the mdev framework (/sys/class/mdev_bus); miggate writes the \
-                 vendor-specific VFIO current_vgpu_type and does not drive mdev yet",
-            ));
-        }
         let first = self.replan()?;
         let summary = if first.steps.is_empty() {
             "nothing to do".to_string()
@@ -374,6 +368,26 @@ impl Run<'_, '_> {
                         .join(", ")
                 ))
             }
+        })
+        .map_err(|why| self.fail(format!("after {}s: {why}", limit.as_secs())))?;
+        self.end(t, "ok");
+        Ok(())
+    }
+
+    fn wait_units(&mut self) -> Flow<()> {
+        if self.options.wait_units.is_empty() {
+            return Ok(());
+        }
+        let units = self.options.wait_units.clone();
+        let t = self.begin("wait-units", &format!("waiting for {}", units.join(", ")))?;
+        let limit = self.options.fabric_timeout;
+        self.wait(limit, |run| {
+            for unit in &units {
+                if !run.host.services.is_active(unit).map_err(|e| e.to_string())? {
+                    return Err(format!("{unit} is not active"));
+                }
+            }
+            Ok(())
         })
         .map_err(|why| self.fail(format!("after {}s: {why}", limit.as_secs())))?;
         self.end(t, "ok");

@@ -682,3 +682,32 @@ fn s20_a_vf_count_sriov_manage_cannot_produce_is_refused_at_plan() {
     );
     assert!(ran.calls.is_empty());
 }
+
+#[test]
+fn s21_the_vgpu_host_daemons_are_waited_for_before_anything_changes() {
+    let node = booted_node();
+    node.lock()
+        .units
+        .insert("nvidia-vgpu-mgr.service".to_string(), false);
+    let opts = Options {
+        wait_units: vec!["nvidia-vgpu-mgr.service".to_string()],
+        ..options()
+    };
+    let layout = layout_of(&[(A, "GPU-a")], "");
+    let ran = run_with(&node, &layout, &opts);
+    assert_eq!(ran.result.as_ref().unwrap_err().step, "wait-units");
+    assert!(
+        ran.result
+            .unwrap_err()
+            .message
+            .contains("nvidia-vgpu-mgr.service is not active")
+    );
+    assert!(ran.calls.is_empty());
+    node.lock()
+        .units
+        .insert("nvidia-vgpu-mgr.service".to_string(), true);
+    assert_eq!(
+        run_with(&node, &layout, &opts).result,
+        Ok(Outcome::Ready { changed: true })
+    );
+}

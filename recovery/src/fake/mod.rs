@@ -204,8 +204,6 @@ pub struct NodeState {
     pub holders: Vec<String>,
     /// The fabric manager's FABRIC_MODE.
     pub fabric_mode: Option<u32>,
-    /// `/sys/class/mdev_bus` is populated.
-    pub mdev: bool,
     /// A reboot keeps a pending MIG mode and makes it current (Ampere); else MIG mode is lost.
     pub reboot_keeps_pending: bool,
     /// The mutating calls, in order.
@@ -271,7 +269,6 @@ impl FakeNode {
                 units: units.iter().map(|u| (u.to_string(), true)).collect(),
                 holders: Vec::new(),
                 fabric_mode: None,
-                mdev: false,
                 reboot_keeps_pending: false,
                 calls: Vec::new(),
                 crash_after: None,
@@ -754,12 +751,6 @@ impl Sysfs for FakeNode {
         let s = self.lock();
         s.alive()?;
         Ok(s.fabric_mode)
-    }
-
-    fn mdev_present(&self) -> Result<bool> {
-        let s = self.lock();
-        s.alive()?;
-        Ok(s.mdev)
     }
 }
 

@@ -49,6 +49,84 @@ impl RootedSysfs {
     }
 }
 
+/// A VF's mdev types directory (hosts with the mdev framework: vGPU before the vendor-specific
+/// VFIO framework).
+const MDEV_TYPES: &str = "mdev_supported_types";
+
+/// The UUID of the mdev device recovery creates on a VF: derived from the VF's address, so the
+/// same VF gets the same device across boots (a VM definition can name it).
+pub fn mdev_uuid(vf: &Bdf) -> String {
+    let digits: String = vf.as_str().chars().filter(char::is_ascii_hexdigit).collect();
+    let n = u64::from_str_radix(&digits, 16).unwrap_or(0);
+    format!("6d676761-7465-4000-8000-{:012x}", n & 0xffff_ffff_ffff)
+}
+
+impl RootedSysfs {
+    /// A VF's vGPU state through mdev: the types with `available_instances` > 0 are creatable
+    /// (named by their `name` file), and a device under the VF (a UUID directory with an
+    /// `mdev_type` link to `nvidia-<id>`) is the current type. `None` without mdev types.
+    fn mdev_vgpu(&self, vf: &Bdf) -> Result<Option<VfVgpu>> {
+        let dev = self.device(vf);
+        let types_dir = dev.join(MDEV_TYPES);
+        let Ok(types) = fs::read_dir(&types_dir) else {
+            return Ok(None);
+        };
+        let mut creatable = Vec::new();
+        for entry in types {
+            let entry = entry.map_err(|source| Error::Io {
+                path: types_dir.clone(),
+                what: "listing",
+                source,
+            })?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(id) = name.strip_prefix("nvidia-").and_then(|n| n.parse::<u32>().ok()) else {
+                continue;
+            };
+            if self
+                .number(&entry.path().join("available_instances"))?
+                .unwrap_or(0)
+                == 0
+            {
+                continue;
+            }
+            let title = self
+                .read(&entry.path().join("name"))?
+                .unwrap_or_default()
+                .trim()
+                .to_string();
+            creatable.push(VgpuType { id, name: title });
+        }
+        creatable.sort_by_key(|t| t.id);
+        let mut current = 0;
+        let entries = fs::read_dir(&dev).map_err(|source| Error::Io {
+            path: dev.clone(),
+            what: "listing",
+            source,
+        })?;
+        for entry in entries {
+            let entry = entry.map_err(|source| Error::Io {
+                path: dev.clone(),
+                what: "listing",
+                source,
+            })?;
+            if entry.file_name().len() != 36 {
+                continue;
+            }
+            let Ok(link) = fs::read_link(entry.path().join("mdev_type")) else {
+                continue;
+            };
+            let target = link
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if let Some(id) = target.strip_prefix("nvidia-").and_then(|n| n.parse::<u32>().ok()) {
+                current = id;
+            }
+        }
+        Ok(Some(VfVgpu { current, creatable }))
+    }
+}
+
 /// Reads `creatable_vgpu_types`: `ID : NAME` lines (also `ID NAME`); a header or any line not
 /// starting with a number is skipped.
 pub fn parse_creatable(text: &str) -> Vec<VgpuType> {
@@ -119,7 +197,7 @@ impl Sysfs for RootedSysfs {
     fn vf_vgpu(&self, vf: &Bdf) -> Result<Option<VfVgpu>> {
         let dir = self.device(vf).join("nvidia");
         let Some(current) = self.number(&dir.join("current_vgpu_type"))? else {
-            return Ok(None);
+            return self.mdev_vgpu(vf);
         };
         let creatable = self
             .read(&dir.join("creatable_vgpu_types"))?
@@ -128,12 +206,20 @@ impl Sysfs for RootedSysfs {
     }
 
     fn write_vgpu_type(&self, vf: &Bdf, type_id: u32) -> Result<()> {
-        let path = self.device(vf).join("nvidia/current_vgpu_type");
+        let mut path = self.device(vf).join("nvidia/current_vgpu_type");
+        let mut text = format!("{type_id}\n");
+        if !path.exists() && self.device(vf).join(MDEV_TYPES).exists() {
+            path = self
+                .device(vf)
+                .join(MDEV_TYPES)
+                .join(format!("nvidia-{type_id}/create"));
+            text = format!("{}\n", mdev_uuid(vf));
+        }
         let result = fs::OpenOptions::new()
             .write(true)
             .truncate(true)
             .open(&path)
-            .and_then(|mut f| f.write_all(format!("{type_id}\n").as_bytes()));
+            .and_then(|mut f| f.write_all(text.as_bytes()));
         result.map_err(|e| Error::VgpuWrite {
             vf: vf.clone(),
             type_id,
@@ -171,10 +257,6 @@ impl Sysfs for RootedSysfs {
             }
         }
         Ok(None)
-    }
-
-    fn mdev_present(&self) -> Result<bool> {
-        Ok(fs::read_dir(self.root.join("sys/class/mdev_bus")).is_ok_and(|mut d| d.next().is_some()))
     }
 }
 
@@ -220,5 +302,45 @@ mod tests {
             Some(SriovState { total: 16, num: 11 })
         );
         assert!(sysfs.vf_vgpu(&vfs[0].1).unwrap().is_none());
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn mdev_vfs_list_available_types_show_their_device_and_create_by_writing_a_uuid() {
+        let dir = tempfile::tempdir().unwrap();
+        let vf = Bdf::parse("0000:41:00.4").unwrap();
+        let dev = dir.path().join("sys/bus/pci/devices").join(vf.as_str());
+        for (id, name, available) in [(558, "GRID A100-1-5C", 1), (559, "GRID A100-2-10C", 0)] {
+            let t = dev.join(MDEV_TYPES).join(format!("nvidia-{id}"));
+            fs::create_dir_all(&t).unwrap();
+            fs::write(t.join("name"), format!("{name}\n")).unwrap();
+            fs::write(t.join("available_instances"), format!("{available}\n")).unwrap();
+            fs::write(t.join("create"), "").unwrap();
+        }
+        let sysfs = RootedSysfs::new(dir.path());
+        let seen = sysfs.vf_vgpu(&vf).unwrap().unwrap();
+        assert_eq!(seen.current, 0);
+        assert_eq!(
+            seen.creatable,
+            [VgpuType {
+                id: 558,
+                name: "GRID A100-1-5C".into()
+            }]
+        );
+        sysfs.write_vgpu_type(&vf, 558).unwrap();
+        let uuid = mdev_uuid(&vf);
+        assert_eq!(
+            fs::read_to_string(dev.join(MDEV_TYPES).join("nvidia-558/create")).unwrap(),
+            format!("{uuid}\n")
+        );
+        assert_eq!(uuid.len(), 36);
+        // The kernel would now show the device under the VF.
+        fs::create_dir_all(dev.join(&uuid)).unwrap();
+        std::os::unix::fs::symlink(
+            "../mdev_supported_types/nvidia-558",
+            dev.join(&uuid).join("mdev_type"),
+        )
+        .unwrap();
+        assert_eq!(sysfs.vf_vgpu(&vf).unwrap().unwrap().current, 558);
     }
 }

@@ -93,9 +93,11 @@ pub trait Sysfs {
     fn sriov(&self, pf: &Bdf) -> Result<Option<SriovState>>;
     /// A PF's VFs as `(N, address)` from its `virtfnN` links, sorted by N.
     fn vfs(&self, pf: &Bdf) -> Result<Vec<(u32, Bdf)>>;
-    /// A VF's `nvidia/` directory; `None` while the driver has not populated it.
+    /// A VF's vGPU state: its `nvidia/` directory (vendor-specific VFIO), else its mdev types
+    /// and devices; `None` while neither is populated.
     fn vf_vgpu(&self, vf: &Bdf) -> Result<Option<VfVgpu>>;
-    /// Writes a vGPU type id to a VF's `current_vgpu_type`.
+    /// Creates a vGPU of a type on a VF: the id written to `nvidia/current_vgpu_type`, or, on an
+    /// mdev host, a device created from `mdev_supported_types/nvidia-<id>`.
     fn write_vgpu_type(&self, vf: &Bdf, type_id: u32) -> Result<()>;
     /// Whether a kernel module is loaded.
     fn module_loaded(&self, name: &str) -> Result<bool>;
@@ -103,8 +105,6 @@ pub trait Sysfs {
     fn persistenced_reachable(&self) -> Result<bool>;
     /// The fabric manager's configured `FABRIC_MODE`; `None` without a configuration.
     fn fabric_mode(&self) -> Result<Option<u32>>;
-    /// Whether the mdev framework is present (`/sys/class/mdev_bus` not empty).
-    fn mdev_present(&self) -> Result<bool>;
 }
 
 /// `sriov-manage`: its exit status is not trusted; callers verify in sysfs.
