@@ -14,7 +14,7 @@ use crate::error::{Error, ResetFailure};
 use crate::gate::{Phase, RecoveryState};
 use crate::journal::Journal;
 use crate::layout::{GpuInstanceLayout, Layout, MigMode};
-use crate::observe::{ObservedNode, observe};
+use crate::observe::{ObservedNode, observe, physical_gpus};
 use crate::plan::{Plan, Step, plan};
 use crate::seams::Host;
 
@@ -349,7 +349,7 @@ impl Run<'_, '_> {
             {
                 return Err("the nvidia module is not loaded".to_string());
             }
-            let listed = run.host.gpu.gpus().map_err(|e| e.to_string())?;
+            let listed = physical_gpus(&run.host).map_err(|e| e.to_string())?;
             let missing: Vec<String> = wanted
                 .iter()
                 .filter(|b| !listed.iter().any(|g| &g.bus == *b))
@@ -500,7 +500,7 @@ impl Run<'_, '_> {
 
     /// The GPUs whose mode is not current yet.
     fn still_pending(&self, wanted: &[(Bdf, MigMode)]) -> Flow<Vec<(Bdf, MigMode)>> {
-        let listed = self.host.gpu.gpus().map_err(self.err("reading MIG mode"))?;
+        let listed = physical_gpus(&self.host).map_err(self.err("reading MIG mode"))?;
         Ok(wanted
             .iter()
             .filter(|(bus, mode)| {
@@ -533,10 +533,7 @@ impl Run<'_, '_> {
             ));
         }
         let all: Vec<Bdf> = {
-            let mut all: Vec<Bdf> = self
-                .host
-                .gpu
-                .gpus()
+            let mut all: Vec<Bdf> = physical_gpus(&self.host)
                 .map_err(self.err("listing GPUs"))?
                 .into_iter()
                 .map(|g| g.bus)

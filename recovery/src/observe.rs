@@ -66,11 +66,22 @@ impl ObservedNode {
     }
 }
 
+/// The physical GPUs the driver lists, in bus order: VFs (which some tools list too) left out.
+pub fn physical_gpus(host: &Host<'_>) -> Result<Vec<GpuInfo>> {
+    let mut listed = Vec::new();
+    for gpu in host.gpu.gpus()? {
+        if !host.sysfs.is_vf(&gpu.bus)? {
+            listed.push(gpu);
+        }
+    }
+    listed.sort_by(|a, b| a.bus.cmp(&b.bus));
+    Ok(listed)
+}
+
 /// Reads every physical GPU: mode, instances, SR-IOV, VFs and their vGPU types.
 pub fn observe(host: &Host<'_>) -> Result<ObservedNode> {
     let mut gpus = Vec::new();
-    let mut listed = host.gpu.gpus()?;
-    listed.sort_by(|a, b| a.bus.cmp(&b.bus));
+    let listed = physical_gpus(host)?;
     for info in listed {
         gpus.push(observe_gpu(host, info)?);
     }

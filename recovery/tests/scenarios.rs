@@ -711,3 +711,18 @@ fn s21_the_vgpu_host_daemons_are_waited_for_before_anything_changes() {
         Ok(Outcome::Ready { changed: true })
     );
 }
+
+#[test]
+fn s22_vfs_in_the_gpu_listing_are_neither_recorded_nor_reset() {
+    let layout = two_gpu_layout();
+    let node = booted_node();
+    node.lock().lists_vfs = true;
+    node.lock().nvlink_group = true;
+    assert!(run(&node, &layout).result.is_ok());
+    let (recorded, _) = miggate_recovery::record::record(&node.host()).unwrap();
+    let buses: Vec<&str> = recorded.gpus.iter().map(|g| g.bus.as_str()).collect();
+    assert_eq!(buses, [A, B, C]);
+    // A recovered node keeps recovering cleanly with VFs listed.
+    node.lock().ready = false;
+    assert_eq!(run(&node, &layout).result, Ok(Outcome::Ready { changed: false }));
+}

@@ -226,6 +226,8 @@ pub struct NodeState {
     pub reboots: u32,
     /// The driver version capture reports.
     pub driver_version: String,
+    /// The GPU listing names VFs too (as old tools did: mig-parted #14).
+    pub lists_vfs: bool,
 }
 
 /// The fake node; clones share one state.
@@ -280,6 +282,7 @@ impl FakeNode {
                 now: Duration::ZERO,
                 reboots: 0,
                 driver_version: "580.82.07".to_string(),
+                lists_vfs: false,
             })),
         }
     }
@@ -451,7 +454,8 @@ impl GpuControl for FakeNode {
                 "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.",
             ));
         }
-        Ok(s.gpus
+        let mut listed: Vec<GpuInfo> = s
+            .gpus
             .iter()
             .map(|g| GpuInfo {
                 bus: g.bus.clone(),
@@ -461,7 +465,17 @@ impl GpuControl for FakeNode {
                     pending: g.pending,
                 }),
             })
-            .collect())
+            .collect();
+        if s.lists_vfs {
+            for (n, vf) in s.gpus.iter().flat_map(|g| g.vfs.iter()).enumerate() {
+                listed.push(GpuInfo {
+                    bus: vf.bdf.clone(),
+                    uuid: format!("GPU-vf-{n}"),
+                    mig: None,
+                });
+            }
+        }
+        Ok(listed)
     }
 
     fn set_mig_mode(&self, gpu: &Bdf, mode: MigMode) -> Result<()> {
@@ -733,6 +747,12 @@ impl Sysfs for FakeNode {
         v.current = type_id;
         v.gi = Some(backing);
         Ok(())
+    }
+
+    fn is_vf(&self, dev: &Bdf) -> Result<bool> {
+        let s = self.lock();
+        s.alive()?;
+        Ok(s.gpus.iter().any(|g| g.vfs.iter().any(|v| &v.bdf == dev)))
     }
 
     fn module_loaded(&self, name: &str) -> Result<bool> {

@@ -227,6 +227,10 @@ impl Sysfs for RootedSysfs {
         })
     }
 
+    fn is_vf(&self, dev: &Bdf) -> Result<bool> {
+        Ok(fs::symlink_metadata(self.device(dev).join("physfn")).is_ok())
+    }
+
     fn module_loaded(&self, name: &str) -> Result<bool> {
         if let Some(modules) = read_bounded(&self.root.join("proc/modules"), 1024 * 1024)? {
             return Ok(modules.lines().any(|l| l.split_whitespace().next() == Some(name)));
@@ -290,7 +294,10 @@ mod tests {
             std::os::unix::fs::symlink(format!("../{vf}"), pf.join(format!("virtfn{n}"))).unwrap();
         }
         fs::create_dir_all(devs.join("0000:18:00.1")).unwrap();
+        std::os::unix::fs::symlink("../0000:18:00.0", devs.join("0000:18:00.4/physfn")).unwrap();
         let sysfs = RootedSysfs::new(dir.path());
+        assert!(sysfs.is_vf(&Bdf::parse("0000:18:00.4").unwrap()).unwrap());
+        assert!(!sysfs.is_vf(&Bdf::parse("0000:18:00.0").unwrap()).unwrap());
         let vfs = sysfs.vfs(&Bdf::parse("18:00.0").unwrap()).unwrap();
         assert_eq!(
             vfs.iter().map(|(n, _)| *n).collect::<Vec<_>>(),

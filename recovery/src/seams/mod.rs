@@ -99,6 +99,9 @@ pub trait Sysfs {
     /// Creates a vGPU of a type on a VF: the id written to `nvidia/current_vgpu_type`, or, on an
     /// mdev host, a device created from `mdev_supported_types/nvidia-<id>`.
     fn write_vgpu_type(&self, vf: &Bdf, type_id: u32) -> Result<()>;
+    /// Whether a PCI function is a VF (has a `physfn` link): a listing of GPUs must leave VFs
+    /// out, or a reset "of every GPU" would name them.
+    fn is_vf(&self, dev: &Bdf) -> Result<bool>;
     /// Whether a kernel module is loaded.
     fn module_loaded(&self, name: &str) -> Result<bool>;
     /// Whether nvidia-persistenced's socket is there for nvidia-smi to reach.
