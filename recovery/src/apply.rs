@@ -192,10 +192,16 @@ impl Run<'_, '_> {
         self.step = step;
         self.journal.step = Some(step.to_string());
         self.save()?;
+        // Waiting for preconditions changes nothing yet: pending. From the plan on: recovering.
+        let state = if step == "start" || step.starts_with("wait-") {
+            Phase::Pending
+        } else {
+            Phase::Recovering
+        };
         self.host
             .gate
             .publish(&RecoveryState {
-                state: Phase::Recovering,
+                state,
                 step: Some(step.to_string()),
                 message: Some(message.to_string()),
                 updated_at: self.host.clock.utc_now(),

@@ -23,7 +23,8 @@ pub const STATE_FILE: &str = "run/miggate/recovery.json";
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Phase {
-    /// Not started.
+    /// Waiting for the driver, the fabric manager or persistenced: nothing changed yet. No
+    /// state file at all (a fresh boot before recovery ran) means the same.
     Pending,
     /// Running.
     Recovering,

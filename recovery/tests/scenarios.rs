@@ -146,7 +146,7 @@ fn s01_clean_hopper_boot_needs_no_reset() {
     );
     // The third GPU, not in the layout, is left alone.
     assert!(node.lock().gpus[2].vfs.is_empty());
-    assert_eq!(node.lock().published, [Phase::Recovering, Phase::Ready]);
+    assert_eq!(node.lock().published, [Phase::Pending, Phase::Recovering, Phase::Ready]);
     insta::assert_snapshot!(ran.calls.join("\n"));
     insta::assert_snapshot!("s01_progress", ran.lines.join("\n"));
 }
