@@ -372,3 +372,54 @@ fn plan_output_escapes_what_came_from_the_layout() {
     );
     assert!(stdout.contains("2g.35gb\\u{1b}[2J"), "{stdout}");
 }
+
+#[test]
+fn reset_unsupported_reboots_once_through_systemctl_then_fails_on_the_next_boot() {
+    let t = tree(2);
+    fs::write(t.root.join("fake/ampere"), "").unwrap();
+    fs::write(t.root.join("fake/no_reset"), "").unwrap();
+    let first = t.miggate(&["apply", "--layout", &t.layout()]);
+    assert_eq!(
+        first.status.code(),
+        Some(0),
+        "{}{}",
+        text(&first.stdout),
+        text(&first.stderr)
+    );
+    assert!(
+        text(&first.stdout).contains("rebooting once"),
+        "{}",
+        text(&first.stdout)
+    );
+    assert!(
+        t.root.join("fake/rebooted").exists(),
+        "systemctl reboot was not asked for"
+    );
+    let journal: serde_json::Value =
+        serde_json::from_str(&t.read("var/lib/miggate/recovery-journal.json")).unwrap();
+    assert_eq!(journal["rebootAttempted"], true);
+    assert!(!t.root.join("run/miggate/ready").exists());
+
+    // The reboot: /run is gone, the MIG mode did not stick, /var/lib stays.
+    fs::remove_file(t.root.join("fake/rebooted")).unwrap();
+    fs::remove_file(t.root.join("fake/gpus").join(PF).join("mig_pending")).unwrap();
+    fs::remove_dir_all(t.root.join("run/miggate")).unwrap();
+    let second = t.miggate(&["apply", "--layout", &t.layout()]);
+    assert_eq!(second.status.code(), Some(1), "{}", text(&second.stdout));
+    assert!(
+        text(&second.stderr).contains("did not take effect after rebooting"),
+        "{}",
+        text(&second.stderr)
+    );
+    assert!(
+        text(&second.stderr).contains("Resetting GPU 00000000:18:00.0 is not supported."),
+        "{}",
+        text(&second.stderr)
+    );
+    assert!(!t.root.join("fake/rebooted").exists(), "a second reboot");
+    let state: serde_json::Value = serde_json::from_str(&t.read("run/miggate/recovery.json")).unwrap();
+    assert_eq!(
+        (state["state"].as_str(), state["step"].as_str()),
+        (Some("failed"), Some("reset"))
+    );
+}

@@ -146,7 +146,10 @@ fn s01_clean_hopper_boot_needs_no_reset() {
     );
     // The third GPU, not in the layout, is left alone.
     assert!(node.lock().gpus[2].vfs.is_empty());
-    assert_eq!(node.lock().published, [Phase::Pending, Phase::Recovering, Phase::Ready]);
+    assert_eq!(
+        node.lock().published,
+        [Phase::Pending, Phase::Recovering, Phase::Ready]
+    );
     insta::assert_snapshot!(ran.calls.join("\n"));
     insta::assert_snapshot!("s01_progress", ran.lines.join("\n"));
 }
@@ -473,23 +476,39 @@ fn s14_an_already_recovered_node_makes_zero_mutating_calls_and_opens_the_gate() 
     assert_recovered(&node, &layout);
 }
 
-#[rstest::rstest]
-#[case::hopper(false)]
-#[case::ampere_with_dcgm_and_unreachable_persistenced(true)]
-fn s15_a_crash_between_any_two_steps_resumes_and_converges(#[case] ampere: bool) {
-    let layout = two_gpu_layout();
-    let make = || {
-        let node = if ampere { ampere_node() } else { booted_node() };
-        if ampere {
+/// A node and its layout for the crash test, by scenario.
+fn crash_case(case: &str) -> (FakeNode, Layout) {
+    match case {
+        "hopper" => (booted_node(), two_gpu_layout()),
+        "ampere" => {
+            let node = ampere_node();
             node.lock().persistenced_reachable = false;
+            (node, two_gpu_layout())
         }
-        node
-    };
-    let reference = make();
+        "vfs-up" => {
+            let node = booted_node();
+            node.sriov_enable_now(A);
+            (node, layout_of(&[(A, "GPU-a")], ""))
+        }
+        _ => {
+            let layout = layout_of(&[(A, "GPU-a")], "");
+            let node = misplaced_node(&layout);
+            (node, layout)
+        }
+    }
+}
+
+#[rstest::rstest]
+#[case::hopper("hopper")]
+#[case::ampere_with_dcgm_and_unreachable_persistenced("ampere")]
+#[case::vfs_already_up_on_a_mode_change("vfs-up")]
+#[case::placement_mismatch_rebuilt("misplaced")]
+fn s15_a_crash_between_any_two_steps_resumes_and_converges(#[case] case: &str) {
+    let (reference, layout) = crash_case(case);
     let total = run(&reference, &layout).calls.len();
-    assert!(total > 20, "{total}");
+    assert!(total >= 10, "{total}");
     for n in 0..total {
-        let node = make();
+        let (node, layout) = crash_case(case);
         node.lock().crash_after = Some(n);
         let crashed = run(&node, &layout);
         assert!(crashed.result.is_err(), "crash at {n}");
@@ -554,13 +573,12 @@ fn s16b_fabric_manager_in_the_wrong_mode_keeps_the_gate_closed() {
     );
 }
 
-#[test]
-fn s17_a_placement_mismatch_with_equal_counts_is_found_and_rebuilt() {
+/// A node recovered from `layout`, then its vGPUs gone and its GPU instances moved: same
+/// profiles and counts, different slots (1g at 0 and 1 and 2g at 2:2, where the layout has 2g at
+/// 0:2 and 1g at 2 and 3).
+fn misplaced_node(layout: &Layout) -> FakeNode {
     let node = booted_node();
-    let layout = layout_of(&[(A, "GPU-a")], "");
-    assert!(run(&node, &layout).result.is_ok());
-    // Same profiles and counts, different slots: the node has 1g at 0 and 1 and 2g at 2:2,
-    // the layout 2g at 0:2 and 1g at 2 and 3.
+    assert!(run(&node, layout).result.is_ok());
     {
         let mut s = node.lock();
         let g = &mut s.gpus[0];
@@ -576,7 +594,16 @@ fn s17_a_placement_mismatch_with_equal_counts_is_found_and_rebuilt() {
                 _ => gi.placement,
             };
         }
+        s.ready = false;
     }
+    node.take_calls();
+    node
+}
+
+#[test]
+fn s17_a_placement_mismatch_with_equal_counts_is_found_and_rebuilt() {
+    let layout = layout_of(&[(A, "GPU-a")], "");
+    let node = misplaced_node(&layout);
     let observed = observe(&node.host()).unwrap();
     let p = plan(&layout, &observed);
     assert_eq!(
