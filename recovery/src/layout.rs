@@ -326,6 +326,20 @@ gpus:
         assert!(err.contains(want) && err.contains("l.yaml"), "{err}");
     }
 
+    #[rstest::rstest]
+    #[case::duplicate_gpu(TEXT.replace("gpus:\n", "gpus:\n- {bus: \"18:00.0\", migMode: disabled}\n"), "GPU 0000:18:00.0 is listed twice")]
+    #[case::instances_without_mig(TEXT.replace("migMode: enabled", "migMode: disabled"), "GPU instances with MIG disabled")]
+    #[case::type_zero(TEXT.replace("vgpuTypeId: 1414", "vgpuTypeId: 0"), "vgpuTypeId 0 means no vGPU")]
+    #[case::duplicate_vf(TEXT.replace("  - {index: 0,", "  - {index: 0, vgpuTypeId: 1}\n  - {index: 0,"), "VF index 0 is listed twice")]
+    #[case::bad_bus(TEXT.replace("00000000:18:00.0", "18:00"), "not a PCI address")]
+    #[case::zero_size(TEXT.replace("\"0:1\"", "\"0:0\""), "expected start:size")]
+    fn inconsistent_layouts_are_refused(#[case] text: String, #[case] want: &str) {
+        let err = Layout::from_yaml(&text, Path::new("l.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(want) && err.contains("l.yaml"), "{err}");
+    }
+
     #[test]
     fn another_version_is_refused() {
         let err = Layout::from_yaml(&TEXT.replace("v1alpha1", "v9"), Path::new("l")).unwrap_err();
