@@ -27,4 +27,10 @@ pub mod internal {
     pub use crate::nvml::read as read_nvml;
     pub use crate::parse::{failure, list, mig_table, query};
     pub use crate::smi::cuda_version;
+
+    /// The process runner (deadline, output bound, process-group kill), shared with boot
+    /// recovery so that every command miggate runs on a host obeys the same limits.
+    pub mod process {
+        pub use crate::run::{Deadline, HeldOpen, Output, run};
+    }
 }

@@ -37,7 +37,7 @@ const MIN_GRACE: Duration = Duration::from_millis(100);
 
 /// The one deadline of a capture: every command, retries included, must finish before it.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct Deadline {
+pub struct Deadline {
     /// When it passes; `None` when the limit is past what `Instant` can hold (no deadline).
     at: Option<Instant>,
     /// The limit it was set with, for messages.
@@ -46,7 +46,7 @@ pub(crate) struct Deadline {
 
 impl Deadline {
     /// A deadline `limit` from now.
-    pub(crate) fn after(limit: Duration) -> Deadline {
+    pub fn after(limit: Duration) -> Deadline {
         Deadline {
             at: Instant::now().checked_add(limit),
             limit,
@@ -54,17 +54,17 @@ impl Deadline {
     }
 
     /// The limit it was set with.
-    pub(crate) fn limit(&self) -> Duration {
+    pub fn limit(&self) -> Duration {
         self.limit
     }
 
     /// Whether it has passed.
-    pub(crate) fn passed(&self) -> bool {
+    pub fn passed(&self) -> bool {
         self.at.is_some_and(|at| Instant::now() >= at)
     }
 
     /// The time left; `None` when there is no deadline.
-    pub(crate) fn remaining(&self) -> Option<Duration> {
+    pub fn remaining(&self) -> Option<Duration> {
         self.at.map(|at| at.saturating_duration_since(Instant::now()))
     }
 
@@ -76,7 +76,7 @@ impl Deadline {
 
 /// What a finished command printed.
 #[derive(Debug, Clone)]
-pub(crate) struct Output {
+pub struct Output {
     /// The command line, for messages (outside text: quote it escaped).
     pub command: String,
     /// The exit status.
@@ -92,7 +92,7 @@ pub(crate) struct Output {
 
 /// A stream that did not close within the grace after its command exited.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct HeldOpen {
+pub struct HeldOpen {
     /// Which stream.
     pub stream: Stream,
     /// How many bytes of an unfinished last line were dropped.
@@ -117,7 +117,7 @@ impl Output {
 /// outlive the capture nor hold its output pipes open. A descendant that escaped the group
 /// (`setsid`) and holds a pipe open costs at most a 2 s grace: what was read by then is kept,
 /// and [`Output::held_open`] says so.
-pub(crate) fn run(program: &Path, args: &[&str], deadline: &Deadline) -> Result<Output, RunError> {
+pub fn run(program: &Path, args: &[&str], deadline: &Deadline) -> Result<Output, RunError> {
     let command = std::iter::once(program.display().to_string())
         .chain(args.iter().map(|a| a.to_string()))
         .collect::<Vec<_>>()

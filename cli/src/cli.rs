@@ -60,6 +60,9 @@ enum Command {
     ///
     /// Runs until SIGTERM. Exit status: 0 stopped, 2 cannot start.
     Publish(crate::publish::PublishArgs),
+    /// Boot recovery: record a node's MIG, SR-IOV and vGPU layout, plan the difference, and
+    /// apply it after a reboot (see docs/recovery.md).
+    Recover(crate::recover::RecoverArgs),
 }
 
 /// Flags of `miggate check`.
@@ -308,5 +311,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Command::Crds => crate::crds::run(),
         Command::Deploy(args) => crate::deploy::run(&args),
+        Command::Recover(args) => crate::recover::run(&args),
     }
 }

@@ -12,6 +12,7 @@ mod input;
 mod place;
 mod printable;
 mod publish;
+mod recover;
 mod table;
 mod tree;
 mod webhook;

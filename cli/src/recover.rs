@@ -1,0 +1,281 @@
+//! `miggate recover record|plan|apply`: boot recovery of a node's MIG, SR-IOV and vGPU layout.
+//!
+//! Every host path is under `--root`, and the commands run are the ones named by flag, so a
+//! test (or a chroot) can stand files and scripts in for the host.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use miggate_compat::escape::escape;
+use miggate_recovery::gate::FileGate;
+use miggate_recovery::journal::FileStore;
+use miggate_recovery::real::{
+    CaptureInventory, NvidiaSmi, RootedSysfs, SriovManageScript, SystemClock, Systemctl,
+};
+use miggate_recovery::seams::Host;
+use miggate_recovery::{Layout, Options, Outcome, Progress, apply, observe::observe, plan};
+
+use crate::input::closed_pipe_is_fine;
+
+/// `plan`'s exit status when steps are pending.
+const STEPS_PENDING: u8 = 3;
+
+/// Flags of `miggate recover`.
+#[derive(Debug, clap::Args)]
+pub struct RecoverArgs {
+    #[command(subcommand)]
+    command: RecoverCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum RecoverCommand {
+    /// Record the node's layout (MIG mode, GPU instances with placement, compute instances,
+    /// sriov_numvfs, each VF's vGPU type) as YAML.
+    ///
+    /// Exit status: 0 recorded, 2 unreadable node or unwritable file.
+    Record(RecordArgs),
+    /// Compare the node with a layout and print the steps apply would take, with a picture of
+    /// each GPU's placement slots before and after. Changes nothing.
+    ///
+    /// Exit status: 0 nothing to do, 3 steps pending, 2 error (including a blocker such as a
+    /// missing GPU or an active vGPU in the way).
+    Plan(LayoutArgs),
+    /// Bring the node to the layout, verify, and open the readiness gate
+    /// (<root>/run/miggate/ready; state in <root>/run/miggate/recovery.json).
+    ///
+    /// Exit status: 0 ready (or a guarded reboot was requested), 1 recovery failed (the state
+    /// file says at which step and why; the gate stays closed), 2 bad input or usage.
+    Apply(ApplyArgs),
+}
+
+/// Where the host's tools and files are.
+#[derive(Debug, clap::Args)]
+struct HostArgs {
+    /// nvidia-smi to run.
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "MIGGATE_NVIDIA_SMI",
+        default_value = "nvidia-smi"
+    )]
+    nvidia_smi: PathBuf,
+    /// sriov-manage to run (under the GPU Operator: /run/nvidia/driver/usr/lib/nvidia/sriov-manage).
+    #[arg(long, value_name = "PATH", default_value = "/usr/lib/nvidia/sriov-manage")]
+    sriov_manage: PathBuf,
+    /// systemctl to run.
+    #[arg(long, value_name = "PATH", default_value = "systemctl")]
+    systemctl: PathBuf,
+    /// Prefix of every host path read or written (/sys, /proc, /run, /var/lib, /etc, /usr/share).
+    #[arg(long, value_name = "DIR", default_value = "/")]
+    root: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct RecordArgs {
+    #[command(flatten)]
+    host: HostArgs,
+    /// Write the layout here (atomically) instead of standard output.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    output: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+struct LayoutArgs {
+    #[command(flatten)]
+    host: HostArgs,
+    /// The layout recorded by `miggate recover record`.
+    #[arg(long, value_name = "FILE")]
+    layout: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+struct ApplyArgs {
+    #[command(flatten)]
+    args: LayoutArgs,
+    /// Never reboot, even once, when a reset is not supported: fail instead.
+    #[arg(long)]
+    no_reboot: bool,
+    /// How long to wait for the driver to list every GPU of the layout, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
+    driver_timeout: u64,
+    /// A unit that must be active before anything is changed (repeatable), e.g. the vGPU host
+    /// daemons nvidia-vgpud.service and nvidia-vgpu-mgr.service.
+    #[arg(long, value_name = "UNIT")]
+    wait_unit: Vec<String>,
+}
+
+/// The real seams under one root.
+struct Real {
+    smi: NvidiaSmi,
+    sysfs: RootedSysfs,
+    sriov: SriovManageScript,
+    services: Systemctl,
+    gate: FileGate,
+    clock: SystemClock,
+    store: FileStore,
+    inventory: CaptureInventory,
+}
+
+impl Real {
+    fn new(args: &HostArgs) -> Real {
+        Real {
+            smi: NvidiaSmi::new(
+                args.nvidia_smi.clone(),
+                Duration::from_secs(60),
+                Duration::from_secs(300),
+            ),
+            sysfs: RootedSysfs::new(&args.root),
+            sriov: SriovManageScript::new(args.sriov_manage.clone(), Duration::from_secs(180)),
+            services: Systemctl::new(args.systemctl.clone(), Duration::from_secs(120)),
+            gate: FileGate::new(&args.root),
+            clock: SystemClock::new(),
+            store: FileStore::new(&args.root),
+            inventory: CaptureInventory::new(args.nvidia_smi.clone(), Duration::from_secs(60)),
+        }
+    }
+
+    fn host(&self) -> Host<'_> {
+        Host {
+            gpu: &self.smi,
+            sysfs: &self.sysfs,
+            sriov: &self.sriov,
+            services: &self.services,
+            gate: &self.gate,
+            clock: &self.clock,
+            store: &self.store,
+            inventory: &self.inventory,
+        }
+    }
+}
+
+/// Runs `miggate recover …`.
+pub fn run(args: &RecoverArgs) -> anyhow::Result<ExitCode> {
+    match &args.command {
+        RecoverCommand::Record(a) => record(a),
+        RecoverCommand::Plan(a) => plan_cmd(a),
+        RecoverCommand::Apply(a) => apply_cmd(a),
+    }
+}
+
+/// Prints lines, each escaped: layout and node text (profile names, command output) is outside
+/// text.
+fn print_lines(text: &str) -> anyhow::Result<()> {
+    let mut out = anstream::stdout().lock();
+    let mut written = Ok(());
+    for line in text.lines() {
+        written = written.and_then(|()| writeln!(out, "{}", escape(line)));
+    }
+    closed_pipe_is_fine(written.and_then(|()| out.flush())).context("cannot write to standard output")
+}
+
+fn record(args: &RecordArgs) -> anyhow::Result<ExitCode> {
+    let real = Real::new(&args.host);
+    let (layout, warnings) =
+        miggate_recovery::record::record(&real.host()).context("cannot read the node's layout")?;
+    for w in &warnings {
+        eprintln!("miggate: warning: {}", escape(w));
+    }
+    match &args.output {
+        Some(path) => {
+            layout.write(path)?;
+            eprintln!(
+                "recorded {} GPUs into {}",
+                layout.gpus.len(),
+                escape(&path.display().to_string())
+            );
+        }
+        None => print_lines(&layout.to_yaml()?)?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn read_layout(path: &Path) -> anyhow::Result<Layout> {
+    Ok(Layout::read(path)?)
+}
+
+fn plan_cmd(args: &LayoutArgs) -> anyhow::Result<ExitCode> {
+    let layout = read_layout(&args.layout)?;
+    let real = Real::new(&args.host);
+    let node = observe(&real.host()).context("cannot read the node")?;
+    let p = plan(&layout, &node);
+    let mut text = p.pictures.join("\n");
+    if p.steps.is_empty() {
+        text.push_str("\nnothing to do: the node matches the layout\n");
+    } else {
+        text.push_str(&format!("\n{} steps:\n", p.steps.len()));
+        for (n, step) in p.steps.iter().enumerate() {
+            text.push_str(&format!("{:>3}. {step}\n", n + 1));
+        }
+    }
+    print_lines(&text)?;
+    if !p.blockers.is_empty() {
+        let list: Vec<String> = p.blockers.iter().map(ToString::to_string).collect();
+        anyhow::bail!(
+            "the layout cannot be applied as the node stands:\n  {}",
+            list.join("\n  ")
+        );
+    }
+    Ok(if p.steps.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(STEPS_PENDING)
+    })
+}
+
+fn apply_cmd(args: &ApplyArgs) -> anyhow::Result<ExitCode> {
+    let layout = read_layout(&args.args.layout)?;
+    let real = Real::new(&args.args.host);
+    let options = Options {
+        allow_reboot: !args.no_reboot,
+        driver_timeout: Duration::from_secs(args.driver_timeout),
+        wait_units: args.wait_unit.clone(),
+        ..Options::default()
+    };
+    let mut out = anstream::stdout().lock();
+    let mut progress = |p: &Progress<'_>| {
+        let took = p
+            .took
+            .map_or(String::new(), |t| format!(" ({:.2}s)", t.as_secs_f64()));
+        // A closed stdout must not stop recovery; the state file still says where it is.
+        let _ = writeln!(
+            out,
+            "[{:>8.2}s] {}: {}{took}",
+            p.at.as_secs_f64(),
+            escape(p.step),
+            escape(p.message)
+        );
+        let _ = out.flush();
+    };
+    match apply(&layout, real.host(), &options, &mut progress) {
+        Ok(Outcome::Ready { changed }) => {
+            let _ = writeln!(
+                out,
+                "ready: {}",
+                if changed {
+                    "recovered and verified"
+                } else {
+                    "already matched the layout"
+                }
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Ok(Outcome::Rebooting) => {
+            let _ = writeln!(
+                out,
+                "rebooting once to make MIG mode effective; recovery continues at the next boot"
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(failure) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "miggate: recovery failed at {}",
+                escape(&failure.to_string())
+            );
+            Ok(ExitCode::from(1))
+        }
+    }
+}

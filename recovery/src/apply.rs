@@ -1,0 +1,942 @@
+//! The recovery state machine: wait for the driver, the fabric manager and persistenced, then
+//! per phase re-read the node, re-plan and do that phase's steps, verify, open the gate.
+//!
+//! Every phase starts from what the node says now, so a run that crashed anywhere resumes by
+//! running again: finished phases plan nothing. The journal carries only what the node cannot
+//! say (services stopped, persistence turned off, the reboot guard). On any failure the gate
+//! stays closed, the state file says where and why, and stopped services are started again.
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::bdf::Bdf;
+use crate::error::{Error, ResetFailure};
+use crate::gate::{Phase, RecoveryState};
+use crate::journal::Journal;
+use crate::layout::{GpuInstanceLayout, Layout, MigMode};
+use crate::observe::{ObservedNode, observe, physical_gpus};
+use crate::plan::{Plan, Step, plan};
+use crate::seams::Host;
+
+/// Limits and policies of a run.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// How long to wait for the driver to list every GPU of the layout.
+    pub driver_timeout: Duration,
+    /// How long to wait for the fabric manager, and for [`Options::wait_units`].
+    pub fabric_timeout: Duration,
+    /// Units that must be active before anything is changed, e.g. the vGPU host daemons
+    /// (`nvidia-vgpud.service`, `nvidia-vgpu-mgr.service`): `sriov-manage -e` fails while the
+    /// vGPU manager is still starting.
+    pub wait_units: Vec<String>,
+    /// How long to wait for nvidia-persistenced's socket before going on without it (a reset
+    /// then needs the `-pm 0` escalation).
+    pub persistenced_timeout: Duration,
+    /// How long MIG mode may take to show as current after a reset.
+    pub mode_timeout: Duration,
+    /// How long a VF's `nvidia/` directory may take to appear.
+    pub vf_dir_timeout: Duration,
+    /// Time between polls.
+    pub poll: Duration,
+    /// `sriov-manage -e` attempts per PF (the vGPU manager may still be starting).
+    pub sriov_attempts: u32,
+    /// Time between them.
+    pub sriov_retry_delay: Duration,
+    /// Units that hold GPUs and are stopped around a reset, if active (never persistenced or
+    /// the fabric manager, which the reset needs).
+    pub quiesce_units: Vec<String>,
+    /// The fabric manager's unit.
+    pub fabric_unit: String,
+    /// nvidia-persistenced's unit, stopped only as the last reset escalation.
+    pub persistenced_unit: String,
+    /// Whether one guarded automatic reboot may replace an unsupported reset.
+    pub allow_reboot: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            driver_timeout: Duration::from_secs(120),
+            fabric_timeout: Duration::from_secs(120),
+            wait_units: Vec::new(),
+            persistenced_timeout: Duration::from_secs(10),
+            mode_timeout: Duration::from_secs(30),
+            vf_dir_timeout: Duration::from_secs(30),
+            poll: Duration::from_secs(1),
+            sriov_attempts: 5,
+            sriov_retry_delay: Duration::from_secs(3),
+            quiesce_units: ["nvsm.service", "nvidia-dcgm.service", "dcgm-exporter.service"]
+                .map(String::from)
+                .to_vec(),
+            fabric_unit: "nvidia-fabricmanager.service".to_string(),
+            persistenced_unit: "nvidia-persistenced.service".to_string(),
+            allow_reboot: true,
+        }
+    }
+}
+
+/// One line of progress.
+#[derive(Debug, Clone, Copy)]
+pub struct Progress<'a> {
+    /// Time since the run started.
+    pub at: Duration,
+    /// The step.
+    pub step: &'a str,
+    /// What is happening (outside text already escaped).
+    pub message: &'a str,
+    /// Set when the step ended: how long it took.
+    pub took: Option<Duration>,
+}
+
+/// How a run ended when it did not fail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Verified; the gate is open. `changed` says whether anything on the node was changed.
+    Ready {
+        /// Whether any step ran.
+        changed: bool,
+    },
+    /// A reboot was requested to make MIG mode effective (reset unsupported); the next boot's
+    /// run continues, and fails rather than rebooting again.
+    Rebooting,
+}
+
+/// Why a run failed: the step and what happened. The gate is closed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure {
+    /// The step.
+    pub step: String,
+    /// What happened and what to do.
+    pub message: String,
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "step {}: {}", self.step, self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
+
+/// Runs recovery to the end: see the module documentation.
+pub fn apply(
+    layout: &Layout,
+    host: Host<'_>,
+    options: &Options,
+    progress: &mut dyn FnMut(&Progress<'_>),
+) -> Result<Outcome, Failure> {
+    let mut run = Run {
+        layout,
+        host,
+        options,
+        progress,
+        journal: Journal::default(),
+        step: "start",
+        changed: false,
+    };
+    match run.go() {
+        Ok(outcome) => Ok(outcome),
+        Err(failure) => {
+            run.unquiesce();
+            let _ = run.host.gate.close();
+            let _ = run.host.gate.publish(&RecoveryState {
+                state: Phase::Failed,
+                step: Some(failure.step.clone()),
+                message: Some(failure.message.clone()),
+                updated_at: run.host.clock.utc_now(),
+            });
+            run.journal.step = None;
+            let _ = run.host.store.save(&run.journal);
+            (run.progress)(&Progress {
+                at: run.host.clock.elapsed(),
+                step: &failure.step,
+                message: &format!("FAILED: {}", failure.message),
+                took: None,
+            });
+            Err(failure)
+        }
+    }
+}
+
+struct Run<'a, 'p> {
+    layout: &'a Layout,
+    host: Host<'a>,
+    options: &'a Options,
+    progress: &'p mut dyn FnMut(&Progress<'_>),
+    journal: Journal,
+    step: &'static str,
+    changed: bool,
+}
+
+type Flow<T> = Result<T, Failure>;
+
+impl Run<'_, '_> {
+    fn fail(&self, message: impl Into<String>) -> Failure {
+        Failure {
+            step: self.step.to_string(),
+            message: message.into(),
+        }
+    }
+
+    fn say(&mut self, message: &str) {
+        (self.progress)(&Progress {
+            at: self.host.clock.elapsed(),
+            step: self.step,
+            message,
+            took: None,
+        });
+    }
+
+    /// Starts a step: journal, state file, progress line. Gives its start time.
+    fn begin(&mut self, step: &'static str, message: &str) -> Flow<Duration> {
+        self.step = step;
+        self.journal.step = Some(step.to_string());
+        self.save()?;
+        // Waiting for preconditions changes nothing yet: pending. From the plan on: recovering.
+        let state = if step == "start" || step.starts_with("wait-") {
+            Phase::Pending
+        } else {
+            Phase::Recovering
+        };
+        self.host
+            .gate
+            .publish(&RecoveryState {
+                state,
+                step: Some(step.to_string()),
+                message: Some(message.to_string()),
+                updated_at: self.host.clock.utc_now(),
+            })
+            .map_err(|e| self.fail(format!("writing the state file: {e}")))?;
+        self.say(message);
+        Ok(self.host.clock.elapsed())
+    }
+
+    fn end(&mut self, started: Duration, message: &str) {
+        let now = self.host.clock.elapsed();
+        (self.progress)(&Progress {
+            at: now,
+            step: self.step,
+            message,
+            took: Some(now.saturating_sub(started)),
+        });
+    }
+
+    fn save(&self) -> Flow<()> {
+        self.host
+            .store
+            .save(&self.journal)
+            .map_err(|e| self.fail(format!("saving the journal: {e}")))
+    }
+
+    fn err(&self, what: &str) -> impl Fn(Error) -> Failure + '_ {
+        let what = what.to_string();
+        move |e| self.fail(format!("{what}: {e}"))
+    }
+
+    fn observe(&self) -> Flow<ObservedNode> {
+        observe(&self.host).map_err(self.err("reading the node"))
+    }
+
+    /// Observes and plans; any blocker fails the run.
+    fn replan(&self) -> Flow<Plan> {
+        let node = self.observe()?;
+        let p = plan(self.layout, &node);
+        if !p.blockers.is_empty() {
+            let list: Vec<String> = p.blockers.iter().map(ToString::to_string).collect();
+            return Err(self.fail(list.join("; ")));
+        }
+        Ok(p)
+    }
+
+    /// Polls `ready` until it says yes or `limit` passes; gives the last "why not".
+    fn wait(
+        &mut self,
+        limit: Duration,
+        mut ready: impl FnMut(&Self) -> Result<(), String>,
+    ) -> Result<(), String> {
+        let start = self.host.clock.elapsed();
+        loop {
+            match ready(self) {
+                Ok(()) => return Ok(()),
+                Err(why) if self.host.clock.elapsed().saturating_sub(start) >= limit => return Err(why),
+                Err(_) => self.host.clock.sleep(self.options.poll),
+            }
+        }
+    }
+
+    fn go(&mut self) -> Flow<Outcome> {
+        let _ = self.host.gate.close();
+        self.journal = self
+            .host
+            .store
+            .load()
+            .map_err(self.err("reading the journal"))?
+            .unwrap_or_default();
+        let interrupted = self.journal.step.clone();
+        let started = self.begin("start", "recovery started")?;
+        if let Some(step) = interrupted {
+            self.say(&format!(
+                "resuming after an interrupted run (it was at step {})",
+                miggate_compat::escape::escape(&step)
+            ));
+        }
+        // An interrupted run may have left services stopped or persistence off.
+        if !self.journal.stopped_units.is_empty() || !self.journal.persistence_off.is_empty() {
+            self.unquiesce();
+            if !self.journal.stopped_units.is_empty() || !self.journal.persistence_off.is_empty() {
+                return Err(self.fail("could not restore what the interrupted run stopped"));
+            }
+        }
+        self.end(started, "ok");
+        self.wait_driver()?;
+        self.wait_units()?;
+        self.wait_fabric()?;
+        self.wait_persistenced()?;
+        let t = self.begin("plan", "reading the node and comparing it with the layout")?;
+        let first = self.replan()?;
+        let summary = if first.steps.is_empty() {
+            "nothing to do".to_string()
+        } else {
+            format!("{} steps pending", first.steps.len())
+        };
+        self.end(t, &summary);
+        if !first.steps.is_empty() {
+            self.sriov_off()?;
+            if let Some(outcome) = self.mig_mode()? {
+                return Ok(outcome);
+            }
+            self.sriov_on()?;
+            self.instances()?;
+            self.vgpus()?;
+        } else if self.journal.reboot_attempted {
+            self.journal.reboot_attempted = false;
+            self.save()?;
+        }
+        self.verify()?;
+        let t = self.begin("open-gate", "opening the gate")?;
+        self.host
+            .gate
+            .open()
+            .map_err(self.err("creating the readiness file"))?;
+        self.journal = Journal::default();
+        self.save()?;
+        self.host
+            .gate
+            .publish(&RecoveryState {
+                state: Phase::Ready,
+                step: None,
+                message: Some(if self.changed {
+                    "recovered and verified".to_string()
+                } else {
+                    "already matched the layout".to_string()
+                }),
+                updated_at: self.host.clock.utc_now(),
+            })
+            .map_err(self.err("writing the state file"))?;
+        self.end(t, "ready");
+        Ok(Outcome::Ready {
+            changed: self.changed,
+        })
+    }
+
+    fn wait_driver(&mut self) -> Flow<()> {
+        let t = self.begin(
+            "wait-driver",
+            "waiting for the nvidia module and every GPU of the layout",
+        )?;
+        let limit = self.options.driver_timeout;
+        let wanted: Vec<Bdf> = self.layout.gpus.iter().map(|g| g.bus.clone()).collect();
+        self.wait(limit, |run| {
+            if !run
+                .host
+                .sysfs
+                .module_loaded("nvidia")
+                .map_err(|e| e.to_string())?
+            {
+                return Err("the nvidia module is not loaded".to_string());
+            }
+            let listed = physical_gpus(&run.host).map_err(|e| e.to_string())?;
+            let missing: Vec<String> = wanted
+                .iter()
+                .filter(|b| !listed.iter().any(|g| &g.bus == *b))
+                .map(ToString::to_string)
+                .collect();
+            if missing.is_empty() {
+                Ok(())
+            } else {
+                Err(format!(
+                    "GPU {} of the layout not listed by the driver (it lists {})",
+                    missing.join(", "),
+                    listed
+                        .iter()
+                        .map(|g| g.bus.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            }
+        })
+        .map_err(|why| self.fail(format!("after {}s: {why}", limit.as_secs())))?;
+        self.end(t, "ok");
+        Ok(())
+    }
+
+    fn wait_units(&mut self) -> Flow<()> {
+        if self.options.wait_units.is_empty() {
+            return Ok(());
+        }
+        let units = self.options.wait_units.clone();
+        let t = self.begin("wait-units", &format!("waiting for {}", units.join(", ")))?;
+        let limit = self.options.fabric_timeout;
+        self.wait(limit, |run| {
+            for unit in &units {
+                if !run.host.services.is_active(unit).map_err(|e| e.to_string())? {
+                    return Err(format!("{unit} is not active"));
+                }
+            }
+            Ok(())
+        })
+        .map_err(|why| self.fail(format!("after {}s: {why}", limit.as_secs())))?;
+        self.end(t, "ok");
+        Ok(())
+    }
+
+    fn wait_fabric(&mut self) -> Flow<()> {
+        let Some(mode) = self.layout.fabric_mode else {
+            return Ok(());
+        };
+        let t = self.begin(
+            "wait-fabric",
+            &format!("waiting for the fabric manager in FABRIC_MODE={mode}"),
+        )?;
+        let unit = self.options.fabric_unit.clone();
+        let limit = self.options.fabric_timeout;
+        self.wait(limit, |run| {
+            if !run.host.services.is_active(&unit).map_err(|e| e.to_string())? {
+                return Err(format!("{unit} is not active"));
+            }
+            Ok(())
+        })
+        .map_err(|why| self.fail(format!("after {}s: {why}", limit.as_secs())))?;
+        let have = self
+            .host
+            .sysfs
+            .fabric_mode()
+            .map_err(self.err("reading the fabric manager's configuration"))?;
+        if have != Some(mode) {
+            return Err(self.fail(format!(
+                "the fabric manager runs with FABRIC_MODE={} but the layout was recorded with {mode}; SR-IOV vGPU needs \
+                 the mode it was recorded with (set it in fabricmanager.cfg and restart {unit})",
+                have.map_or("(unset)".to_string(), |m| m.to_string())
+            )));
+        }
+        self.end(t, "ok");
+        Ok(())
+    }
+
+    fn wait_persistenced(&mut self) -> Flow<()> {
+        let t = self.begin("wait-persistenced", "waiting for nvidia-persistenced's socket")?;
+        let limit = self.options.persistenced_timeout;
+        let reached = self.wait(limit, |run| match run.host.sysfs.persistenced_reachable() {
+            Ok(true) => Ok(()),
+            Ok(false) => Err("not there".to_string()),
+            Err(e) => Err(e.to_string()),
+        });
+        let note = match reached {
+            Ok(()) => "ok".to_string(),
+            Err(why) => format!("not reachable ({why}); a reset will turn persistence off around itself"),
+        };
+        self.end(t, &note);
+        Ok(())
+    }
+
+    fn sriov_off(&mut self) -> Flow<()> {
+        let p = self.replan()?;
+        for step in p.steps {
+            let Step::SriovDisable { pf, .. } = &step else {
+                continue;
+            };
+            let t = self.begin("sriov-disable", &step.to_string())?;
+            self.changed = true;
+            let ran = self.host.sriov.disable(pf);
+            let num = self
+                .host
+                .sysfs
+                .sriov(pf)
+                .map_err(self.err("reading sriov_numvfs"))?
+                .map_or(0, |s| s.num);
+            if num != 0 {
+                let why = ran.err().map_or(String::new(), |e| format!(" ({e})"));
+                return Err(self.fail(format!(
+                    "{pf}: sriov_numvfs is still {num} after sriov-manage -d{why}"
+                )));
+            }
+            self.end(t, "sriov_numvfs 0");
+        }
+        Ok(())
+    }
+
+    fn mig_mode(&mut self) -> Flow<Option<Outcome>> {
+        let p = self.replan()?;
+        let mut pending = Vec::new();
+        for step in &p.steps {
+            let Step::SetMigMode { gpu, mode } = step else {
+                continue;
+            };
+            let t = self.begin("mig-mode", &step.to_string())?;
+            self.changed = true;
+            self.host
+                .gpu
+                .set_mig_mode(gpu, *mode)
+                .map_err(self.err("setting MIG mode"))?;
+            pending.push((gpu.clone(), *mode));
+            self.end(t, "set");
+        }
+        let still = self.still_pending(&pending)?;
+        if !still.is_empty()
+            && let Some(outcome) = self.reset(&still)?
+        {
+            return Ok(Some(outcome));
+        }
+        if self.journal.reboot_attempted {
+            self.journal.reboot_attempted = false;
+            self.save()?;
+        }
+        Ok(None)
+    }
+
+    /// The GPUs whose mode is not current yet.
+    fn still_pending(&self, wanted: &[(Bdf, MigMode)]) -> Flow<Vec<(Bdf, MigMode)>> {
+        let listed = physical_gpus(&self.host).map_err(self.err("reading MIG mode"))?;
+        Ok(wanted
+            .iter()
+            .filter(|(bus, mode)| {
+                listed
+                    .iter()
+                    .find(|g| &g.bus == bus)
+                    .is_none_or(|g| g.mig.is_none_or(|m| m.current != *mode))
+            })
+            .cloned()
+            .collect())
+    }
+
+    /// Resets the GPUs whose MIG mode stayed pending, escalating as the reference lists.
+    fn reset(&mut self, pending: &[(Bdf, MigMode)]) -> Flow<Option<Outcome>> {
+        let gpus: Vec<Bdf> = pending.iter().map(|(b, _)| b.clone()).collect();
+        let names: Vec<String> = gpus.iter().map(ToString::to_string).collect();
+        let t = self.begin(
+            "reset",
+            &format!("MIG mode still pending on {}: reset", names.join(",")),
+        )?;
+        if self
+            .host
+            .sysfs
+            .module_loaded("nvidia_drm")
+            .map_err(self.err("reading /proc/modules"))?
+        {
+            return Err(self.fail(
+                "nvidia_drm is loaded and holds the GPUs, so a reset would fail with \"In use by another client\": \
+                 unload it (modprobe -r nvidia_drm) or keep it from loading (blacklist nvidia_drm) and run again",
+            ));
+        }
+        let all: Vec<Bdf> = {
+            let mut all: Vec<Bdf> = physical_gpus(&self.host)
+                .map_err(self.err("listing GPUs"))?
+                .into_iter()
+                .map(|g| g.bus)
+                .collect();
+            all.sort();
+            all
+        };
+        for unit in self.options.quiesce_units.clone() {
+            if self
+                .host
+                .services
+                .is_active(&unit)
+                .map_err(self.err("asking systemd"))?
+            {
+                self.stop_unit(&unit)?;
+            }
+        }
+        let mut targets = gpus.clone();
+        let mut widened = false;
+        let mut pm_off = false;
+        let mut stopped_persistenced = false;
+        let outcome = loop {
+            let e = match self.host.gpu.reset(&targets) {
+                Ok(()) => break None,
+                Err(e) => e,
+            };
+            let kind = match &e {
+                Error::Reset { kind, .. } => *kind,
+                _ => ResetFailure::Other,
+            };
+            let message = miggate_compat::escape::escape(&e.to_string()).into_owned();
+            match kind {
+                ResetFailure::NotSupported => break Some(self.reboot_or_fail(&message)?),
+                ResetFailure::NvlinkGroup | ResetFailure::Other if !widened && targets.len() < all.len() => {
+                    self.say(&format!("{message}; resetting every GPU together (NVLink group)"));
+                    targets = all.clone();
+                    widened = true;
+                }
+                ResetFailure::InUse if !pm_off => {
+                    self.say(&format!(
+                        "{message}; turning persistence mode off around the reset"
+                    ));
+                    for gpu in targets.clone() {
+                        self.journal.persistence_off.push(gpu.clone());
+                        self.save()?;
+                        self.host
+                            .gpu
+                            .set_persistence(&gpu, false)
+                            .map_err(self.err("turning persistence off"))?;
+                    }
+                    pm_off = true;
+                }
+                ResetFailure::InUse
+                    if !stopped_persistenced
+                        && self
+                            .host
+                            .services
+                            .is_active(&self.options.persistenced_unit)
+                            .unwrap_or(false) =>
+                {
+                    let unit = self.options.persistenced_unit.clone();
+                    self.say(&format!("{message}; stopping {unit} for the reset"));
+                    self.stop_unit(&unit)?;
+                    stopped_persistenced = true;
+                }
+                _ => {
+                    return Err(self.fail(format!(
+                        "{message}. Find what holds the GPU (nvidia-smi --query-compute-apps=pid, DCGM, a device \
+                         plugin) and add its unit to the quiesce list, or reboot"
+                    )));
+                }
+            }
+        };
+        self.unquiesce();
+        if !self.journal.stopped_units.is_empty() || !self.journal.persistence_off.is_empty() {
+            return Err(self.fail("the reset succeeded but stopped services could not be started again"));
+        }
+        if outcome.is_some() {
+            return Ok(outcome);
+        }
+        let limit = self.options.mode_timeout;
+        let left = self.wait(limit, |run| {
+            let still = run.still_pending(pending).map_err(|f| f.message)?;
+            if still.is_empty() {
+                Ok(())
+            } else {
+                Err(still
+                    .iter()
+                    .map(|(b, m)| format!("{b} not yet {m}"))
+                    .collect::<Vec<_>>()
+                    .join(", "))
+            }
+        });
+        if let Err(why) = left {
+            return Err(self.fail(format!(
+                "the reset reported success but MIG mode did not take effect: {why}"
+            )));
+        }
+        self.end(t, "MIG mode current");
+        Ok(None)
+    }
+
+    fn reboot_or_fail(&mut self, message: &str) -> Flow<Outcome> {
+        if self.journal.reboot_attempted {
+            return Err(self.fail(format!(
+                "MIG mode change did not take effect after rebooting: {message}. Not rebooting again; set the mode \
+                 by hand (nvidia-smi -mig) and reboot, or remove the layout's MIG mode"
+            )));
+        }
+        if !self.options.allow_reboot {
+            return Err(self.fail(format!(
+                "{message}. Reboot the node to make MIG mode effective (reboots are not allowed to recovery)"
+            )));
+        }
+        self.unquiesce();
+        self.journal.reboot_attempted = true;
+        self.step = "reboot";
+        self.journal.step = Some("reboot".to_string());
+        self.save()?;
+        let _ = self.host.gate.publish(&RecoveryState {
+            state: Phase::Recovering,
+            step: Some("reboot".to_string()),
+            message: Some(format!("{message}; rebooting once to make MIG mode effective")),
+            updated_at: self.host.clock.utc_now(),
+        });
+        self.say("reset not supported: rebooting once (guarded) to make MIG mode effective");
+        self.host
+            .services
+            .reboot()
+            .map_err(self.err("requesting the reboot"))?;
+        Ok(Outcome::Rebooting)
+    }
+
+    fn stop_unit(&mut self, unit: &str) -> Flow<()> {
+        self.journal.stopped_units.push(unit.to_string());
+        self.save()?;
+        self.say(&format!("stopping {unit}"));
+        self.host
+            .services
+            .stop(unit)
+            .map_err(self.err("stopping a service"))
+    }
+
+    /// Turns persistence back on and starts stopped units; what fails stays in the journal.
+    fn unquiesce(&mut self) {
+        for gpu in std::mem::take(&mut self.journal.persistence_off) {
+            if self.host.gpu.set_persistence(&gpu, true).is_err() {
+                self.journal.persistence_off.push(gpu);
+            }
+        }
+        for unit in std::mem::take(&mut self.journal.stopped_units).into_iter().rev() {
+            if self.host.services.start(&unit).is_err() {
+                self.journal.stopped_units.push(unit);
+            }
+        }
+        let _ = self.host.store.save(&self.journal);
+    }
+
+    fn sriov_on(&mut self) -> Flow<()> {
+        let p = self.replan()?;
+        for step in &p.steps {
+            let Step::SriovEnable { pf, num_vfs } = step else {
+                continue;
+            };
+            let t = self.begin("sriov-enable", &step.to_string())?;
+            self.changed = true;
+            self.enable_vfs(pf, *num_vfs)?;
+            self.end(t, &format!("sriov_numvfs {num_vfs}"));
+        }
+        for gpu in &self.layout.gpus {
+            if gpu.sriov_num_vfs.unwrap_or(0) == 0 {
+                continue;
+            }
+            let t = self.begin(
+                "vf-sysfs",
+                &format!("{}: waiting for every VF's nvidia/ directory", gpu.bus),
+            )?;
+            let limit = self.options.vf_dir_timeout;
+            let pf = gpu.bus.clone();
+            self.wait(limit, |run| {
+                for (n, vf) in run.host.sysfs.vfs(&pf).map_err(|e| e.to_string())? {
+                    if run.host.sysfs.vf_vgpu(&vf).map_err(|e| e.to_string())?.is_none() {
+                        return Err(format!("VF {vf} (virtfn{n})"));
+                    }
+                }
+                Ok(())
+            })
+            .map_err(|why| {
+                self.fail(format!(
+                    "{why} has no nvidia/ directory after {}s: is the vGPU manager (nvidia-vgpu-mgr) running?",
+                    limit.as_secs()
+                ))
+            })?;
+            self.end(t, "ok");
+        }
+        Ok(())
+    }
+
+    fn enable_vfs(&mut self, pf: &Bdf, want: u32) -> Flow<()> {
+        let attempts = self.options.sriov_attempts.max(1);
+        let mut last = String::new();
+        for attempt in 1..=attempts {
+            let ran = self.host.sriov.enable(pf);
+            let num = self
+                .host
+                .sysfs
+                .sriov(pf)
+                .map_err(self.err("reading sriov_numvfs"))?
+                .map_or(0, |s| s.num);
+            if num == want {
+                return Ok(());
+            }
+            last = match ran {
+                Ok(()) => format!("sriov-manage -e exited 0 but sriov_numvfs is {num}"),
+                Err(e) => format!("{e}; sriov_numvfs is {num}"),
+            };
+            if attempt < attempts {
+                self.say(&format!("attempt {attempt}/{attempts}: {last}; retrying"));
+                self.host.clock.sleep(self.options.sriov_retry_delay);
+            }
+        }
+        Err(self.fail(format!(
+            "{pf}: VFs not enabled after {attempts} attempts (expected sriov_numvfs {want}): {last}"
+        )))
+    }
+
+    fn instances(&mut self) -> Flow<()> {
+        let p = self.replan()?;
+        for step in &p.steps {
+            match step {
+                Step::DestroyInstances { gpu } => {
+                    let t = self.begin("destroy-instances", &step.to_string())?;
+                    self.changed = true;
+                    self.host
+                        .gpu
+                        .destroy_instances(gpu)
+                        .map_err(self.err("destroying instances"))?;
+                    self.end(t, "ok");
+                }
+                Step::CreateInstances { gpu, instances } => {
+                    let t = self.begin("create-instances", &step.to_string())?;
+                    self.changed = true;
+                    self.create(gpu, instances)?;
+                    self.end(t, &format!("{} GPU instances", instances.len()));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    fn create(&mut self, gpu: &Bdf, instances: &[GpuInstanceLayout]) -> Flow<()> {
+        let profiles = self
+            .host
+            .gpu
+            .gpu_instance_profiles(gpu)
+            .map_err(self.err("reading the GPU instance profiles"))?;
+        for gi in instances {
+            let Some(want) = &gi.profile else { continue };
+            match profiles.iter().find(|(id, _)| *id == gi.profile_id) {
+                Some((_, have)) if have == want => {}
+                found => {
+                    return Err(self.fail(format!(
+                        "{gpu}: GPU instance profile {} is {} on this GPU but {} in the layout (nvidia-smi mig -lgip): \
+                         the layout was recorded on another GPU model",
+                        gi.profile_id,
+                        found.map_or("not offered".to_string(), |(_, n)| miggate_compat::escape::escape(n).into_owned()),
+                        miggate_compat::escape::escape(want)
+                    )));
+                }
+            }
+        }
+        let offered = self
+            .host
+            .gpu
+            .offered_placements(gpu)
+            .map_err(self.err("reading offered placements"))?;
+        for gi in instances {
+            let ok = offered
+                .iter()
+                .any(|(id, places)| *id == gi.profile_id && places.contains(&gi.placement));
+            if !ok {
+                return Err(self.fail(format!(
+                    "{gpu}: GPU instance profile {} at {} is not offered by this GPU (nvidia-smi mig -lgipp); the layout \
+                     was recorded on another GPU model or driver",
+                    gi.profile_id, gi.placement
+                )));
+            }
+        }
+        for gi in instances {
+            let id = self
+                .host
+                .gpu
+                .create_gpu_instance(gpu, gi.profile_id, gi.placement)
+                .map_err(self.err("creating a GPU instance"))?;
+            for ci in &gi.compute_instances {
+                self.host
+                    .gpu
+                    .create_compute_instance(gpu, id, ci.profile_id)
+                    .map_err(self.err("creating a compute instance"))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn vgpus(&mut self) -> Flow<()> {
+        let p = self.replan()?;
+        for step in &p.steps {
+            let Step::WriteVgpuType {
+                pf,
+                vf_index,
+                type_id,
+            } = step
+            else {
+                continue;
+            };
+            let t = self.begin("vgpu-type", &step.to_string())?;
+            self.changed = true;
+            let vf = self
+                .host
+                .sysfs
+                .vfs(pf)
+                .map_err(self.err("listing VFs"))?
+                .into_iter()
+                .find(|(n, _)| n == vf_index)
+                .map(|(_, b)| b)
+                .ok_or_else(|| self.fail(format!("{pf}: no virtfn{vf_index}")))?;
+            // Re-read per VF: the list shrinks as siblings take capacity.
+            let now = self
+                .host
+                .sysfs
+                .vf_vgpu(&vf)
+                .map_err(self.err("reading the VF's nvidia/ directory"))?
+                .ok_or_else(|| self.fail(format!("VF {vf} has no nvidia/ directory")))?;
+            if !now.creatable.iter().any(|t| t.id == *type_id) {
+                let list: Vec<String> = now
+                    .creatable
+                    .iter()
+                    .map(|t| format!("{} ({})", t.id, miggate_compat::escape::escape(&t.name)))
+                    .collect();
+                return Err(self.fail(format!(
+                    "VF {vf} (virtfn{vf_index}): vGPU type {type_id} is not creatable now (creatable: {}); are the GPU \
+                     instances for it there?",
+                    if list.is_empty() { "none".to_string() } else { list.join(", ") }
+                )));
+            }
+            self.host
+                .sysfs
+                .write_vgpu_type(&vf, *type_id)
+                .map_err(self.err("writing the vGPU type"))?;
+            let back = self
+                .host
+                .sysfs
+                .vf_vgpu(&vf)
+                .map_err(self.err("reading the VF back"))?
+                .map_or(0, |v| v.current);
+            if back != *type_id {
+                return Err(self.fail(format!(
+                    "VF {vf}: current_vgpu_type reads {back} after writing {type_id}"
+                )));
+            }
+            self.end(t, "ok");
+        }
+        Ok(())
+    }
+
+    fn verify(&mut self) -> Flow<()> {
+        let t = self.begin("verify", "comparing the node with the layout")?;
+        let node = self.observe()?;
+        let p = plan(self.layout, &node);
+        if !p.is_noop() {
+            let mut list: Vec<String> = p.blockers.iter().map(ToString::to_string).collect();
+            list.extend(p.steps.iter().map(|s| format!("still to do: {s}")));
+            return Err(self.fail(format!("the node does not match the layout: {}", list.join("; "))));
+        }
+        if let Some(source) = &self.layout.manifest {
+            let now = self
+                .host
+                .inventory
+                .capture()
+                .map_err(self.err("capturing the node for the compat checks"))?;
+            let report = miggate_compat::evaluate_target(
+                source,
+                miggate_compat::Target::manifest(&now),
+                &miggate_compat::Options::default(),
+            );
+            if !report.compatible {
+                return Err(self.fail(format!(
+                    "the node matches the layout, but checkpoints captured here would not restore (compat checks, \
+                     exact mode): {}",
+                    miggate_compat::escape::escape(&report.reason)
+                )));
+            }
+            self.end(t, "node matches the layout; compat checks pass (exact mode)");
+            return Ok(());
+        }
+        self.end(t, "node matches the layout");
+        Ok(())
+    }
+}

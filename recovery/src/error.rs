@@ -1,0 +1,130 @@
+//! The one error type of boot recovery. Every variant names what failed and where; outside text
+//! (command output, file contents, paths) is quoted escaped.
+
+use std::path::PathBuf;
+
+use miggate_compat::escape::escape;
+
+use crate::bdf::Bdf;
+
+/// Why a recovery step, a read of the node or a layout file failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A file could not be read or written.
+    #[error("{}: {what}: {source}", escape(&.path.display().to_string()))]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What was being done (`reading`, `writing`, `renaming into place`).
+        what: &'static str,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A file was larger than anything it could legitimately hold.
+    #[error("{}: larger than {limit} bytes; refusing to read it", escape(&.path.display().to_string()))]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The bound.
+        limit: u64,
+    },
+    /// The layout file is not a layout.
+    #[error("layout {}: {message}", escape(&.path.display().to_string()))]
+    Layout {
+        /// The file (or `-`).
+        path: PathBuf,
+        /// What is wrong, with the line or field where known.
+        message: String,
+    },
+    /// A PCI address that is not of the form `dddd:bb:dd.f`.
+    #[error("{}: not a PCI address (expected dddd:bb:dd.f)", escape(.0))]
+    Bdf(String),
+    /// A command (nvidia-smi, sriov-manage, systemctl) could not run or timed out.
+    #[error(transparent)]
+    Run(#[from] miggate_capture::RunError),
+    /// A command ran and failed.
+    #[error("`{}` failed ({status}): {}", escape(.command), escape(.output.trim()))]
+    Command {
+        /// The command line.
+        command: String,
+        /// The exit status as text.
+        status: String,
+        /// What it printed.
+        output: String,
+    },
+    /// A command's output could not be read.
+    #[error("`{}`: unreadable output: {}", escape(.command), escape(.message))]
+    Output {
+        /// The command line.
+        command: String,
+        /// What was wrong.
+        message: String,
+    },
+    /// A sysfs value could not be read as what it should hold.
+    #[error("{}: unexpected content {}", escape(&.path.display().to_string()), escape(.content))]
+    Sysfs {
+        /// The file.
+        path: PathBuf,
+        /// What it held.
+        content: String,
+    },
+    /// Writing a vGPU type id into a VF's `current_vgpu_type` failed.
+    #[error("VF {vf}: writing vGPU type {type_id} to current_vgpu_type failed: {reason}")]
+    VgpuWrite {
+        /// The VF.
+        vf: Bdf,
+        /// The type id written.
+        type_id: u32,
+        /// The OS error or the fake's reason (`EIO`: no GPU instance for the type).
+        reason: String,
+    },
+    /// A GPU reset failed.
+    #[error("resetting {}: {kind}: {}", list(.gpus), escape(.output.trim()))]
+    Reset {
+        /// The GPUs the reset was asked for.
+        gpus: Vec<Bdf>,
+        /// Why, as classified from the output.
+        kind: ResetFailure,
+        /// What nvidia-smi printed.
+        output: String,
+    },
+    /// Capturing the node's manifest failed.
+    #[error("capturing the node's manifest: {0}")]
+    Capture(String),
+    /// The fake node was told to crash after a number of mutating calls (tests only).
+    #[error("injected crash: the process is gone")]
+    Crashed,
+}
+
+/// How a GPU reset failed: each kind has its own escalation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResetFailure {
+    /// `In use by another client` / `currently in use by another process`: something holds the
+    /// GPU (persistenced unreachable, DCGM, a compute process, `nvidia_drm`, VFs enabled).
+    InUse,
+    /// `Resetting GPU … is not supported.`: no reset capability here (VM passthrough).
+    NotSupported,
+    /// The GPUs of an NVLink group must be reset together.
+    NvlinkGroup,
+    /// Anything else.
+    Other,
+}
+
+impl std::fmt::Display for ResetFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ResetFailure::InUse => "in use by another client",
+            ResetFailure::NotSupported => "reset not supported",
+            ResetFailure::NvlinkGroup => "NVLink-connected GPUs must be reset together",
+            ResetFailure::Other => "reset failed",
+        })
+    }
+}
+
+fn list(gpus: &[Bdf]) -> String {
+    gpus.iter().map(Bdf::to_string).collect::<Vec<_>>().join(",")
+}
+
+/// Results of this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

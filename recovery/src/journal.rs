@@ -1,0 +1,72 @@
+//! The journal: what an interrupted run left behind that the next run must undo or remember.
+//!
+//! Every step re-reads the node before it acts, so the journal does not replay steps; it keeps
+//! what the node itself cannot tell: which services recovery stopped (to start them again),
+//! which GPUs it turned persistence off on (to turn it back on), the step it was at (to say so),
+//! and the reboot guard (at most one automatic reboot, ever, until the mode is seen right). It
+//! lives under `<root>/var/lib/miggate/`, which survives a reboot, unlike `/run`.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::bdf::Bdf;
+use crate::error::{Error, Result};
+use crate::files;
+use crate::seams::StateStore;
+
+/// The journal file, under the root.
+pub const JOURNAL_FILE: &str = "var/lib/miggate/recovery-journal.json";
+
+/// What a run keeps between its steps, and across crashes and the one reboot.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Journal {
+    /// The step being run; `None` once a run ended (ready or failed).
+    #[serde(default)]
+    pub step: Option<String>,
+    /// Units recovery stopped and has not started again yet.
+    #[serde(default)]
+    pub stopped_units: Vec<String>,
+    /// GPUs recovery turned persistence mode off on and has not turned back on yet.
+    #[serde(default)]
+    pub persistence_off: Vec<Bdf>,
+    /// Set just before the one automatic reboot; cleared when the MIG mode is seen right.
+    #[serde(default)]
+    pub reboot_attempted: bool,
+}
+
+/// The journal as a file under a root.
+#[derive(Debug, Clone)]
+pub struct FileStore {
+    path: PathBuf,
+}
+
+impl FileStore {
+    /// The store under `root`.
+    pub fn new(root: &Path) -> FileStore {
+        FileStore {
+            path: root.join(JOURNAL_FILE),
+        }
+    }
+}
+
+impl StateStore for FileStore {
+    fn load(&self) -> Result<Option<Journal>> {
+        let Some(text) = files::read_bounded(&self.path, files::MAX_FILE_BYTES)? else {
+            return Ok(None);
+        };
+        serde_json::from_str(&text).map(Some).map_err(|e| Error::Sysfs {
+            path: self.path.clone(),
+            content: format!("not a recovery journal ({e}); remove it to start afresh"),
+        })
+    }
+
+    fn save(&self, journal: &Journal) -> Result<()> {
+        let text = serde_json::to_vec_pretty(journal).map_err(|e| Error::Sysfs {
+            path: self.path.clone(),
+            content: e.to_string(),
+        })?;
+        files::write_atomic(&self.path, &text)
+    }
+}

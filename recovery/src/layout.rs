@@ -1,0 +1,348 @@
+//! The layout file: what a node's GPUs looked like when the checkpoints were captured there.
+//!
+//! One YAML document, versioned (`apiVersion` + `kind`), camelCase, unknown fields refused (a
+//! typo such as `numvfs` must not quietly mean "no VFs"). GPUs are keyed by PCI bus id; the UUID
+//! is a cross-check that the same board sits in that slot. Written atomically.
+//!
+//! ```yaml
+//! apiVersion: miggate.io/v1alpha1
+//! kind: RecoveryLayout
+//! recordedAt: "2026-11-30T12:00:00Z"
+//! fabricMode: 2                      # absent: no fabric manager to wait for
+//! gpus:
+//! - bus: "0000:18:00.0"
+//!   uuid: GPU-5f3c…
+//!   migMode: enabled
+//!   gpuInstances:                    # in placement order
+//!   - {profileId: 19, profile: 1g.18gb, placement: "0:1", computeInstances: [{profileId: 0}]}
+//!   sriovNumVfs: 16                  # absent: not an SR-IOV GPU
+//!   vfs:                             # by VF index (virtfnN), only those carrying a vGPU
+//!   - {index: 0, vgpuTypeId: 1414, vgpuTypeName: NVIDIA H200X-1-18C}
+//! ```
+
+use std::fmt;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::bdf::Bdf;
+use crate::error::{Error, Result};
+use crate::files;
+
+/// The `apiVersion` a layout carries.
+pub const API_VERSION: &str = "miggate.io/v1alpha1";
+/// The `kind` a layout carries.
+pub const KIND: &str = "RecoveryLayout";
+
+/// A node's recorded layout.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Layout {
+    /// Always [`API_VERSION`]; another version is refused rather than misread.
+    pub api_version: String,
+    /// Always [`KIND`].
+    pub kind: String,
+    /// When it was recorded (RFC 3339), for people.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recorded_at: Option<String>,
+    /// The fabric manager's `FABRIC_MODE` when it ran at record time; recovery waits for the
+    /// fabric manager in that mode. Absent: no fabric manager (not an NVSwitch node).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric_mode: Option<u32>,
+    /// The GPUs, in bus order.
+    pub gpus: Vec<GpuLayout>,
+    /// What capture saw at record time (a manifest body). When present, verify also runs the
+    /// compat checks in exact mode of a fresh capture against it: the layout can be back while a
+    /// driver or kernel change still keeps the node's checkpoints from restoring.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<miggate_compat::GpuManifest>,
+}
+
+/// One physical GPU (a PF).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GpuLayout {
+    /// The PCI bus id: the key.
+    pub bus: Bdf,
+    /// The GPU UUID, to notice a different board in the same slot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    /// MIG mode.
+    pub mig_mode: MigMode,
+    /// The GPU instances with their placements, in placement order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_instances: Vec<GpuInstanceLayout>,
+    /// `sriov_numvfs`; absent for a GPU without SR-IOV.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sriov_num_vfs: Option<u32>,
+    /// VFs carrying a vGPU, by VF index.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vfs: Vec<VfLayout>,
+}
+
+/// MIG mode of a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MigMode {
+    /// MIG off.
+    Disabled,
+    /// MIG on.
+    Enabled,
+}
+
+impl fmt::Display for MigMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            MigMode::Disabled => "disabled",
+            MigMode::Enabled => "enabled",
+        })
+    }
+}
+
+/// Where an instance sits in a GPU's memory slices, written `start:size` as nvidia-smi does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Placement {
+    /// First slice.
+    pub start: u32,
+    /// Slices spanned.
+    pub size: u32,
+}
+
+impl fmt::Display for Placement {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.start, self.size)
+    }
+}
+
+impl From<miggate_capture::internal::mig_table::Placement> for Placement {
+    fn from(p: miggate_capture::internal::mig_table::Placement) -> Self {
+        Placement {
+            start: p.start,
+            size: p.size,
+        }
+    }
+}
+
+impl Serialize for Placement {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Placement {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        let bad = || serde::de::Error::custom(format!("placement {text:?}: expected start:size, e.g. 0:1"));
+        let (start, size) = text.split_once(':').ok_or_else(bad)?;
+        let start = start.trim().parse().map_err(|_| bad())?;
+        let size: u32 = size.trim().parse().map_err(|_| bad())?;
+        if size == 0 {
+            return Err(bad());
+        }
+        Ok(Placement { start, size })
+    }
+}
+
+/// A GPU instance: profile and placement, and the compute instances inside it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GpuInstanceLayout {
+    /// Where it sits (first, so that sorting instances sorts them by slot).
+    pub placement: Placement,
+    /// The GPU instance profile id (`-lgip` ID).
+    pub profile_id: u32,
+    /// The profile name as nvidia-smi prints it (`1g.18gb`), for people; not compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// Its compute instances, by compute instance profile id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compute_instances: Vec<ComputeInstanceLayout>,
+}
+
+/// A compute instance.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ComputeInstanceLayout {
+    /// The compute instance profile id (`-lcip` ID).
+    pub profile_id: u32,
+    /// The profile name as printed, for people; not compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+}
+
+/// A VF with a vGPU on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct VfLayout {
+    /// The `N` of `virtfnN`: stable across boots, unlike nothing else about a VF.
+    pub index: u32,
+    /// The vGPU type id written to `current_vgpu_type`.
+    pub vgpu_type_id: u32,
+    /// The type's name from `creatable_vgpu_types`, for people; not compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vgpu_type_name: Option<String>,
+}
+
+impl Layout {
+    /// Reads a layout from YAML text; `path` names it in errors.
+    pub fn from_yaml(text: &str, path: &Path) -> Result<Layout> {
+        let err = |message: String| Error::Layout {
+            path: path.to_path_buf(),
+            message,
+        };
+        let layout: Layout = serde_saphyr::from_str(text).map_err(|e| err(e.to_string()))?;
+        if layout.api_version != API_VERSION || layout.kind != KIND {
+            return Err(err(format!(
+                "apiVersion {:?} kind {:?}: expected {API_VERSION} {KIND}",
+                layout.api_version, layout.kind
+            )));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for gpu in &layout.gpus {
+            if !seen.insert(&gpu.bus) {
+                return Err(err(format!("GPU {} is listed twice", gpu.bus)));
+            }
+            if gpu.mig_mode == MigMode::Disabled && !gpu.gpu_instances.is_empty() {
+                return Err(err(format!("GPU {}: GPU instances with MIG disabled", gpu.bus)));
+            }
+            let mut vf_seen = std::collections::BTreeSet::new();
+            for vf in &gpu.vfs {
+                if !vf_seen.insert(vf.index) {
+                    return Err(err(format!(
+                        "GPU {}: VF index {} is listed twice",
+                        gpu.bus, vf.index
+                    )));
+                }
+                if gpu.sriov_num_vfs.is_none_or(|n| vf.index >= n) {
+                    return Err(err(format!(
+                        "GPU {}: VF index {} is past sriovNumVfs {}",
+                        gpu.bus,
+                        vf.index,
+                        gpu.sriov_num_vfs
+                            .map_or("(absent)".to_string(), |n| n.to_string())
+                    )));
+                }
+                if vf.vgpu_type_id == 0 {
+                    return Err(err(format!(
+                        "GPU {}: VF {}: vgpuTypeId 0 means no vGPU; leave the VF out",
+                        gpu.bus, vf.index
+                    )));
+                }
+            }
+        }
+        Ok(layout)
+    }
+
+    /// Reads a layout file (at most [`files::MAX_FILE_BYTES`]).
+    pub fn read(path: &Path) -> Result<Layout> {
+        let text = files::read_bounded(path, files::MAX_FILE_BYTES)?.ok_or_else(|| Error::Layout {
+            path: path.to_path_buf(),
+            message: "no such file".to_string(),
+        })?;
+        Layout::from_yaml(&text, path)
+    }
+
+    /// The YAML text.
+    pub fn to_yaml(&self) -> Result<String> {
+        serde_saphyr::to_string(self).map_err(|e| Error::Layout {
+            path: "<memory>".into(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Writes the layout atomically.
+    pub fn write(&self, path: &Path) -> Result<()> {
+        files::write_atomic(path, self.to_yaml()?.as_bytes())
+    }
+
+    /// Puts GPUs, instances and VFs in their canonical order, so that equal layouts compare
+    /// and print equal.
+    pub fn normalise(&mut self) {
+        self.gpus.sort_by(|a, b| a.bus.cmp(&b.bus));
+        for gpu in &mut self.gpus {
+            gpu.normalise();
+        }
+    }
+}
+
+impl GpuLayout {
+    /// Sorts instances by slot and VFs by index.
+    pub fn normalise(&mut self) {
+        for gi in &mut self.gpu_instances {
+            gi.compute_instances.sort();
+        }
+        self.gpu_instances.sort();
+        self.vfs.sort_by_key(|v| v.index);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const TEXT: &str = r#"apiVersion: miggate.io/v1alpha1
+kind: RecoveryLayout
+fabricMode: 2
+gpus:
+- bus: "00000000:18:00.0"
+  uuid: GPU-1
+  migMode: enabled
+  gpuInstances:
+  - {profileId: 19, profile: 1g.18gb, placement: "0:1", computeInstances: [{profileId: 0}]}
+  sriovNumVfs: 16
+  vfs:
+  - {index: 0, vgpuTypeId: 1414, vgpuTypeName: NVIDIA H200X-1-18C}
+"#;
+
+    #[test]
+    fn reads_and_round_trips() {
+        let layout = Layout::from_yaml(TEXT, Path::new("l.yaml")).unwrap();
+        assert_eq!(layout.gpus[0].bus.as_str(), "0000:18:00.0");
+        assert_eq!(
+            layout.gpus[0].gpu_instances[0].placement,
+            Placement { start: 0, size: 1 }
+        );
+        let again = Layout::from_yaml(&layout.to_yaml().unwrap(), Path::new("x")).unwrap();
+        assert_eq!(again, layout);
+    }
+
+    #[rstest::rstest]
+    #[case("numvfs: 3", "unknown field")]
+    #[case("placement: \"0-1\"", "expected start:size")]
+    #[case("vfs: [{index: 16, vgpuTypeId: 1}]", "past sriovNumVfs")]
+    fn bad_layouts_say_what_and_where(#[case] change: &str, #[case] want: &str) {
+        let text = match change.split_once(':').unwrap().0 {
+            "numvfs" => TEXT.replace("sriovNumVfs: 16", "sriovNumVfs: 16\n  numvfs: 3"),
+            "placement" => TEXT.replace("placement: \"0:1\"", change),
+            _ => TEXT.replace(
+                "  vfs:\n  - {index: 0, vgpuTypeId: 1414, vgpuTypeName: NVIDIA H200X-1-18C}\n",
+                &format!("  {change}\n"),
+            ),
+        };
+        let err = Layout::from_yaml(&text, Path::new("l.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(want) && err.contains("l.yaml"), "{err}");
+    }
+
+    #[rstest::rstest]
+    #[case::duplicate_gpu(TEXT.replace("gpus:\n", "gpus:\n- {bus: \"18:00.0\", migMode: disabled}\n"), "GPU 0000:18:00.0 is listed twice")]
+    #[case::instances_without_mig(TEXT.replace("migMode: enabled", "migMode: disabled"), "GPU instances with MIG disabled")]
+    #[case::type_zero(TEXT.replace("vgpuTypeId: 1414", "vgpuTypeId: 0"), "vgpuTypeId 0 means no vGPU")]
+    #[case::duplicate_vf(TEXT.replace("  - {index: 0,", "  - {index: 0, vgpuTypeId: 1}\n  - {index: 0,"), "VF index 0 is listed twice")]
+    #[case::bad_bus(TEXT.replace("00000000:18:00.0", "18:00"), "not a PCI address")]
+    #[case::zero_size(TEXT.replace("\"0:1\"", "\"0:0\""), "expected start:size")]
+    fn inconsistent_layouts_are_refused(#[case] text: String, #[case] want: &str) {
+        let err = Layout::from_yaml(&text, Path::new("l.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(want) && err.contains("l.yaml"), "{err}");
+    }
+
+    #[test]
+    fn another_version_is_refused() {
+        let err = Layout::from_yaml(&TEXT.replace("v1alpha1", "v9"), Path::new("l")).unwrap_err();
+        assert!(err.to_string().contains("expected miggate.io/v1alpha1"), "{err}");
+    }
+}

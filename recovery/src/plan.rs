@@ -1,0 +1,516 @@
+//! The diff between the recorded layout and the node, as steps in the forced order, and a
+//! picture of each GPU's placement slots before and after.
+//!
+//! The order is the hardware's: SR-IOV off (only when the MIG mode must change or the VF count
+//! is wrong) → MIG mode (reset only if still pending) → `sriov-manage -e` (which wipes GPU
+//! instances) → GPU and compute instances with placement → vGPU types per VF. A step that would
+//! destroy a tenant's vGPU is never planned: it is a blocker instead.
+
+use std::collections::BTreeMap;
+use std::fmt::{self, Write as _};
+
+use crate::bdf::Bdf;
+use crate::layout::{GpuInstanceLayout, GpuLayout, Layout, MigMode, Placement};
+use crate::observe::{ObservedGpu, ObservedNode};
+
+/// One change to make, in the order of the list it sits in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// `sriov-manage -d`: VFs must go before a MIG mode change or a VF count change.
+    SriovDisable {
+        /// The PF.
+        pf: Bdf,
+        /// Why.
+        why: &'static str,
+    },
+    /// Set MIG mode (a reset follows only if it stays pending).
+    SetMigMode {
+        /// The GPU.
+        gpu: Bdf,
+        /// The mode.
+        mode: MigMode,
+    },
+    /// `sriov-manage -e`, verified in sysfs.
+    SriovEnable {
+        /// The PF.
+        pf: Bdf,
+        /// The `sriov_numvfs` expected afterwards.
+        num_vfs: u32,
+    },
+    /// Destroy every compute and GPU instance (they differ from the layout).
+    DestroyInstances {
+        /// The GPU.
+        gpu: Bdf,
+    },
+    /// Create GPU instances at their placements, and their compute instances.
+    CreateInstances {
+        /// The GPU.
+        gpu: Bdf,
+        /// What to create.
+        instances: Vec<GpuInstanceLayout>,
+    },
+    /// Write a vGPU type id to a VF.
+    WriteVgpuType {
+        /// The PF.
+        pf: Bdf,
+        /// The VF index.
+        vf_index: u32,
+        /// The type id.
+        type_id: u32,
+    },
+}
+
+impl Step {
+    /// The step's name in progress lines and the state file.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Step::SriovDisable { .. } => "sriov-disable",
+            Step::SetMigMode { .. } => "mig-mode",
+            Step::SriovEnable { .. } => "sriov-enable",
+            Step::DestroyInstances { .. } => "destroy-instances",
+            Step::CreateInstances { .. } => "create-instances",
+            Step::WriteVgpuType { .. } => "vgpu-type",
+        }
+    }
+}
+
+impl fmt::Display for Step {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Step::SriovDisable { pf, why } => write!(f, "{pf}: sriov-manage -d ({why})"),
+            Step::SetMigMode { gpu, mode } => {
+                write!(f, "{gpu}: set MIG mode {mode} (reset only if it stays pending)")
+            }
+            Step::SriovEnable { pf, num_vfs } => {
+                write!(
+                    f,
+                    "{pf}: sriov-manage -e, expect sriov_numvfs {num_vfs} and each VF's nvidia/ directory"
+                )
+            }
+            Step::DestroyInstances { gpu } => write!(f, "{gpu}: destroy all compute and GPU instances"),
+            Step::CreateInstances { gpu, instances } => {
+                let list: Vec<String> = instances
+                    .iter()
+                    .map(|gi| {
+                        format!(
+                            "{}@{}",
+                            gi.profile
+                                .clone()
+                                .unwrap_or_else(|| format!("profile {}", gi.profile_id)),
+                            gi.placement
+                        )
+                    })
+                    .collect();
+                write!(f, "{gpu}: create GPU instances {}", list.join(", "))
+            }
+            Step::WriteVgpuType {
+                pf,
+                vf_index,
+                type_id,
+            } => {
+                write!(f, "{pf}: VF {vf_index}: write vGPU type {type_id}")
+            }
+        }
+    }
+}
+
+/// Why the layout cannot be applied as things stand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Blocker {
+    /// A GPU of the layout is not on the node.
+    MissingGpu(Bdf),
+    /// A different board sits at the bus id.
+    UuidMismatch {
+        /// The bus.
+        bus: Bdf,
+        /// The layout's UUID.
+        want: String,
+        /// The node's.
+        have: String,
+    },
+    /// The layout wants MIG on a GPU that has none.
+    NotMigCapable(Bdf),
+    /// The layout wants VFs on a GPU without SR-IOV, or more than it has.
+    NoSriov {
+        /// The GPU.
+        bus: Bdf,
+        /// VFs wanted.
+        want: u32,
+        /// `sriov_totalvfs` (0: none).
+        total: u32,
+    },
+    /// A change would destroy active vGPUs (VMs may be running on them).
+    Busy {
+        /// The GPU.
+        bus: Bdf,
+        /// What needed doing.
+        change: &'static str,
+        /// VF indices carrying a vGPU.
+        vfs: Vec<u32>,
+    },
+    /// A VF carries a vGPU type other than the layout's; never overwritten.
+    ForeignVgpu {
+        /// The GPU.
+        bus: Bdf,
+        /// VF index.
+        vf_index: u32,
+        /// Its type now.
+        have: u32,
+        /// The layout's.
+        want: u32,
+    },
+}
+
+impl fmt::Display for Blocker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Blocker::MissingGpu(bus) => write!(f, "GPU {bus} of the layout is not on this node"),
+            Blocker::UuidMismatch { bus, want, have } => write!(
+                f,
+                "GPU {bus} is {} but the layout recorded {}: a different board; record the layout again",
+                miggate_compat::escape::escape(have),
+                miggate_compat::escape::escape(want)
+            ),
+            Blocker::NotMigCapable(bus) => {
+                write!(f, "GPU {bus} is not MIG-capable but the layout enables MIG")
+            }
+            Blocker::NoSriov { bus, want, total } => {
+                write!(
+                    f,
+                    "GPU {bus}: the layout wants {want} VFs, sriov_totalvfs is {total} (sriov-manage -e enables all of them)"
+                )
+            }
+            Blocker::Busy { bus, change, vfs } => write!(
+                f,
+                "GPU {bus}: {change} would destroy the active vGPUs on VFs {vfs:?}; refusing (VMs may be running): stop them first"
+            ),
+            Blocker::ForeignVgpu {
+                bus,
+                vf_index,
+                have,
+                want,
+            } => write!(
+                f,
+                "GPU {bus}: VF {vf_index} carries vGPU type {have}, the layout wants {want}; refusing to overwrite it"
+            ),
+        }
+    }
+}
+
+/// The plan for a node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The steps, in order.
+    pub steps: Vec<Step>,
+    /// What stops the plan from being applied.
+    pub blockers: Vec<Blocker>,
+    /// Per GPU of the layout: the slots before and after.
+    pub pictures: Vec<String>,
+}
+
+impl Plan {
+    /// Nothing to do and nothing in the way.
+    pub fn is_noop(&self) -> bool {
+        self.steps.is_empty() && self.blockers.is_empty()
+    }
+
+    /// The steps and blockers of one GPU.
+    pub fn for_gpu(&self, bus: &Bdf) -> impl Iterator<Item = &Step> {
+        self.steps.iter().filter(move |s| match s {
+            Step::SriovDisable { pf, .. } | Step::SriovEnable { pf, .. } | Step::WriteVgpuType { pf, .. } => {
+                pf == bus
+            }
+            Step::SetMigMode { gpu, .. }
+            | Step::DestroyInstances { gpu }
+            | Step::CreateInstances { gpu, .. } => gpu == bus,
+        })
+    }
+}
+
+/// Comparable form of a GPU instance: placement, profile, compute instance profiles (names
+/// are for people and not compared).
+fn key(gi: &GpuInstanceLayout) -> (Placement, u32, Vec<u32>) {
+    let mut cis: Vec<u32> = gi.compute_instances.iter().map(|c| c.profile_id).collect();
+    cis.sort_unstable();
+    (gi.placement, gi.profile_id, cis)
+}
+
+fn same_instances(a: &[GpuInstanceLayout], b: &[GpuInstanceLayout]) -> bool {
+    let mut ka: Vec<_> = a.iter().map(key).collect();
+    let mut kb: Vec<_> = b.iter().map(key).collect();
+    ka.sort();
+    kb.sort();
+    ka == kb
+}
+
+/// What one GPU needs.
+struct GpuDiff {
+    disable: Option<&'static str>,
+    set_mode: Option<MigMode>,
+    enable: Option<u32>,
+    destroy: bool,
+    create: Option<Vec<GpuInstanceLayout>>,
+    writes: Vec<(u32, u32)>,
+}
+
+fn diff_gpu(want: &GpuLayout, have: &ObservedGpu, blockers: &mut Vec<Blocker>) -> GpuDiff {
+    let bus = &want.bus;
+    let mut d = GpuDiff {
+        disable: None,
+        set_mode: None,
+        enable: None,
+        destroy: false,
+        create: None,
+        writes: Vec::new(),
+    };
+    let mode_wrong = match have.mig {
+        Some(m) => m.current != want.mig_mode || m.pending != want.mig_mode,
+        None if want.mig_mode == MigMode::Enabled => {
+            blockers.push(Blocker::NotMigCapable(bus.clone()));
+            return d;
+        }
+        None => false,
+    };
+    let active: Vec<u32> = have.active_vgpus().map(|v| v.index).collect();
+    let have_vfs = have.num_vfs();
+    let total = have.sriov.map_or(0, |s| s.total);
+    // `sriov-manage -e` enables every VF the PF has: no other count can be rebuilt.
+    if let Some(w) = want.sriov_num_vfs
+        && w != 0
+        && w != total
+    {
+        blockers.push(Blocker::NoSriov {
+            bus: bus.clone(),
+            want: w,
+            total,
+        });
+        return d;
+    }
+    let vf_count_wrong = want.sriov_num_vfs.is_some_and(|w| w != have_vfs);
+    if have_vfs > 0 && (mode_wrong || vf_count_wrong) {
+        let why = if mode_wrong {
+            "the MIG mode must change"
+        } else {
+            "the VF count must change"
+        };
+        if !active.is_empty() {
+            blockers.push(Blocker::Busy {
+                bus: bus.clone(),
+                change: why,
+                vfs: active,
+            });
+            return d;
+        }
+        d.disable = Some(why);
+    }
+    if mode_wrong {
+        d.set_mode = Some(want.mig_mode);
+    }
+    let vfs_after_disable = if d.disable.is_some() { 0 } else { have_vfs };
+    if let Some(w) = want.sriov_num_vfs
+        && w > 0
+        && vfs_after_disable != w
+    {
+        d.enable = Some(w);
+    }
+    // A mode change, a reset and the PF rebind of `sriov-manage -e` all wipe GPU instances.
+    let wiped = mode_wrong || d.enable.is_some();
+    let current: &[GpuInstanceLayout] = if wiped { &[] } else { &have.instances };
+    if !same_instances(current, &want.gpu_instances) {
+        if !current.is_empty() {
+            if !active.is_empty() {
+                blockers.push(Blocker::Busy {
+                    bus: bus.clone(),
+                    change: "rebuilding the GPU instances",
+                    vfs: active,
+                });
+                return d;
+            }
+            d.destroy = true;
+        }
+        if !want.gpu_instances.is_empty() {
+            d.create = Some(want.gpu_instances.clone());
+        }
+    }
+    let vfs_recreated = d.enable.is_some();
+    for vf in &want.vfs {
+        let now = if vfs_recreated {
+            0
+        } else {
+            have.vf(vf.index)
+                .and_then(|v| v.vgpu.as_ref())
+                .map_or(0, |g| g.current)
+        };
+        if now == vf.vgpu_type_id {
+            continue;
+        }
+        if now != 0 {
+            blockers.push(Blocker::ForeignVgpu {
+                bus: bus.clone(),
+                vf_index: vf.index,
+                have: now,
+                want: vf.vgpu_type_id,
+            });
+            continue;
+        }
+        d.writes.push((vf.index, vf.vgpu_type_id));
+    }
+    d
+}
+
+/// Compares the node with the layout. GPUs the layout does not name are left alone.
+pub fn plan(layout: &Layout, node: &ObservedNode) -> Plan {
+    let mut blockers = Vec::new();
+    let mut diffs = Vec::new();
+    let mut pictures = Vec::new();
+    for want in &layout.gpus {
+        let Some(have) = node.gpu(&want.bus) else {
+            blockers.push(Blocker::MissingGpu(want.bus.clone()));
+            continue;
+        };
+        if let Some(uuid) = &want.uuid
+            && uuid != &have.uuid
+        {
+            blockers.push(Blocker::UuidMismatch {
+                bus: want.bus.clone(),
+                want: uuid.clone(),
+                have: have.uuid.clone(),
+            });
+            continue;
+        }
+        let d = diff_gpu(want, have, &mut blockers);
+        pictures.push(picture(want, have));
+        diffs.push((want.bus.clone(), d));
+    }
+    let mut steps = Vec::new();
+    for (bus, d) in &diffs {
+        if let Some(why) = d.disable {
+            steps.push(Step::SriovDisable { pf: bus.clone(), why });
+        }
+    }
+    for (bus, d) in &diffs {
+        if let Some(mode) = d.set_mode {
+            steps.push(Step::SetMigMode {
+                gpu: bus.clone(),
+                mode,
+            });
+        }
+    }
+    for (bus, d) in &diffs {
+        if let Some(num_vfs) = d.enable {
+            steps.push(Step::SriovEnable {
+                pf: bus.clone(),
+                num_vfs,
+            });
+        }
+    }
+    for (bus, d) in &diffs {
+        if d.destroy {
+            steps.push(Step::DestroyInstances { gpu: bus.clone() });
+        }
+        if let Some(instances) = &d.create {
+            steps.push(Step::CreateInstances {
+                gpu: bus.clone(),
+                instances: instances.clone(),
+            });
+        }
+    }
+    for (bus, d) in &diffs {
+        for (vf_index, type_id) in &d.writes {
+            steps.push(Step::WriteVgpuType {
+                pf: bus.clone(),
+                vf_index: *vf_index,
+                type_id: *type_id,
+            });
+        }
+    }
+    Plan {
+        steps,
+        blockers,
+        pictures,
+    }
+}
+
+/// A GPU's slots before (the node) and after (the layout): one column per memory slice, one
+/// letter per GPU instance, the same letter where the same instance (profile and placement)
+/// is on both sides.
+///
+/// ```text
+/// 0000:18:00.0  MIG disabled -> enabled, VFs 0 -> 16, vGPUs 0 -> 3
+///   slot    0  1  2  3  4  5  6  7
+///   before  .  .  .  .  .  .  .  .
+///   after   A  B  C  C  D  D  D  D
+///   A = 1g.18gb (profile 19) at 0:1, 1 CI
+/// ```
+pub fn picture(want: &GpuLayout, have: &ObservedGpu) -> String {
+    let after = &want.gpu_instances;
+    let before: &[GpuInstanceLayout] = &have.instances;
+    let slots = before
+        .iter()
+        .chain(after.iter())
+        .map(|gi| gi.placement.start.saturating_add(gi.placement.size))
+        .max()
+        .unwrap_or(0)
+        .clamp(8, 64);
+    let mut letters: BTreeMap<(Placement, u32, Vec<u32>), (char, &GpuInstanceLayout)> = BTreeMap::new();
+    let mut next = 0_u8;
+    for gi in before.iter().chain(after.iter()) {
+        letters.entry(key(gi)).or_insert_with(|| {
+            let c = char::from(b'A' + next % 26);
+            next = next.saturating_add(1);
+            (c, gi)
+        });
+    }
+    let row = |gis: &[GpuInstanceLayout]| {
+        let mut cells = vec!['.'; slots as usize];
+        for gi in gis {
+            let c = letters.get(&key(gi)).map_or('?', |(c, _)| *c);
+            for s in gi.placement.start..gi.placement.start.saturating_add(gi.placement.size).min(slots) {
+                if let Some(cell) = cells.get_mut(s as usize) {
+                    *cell = if *cell == '.' { c } else { '!' };
+                }
+            }
+        }
+        cells.iter().map(|c| format!("{c:>3}")).collect::<String>()
+    };
+    let mode = |m: Option<MigMode>| m.map_or("n/a".to_string(), |m| m.to_string());
+    let have_mode = match have.mig {
+        Some(m) if m.pending != m.current => format!("{} (pending {})", m.current, m.pending),
+        m => mode(m.map(|m| m.current)),
+    };
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}  MIG {} -> {}, VFs {} -> {}, vGPUs {} -> {}",
+        want.bus,
+        have_mode,
+        want.mig_mode,
+        have.num_vfs(),
+        want.sriov_num_vfs
+            .map_or("(unchanged)".to_string(), |n| n.to_string()),
+        have.active_vgpus().count(),
+        want.vfs.len()
+    );
+    let _ = writeln!(
+        out,
+        "  slot  {}",
+        (0..slots).map(|s| format!("{s:>3}")).collect::<String>()
+    );
+    let _ = writeln!(out, "  before{}", row(before));
+    let _ = writeln!(out, "  after {}", row(after));
+    let mut legend: Vec<_> = letters.values().collect();
+    legend.sort_by_key(|(c, _)| *c);
+    for (c, gi) in legend {
+        let name = gi.profile.as_deref().map_or(String::new(), |p| {
+            format!("{} ", miggate_compat::escape::escape(p))
+        });
+        let _ = writeln!(
+            out,
+            "  {c} = {name}(profile {}) at {}, {} CI",
+            gi.profile_id,
+            gi.placement,
+            gi.compute_instances.len()
+        );
+    }
+    out
+}
