@@ -378,6 +378,8 @@ async fn kube_store_decides_bindings_over_https() {
         let m = manifest.as_object_mut().unwrap();
         m.remove("apiVersion");
         m.remove("kind");
+        // As the publisher writes it: the manifest names the node it is stored under.
+        m["host"]["nodeName"] = name.into();
         serde_json::json!({"apiVersion": "miggate.io/v1alpha1", "kind": "GpuNode",
             "metadata": {"name": name},
             "spec": {"observedAt": "2026-11-30T00:00:00Z", "manifest": manifest}})

@@ -21,14 +21,11 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use miggate_compat::GpuManifest;
 use miggate_crds::{GpuNode, GpuNodeStatus, RecoveredReason};
-use serde::Deserialize;
 
 /// The field manager every write of the publisher uses.
 pub const FIELD_MANAGER: &str = "miggate-publish";
 /// Boot recovery's state file, under the host root.
-pub const RECOVERY_STATE: &str = "run/miggate/recovery.json";
-/// The state file is small; anything larger is not one.
-pub const MAX_STATE_BYTES: u64 = 64 * 1024;
+pub const RECOVERY_STATE: &str = miggate_recovery::gate::STATE_FILE;
 /// The default time between rounds.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -53,7 +50,7 @@ pub enum Error {
     #[error("cannot build a Kubernetes client (in-cluster service account or KUBECONFIG): {0}")]
     Client(Box<kube::Error>),
     /// Boot recovery's state file exists but cannot be used.
-    #[error("recovery state {}: {why}", path.display())]
+    #[error("recovery state: {why}")]
     State {
         /// The file.
         path: PathBuf,
@@ -98,74 +95,38 @@ pub struct Config {
     pub root: PathBuf,
 }
 
-/// Boot recovery's state file, as the recovery writes it.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RecoveryState {
-    /// `pending`, `recovering`, `ready` or `failed`.
-    pub state: String,
-    /// The step it is at or stopped at.
-    #[serde(default)]
-    pub step: Option<String>,
-    /// What it says about it.
-    #[serde(default)]
-    pub message: Option<String>,
-    /// When it was written (RFC 3339).
-    #[serde(default)]
-    pub updated_at: Option<String>,
+/// Boot recovery's state file, read with recovery's own type so the two sides of the file
+/// cannot drift apart.
+pub use miggate_recovery::gate::{Phase, RecoveryState};
+
+/// The condition reason a recovery state stands for.
+pub fn reason_of(state: &RecoveryState) -> RecoveredReason {
+    match state.state {
+        Phase::Pending => RecoveredReason::Pending,
+        Phase::Recovering => RecoveredReason::Recovering,
+        Phase::Ready => RecoveredReason::Ready,
+        Phase::Failed => RecoveredReason::Failed,
+    }
 }
 
-impl RecoveryState {
-    /// The condition reason the state stands for.
-    pub fn reason(&self) -> Result<RecoveredReason, String> {
-        match self.state.as_str() {
-            "pending" => Ok(RecoveredReason::Pending),
-            "recovering" => Ok(RecoveredReason::Recovering),
-            "ready" => Ok(RecoveredReason::Ready),
-            "failed" => Ok(RecoveredReason::Failed),
-            other => Err(format!(
-                "unknown state `{}`; known: pending, recovering, ready, failed",
-                miggate_compat::escape::escape_within(other, 64)
-            )),
-        }
-    }
-
-    /// The condition message: the step and the message, bounded.
-    pub fn condition_message(&self) -> String {
-        let text = match (self.step.as_deref(), self.message.as_deref()) {
-            (Some(step), Some(msg)) => format!("{step}: {msg}"),
-            (Some(step), None) => step.to_string(),
-            (None, Some(msg)) => msg.to_string(),
-            (None, None) => String::new(),
-        };
-        miggate_compat::escape::escape_within(&text, 1024).into_owned()
-    }
+/// The condition message: the step and the message, escaped and bounded.
+pub fn condition_message(state: &RecoveryState) -> String {
+    let text = match (state.step.as_deref(), state.message.as_deref()) {
+        (Some(step), Some(msg)) => format!("{step}: {msg}"),
+        (Some(step), None) => step.to_string(),
+        (None, Some(msg)) => msg.to_string(),
+        (None, None) => String::new(),
+    };
+    miggate_compat::escape::escape_within(&text, 1024).into_owned()
 }
 
 /// Reads the state file under `root`: `Ok(None)` when there is none.
 pub fn read_recovery_state(root: &Path) -> Result<Option<RecoveryState>, Error> {
-    use std::io::Read;
     let path = root.join(RECOVERY_STATE);
-    let bad = |why: String| Error::State {
-        path: path.clone(),
-        why,
-    };
-    let file = match std::fs::File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(bad(e.to_string())),
-    };
-    let mut text = Vec::new();
-    file.take(MAX_STATE_BYTES + 1)
-        .read_to_end(&mut text)
-        .map_err(|e| bad(e.to_string()))?;
-    if text.len() as u64 > MAX_STATE_BYTES {
-        return Err(bad(format!("over {MAX_STATE_BYTES} bytes")));
-    }
-    let state: RecoveryState = serde_json::from_slice(&text)
-        .map_err(|e| bad(miggate_compat::escape::escape(&e.to_string()).into_owned()))?;
-    state.reason().map_err(bad)?;
-    Ok(Some(state))
+    RecoveryState::read(&path).map_err(|e| Error::State {
+        why: miggate_compat::escape::escape(&e.to_string()).into_owned(),
+        path,
+    })
 }
 
 /// The manifest as compared between rounds: without its capture time.
@@ -283,11 +244,8 @@ impl<S: InventorySource> Publisher<S> {
         let Some(state) = read_recovery_state(&self.config.root)? else {
             return Ok(false);
         };
-        let reason = state.reason().map_err(|why| Error::State {
-            path: self.config.root.join(RECOVERY_STATE),
-            why,
-        })?;
-        let message = state.condition_message();
+        let reason = reason_of(&state);
+        let message = condition_message(&state);
         let key = (reason, message.clone());
         if self.written_state.as_ref() == Some(&key) {
             return Ok(false);
@@ -349,13 +307,13 @@ mod tests {
         std::fs::create_dir_all(file.parent().unwrap()).unwrap();
         std::fs::write(&file, r#"{"state":"failed","step":"mig-mode","message":"reset refused","updatedAt":"2026-11-30T00:00:00Z"}"#).unwrap();
         let s = read_recovery_state(dir.path()).unwrap().unwrap();
-        assert_eq!(s.reason().unwrap(), RecoveredReason::Failed);
-        assert_eq!(s.condition_message(), "mig-mode: reset refused");
-        std::fs::write(&file, r#"{"state":"done"}"#).unwrap();
+        assert_eq!(reason_of(&s), RecoveredReason::Failed);
+        assert_eq!(condition_message(&s), "mig-mode: reset refused");
+        std::fs::write(&file, r#"{"state":"done","updatedAt":"2026-11-30T00:00:00Z"}"#).unwrap();
         let err = read_recovery_state(dir.path()).unwrap_err().to_string();
-        assert!(err.contains("unknown state `done`"), "{err}");
-        std::fs::write(&file, vec![b' '; 70 * 1024]).unwrap();
+        assert!(err.contains("done"), "{err}");
+        std::fs::write(&file, vec![b' '; 5 * 1024 * 1024]).unwrap();
         let err = read_recovery_state(dir.path()).unwrap_err().to_string();
-        assert!(err.contains("over 65536 bytes"), "{err}");
+        assert!(err.contains("recovery.json"), "{err}");
     }
 }

@@ -152,7 +152,9 @@ async fn a_failed_capture_writes_nothing_and_is_retried() {
     assert!(p.round().await.unwrap().applied);
 }
 
-fn write_state(root: &Path, state: Value) {
+/// Writes a state file as recovery does: every state carries the time it was written.
+fn write_state(root: &Path, mut state: Value) {
+    state["updatedAt"] = "2026-11-30T00:00:00Z".into();
     let path = root.join(RECOVERY_STATE);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(path, state.to_string()).unwrap();
@@ -212,7 +214,7 @@ async fn the_recovery_state_becomes_the_recovered_condition() {
     // A state file that cannot be read is an error of the round, and writes nothing.
     write_state(root.path(), json!({"state": "half-done"}));
     let err = p.round().await.unwrap_err().to_string();
-    assert!(err.contains("unknown state `half-done`"), "{err}");
+    assert!(err.contains("unknown variant `half-done`"), "{err}");
     assert_eq!(patches(&fake).len(), 3);
 }
 
