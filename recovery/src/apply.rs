@@ -131,13 +131,19 @@ pub fn apply(
         options,
         progress,
         journal: Journal::default(),
+        journal_read: false,
         step: "start",
         changed: false,
     };
     match run.go() {
         Ok(outcome) => Ok(outcome),
         Err(failure) => {
-            run.unquiesce();
+            // A journal that could not be read is left as it is: overwriting it would lose the
+            // reboot guard and the units to restart, and the next run would go ahead as if
+            // nothing had been interrupted.
+            if run.journal_read {
+                run.unquiesce();
+            }
             let _ = run.host.gate.close();
             let _ = run.host.gate.publish(&RecoveryState {
                 state: Phase::Failed,
@@ -145,8 +151,10 @@ pub fn apply(
                 message: Some(failure.message.clone()),
                 updated_at: run.host.clock.utc_now(),
             });
-            run.journal.step = None;
-            let _ = run.host.store.save(&run.journal);
+            if run.journal_read {
+                run.journal.step = None;
+                let _ = run.host.store.save(&run.journal);
+            }
             (run.progress)(&Progress {
                 at: run.host.clock.elapsed(),
                 step: &failure.step,
@@ -164,6 +172,8 @@ struct Run<'a, 'p> {
     options: &'a Options,
     progress: &'p mut dyn FnMut(&Progress<'_>),
     journal: Journal,
+    /// The journal was read (or there was none): only then may it be written back.
+    journal_read: bool,
     step: &'static str,
     changed: bool,
 }
@@ -272,6 +282,7 @@ impl Run<'_, '_> {
             .load()
             .map_err(self.err("reading the journal"))?
             .unwrap_or_default();
+        self.journal_read = true;
         let interrupted = self.journal.step.clone();
         let started = self.begin("start", "recovery started")?;
         if let Some(step) = interrupted {

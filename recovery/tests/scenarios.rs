@@ -753,3 +753,37 @@ fn s22_vfs_in_the_gpu_listing_are_neither_recorded_nor_reset() {
     node.lock().ready = false;
     assert_eq!(run(&node, &layout).result, Ok(Outcome::Ready { changed: false }));
 }
+
+#[test]
+fn s23_an_unreadable_journal_fails_at_start_and_is_left_for_the_operator() {
+    use miggate_recovery::journal::{FileStore, JOURNAL_FILE};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(JOURNAL_FILE);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    // Truncated mid-write by something other than recovery (recovery writes atomically).
+    let corrupt = "{\"step\": \"reset\", \"stoppedUnits\": [\"nvidia-dcgm.serv";
+    std::fs::write(&path, corrupt).unwrap();
+    let store = FileStore::new(dir.path());
+    let node = booted_node();
+    let layout = two_gpu_layout();
+    for _ in 0..2 {
+        let host = miggate_recovery::seams::Host {
+            store: &store,
+            ..node.host()
+        };
+        let result = apply(&layout, host, &options(), &mut |_| {});
+        let failure = result.expect_err("an unreadable journal must stop recovery");
+        assert_eq!(failure.step, "start");
+        assert!(
+            failure.message.contains("not a recovery journal") && failure.message.contains("remove it"),
+            "{failure}"
+        );
+        // Not overwritten: the next run must stop the same way, not go ahead without the
+        // reboot guard and the units to restart.
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), corrupt);
+        assert!(node.take_calls().is_empty());
+        let s = node.lock();
+        assert!(!s.ready);
+        assert_eq!(s.state.as_ref().unwrap().state, Phase::Failed);
+    }
+}
