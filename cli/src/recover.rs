@@ -133,7 +133,7 @@ impl Real {
             gate: FileGate::new(&args.root),
             clock: SystemClock::new(),
             store: FileStore::new(&args.root),
-            inventory: CaptureInventory::new(args.nvidia_smi.clone(), Duration::from_secs(60)),
+            inventory: CaptureInventory::new(args.nvidia_smi.clone(), &args.root, Duration::from_secs(60)),
         }
     }
 

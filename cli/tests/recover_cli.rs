@@ -304,6 +304,36 @@ fn a_recorded_manifest_is_checked_in_exact_mode_after_the_reboot() {
     assert!(!t.root.join("run/miggate/ready").exists());
 }
 
+/// `--root` prefixes every host path, `/proc` included: the kernel release recorded and checked
+/// is the root's, not that of the machine running the test.
+#[test]
+fn the_kernel_release_is_read_under_the_root() {
+    let t = tree(2);
+    fs::create_dir_all(t.root.join("proc/sys/kernel")).unwrap();
+    fs::write(t.root.join("proc/sys/kernel/osrelease"), "6.8.0-1012-miggate\n").unwrap();
+    assert_eq!(
+        t.miggate(&["apply", "--layout", &t.layout()]).status.code(),
+        Some(0)
+    );
+    let recorded = t.root.join("recorded.yaml");
+    let rec = t.miggate(&["record", "-o", recorded.to_str().unwrap()]);
+    assert_eq!(rec.status.code(), Some(0), "{}", text(&rec.stderr));
+    let doc: serde_json::Value = serde_saphyr::from_str(&fs::read_to_string(&recorded).unwrap()).unwrap();
+    assert_eq!(doc["manifest"]["host"]["kernelVersion"], "6.8.0-1012-miggate");
+
+    // A kernel update across the reboot (under the root) keeps the gate closed.
+    reboot(&t);
+    fs::write(t.root.join("proc/sys/kernel/osrelease"), "6.8.0-1013-miggate\n").unwrap();
+    let apply = t.miggate(&["apply", "--layout", recorded.to_str().unwrap()]);
+    assert_eq!(apply.status.code(), Some(1), "{}", text(&apply.stdout));
+    assert!(
+        text(&apply.stderr).contains("6.8.0-1013-miggate"),
+        "{}",
+        text(&apply.stderr)
+    );
+    assert!(!t.root.join("run/miggate/ready").exists());
+}
+
 #[test]
 fn a_fabric_manager_in_the_wrong_mode_fails_with_the_gate_closed() {
     let t = tree(0);
