@@ -202,8 +202,10 @@ fn plan_cmd(args: &LayoutArgs) -> anyhow::Result<ExitCode> {
     let node = observe(&real.host()).context("cannot read the node")?;
     let p = plan(&layout, &node);
     let mut text = p.pictures.join("\n");
-    if p.steps.is_empty() {
+    if p.is_noop() {
         text.push_str("\nnothing to do: the node matches the layout\n");
+    } else if p.steps.is_empty() {
+        text.push_str("\nno steps can be planned until the blockers below are cleared\n");
     } else {
         text.push_str(&format!("\n{} steps:\n", p.steps.len()));
         for (n, step) in p.steps.iter().enumerate() {

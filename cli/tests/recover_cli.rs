@@ -383,6 +383,13 @@ fn plan_with_a_missing_gpu_is_exit_2() {
         "{}",
         text(&out.stderr)
     );
+    // A blocked plan never claims the node matches.
+    assert!(
+        !text(&out.stdout).contains("nothing to do"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(text(&out.stdout).contains("blockers"), "{}", text(&out.stdout));
 }
 
 #[test]
