@@ -858,6 +858,10 @@ impl Run<'_, '_> {
 
     fn vgpus(&mut self) -> Flow<()> {
         let p = self.replan()?;
+        // Each PF's VFs are listed once for the phase (the VFs do not change in it), not once
+        // per VF written: a listing reads every `virtfnN` link.
+        let mut listed: std::collections::BTreeMap<Bdf, std::collections::BTreeMap<u32, Bdf>> =
+            std::collections::BTreeMap::new();
         for step in &p.steps {
             let Step::WriteVgpuType {
                 pf,
@@ -869,14 +873,14 @@ impl Run<'_, '_> {
             };
             let t = self.begin("vgpu-type", &step.to_string())?;
             self.changed = true;
-            let vf = self
-                .host
-                .sysfs
-                .vfs(pf)
-                .map_err(self.err("listing VFs"))?
-                .into_iter()
-                .find(|(n, _)| n == vf_index)
-                .map(|(_, b)| b)
+            if !listed.contains_key(pf) {
+                let vfs = self.host.sysfs.vfs(pf).map_err(self.err("listing VFs"))?;
+                listed.insert(pf.clone(), vfs.into_iter().collect());
+            }
+            let vf = listed
+                .get(pf)
+                .and_then(|vfs| vfs.get(vf_index))
+                .cloned()
                 .ok_or_else(|| self.fail(format!("{pf}: no virtfn{vf_index}")))?;
             // Re-read per VF: the list shrinks as siblings take capacity.
             let now = self

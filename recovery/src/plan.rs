@@ -333,13 +333,17 @@ fn diff_gpu(want: &GpuLayout, have: &ObservedGpu, blockers: &mut Vec<Blocker>) -
         }
     }
     let vfs_recreated = d.enable.is_some();
+    // VF index -> its vGPU type now, built once: a lookup per layout VF, not a scan.
+    let types_now: BTreeMap<u32, u32> = have
+        .vfs
+        .iter()
+        .map(|v| (v.index, v.vgpu.as_ref().map_or(0, |g| g.current)))
+        .collect();
     for vf in &want.vfs {
         let now = if vfs_recreated {
             0
         } else {
-            have.vf(vf.index)
-                .and_then(|v| v.vgpu.as_ref())
-                .map_or(0, |g| g.current)
+            types_now.get(&vf.index).copied().unwrap_or(0)
         };
         if now == vf.vgpu_type_id {
             continue;
