@@ -460,3 +460,54 @@ fn reset_unsupported_reboots_once_through_systemctl_then_fails_on_the_next_boot(
         (Some("failed"), Some("reset"))
     );
 }
+
+/// A unit file's `Key=value` lines, continuation lines joined.
+fn unit_lines(name: &str) -> Vec<(String, String)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/systemd")
+        .join(name);
+    let text = fs::read_to_string(&path).unwrap().replace("\\\n", " ");
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// The shipped units: their `ExecStart` flags exist, kubelet never requires recovery (a failed
+/// recovery must not keep the node's kubelet, and with it the publisher, down), and the GPU
+/// Operator unit, whose driver kubelet starts, is never ordered before kubelet (it would wait
+/// for a driver that cannot start until it ends).
+#[rstest::rstest]
+#[case("miggate-recover.service", true)]
+#[case("miggate-recover-operator.service", false)]
+fn the_systemd_units_use_real_flags_and_never_hold_kubelet_down(
+    #[case] name: &str,
+    #[case] before_kubelet: bool,
+) {
+    let lines = unit_lines(name);
+    let values = |key: &str| -> Vec<&str> {
+        lines
+            .iter()
+            .filter(|(k, _)| k == key)
+            .flat_map(|(_, v)| v.split_whitespace())
+            .collect()
+    };
+    assert!(!values("RequiredBy").contains(&"kubelet.service"), "{name}");
+    assert_eq!(
+        values("Before").contains(&"kubelet.service"),
+        before_kubelet,
+        "{name}"
+    );
+    if !before_kubelet {
+        assert!(values("After").contains(&"kubelet.service"), "{name}");
+    }
+    let exec: Vec<&str> = values("ExecStart");
+    assert_eq!(exec.first(), Some(&"/usr/local/bin/miggate"), "{name}");
+    let out = Command::new(env!("CARGO_BIN_EXE_miggate"))
+        .args(&exec[1..])
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
+}
