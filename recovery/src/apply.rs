@@ -585,6 +585,23 @@ impl Run<'_, '_> {
             match kind {
                 ResetFailure::NotSupported => break Some(self.reboot_or_fail(&message)?),
                 ResetFailure::NvlinkGroup | ResetFailure::Other if !widened && targets.len() < all.len() => {
+                    // Never widen onto a GPU carrying a tenant's vGPU: its VMs may be running.
+                    let node = self.observe()?;
+                    let busy: Vec<String> = node
+                        .gpus
+                        .iter()
+                        .filter(|g| !targets.contains(&g.bus))
+                        .filter_map(|g| {
+                            let vfs: Vec<u32> = g.active_vgpus().map(|v| v.index).collect();
+                            (!vfs.is_empty()).then(|| format!("{} (VFs {vfs:?})", g.bus))
+                        })
+                        .collect();
+                    if !busy.is_empty() {
+                        return Err(self.fail(format!(
+                            "{message}. Resetting every GPU together (NVLink group) would take in GPUs carrying active vGPUs: {}; refusing (VMs may be running): stop them first",
+                            busy.join(", ")
+                        )));
+                    }
                     self.say(&format!("{message}; resetting every GPU together (NVLink group)"));
                     targets = all.clone();
                     widened = true;

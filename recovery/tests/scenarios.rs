@@ -787,3 +787,34 @@ fn s23_an_unreadable_journal_fails_at_start_and_is_left_for_the_operator() {
         assert_eq!(s.state.as_ref().unwrap().state, Phase::Failed);
     }
 }
+
+#[test]
+fn s24_an_nvlink_group_reset_is_never_widened_onto_a_gpu_carrying_a_tenants_vgpu() {
+    let node = booted_node();
+    {
+        let mut s = node.lock();
+        s.auto_activate = false;
+        s.nvlink_group = true;
+    }
+    // C, which the layout does not name, already serves a VM.
+    node.sriov_enable_now(C);
+    node.lock().gpus[2].vfs[3].current = 1414;
+    let layout = two_gpu_layout();
+    let ran = run(&node, &layout);
+    assert_failed(
+        &node,
+        &ran,
+        "reset",
+        "would take in GPUs carrying active vGPUs: 0000:3b:00.0 (VFs [3])",
+    );
+    // Nothing was asked of C: no reset naming it, no persistence change, persistenced running.
+    assert!(!ran.calls.iter().any(|c| c.contains(C)), "{:?}", ran.calls);
+    assert!(
+        !ran.calls.iter().any(|c| c.contains("nvidia-persistenced")),
+        "{:?}",
+        ran.calls
+    );
+    let s = node.lock();
+    assert_eq!(s.gpus[2].vfs.len(), 16);
+    assert_eq!(s.gpus[2].vfs[3].current, 1414);
+}
