@@ -68,7 +68,8 @@ struct HostArgs {
     /// systemctl to run.
     #[arg(long, value_name = "PATH", default_value = "systemctl")]
     systemctl: PathBuf,
-    /// Prefix of every host path read or written (/sys, /proc, /run, /var/lib, /etc, /usr/share).
+    /// Prefix of every host path read or written (/sys, /proc, /run, /var/lib, /usr/share); the
+    /// layout file and -o are taken as given.
     #[arg(long, value_name = "DIR", default_value = "/")]
     root: PathBuf,
 }
