@@ -68,7 +68,8 @@ struct HostArgs {
     /// systemctl to run.
     #[arg(long, value_name = "PATH", default_value = "systemctl")]
     systemctl: PathBuf,
-    /// Prefix of every host path read or written (/sys, /proc, /run, /var/lib, /etc, /usr/share).
+    /// Prefix of every host path read or written (/sys, /proc, /run, /var/lib, /usr/share); the
+    /// layout file and -o are taken as given.
     #[arg(long, value_name = "DIR", default_value = "/")]
     root: PathBuf,
 }
@@ -133,7 +134,7 @@ impl Real {
             gate: FileGate::new(&args.root),
             clock: SystemClock::new(),
             store: FileStore::new(&args.root),
-            inventory: CaptureInventory::new(args.nvidia_smi.clone(), Duration::from_secs(60)),
+            inventory: CaptureInventory::new(args.nvidia_smi.clone(), &args.root, Duration::from_secs(60)),
         }
     }
 
@@ -202,8 +203,10 @@ fn plan_cmd(args: &LayoutArgs) -> anyhow::Result<ExitCode> {
     let node = observe(&real.host()).context("cannot read the node")?;
     let p = plan(&layout, &node);
     let mut text = p.pictures.join("\n");
-    if p.steps.is_empty() {
+    if p.is_noop() {
         text.push_str("\nnothing to do: the node matches the layout\n");
+    } else if p.steps.is_empty() {
+        text.push_str("\nno steps can be planned until the blockers below are cleared\n");
     } else {
         text.push_str(&format!("\n{} steps:\n", p.steps.len()));
         for (n, step) in p.steps.iter().enumerate() {

@@ -304,6 +304,36 @@ fn a_recorded_manifest_is_checked_in_exact_mode_after_the_reboot() {
     assert!(!t.root.join("run/miggate/ready").exists());
 }
 
+/// `--root` prefixes every host path, `/proc` included: the kernel release recorded and checked
+/// is the root's, not that of the machine running the test.
+#[test]
+fn the_kernel_release_is_read_under_the_root() {
+    let t = tree(2);
+    fs::create_dir_all(t.root.join("proc/sys/kernel")).unwrap();
+    fs::write(t.root.join("proc/sys/kernel/osrelease"), "6.8.0-1012-miggate\n").unwrap();
+    assert_eq!(
+        t.miggate(&["apply", "--layout", &t.layout()]).status.code(),
+        Some(0)
+    );
+    let recorded = t.root.join("recorded.yaml");
+    let rec = t.miggate(&["record", "-o", recorded.to_str().unwrap()]);
+    assert_eq!(rec.status.code(), Some(0), "{}", text(&rec.stderr));
+    let doc: serde_json::Value = serde_saphyr::from_str(&fs::read_to_string(&recorded).unwrap()).unwrap();
+    assert_eq!(doc["manifest"]["host"]["kernelVersion"], "6.8.0-1012-miggate");
+
+    // A kernel update across the reboot (under the root) keeps the gate closed.
+    reboot(&t);
+    fs::write(t.root.join("proc/sys/kernel/osrelease"), "6.8.0-1013-miggate\n").unwrap();
+    let apply = t.miggate(&["apply", "--layout", recorded.to_str().unwrap()]);
+    assert_eq!(apply.status.code(), Some(1), "{}", text(&apply.stdout));
+    assert!(
+        text(&apply.stderr).contains("6.8.0-1013-miggate"),
+        "{}",
+        text(&apply.stderr)
+    );
+    assert!(!t.root.join("run/miggate/ready").exists());
+}
+
 #[test]
 fn a_fabric_manager_in_the_wrong_mode_fails_with_the_gate_closed() {
     let t = tree(0);
@@ -353,6 +383,13 @@ fn plan_with_a_missing_gpu_is_exit_2() {
         "{}",
         text(&out.stderr)
     );
+    // A blocked plan never claims the node matches.
+    assert!(
+        !text(&out.stdout).contains("nothing to do"),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(text(&out.stdout).contains("blockers"), "{}", text(&out.stdout));
 }
 
 #[test]
@@ -422,4 +459,55 @@ fn reset_unsupported_reboots_once_through_systemctl_then_fails_on_the_next_boot(
         (state["state"].as_str(), state["step"].as_str()),
         (Some("failed"), Some("reset"))
     );
+}
+
+/// A unit file's `Key=value` lines, continuation lines joined.
+fn unit_lines(name: &str) -> Vec<(String, String)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy/systemd")
+        .join(name);
+    let text = fs::read_to_string(&path).unwrap().replace("\\\n", " ");
+    text.lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// The shipped units: their `ExecStart` flags exist, kubelet never requires recovery (a failed
+/// recovery must not keep the node's kubelet, and with it the publisher, down), and the GPU
+/// Operator unit, whose driver kubelet starts, is never ordered before kubelet (it would wait
+/// for a driver that cannot start until it ends).
+#[rstest::rstest]
+#[case("miggate-recover.service", true)]
+#[case("miggate-recover-operator.service", false)]
+fn the_systemd_units_use_real_flags_and_never_hold_kubelet_down(
+    #[case] name: &str,
+    #[case] before_kubelet: bool,
+) {
+    let lines = unit_lines(name);
+    let values = |key: &str| -> Vec<&str> {
+        lines
+            .iter()
+            .filter(|(k, _)| k == key)
+            .flat_map(|(_, v)| v.split_whitespace())
+            .collect()
+    };
+    assert!(!values("RequiredBy").contains(&"kubelet.service"), "{name}");
+    assert_eq!(
+        values("Before").contains(&"kubelet.service"),
+        before_kubelet,
+        "{name}"
+    );
+    if !before_kubelet {
+        assert!(values("After").contains(&"kubelet.service"), "{name}");
+    }
+    let exec: Vec<&str> = values("ExecStart");
+    assert_eq!(exec.first(), Some(&"/usr/local/bin/miggate"), "{name}");
+    let out = Command::new(env!("CARGO_BIN_EXE_miggate"))
+        .args(&exec[1..])
+        .arg("--help")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
 }

@@ -131,13 +131,19 @@ pub fn apply(
         options,
         progress,
         journal: Journal::default(),
+        journal_read: false,
         step: "start",
         changed: false,
     };
     match run.go() {
         Ok(outcome) => Ok(outcome),
         Err(failure) => {
-            run.unquiesce();
+            // A journal that could not be read is left as it is: overwriting it would lose the
+            // reboot guard and the units to restart, and the next run would go ahead as if
+            // nothing had been interrupted.
+            if run.journal_read {
+                run.unquiesce();
+            }
             let _ = run.host.gate.close();
             let _ = run.host.gate.publish(&RecoveryState {
                 state: Phase::Failed,
@@ -145,8 +151,10 @@ pub fn apply(
                 message: Some(failure.message.clone()),
                 updated_at: run.host.clock.utc_now(),
             });
-            run.journal.step = None;
-            let _ = run.host.store.save(&run.journal);
+            if run.journal_read {
+                run.journal.step = None;
+                let _ = run.host.store.save(&run.journal);
+            }
             (run.progress)(&Progress {
                 at: run.host.clock.elapsed(),
                 step: &failure.step,
@@ -164,6 +172,8 @@ struct Run<'a, 'p> {
     options: &'a Options,
     progress: &'p mut dyn FnMut(&Progress<'_>),
     journal: Journal,
+    /// The journal was read (or there was none): only then may it be written back.
+    journal_read: bool,
     step: &'static str,
     changed: bool,
 }
@@ -272,6 +282,7 @@ impl Run<'_, '_> {
             .load()
             .map_err(self.err("reading the journal"))?
             .unwrap_or_default();
+        self.journal_read = true;
         let interrupted = self.journal.step.clone();
         let started = self.begin("start", "recovery started")?;
         if let Some(step) = interrupted {
@@ -574,6 +585,23 @@ impl Run<'_, '_> {
             match kind {
                 ResetFailure::NotSupported => break Some(self.reboot_or_fail(&message)?),
                 ResetFailure::NvlinkGroup | ResetFailure::Other if !widened && targets.len() < all.len() => {
+                    // Never widen onto a GPU carrying a tenant's vGPU: its VMs may be running.
+                    let node = self.observe()?;
+                    let busy: Vec<String> = node
+                        .gpus
+                        .iter()
+                        .filter(|g| !targets.contains(&g.bus))
+                        .filter_map(|g| {
+                            let vfs: Vec<u32> = g.active_vgpus().map(|v| v.index).collect();
+                            (!vfs.is_empty()).then(|| format!("{} (VFs {vfs:?})", g.bus))
+                        })
+                        .collect();
+                    if !busy.is_empty() {
+                        return Err(self.fail(format!(
+                            "{message}. Resetting every GPU together (NVLink group) would take in GPUs carrying active vGPUs: {}; refusing (VMs may be running): stop them first",
+                            busy.join(", ")
+                        )));
+                    }
                     self.say(&format!("{message}; resetting every GPU together (NVLink group)"));
                     targets = all.clone();
                     widened = true;
@@ -847,6 +875,10 @@ impl Run<'_, '_> {
 
     fn vgpus(&mut self) -> Flow<()> {
         let p = self.replan()?;
+        // Each PF's VFs are listed once for the phase (the VFs do not change in it), not once
+        // per VF written: a listing reads every `virtfnN` link.
+        let mut listed: std::collections::BTreeMap<Bdf, std::collections::BTreeMap<u32, Bdf>> =
+            std::collections::BTreeMap::new();
         for step in &p.steps {
             let Step::WriteVgpuType {
                 pf,
@@ -858,14 +890,14 @@ impl Run<'_, '_> {
             };
             let t = self.begin("vgpu-type", &step.to_string())?;
             self.changed = true;
-            let vf = self
-                .host
-                .sysfs
-                .vfs(pf)
-                .map_err(self.err("listing VFs"))?
-                .into_iter()
-                .find(|(n, _)| n == vf_index)
-                .map(|(_, b)| b)
+            if !listed.contains_key(pf) {
+                let vfs = self.host.sysfs.vfs(pf).map_err(self.err("listing VFs"))?;
+                listed.insert(pf.clone(), vfs.into_iter().collect());
+            }
+            let vf = listed
+                .get(pf)
+                .and_then(|vfs| vfs.get(vf_index))
+                .cloned()
                 .ok_or_else(|| self.fail(format!("{pf}: no virtfn{vf_index}")))?;
             // Re-read per VF: the list shrinks as siblings take capacity.
             let now = self

@@ -127,12 +127,16 @@ impl ObservedNode {
             .gpus
             .iter()
             .map(|g| {
-                let names: Vec<_> = g
+                // id -> name, the first VF's name winning: one pass, not a scan per VF.
+                let mut names = std::collections::BTreeMap::new();
+                for t in g
                     .vfs
                     .iter()
                     .filter_map(|v| v.vgpu.as_ref())
                     .flat_map(|v| v.creatable.iter())
-                    .collect();
+                {
+                    names.entry(t.id).or_insert(&t.name);
+                }
                 let vfs = g
                     .active_vgpus()
                     .filter_map(|v| {
@@ -140,7 +144,7 @@ impl ObservedNode {
                         Some(VfLayout {
                             index: v.index,
                             vgpu_type_id: id,
-                            vgpu_type_name: names.iter().find(|t| t.id == id).map(|t| t.name.clone()),
+                            vgpu_type_name: names.get(&id).map(|n| (*n).clone()),
                         })
                     })
                     .collect();
@@ -164,5 +168,62 @@ impl ObservedNode {
             gpus,
             manifest: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::seams::VgpuType;
+
+    /// A GPU with 4096 VFs, each listing 32 creatable types and carrying one: the names are
+    /// looked up once per type, not by scanning every VF's list for every VF.
+    #[test]
+    fn recording_4096_vfs_with_long_creatable_lists_is_near_linear() {
+        let types: Vec<VgpuType> = (0..32)
+            .map(|i| VgpuType {
+                id: 1000 + i,
+                name: format!("NVIDIA T-{i}"),
+            })
+            .collect();
+        let vfs: Vec<ObservedVf> = (0..4096_u32)
+            .map(|n| ObservedVf {
+                index: n,
+                bdf: Bdf::parse(&format!(
+                    "0000:{:02x}:{:02x}.{}",
+                    0x20 + n / 256,
+                    (n / 8) % 32,
+                    n % 8
+                ))
+                .unwrap(),
+                vgpu: Some(VfVgpu {
+                    // A fully carved card: no list names the type, so a scan walks every list.
+                    current: 2000,
+                    creatable: types.clone(),
+                }),
+            })
+            .collect();
+        let node = ObservedNode {
+            gpus: vec![ObservedGpu {
+                bus: Bdf::parse("0000:18:00.0").unwrap(),
+                uuid: "GPU-1".into(),
+                mig: None,
+                instances: Vec::new(),
+                sriov: Some(SriovState {
+                    total: 4096,
+                    num: 4096,
+                }),
+                vfs,
+            }],
+        };
+        let started = Instant::now();
+        let layout = node.to_layout(None, None);
+        let took = started.elapsed();
+        assert_eq!(layout.gpus[0].vfs.len(), 4096);
+        assert_eq!(layout.gpus[0].vfs[4095].vgpu_type_name, None);
+        assert!(took < Duration::from_secs(2), "took {took:?}");
     }
 }

@@ -92,11 +92,13 @@ impl fmt::Display for Step {
                 let list: Vec<String> = instances
                     .iter()
                     .map(|gi| {
+                        // The name is the layout's text: escaped, for the state file too.
                         format!(
                             "{}@{}",
-                            gi.profile
-                                .clone()
-                                .unwrap_or_else(|| format!("profile {}", gi.profile_id)),
+                            gi.profile.as_deref().map_or_else(
+                                || format!("profile {}", gi.profile_id),
+                                |p| miggate_compat::escape::escape(p).into_owned()
+                            ),
                             gi.placement
                         )
                     })
@@ -333,13 +335,17 @@ fn diff_gpu(want: &GpuLayout, have: &ObservedGpu, blockers: &mut Vec<Blocker>) -
         }
     }
     let vfs_recreated = d.enable.is_some();
+    // VF index -> its vGPU type now, built once: a lookup per layout VF, not a scan.
+    let types_now: BTreeMap<u32, u32> = have
+        .vfs
+        .iter()
+        .map(|v| (v.index, v.vgpu.as_ref().map_or(0, |g| g.current)))
+        .collect();
     for vf in &want.vfs {
         let now = if vfs_recreated {
             0
         } else {
-            have.vf(vf.index)
-                .and_then(|v| v.vgpu.as_ref())
-                .map_or(0, |g| g.current)
+            types_now.get(&vf.index).copied().unwrap_or(0)
         };
         if now == vf.vgpu_type_id {
             continue;
@@ -513,4 +519,28 @@ pub fn picture(want: &GpuLayout, have: &ObservedGpu) -> String {
         );
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// Step text goes into progress lines and the state file `miggate publish` reports: a
+    /// profile name from the layout carries no raw control characters into either.
+    #[test]
+    fn step_text_escapes_the_layouts_profile_names() {
+        let step = Step::CreateInstances {
+            gpu: Bdf::parse("0000:18:00.0").unwrap(),
+            instances: vec![GpuInstanceLayout {
+                placement: Placement { start: 0, size: 1 },
+                profile_id: 19,
+                profile: Some("1g\u{1b}[2J\nfake".to_string()),
+                compute_instances: Vec::new(),
+            }],
+        };
+        let text = step.to_string();
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+        assert!(text.contains("1g") && text.contains("@0:1"), "{text}");
+    }
 }

@@ -753,3 +753,68 @@ fn s22_vfs_in_the_gpu_listing_are_neither_recorded_nor_reset() {
     node.lock().ready = false;
     assert_eq!(run(&node, &layout).result, Ok(Outcome::Ready { changed: false }));
 }
+
+#[test]
+fn s23_an_unreadable_journal_fails_at_start_and_is_left_for_the_operator() {
+    use miggate_recovery::journal::{FileStore, JOURNAL_FILE};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join(JOURNAL_FILE);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    // Truncated mid-write by something other than recovery (recovery writes atomically).
+    let corrupt = "{\"step\": \"reset\", \"stoppedUnits\": [\"nvidia-dcgm.serv";
+    std::fs::write(&path, corrupt).unwrap();
+    let store = FileStore::new(dir.path());
+    let node = booted_node();
+    let layout = two_gpu_layout();
+    for _ in 0..2 {
+        let host = miggate_recovery::seams::Host {
+            store: &store,
+            ..node.host()
+        };
+        let result = apply(&layout, host, &options(), &mut |_| {});
+        let failure = result.expect_err("an unreadable journal must stop recovery");
+        assert_eq!(failure.step, "start");
+        assert!(
+            failure.message.contains("not a recovery journal") && failure.message.contains("remove it"),
+            "{failure}"
+        );
+        // Not overwritten: the next run must stop the same way, not go ahead without the
+        // reboot guard and the units to restart.
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), corrupt);
+        assert!(node.take_calls().is_empty());
+        let s = node.lock();
+        assert!(!s.ready);
+        assert_eq!(s.state.as_ref().unwrap().state, Phase::Failed);
+    }
+}
+
+#[test]
+fn s24_an_nvlink_group_reset_is_never_widened_onto_a_gpu_carrying_a_tenants_vgpu() {
+    let node = booted_node();
+    {
+        let mut s = node.lock();
+        s.auto_activate = false;
+        s.nvlink_group = true;
+    }
+    // C, which the layout does not name, already serves a VM.
+    node.sriov_enable_now(C);
+    node.lock().gpus[2].vfs[3].current = 1414;
+    let layout = two_gpu_layout();
+    let ran = run(&node, &layout);
+    assert_failed(
+        &node,
+        &ran,
+        "reset",
+        "would take in GPUs carrying active vGPUs: 0000:3b:00.0 (VFs [3])",
+    );
+    // Nothing was asked of C: no reset naming it, no persistence change, persistenced running.
+    assert!(!ran.calls.iter().any(|c| c.contains(C)), "{:?}", ran.calls);
+    assert!(
+        !ran.calls.iter().any(|c| c.contains("nvidia-persistenced")),
+        "{:?}",
+        ran.calls
+    );
+    let s = node.lock();
+    assert_eq!(s.gpus[2].vfs.len(), 16);
+    assert_eq!(s.gpus[2].vfs[3].current, 1414);
+}

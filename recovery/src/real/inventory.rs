@@ -1,25 +1,35 @@
 //! The node's manifest through capture (the nvidia-smi backend, the same binary recovery runs).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use miggate_capture::{Backend, Options, capture};
-use miggate_compat::GpuManifest;
+use miggate_compat::{GpuManifest, VersionText};
 
 use crate::error::{Error, Result};
+use crate::files::read_bounded;
 use crate::seams::Inventory;
 
-/// Capture with nvidia-smi at a path.
+/// The kernel release file, under the root.
+const OSRELEASE: &str = "proc/sys/kernel/osrelease";
+
+/// Capture with nvidia-smi at a path, the host facts read under a root.
 #[derive(Debug, Clone)]
 pub struct CaptureInventory {
     nvidia_smi: PathBuf,
+    root: PathBuf,
     timeout: Duration,
 }
 
 impl CaptureInventory {
-    /// Capture through `nvidia_smi`, within `timeout`.
-    pub fn new(nvidia_smi: PathBuf, timeout: Duration) -> CaptureInventory {
-        CaptureInventory { nvidia_smi, timeout }
+    /// Capture through `nvidia_smi`, within `timeout`; the kernel release is read under `root`
+    /// (capture itself reads `/proc` of the process, which is not the node's under `--root`).
+    pub fn new(nvidia_smi: PathBuf, root: &Path, timeout: Duration) -> CaptureInventory {
+        CaptureInventory {
+            nvidia_smi,
+            root: root.to_path_buf(),
+            timeout,
+        }
     }
 }
 
@@ -32,6 +42,15 @@ impl Inventory for CaptureInventory {
             node_name: None,
             timeout: Some(self.timeout),
         };
-        capture(&options).map_err(|e| Error::Capture(e.to_string()))
+        let mut manifest = capture(&options).map_err(|e| Error::Capture(e.to_string()))?;
+        // `--root` prefixes every host path: the kernel release is the root's, unknown when the
+        // root has no procfs.
+        let release = read_bounded(&self.root.join(OSRELEASE), 4096)?
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty());
+        if let Some(host) = manifest.host.as_mut() {
+            host.kernel_version = release.map(VersionText::new);
+        }
+        Ok(manifest)
     }
 }
