@@ -144,7 +144,18 @@ pub fn apply(
             if run.journal_read {
                 run.unquiesce();
             }
-            let _ = run.host.gate.close();
+            // The gate must not stay open on a node that failed; when it cannot be closed, the
+            // state file says so, for the operator and for `miggate publish`.
+            let mut message = failure.message.clone();
+            if let Err(e) = run.host.gate.close() {
+                message.push_str(&format!(
+                    "; the readiness file could not be removed ({e}): remove it by hand before trusting this node"
+                ));
+            }
+            let failure = Failure {
+                step: failure.step,
+                message,
+            };
             let _ = run.host.gate.publish(&RecoveryState {
                 state: Phase::Failed,
                 step: Some(failure.step.clone()),
@@ -275,7 +286,11 @@ impl Run<'_, '_> {
     }
 
     fn go(&mut self) -> Flow<Outcome> {
-        let _ = self.host.gate.close();
+        // Nothing is changed while the gate says ready: a gate that cannot be closed stops here.
+        self.host
+            .gate
+            .close()
+            .map_err(self.err("closing the readiness gate"))?;
         self.journal = self
             .host
             .store

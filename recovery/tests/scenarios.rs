@@ -818,3 +818,42 @@ fn s24_an_nvlink_group_reset_is_never_widened_onto_a_gpu_carrying_a_tenants_vgpu
     assert_eq!(s.gpus[2].vfs.len(), 16);
     assert_eq!(s.gpus[2].vfs[3].current, 1414);
 }
+
+#[test]
+fn s25_a_gate_that_cannot_be_closed_stops_recovery_before_any_change() {
+    let node = booted_node();
+    let layout = two_gpu_layout();
+    {
+        let mut s = node.lock();
+        s.ready = true; // left from an earlier boot's run, say
+        s.gate_stuck_open = true;
+    }
+    let ran = run(&node, &layout);
+    let failure = ran.result.unwrap_err();
+    assert_eq!(failure.step, "start");
+    assert!(
+        failure.message.contains("closing the readiness gate"),
+        "{}",
+        failure.message
+    );
+    assert!(
+        failure.message.contains("could not be removed"),
+        "the state file tells the operator the gate is still open: {}",
+        failure.message
+    );
+    assert!(
+        ran.calls.is_empty(),
+        "nothing changed behind an open gate: {:?}",
+        ran.calls
+    );
+    let s = node.lock();
+    assert_eq!(s.state.as_ref().map(|st| st.state), Some(Phase::Failed));
+    assert!(
+        s.state
+            .as_ref()
+            .and_then(|st| st.message.as_deref())
+            .is_some_and(|m| m.contains("remove it by hand")),
+        "{:?}",
+        s.state
+    );
+}

@@ -228,6 +228,8 @@ pub struct NodeState {
     pub driver_version: String,
     /// The GPU listing names VFs too (as old tools did: mig-parted #14).
     pub lists_vfs: bool,
+    /// The readiness file cannot be removed (a read-only or broken `/run`).
+    pub gate_stuck_open: bool,
 }
 
 /// The fake node; clones share one state.
@@ -283,6 +285,7 @@ impl FakeNode {
                 reboots: 0,
                 driver_version: "580.82.07".to_string(),
                 lists_vfs: false,
+                gate_stuck_open: false,
             })),
         }
     }
@@ -879,6 +882,13 @@ impl Gate for FakeNode {
     fn close(&self) -> Result<()> {
         let mut s = self.lock();
         s.alive()?;
+        if s.gate_stuck_open && s.ready {
+            return Err(Error::Io {
+                path: "/run/miggate/ready".into(),
+                what: "removing",
+                source: std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+            });
+        }
         s.ready = false;
         Ok(())
     }
