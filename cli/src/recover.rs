@@ -44,7 +44,7 @@ enum RecoverCommand {
     /// missing GPU or an active vGPU in the way).
     Plan(LayoutArgs),
     /// Bring the node to the layout, verify, and open the readiness gate
-    /// (<root>/run/miggate/ready; state in <root>/run/miggate/recovery.json).
+    /// (`ROOT/run/miggate/ready`; state in `ROOT/run/miggate/recovery.json`).
     ///
     /// Exit status: 0 ready (or a guarded reboot was requested), 1 recovery failed (the state
     /// file says at which step and why; the gate stays closed), 2 bad input or usage.
