@@ -308,6 +308,22 @@ fn a_better_source_present_but_unreadable_falls_back_with_a_note() {
     // Only the unreadable GFD labels (mig-manager pending): nothing to judge by.
     let pending = node("gfd-pending-gpu-node-7.yaml");
     assert_eq!(inventory::best(None, Some(&pending), &[]), None);
+    // ... and why, with the refused GpuNode first: "no inventory" alone would send the
+    // operator looking for a GpuNode that exists.
+    let why = inventory::best_or_why(Some(&wrong), Some(&pending), &[]).unwrap_err();
+    assert_eq!(why.passed_over.len(), 2, "{why:?}");
+    assert!(why.passed_over[0].starts_with("GpuNode inventory of node `gpu-node-7` cannot be read: GpuNode gpu-node-7 holds the inventory of node gpu-node-1"), "{why:?}");
+    assert!(
+        why.passed_over[1].starts_with("GFD labels inventory of node `gpu-node-7` cannot be read"),
+        "{why:?}"
+    );
+    assert_eq!(
+        inventory::best_or_why(None, None, &[]),
+        Err(inventory::NoInventory::default())
+    );
+    // A fallback keeps the reasons apart from the notes, for a refusal message.
+    let inv = inventory::best(Some(&wrong), Some(&n), &refs).unwrap();
+    assert_eq!(inv.passed_over.len(), 2);
     let err = inventory::from_gfd_labels(&pending).unwrap_err();
     assert_eq!(
         err.to_string(),

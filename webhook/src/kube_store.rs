@@ -34,10 +34,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::decide::{RESTORE_FROM, SKIP_CHECKS};
-use crate::lookup::{Lookup, NodeInventory, RestorePod};
+use crate::lookup::{Lookup, NoInventory, NodeInventory, RestorePod};
 use crate::metrics::{KindLabel, Metrics};
 use crate::store::Checkpoint;
-use miggate_crds::inventory::best;
+use miggate_crds::inventory::best_or_why;
 
 /// The DRA driver whose `ResourceSlice`s describe NVIDIA GPUs.
 pub const NVIDIA_DRA_DRIVER: &str = "gpu.nvidia.com";
@@ -284,7 +284,7 @@ struct Memo {
     gpu_node: Option<Arc<GpuNode>>,
     node: Option<Arc<Node>>,
     slices: Vec<Arc<ResourceSlice>>,
-    inventory: Option<NodeInventory>,
+    inventory: Result<NodeInventory, NoInventory>,
 }
 
 impl Memo {
@@ -498,7 +498,7 @@ impl Lookup for KubeStore {
         self.checkpoints.get(&format!("{namespace}/{name}"))
     }
 
-    fn inventory(&self, node: &str) -> Option<NodeInventory> {
+    fn inventory(&self, node: &str) -> Result<NodeInventory, NoInventory> {
         let gpu_node = self.gpu_nodes.get(node);
         let n = self.nodes.get(node);
         let slices = self.slices.by_index(node);
@@ -507,16 +507,17 @@ impl Lookup for KubeStore {
             // Nothing known of this node: forget it, so names no object carries (a pod may
             // name any node) leave nothing behind.
             memos.remove(node);
-            return None;
+            return Err(NoInventory::default());
         }
         if let Some(m) = memos.get(node).filter(|m| m.read_from(&gpu_node, &n, &slices)) {
             return m.inventory.clone();
         }
         let refs: Vec<&ResourceSlice> = slices.iter().map(|s| &**s).collect();
-        let inventory = best(gpu_node.as_deref(), n.as_deref(), &refs).map(|i| NodeInventory {
+        let inventory = best_or_why(gpu_node.as_deref(), n.as_deref(), &refs).map(|i| NodeInventory {
             manifest: Arc::new(i.manifest),
             source: i.source,
             notes: i.notes,
+            passed_over: i.passed_over,
         });
         memos.insert(
             node.to_string(),

@@ -496,11 +496,80 @@ async fn an_inventory_is_read_once_per_version_of_its_objects() {
     let changed = tokio_wait(|| {
         h.store
             .inventory("n1")
+            .ok()
             .filter(|i| !Arc::ptr_eq(&i.manifest, &first.manifest))
     })
     .await;
     assert_eq!(changed.manifest.nvidia, short().nvidia);
 
     // A node no object names has no inventory, and asking leaves nothing behind.
-    assert!(h.store.inventory("no-such-node").is_none());
+    assert_eq!(
+        h.store.inventory("no-such-node").unwrap_err().passed_over,
+        Vec::<String>::new()
+    );
+}
+
+#[tokio::test]
+async fn a_refused_gpu_node_is_named_with_why_in_every_decision() {
+    // n1's GpuNode holds another node's inventory (a copied object): the reader refuses it,
+    // and nothing else describes n1. The operator must hear that, not "no GpuNode".
+    let fake = fake_with_checkpoint().await;
+    let mut copied = gpu_node("n1", fits());
+    copied.spec.manifest.host.as_mut().unwrap().node_name = Some("n2".into());
+    fake.apply(copied);
+    fake.apply(pod("ml", "vllm-restore-0", Some("vllm-ckpt")));
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+    let why = "GpuNode inventory of node `n1` cannot be read: GpuNode n1 holds the inventory of node n2 (spec.manifest.host.nodeName)";
+
+    let refused = h.post(pod_review("n1")).await;
+    assert_eq!(refused["allowed"], json!(false), "{refused}");
+    let message = refused["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("which has no usable GPU inventory: {why}")),
+        "{message}"
+    );
+    assert!(!message.contains("no GpuNode"), "{message}");
+
+    let binding = h.post(binding_review("vllm-restore-0", "n1")).await;
+    assert_eq!(binding["allowed"], json!(true), "{binding}");
+    let warnings = binding["warnings"].to_string();
+    assert!(warnings.contains("no usable GPU inventory"), "{warnings}");
+    assert!(warnings.contains(why), "{warnings}");
+    assert!(!warnings.contains("no GpuNode"), "{warnings}");
+
+    // GFD labels appear on the node: the decision uses them and still says why the GpuNode
+    // was passed over, in the refusal message itself.
+    // (gpu-node-7's recorded GFD labels, with A100s where the checkpoint ran on H100s)
+    let mut labelled: Node =
+        serde_saphyr::from_str(&testdata("inventory/gfd-mixed-gpu-node-7.yaml")).unwrap();
+    labelled.metadata.name = Some("n1".into());
+    let labels = labelled.metadata.labels.as_mut().unwrap();
+    labels.insert("nvidia.com/gpu.product".into(), "NVIDIA-A100-SXM4-80GB".into());
+    labels.insert(
+        "nvidia.com/mig-3g.40gb.product".into(),
+        "NVIDIA-A100-SXM4-80GB-MIG-3g.40gb".into(),
+    );
+    h.fake.apply(labelled);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = h.post(pod_review("n1")).await;
+        if r["auditAnnotations"]["inventory-source"] == json!("GFD labels") {
+            assert_eq!(r["allowed"], json!(false), "{r}");
+            let message = r["status"]["message"].as_str().unwrap();
+            assert!(
+                message.contains(&format!("(inventory from GFD labels, passed over: {why})")),
+                "{message}"
+            );
+            let warnings = r["warnings"].to_string();
+            assert!(
+                warnings.contains("inventory from GFD labels (a better source cannot be read)"),
+                "{warnings}"
+            );
+            assert!(!warnings.contains("no GpuNode"), "{warnings}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{r}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

@@ -132,6 +132,7 @@ pub fn from_resource_slices(
         manifest,
         source: Source::ResourceSlice,
         notes,
+        passed_over: Vec::new(),
     }))
 }
 
