@@ -277,6 +277,9 @@ pub struct KubeStore {
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
+/// Memos kept beyond twice the nodes known before those of vanished nodes are dropped.
+const MEMO_SLACK: usize = 64;
+
 /// A node's inventory and the objects it was read from. Holding the `Arc`s keeps their
 /// addresses from being reused, so pointer equality says "the same object".
 #[derive(Debug)]
@@ -528,6 +531,17 @@ impl Lookup for KubeStore {
                 inventory: inventory.clone(),
             },
         );
+        // Nodes come and go (autoscaling): a memo of a node deleted and never asked about
+        // again would hold its objects forever. Past twice the nodes known, forget those no
+        // cache holds any more; amortised, that is constant work per lookup.
+        let known = self.nodes.len().max(self.gpu_nodes.len());
+        if memos.len() > 2 * known + MEMO_SLACK {
+            memos.retain(|name, _| {
+                self.gpu_nodes.get(name).is_some()
+                    || self.nodes.get(name).is_some()
+                    || !self.slices.by_index(name).is_empty()
+            });
+        }
         inventory
     }
 
@@ -575,6 +589,37 @@ mod tests {
                 .get(),
             1
         );
+    }
+
+    #[test]
+    fn memos_of_deleted_nodes_do_not_pile_up() {
+        let metrics = Metrics::new();
+        let store = KubeStore {
+            checkpoints: Arc::new(Cache::new(KINDS[0], &metrics)),
+            gpu_nodes: Arc::new(Cache::new(KINDS[1], &metrics)),
+            pods: Arc::new(Cache::new(KINDS[2], &metrics)),
+            nodes: Arc::new(Cache::new(KINDS[3], &metrics)),
+            slices: Arc::new(Cache::new(KINDS[4], &metrics)),
+            inventories: Mutex::new(HashMap::new()),
+            tasks: Mutex::new(Vec::new()),
+        };
+        let node = |name: &str| {
+            let mut n = Node::default();
+            n.metadata.name = Some(name.into());
+            n
+        };
+        // An autoscaled pool: 1000 nodes come, are asked about once, and go.
+        for i in 0..1000 {
+            let name = format!("n{i}");
+            store.nodes.upsert(name.clone(), Some(node(&name)));
+            assert!(store.inventory(&name).is_err());
+            store.nodes.remove(&name);
+        }
+        store.nodes.upsert("live".into(), Some(node("live")));
+        assert!(store.inventory("live").is_err());
+        let memos = store.inventories.lock().unwrap().len();
+        assert!(memos <= 2 + MEMO_SLACK, "{memos} memos kept for 1 live node");
+        assert!(store.inventories.lock().unwrap().contains_key("live"));
     }
 
     #[test]
