@@ -89,6 +89,11 @@ pub(crate) struct Cache<V> {
     kind: &'static str,
     contents: RwLock<Contents<V>>,
     synced: AtomicBool,
+    /// Whether a source the webhook can do without (ResourceSlices): a server that does not
+    /// serve its API counts as an empty, synced cache instead of one never ready.
+    optional: bool,
+    /// False while the server answers the list `404 NotFound` (an optional kind only).
+    served: AtomicBool,
     last_event: Mutex<Option<Instant>>,
     errors: AtomicU64,
     restarts: Family<KindLabel, Counter>,
@@ -99,6 +104,8 @@ impl<V: Entry> Cache<V> {
     fn new(kind: &'static str, metrics: &Metrics) -> Self {
         Cache {
             kind,
+            optional: kind == "ResourceSlice",
+            served: AtomicBool::new(true),
             contents: RwLock::new(Contents {
                 items: HashMap::new(),
                 index: HashMap::new(),
@@ -175,6 +182,9 @@ impl<V: Entry> Cache<V> {
         let count = c.items.len();
         drop(c);
         self.touch();
+        if !self.served.swap(true, Ordering::AcqRel) {
+            tracing::info!(kind = self.kind, "API now served and listed");
+        }
         if !self.synced.swap(true, Ordering::AcqRel) {
             tracing::info!(kind = self.kind, objects = count, "watch cache synced");
         }
@@ -220,6 +230,29 @@ impl<V: Entry> Cache<V> {
         self.touch();
     }
 
+    /// The server does not serve this optional kind's API: nothing to wait for. The cache
+    /// is empty and synced; the watcher keeps retrying, and a list that succeeds later fills
+    /// it as usual.
+    fn not_served(&self) {
+        if !self.optional {
+            return;
+        }
+        let was_served = self.served.swap(false, Ordering::AcqRel);
+        let mut c = self.write();
+        c.items.clear();
+        c.index.clear();
+        c.pending = None;
+        drop(c);
+        self.touch();
+        self.synced.store(true, Ordering::Release);
+        if was_served {
+            tracing::warn!(
+                kind = self.kind,
+                "API not served by this cluster; that inventory source is skipped until it is"
+            );
+        }
+    }
+
     fn error(&self) {
         self.errors.fetch_add(1, Ordering::Relaxed);
         self.error_count
@@ -237,6 +270,7 @@ impl<V: Entry> Cache<V> {
         CacheStatus {
             kind: self.kind,
             synced: self.synced.load(Ordering::Acquire),
+            served: self.served.load(Ordering::Acquire),
             objects: c.items.len(),
             age_seconds: age.map(|d| d.as_secs_f64()),
             lists: c.lists,
@@ -251,8 +285,12 @@ impl<V: Entry> Cache<V> {
 pub struct CacheStatus {
     /// The kind cached.
     pub kind: &'static str,
-    /// Whether its first list has completed.
+    /// Whether its first list has completed (or, for an optional kind, the server said it
+    /// does not serve the API).
     pub synced: bool,
+    /// False while the server does not serve the kind's API (ResourceSlices on Kubernetes
+    /// before 1.34): that inventory source is skipped.
+    pub served: bool,
     /// Objects held.
     pub objects: usize,
     /// Seconds since its last event or list; `None` before any.
@@ -397,6 +435,9 @@ where
             Ok(Event::Apply(obj)) => cache.upsert(key_of(&obj), convert(obj)),
             Ok(Event::Delete(obj)) => cache.remove(&key_of(&obj)),
             Err(e) => {
+                if matches!(&e, watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 404) {
+                    cache.not_served();
+                }
                 cache.error();
                 tracing::warn!(kind = cache.kind, error = %e, "watch failed; retrying after a backoff");
             }

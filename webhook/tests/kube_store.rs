@@ -573,3 +573,31 @@ async fn a_refused_gpu_node_is_named_with_why_in_every_decision() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test]
+async fn a_cluster_without_the_resource_slice_api_is_ready_without_that_source() {
+    // Kubernetes 1.30 to 1.33 serve no resource.k8s.io/v1: ResourceSlices are an optional
+    // source there, not a reason to refuse every restore pod forever.
+    let fake = fake_with_checkpoint().await;
+    fake.apply(gpu_node("n1", fits()));
+    fake.serve("resourceslices", false);
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+    let (status, body) = h.get("/readyz").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let ready: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(ready["store"]["kube"][4]["kind"], json!("ResourceSlice"));
+    assert_eq!(ready["store"]["kube"][4]["served"], json!(false), "{body}");
+    assert_eq!(h.post(pod_review("n1")).await["allowed"], json!(true));
+
+    // The API appears (an upgrade): the cache lists it on a later retry.
+    h.fake.serve("resourceslices", true);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while !h.store.status()[4].served {
+        assert!(Instant::now() < deadline, "never listed once served");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, body) = h.get("/readyz").await;
+    let ready: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(ready["store"]["kube"][4]["served"], json!(true), "{body}");
+}
