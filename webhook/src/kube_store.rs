@@ -51,6 +51,11 @@ pub struct KubeOptions {
     pub restore_pod_selector: Option<String>,
 }
 
+/// Errors in a row, with nothing received between them, after which a watch counts as failing.
+pub const FAILING_AFTER: u64 = 3;
+/// How recent the last of those errors must be (the backoff retries at least every 30 s).
+pub const FAILING_WINDOW: Duration = Duration::from_secs(90);
+
 /// The kinds cached, as named in metrics, logs and `/readyz`.
 pub const KINDS: [&str; 5] = ["GpuCheckpoint", "GpuNode", "Pod", "Node", "ResourceSlice"];
 
@@ -96,6 +101,9 @@ pub(crate) struct Cache<V> {
     served: AtomicBool,
     last_event: Mutex<Option<Instant>>,
     errors: AtomicU64,
+    /// Errors since the last object or list received: a watch that keeps failing.
+    consecutive_errors: AtomicU64,
+    last_error: Mutex<Option<Instant>>,
     restarts: Family<KindLabel, Counter>,
     error_count: Family<KindLabel, Counter>,
 }
@@ -115,6 +123,8 @@ impl<V: Entry> Cache<V> {
             synced: AtomicBool::new(false),
             last_event: Mutex::new(None),
             errors: AtomicU64::new(0),
+            consecutive_errors: AtomicU64::new(0),
+            last_error: Mutex::new(None),
             restarts: metrics.watch_restarts.clone(),
             error_count: metrics.watch_errors.clone(),
         }
@@ -128,8 +138,24 @@ impl<V: Entry> Cache<V> {
         self.contents.write().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Something arrived from the server: the watch works.
     fn touch(&self) {
         *self.last_event.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        self.consecutive_errors.store(0, Ordering::Release);
+    }
+
+    /// Whether the watch is failing now: [`FAILING_AFTER`] errors in a row with nothing
+    /// received between them, the last within [`FAILING_WINDOW`]. A backoff retries at least
+    /// every 30 s, so a watch that cannot recover keeps erroring inside the window; one that
+    /// resumed on a quiet kind sends nothing, and its last error ages out of it.
+    fn failing(&self) -> bool {
+        self.served.load(Ordering::Acquire)
+            && self.consecutive_errors.load(Ordering::Acquire) >= FAILING_AFTER
+            && self
+                .last_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some_and(|t| t.elapsed() < FAILING_WINDOW)
     }
 
     fn get(&self, key: &str) -> Option<Arc<V>> {
@@ -254,6 +280,8 @@ impl<V: Entry> Cache<V> {
     }
 
     fn error(&self) {
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        self.consecutive_errors.fetch_add(1, Ordering::AcqRel);
         self.errors.fetch_add(1, Ordering::Relaxed);
         self.error_count
             .get_or_create(&KindLabel { kind: self.kind })
@@ -271,6 +299,7 @@ impl<V: Entry> Cache<V> {
             kind: self.kind,
             synced: self.synced.load(Ordering::Acquire),
             served: self.served.load(Ordering::Acquire),
+            failing: self.failing(),
             objects: c.items.len(),
             age_seconds: age.map(|d| d.as_secs_f64()),
             lists: c.lists,
@@ -291,6 +320,9 @@ pub struct CacheStatus {
     /// False while the server does not serve the kind's API (ResourceSlices on Kubernetes
     /// before 1.34): that inventory source is skipped.
     pub served: bool,
+    /// Whether its watch keeps failing (several errors in a row, the last recent): the cache
+    /// may be stale, so `/readyz` reports not ready while any is.
+    pub failing: bool,
     /// Objects held.
     pub objects: usize,
     /// Seconds since its last event or list; `None` before any.
@@ -509,6 +541,15 @@ impl KubeStore {
             self.nodes.status(),
             self.slices.status(),
         ]
+    }
+
+    /// Whether any cache's watch keeps failing (see [`CacheStatus::failing`]).
+    pub fn failing(&self) -> bool {
+        self.checkpoints.failing()
+            || self.gpu_nodes.failing()
+            || self.pods.failing()
+            || self.nodes.failing()
+            || self.slices.failing()
     }
 
     /// Waits until every cache has synced, or `timeout` passes; returns whether they did.

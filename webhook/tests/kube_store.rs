@@ -601,3 +601,50 @@ async fn a_cluster_without_the_resource_slice_api_is_ready_without_that_source()
     let ready: Value = serde_json::from_str(&body).unwrap();
     assert_eq!(ready["store"]["kube"][4]["served"], json!(true), "{body}");
 }
+
+#[tokio::test]
+async fn a_watch_that_keeps_failing_makes_readyz_unready_and_shows_in_metrics() {
+    let fake = fake_with_checkpoint().await;
+    fake.apply(gpu_node("n1", fits()));
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+    tokio_wait(|| (h.count("gpunodes", true) == 1).then_some(())).await;
+    assert_eq!(h.get("/readyz").await.0, StatusCode::OK);
+
+    // The GpuNode CRD is removed and the watch breaks: every retry fails. The cache is
+    // stale from now on, and the webhook must say so rather than stay ready on old facts.
+    h.fake.serve("gpunodes", false);
+    h.fake.drop_watches("gpunodes");
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let body = loop {
+        let (status, body) = h.get("/readyz").await;
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "still ready: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let ready: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(ready["store"]["kube"][1]["kind"], json!("GpuNode"));
+    assert_eq!(ready["store"]["kube"][1]["failing"], json!(true), "{body}");
+    assert_eq!(ready["store"]["kube"][0]["failing"], json!(false), "{body}");
+    let (_, metrics) = h.get("/metrics").await;
+    assert!(
+        metrics.contains("miggate_watch_failing{kind=\"GpuNode\"} 1"),
+        "{metrics}"
+    );
+
+    // Served again: the watch resumes and the next event clears it.
+    h.fake.serve("gpunodes", true);
+    h.fake.apply(gpu_node("n1", short()));
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while h.get("/readyz").await.0 != StatusCode::OK {
+        assert!(Instant::now() < deadline, "never ready again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, metrics) = h.get("/metrics").await;
+    assert!(
+        metrics.contains("miggate_watch_failing{kind=\"GpuNode\"} 0"),
+        "{metrics}"
+    );
+}
