@@ -84,8 +84,12 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Siz
     if req.operation != Operation::Create {
         return ignored(base);
     }
-    let core_pods = req.resource.group.is_empty() && req.resource.resource == "pods";
-    if core_pods && req.sub_resource.as_deref() == Some("binding") {
+    let core = req.resource.group.is_empty();
+    let pods_binding =
+        core && req.resource.resource == "pods" && req.sub_resource.as_deref() == Some("binding");
+    // The legacy `bindings` resource places a pod just as `pods/binding` does.
+    let legacy_binding = core && req.resource.resource == "bindings" && req.sub_resource.is_none();
+    if pods_binding || legacy_binding {
         return decide_binding(req, base, store);
     }
     let is_pod = req.kind.group.is_empty() && req.kind.kind == "Pod" && req.sub_resource.is_none();

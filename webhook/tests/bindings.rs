@@ -271,3 +271,20 @@ fn a_node_whose_only_source_is_unreadable_is_named_with_why_not_as_missing() {
     assert!(warnings[0].contains("no usable GPU inventory"), "{warnings:?}");
     assert!(!warnings[0].contains("no GpuNode"), "{warnings:?}");
 }
+
+#[test]
+fn a_binding_through_the_legacy_bindings_resource_is_checked_too() {
+    // POST /api/v1/namespaces/ml/bindings: resource `bindings`, no subresource.
+    let mut review: Value = serde_json::from_str(&testdata("admission/binding-create.json")).unwrap();
+    review["request"]["resource"]["resource"] = json!("bindings");
+    review["request"]["requestResource"]["resource"] = json!("bindings");
+    review["request"]["subResource"] = Value::Null;
+    review["request"]["requestSubResource"] = Value::Null;
+    review["request"]["name"] = json!("restore");
+    review["request"]["object"]["metadata"]["name"] = json!("restore");
+    review["request"]["object"]["target"]["name"] = json!("short");
+    let review: AdmissionReview<DynamicObject> = serde_json::from_value(review).unwrap();
+    let d = decide(&review.try_into().unwrap(), &memory());
+    assert_eq!(d.verdict, Verdict::Refused, "{:?}", d.response.result.message);
+    assert_eq!(d.inventory_source, Some(Source::GpuNode));
+}
