@@ -445,3 +445,62 @@ fn inventories(#[case] from: From) {
         (inv.source.as_str(), &inv.manifest, &inv.notes)
     );
 }
+
+/// Hostile label values: an absurd count, a negative one, text, an escape sequence. Each
+/// makes the GFD source unreadable with a quoted, escaped reason; none panics or allocates
+/// by the number it claims.
+#[rstest]
+#[case::huge_count(
+    "nvidia.com/mig-3g.40gb.count",
+    "99999999999999999999",
+    "is not a device count"
+)]
+#[case::over_the_cap("nvidia.com/mig-3g.40gb.count", "1000000", "is not a device count")]
+#[case::negative_count("nvidia.com/gpu.count", "-1", "is not a device count")]
+#[case::text_count("nvidia.com/mig-3g.40gb.count", "seven", "is not a device count")]
+#[case::escape_in_a_value(
+    "nvidia.com/mig.strategy",
+    "mixed\u{1b}]0;owned\u{7}",
+    "\\u{1b}]0;owned\\u{7}"
+)]
+fn hostile_gfd_label_values_are_refused_with_an_escaped_reason(
+    #[case] key: &str,
+    #[case] value: &str,
+    #[case] says: &str,
+) {
+    let mut n = node("gfd-mixed-gpu-node-7.yaml");
+    n.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert(key.into(), value.into());
+    let err = inventory::from_gfd_labels(&n).unwrap_err().to_string();
+    assert!(err.contains(says), "{err}");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+    let why = inventory::best_or_why(None, Some(&n), &[]).unwrap_err();
+    assert!(why.passed_over[0].contains(says), "{why:?}");
+}
+
+/// A device attribute carrying a terminal escape or a newline is refused, and the reason
+/// quotes it escaped.
+#[rstest]
+#[case::escape("NVIDIA H100\u{1b}[2J")]
+#[case::newline("NVIDIA H100\nInjected: line")]
+#[case::bidi_override("NVIDIA H100\u{202e}MBH")]
+fn hostile_slice_attribute_text_is_refused_escaped(#[case] value: &str) {
+    let mut slices = slices_v25_12();
+    let device = &mut slices[0].spec.devices.as_mut().unwrap()[0];
+    device.attributes.as_mut().unwrap().insert(
+        "productName".into(),
+        k8s_openapi::api::resource::v1::DeviceAttribute {
+            string: Some(value.into()),
+            ..Default::default()
+        },
+    );
+    let refs: Vec<&ResourceSlice> = slices.iter().collect();
+    let err = inventory::from_resource_slices("gpu-node-7", None, &refs)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`productName` is not a plausible value"), "{err}");
+    assert!(!err.chars().any(miggate_compat::escape::is_hazard), "{err:?}");
+}
