@@ -310,7 +310,11 @@ impl<S: InventorySource> Publisher<S> {
     pub async fn run(mut self, stop: impl Future<Output = ()>) {
         let mut stop = std::pin::pin!(stop);
         loop {
+            // `biased`: the stop is polled before the first capture starts, so a stop that
+            // registers a signal handler on its first poll (tokio's) has it in place before
+            // a capture can hang; a SIGTERM then never meets the default disposition.
             tokio::select! {
+                biased;
                 () = &mut stop => break,
                 result = self.round() => {
                     if let Err(e) = result {
