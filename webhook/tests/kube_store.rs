@@ -648,3 +648,42 @@ async fn a_watch_that_keeps_failing_makes_readyz_unready_and_shows_in_metrics() 
         "{metrics}"
     );
 }
+
+#[tokio::test]
+async fn a_restore_from_naming_another_namespace_finds_nothing_there() {
+    // The checkpoint exists only in namespace `other`; pods in `ml` name it every way a
+    // hostile annotation might. None may read it: a checkpoint is its namespace's.
+    let fake = FakeApiServer::start().await.unwrap();
+    let mut foreign = checkpoint();
+    foreign.metadata.namespace = Some("other".into());
+    fake.apply(foreign);
+    fake.apply(gpu_node("n1", fits()));
+    for (name, from) in [
+        ("slash", "other/vllm-ckpt"),
+        ("dotdot", "../other/vllm-ckpt"),
+        ("spaces", " other/vllm-ckpt "),
+    ] {
+        fake.apply(pod("ml", name, Some(from)));
+    }
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+    assert!(h.store.checkpoint("other", "vllm-ckpt").is_some());
+    for name in ["slash", "dotdot", "spaces"] {
+        let r = h.post(binding_review(name, "n1")).await;
+        assert_eq!(r["allowed"], json!(false), "{name}: {r}");
+        let message = r["status"]["message"].as_str().unwrap();
+        assert!(message.contains("does not exist"), "{name}: {message}");
+    }
+    let mut review: Value = serde_json::from_str(&pod_review("n1")).unwrap();
+    review["request"]["object"]["metadata"]["annotations"]["miggate.io/restore-from"] =
+        json!("other/vllm-ckpt");
+    let r = h.post(review.to_string()).await;
+    assert_eq!(r["allowed"], json!(false), "{r}");
+    assert!(
+        r["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist"),
+        "{r}"
+    );
+}
