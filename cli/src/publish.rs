@@ -62,12 +62,17 @@ pub fn run(args: &PublishArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(async {
+    let result = runtime.block_on(async {
         let client = miggate_publish::infer_client().await?;
         Publisher::new(client, config, capture)
             .run(crate::webhook::stop_signal())
             .await;
         Ok::<_, miggate_publish::Error>(())
-    })?;
+    });
+    // A capture abandoned by the stop still runs on a blocking thread (a hung nvidia-smi,
+    // up to --timeout): dropping the runtime would wait for it, past the pod's grace period.
+    // Nothing it returns is needed, so the runtime is not waited for.
+    runtime.shutdown_background();
+    result?;
     Ok(ExitCode::SUCCESS)
 }

@@ -98,3 +98,44 @@ fn deploy_takes_the_checkpoint_agent_and_refuses_a_malformed_one() {
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains("expected NAMESPACE/NAME"), "{stderr}");
 }
+
+/// The container args of the workload `kind` in `file`, with the kubelet's `$(NODE_NAME)`
+/// substituted as it would be.
+fn workload_args(file: &str, kind: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(root().join("deploy").join(file)).unwrap();
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
+    let workload = docs.iter().find(|d| d["kind"] == kind).unwrap();
+    workload["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().replace("$(NODE_NAME)", "node-a"))
+        .collect()
+}
+
+/// The real binary takes the args `deploy/` gives it: run with them, each gets past flag
+/// parsing and stops only where a cluster is missing (no API server to reach).
+#[test]
+fn the_deployed_args_are_flags_the_binary_takes() {
+    for (file, kind, stops_at) in [
+        ("webhook.yaml", "Deployment", "Kubernetes client"),
+        ("publisher.yaml", "DaemonSet", "Kubernetes client"),
+    ] {
+        let args = workload_args(file, kind);
+        let out = Command::new(env!("CARGO_BIN_EXE_miggate"))
+            .args(&args)
+            .env("NO_COLOR", "1")
+            .env("KUBECONFIG", "/nonexistent/kubeconfig")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("NODE_NAME")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains("Usage:") && !stderr.contains("unexpected argument"),
+            "{file}: {args:?} rejected: {stderr}"
+        );
+        assert_eq!(out.status.code(), Some(2), "{file}: {stderr}");
+        assert!(stderr.contains(stops_at), "{file}: {stderr}");
+    }
+}

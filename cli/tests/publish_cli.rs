@@ -98,3 +98,72 @@ async fn publishes_the_node_and_stops_on_sigterm() {
     assert!(status.success(), "{status}: {log}");
     assert!(log.contains("publisher stopped"), "{log}");
 }
+
+/// A SIGTERM while nvidia-smi hangs: the publisher exits at once, without waiting for the
+/// capture's own deadline (which may be longer than the pod's grace period).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_capture_exits_without_waiting_for_the_capture() {
+    use std::os::unix::fs::PermissionsExt;
+    let fake = kube_fake::FakeApiServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("kubeconfig"), fake.kubeconfig()).unwrap();
+    let marker = dir.path().join("capturing");
+    let smi = dir.path().join("nvidia-smi");
+    std::fs::write(
+        &smi,
+        format!("#!/bin/sh\ntouch '{}'\nexec sleep 25\n", marker.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&smi, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_miggate"))
+        .args([
+            "publish",
+            "--node",
+            "node-a",
+            "--backend",
+            "nvidia-smi",
+            "--timeout",
+            "60",
+        ])
+        .arg("--nvidia-smi")
+        .arg(&smi)
+        .arg("--root")
+        .arg(dir.path())
+        .env("KUBECONFIG", dir.path().join("kubeconfig"))
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("NODE_NAME")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !marker.exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            panic!("exited {status}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        assert!(Instant::now() < deadline, "nvidia-smi never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let started = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if started.elapsed() > Duration::from_secs(8) {
+            let _ = child.kill();
+            panic!("no exit within 8 s of SIGTERM: it waited for the hung capture");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(status.success(), "{status}: {log}");
+    assert!(log.contains("publisher stopped"), "{log}");
+    assert!(
+        fake.requests().iter().all(|r| r.method != "PATCH"),
+        "nothing was captured to write"
+    );
+}

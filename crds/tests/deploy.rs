@@ -223,6 +223,12 @@ fn binding() -> Value {
     request("pods", "binding", "CREATE", "ml", binding()),
     Some("binding.miggate.io")
 )]
+// The legacy `bindings` resource (POST /api/v1/namespaces/NS/bindings) binds a pod too:
+// left out, any client could place a restore pod on a short node past the binding check.
+#[case::legacy_bindings_resource(
+    request("bindings", "", "CREATE", "ml", binding()),
+    Some("binding.miggate.io")
+)]
 #[case::pod_status(request("pods", "status", "UPDATE", "ml", pod(None)), None)]
 #[case::eviction(request("pods", "eviction", "CREATE", "ml", json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"}})), None)]
 #[case::configmap(request("configmaps", "", "CREATE", "ml", json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "annotations": {"miggate.io/restore-from": "x"}}})), None)]

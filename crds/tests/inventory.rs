@@ -308,6 +308,22 @@ fn a_better_source_present_but_unreadable_falls_back_with_a_note() {
     // Only the unreadable GFD labels (mig-manager pending): nothing to judge by.
     let pending = node("gfd-pending-gpu-node-7.yaml");
     assert_eq!(inventory::best(None, Some(&pending), &[]), None);
+    // ... and why, with the refused GpuNode first: "no inventory" alone would send the
+    // operator looking for a GpuNode that exists.
+    let why = inventory::best_or_why(Some(&wrong), Some(&pending), &[]).unwrap_err();
+    assert_eq!(why.passed_over.len(), 2, "{why:?}");
+    assert!(why.passed_over[0].starts_with("GpuNode inventory of node `gpu-node-7` cannot be read: GpuNode gpu-node-7 holds the inventory of node gpu-node-1"), "{why:?}");
+    assert!(
+        why.passed_over[1].starts_with("GFD labels inventory of node `gpu-node-7` cannot be read"),
+        "{why:?}"
+    );
+    assert_eq!(
+        inventory::best_or_why(None, None, &[]),
+        Err(inventory::NoInventory::default())
+    );
+    // A fallback keeps the reasons apart from the notes, for a refusal message.
+    let inv = inventory::best(Some(&wrong), Some(&n), &refs).unwrap();
+    assert_eq!(inv.passed_over.len(), 2);
     let err = inventory::from_gfd_labels(&pending).unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -428,4 +444,63 @@ fn inventories(#[case] from: From) {
         format!("inventory_{from:?}"),
         (inv.source.as_str(), &inv.manifest, &inv.notes)
     );
+}
+
+/// Hostile label values: an absurd count, a negative one, text, an escape sequence. Each
+/// makes the GFD source unreadable with a quoted, escaped reason; none panics or allocates
+/// by the number it claims.
+#[rstest]
+#[case::huge_count(
+    "nvidia.com/mig-3g.40gb.count",
+    "99999999999999999999",
+    "is not a device count"
+)]
+#[case::over_the_cap("nvidia.com/mig-3g.40gb.count", "1000000", "is not a device count")]
+#[case::negative_count("nvidia.com/gpu.count", "-1", "is not a device count")]
+#[case::text_count("nvidia.com/mig-3g.40gb.count", "seven", "is not a device count")]
+#[case::escape_in_a_value(
+    "nvidia.com/mig.strategy",
+    "mixed\u{1b}]0;owned\u{7}",
+    "\\u{1b}]0;owned\\u{7}"
+)]
+fn hostile_gfd_label_values_are_refused_with_an_escaped_reason(
+    #[case] key: &str,
+    #[case] value: &str,
+    #[case] says: &str,
+) {
+    let mut n = node("gfd-mixed-gpu-node-7.yaml");
+    n.metadata
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert(key.into(), value.into());
+    let err = inventory::from_gfd_labels(&n).unwrap_err().to_string();
+    assert!(err.contains(says), "{err}");
+    assert!(!err.contains('\u{1b}'), "{err:?}");
+    let why = inventory::best_or_why(None, Some(&n), &[]).unwrap_err();
+    assert!(why.passed_over[0].contains(says), "{why:?}");
+}
+
+/// A device attribute carrying a terminal escape or a newline is refused, and the reason
+/// quotes it escaped.
+#[rstest]
+#[case::escape("NVIDIA H100\u{1b}[2J")]
+#[case::newline("NVIDIA H100\nInjected: line")]
+#[case::bidi_override("NVIDIA H100\u{202e}MBH")]
+fn hostile_slice_attribute_text_is_refused_escaped(#[case] value: &str) {
+    let mut slices = slices_v25_12();
+    let device = &mut slices[0].spec.devices.as_mut().unwrap()[0];
+    device.attributes.as_mut().unwrap().insert(
+        "productName".into(),
+        k8s_openapi::api::resource::v1::DeviceAttribute {
+            string: Some(value.into()),
+            ..Default::default()
+        },
+    );
+    let refs: Vec<&ResourceSlice> = slices.iter().collect();
+    let err = inventory::from_resource_slices("gpu-node-7", None, &refs)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("`productName` is not a plausible value"), "{err}");
+    assert!(!err.chars().any(miggate_compat::escape::is_hazard), "{err:?}");
 }

@@ -81,6 +81,9 @@ struct Inner {
     compacted: BTreeMap<String, u64>,
     /// Status codes to answer the next requests of a plural with, instead of serving them.
     fail_next: BTreeMap<String, Vec<u16>>,
+    /// Plurals answered `404 NotFound` on every request, as a server that does not serve
+    /// their API (an older Kubernetes, a CRD not installed).
+    unserved: std::collections::BTreeSet<String>,
 }
 
 #[derive(Debug)]
@@ -266,6 +269,17 @@ impl FakeApiServer {
             .push(code);
     }
 
+    /// Stops (`false`) or resumes (`true`) serving `plural`: while stopped, every request
+    /// touching it is answered `404 NotFound`, as by a server without its API.
+    pub fn serve(&self, plural: &str, served: bool) {
+        let mut inner = self.shared.lock();
+        if served {
+            inner.unserved.remove(plural);
+        } else {
+            inner.unserved.insert(plural.to_string());
+        }
+    }
+
     /// The current resource version.
     pub fn resource_version(&self) -> u64 {
         self.shared.lock().rv
@@ -443,6 +457,13 @@ async fn handle(
     };
     {
         let mut inner = shared.lock();
+        if inner.unserved.contains(&target.plural) {
+            return status(
+                404,
+                "NotFound",
+                "the server could not find the requested resource",
+            );
+        }
         if let Some(code) = inner
             .fail_next
             .get_mut(&target.plural)

@@ -5,7 +5,9 @@
 //! crate in production, a stand-in in tests), and server-side applies the `GpuNode` named
 //! after the node (field manager `miggate-publish`, forced: the publisher owns the spec) on
 //! the first round and whenever the inventory changed since the last write. The capture time
-//! is left out of the comparison, so an unchanged node costs no write at all. When boot
+//! is left out of the comparison, so an unchanged node costs no write at all: one GET of its
+//! `GpuNode` checks that the server still holds what was applied (same uid and generation),
+//! so one deleted or edited by another writer is applied again. When boot
 //! recovery's state file is present (`<root>/run/miggate/recovery.json`) its state becomes
 //! the `Recovered` condition, written through the `status` subresource when it changes.
 //!
@@ -39,7 +41,7 @@ pub enum Error {
     /// The API server refused or could not be reached.
     #[error("cannot {what} GpuNode {node}: {source}")]
     Kube {
-        /// `apply` or `update the status of`.
+        /// `apply`, `read` or `update the status of`.
         what: &'static str,
         /// The node.
         node: String,
@@ -154,6 +156,9 @@ pub struct Publisher<S> {
     /// The status as last known from the server, and the state last written.
     status: GpuNodeStatus,
     generation: Option<i64>,
+    /// The uid of the object last applied: with the generation, what says the server still
+    /// holds that spec (a delete and re-create changes the uid, a spec edit the generation).
+    uid: Option<String>,
     written_state: Option<(RecoveredReason, String)>,
 }
 
@@ -180,6 +185,7 @@ impl<S: InventorySource> Publisher<S> {
             applied: None,
             status: GpuNodeStatus::default(),
             generation: None,
+            uid: None,
             written_state: None,
         }
     }
@@ -217,8 +223,11 @@ impl<S: InventorySource> Publisher<S> {
     async fn apply(&mut self, manifest: GpuManifest) -> Result<bool, Error> {
         let same = comparable(manifest.clone());
         if self.applied.as_ref() == Some(&same) {
-            tracing::debug!(node = %self.config.node, "inventory unchanged; nothing written");
-            return Ok(false);
+            if self.server_has_ours().await? {
+                tracing::debug!(node = %self.config.node, "inventory unchanged; nothing written");
+                return Ok(false);
+            }
+            tracing::warn!(node = %self.config.node, "GpuNode deleted or its spec changed by another writer; applying it again");
         }
         let object = GpuNode::from_manifest(&self.config.node, manifest, now());
         let params = PatchParams::apply(FIELD_MANAGER).force();
@@ -232,12 +241,36 @@ impl<S: InventorySource> Publisher<S> {
                 source: Box::new(source),
             })?;
         self.generation = stored.metadata.generation;
+        if self.uid != stored.metadata.uid {
+            // A new object (the first, or one re-created after a delete) has no condition yet.
+            self.written_state = None;
+            self.status = GpuNodeStatus::default();
+        }
+        self.uid = stored.metadata.uid;
         if let Some(status) = stored.status {
             self.status = status;
         }
         tracing::info!(node = %self.config.node, devices = same.devices().map_or(0, <[_]>::len), "GpuNode applied");
         self.applied = Some(same);
         Ok(true)
+    }
+
+    /// Whether the server still holds the spec last applied: the same object (uid) at the
+    /// same generation. One GET of one object per round: comparing generations, not bodies,
+    /// so the server's defaulting and pruning can never make an unchanged node look changed.
+    async fn server_has_ours(&self) -> Result<bool, Error> {
+        let current = self
+            .api
+            .get_opt(&self.config.node)
+            .await
+            .map_err(|source| Error::Kube {
+                what: "read",
+                node: self.config.node.clone(),
+                source: Box::new(source),
+            })?;
+        Ok(current.is_some_and(|c| {
+            c.metadata.uid.is_some() && c.metadata.uid == self.uid && c.metadata.generation == self.generation
+        }))
     }
 
     async fn report_recovery(&mut self) -> Result<bool, Error> {
@@ -277,7 +310,11 @@ impl<S: InventorySource> Publisher<S> {
     pub async fn run(mut self, stop: impl Future<Output = ()>) {
         let mut stop = std::pin::pin!(stop);
         loop {
+            // `biased`: the stop is polled before the first capture starts, so a stop that
+            // registers a signal handler on its first poll (tokio's) has it in place before
+            // a capture can hang; a SIGTERM then never meets the default disposition.
             tokio::select! {
+                biased;
                 () = &mut stop => break,
                 result = self.round() => {
                     if let Err(e) = result {

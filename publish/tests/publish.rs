@@ -241,3 +241,60 @@ async fn run_applies_and_stops_when_asked() {
         .unwrap();
     assert_eq!(patches(&fake).len(), 1, "rounds after the first wrote nothing");
 }
+
+#[tokio::test]
+async fn a_gpu_node_deleted_or_edited_by_another_writer_is_applied_again() {
+    let fake = FakeApiServer::start().await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let node = Node::default();
+    *node.manifest.lock().unwrap() = Some(manifest(
+        "webhook-store/nodes/gpu-node-7.yaml",
+        "2026-11-30T10:00:00Z",
+    ));
+    write_state(
+        root.path(),
+        json!({"state": "ready", "updatedAt": "2026-11-30T10:00:00Z"}),
+    );
+    let mut p = publisher(&fake, root.path(), &node).await;
+    assert_eq!(
+        p.round().await.unwrap(),
+        Round {
+            applied: true,
+            status_written: true
+        }
+    );
+
+    // Someone deletes the GpuNode: the node has not changed, but admission now has no
+    // inventory for it. The next round puts it back.
+    assert!(fake.delete("gpunodes", None, "gpu-node-7"));
+    assert_eq!(
+        p.round().await.unwrap(),
+        Round {
+            applied: true,
+            status_written: true
+        },
+        "a deleted GpuNode is re-created, with its condition"
+    );
+    let stored = fake.get("gpunodes", None, "gpu-node-7").unwrap();
+    assert_eq!(stored["status"]["conditions"][0]["reason"], "Ready");
+    assert!(!p.round().await.unwrap().applied);
+
+    // Someone edits its spec (kubectl edit): the publisher's inventory wins again.
+    let mut edited = fake.get("gpunodes", None, "gpu-node-7").unwrap();
+    edited["spec"]["manifest"]["nvidia"]["devices"] = json!([]);
+    fake.apply(edited);
+    assert!(p.round().await.unwrap().applied, "an edited spec is re-applied");
+    let stored = fake.get("gpunodes", None, "gpu-node-7").unwrap();
+    assert!(
+        !stored["spec"]["manifest"]["nvidia"]["devices"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+    assert!(!p.round().await.unwrap().applied);
+    assert_eq!(
+        patches(&fake).len(),
+        5,
+        "one write per change, none while unchanged"
+    );
+}

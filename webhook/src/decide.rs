@@ -18,7 +18,7 @@ use miggate_compat::escape::{escape, escape_within};
 use miggate_compat::{CheckName, Mode, Options, Outcome, Target, evaluate_target, parse_skip, reduce_digest};
 use serde::Deserialize;
 
-use crate::lookup::{Lookup, NodeInventory, Source};
+use crate::lookup::{Lookup, NoInventory, NodeInventory, Source};
 use crate::pod::{self, Choice};
 
 /// The annotation naming the `GpuCheckpoint` a pod restores (same namespace).
@@ -84,8 +84,12 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Siz
     if req.operation != Operation::Create {
         return ignored(base);
     }
-    let core_pods = req.resource.group.is_empty() && req.resource.resource == "pods";
-    if core_pods && req.sub_resource.as_deref() == Some("binding") {
+    let core = req.resource.group.is_empty();
+    let pods_binding =
+        core && req.resource.resource == "pods" && req.sub_resource.as_deref() == Some("binding");
+    // The legacy `bindings` resource places a pod just as `pods/binding` does.
+    let legacy_binding = core && req.resource.resource == "bindings" && req.sub_resource.is_none();
+    if pods_binding || legacy_binding {
         return decide_binding(req, base, store);
     }
     let is_pod = req.kind.group.is_empty() && req.kind.kind == "Pod" && req.sub_resource.is_none();
@@ -226,13 +230,15 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Siz
     let node_name = spec.node_name.as_deref().filter(|n| !n.is_empty());
     let node = match node_name {
         Some(n) => match store.inventory(n) {
-            Some(node) => Some(node),
-            None => {
+            Ok(node) => Some(node),
+            Err(missing) => {
+                passed_over_warnings(n, &missing.passed_over, &mut warnings);
                 return refuse(
                     base,
                     format!(
-                        "miggate: pod {pod_name} is bound to node {}, which has no GPU inventory ({NO_INVENTORY}); cannot check checkpoint {checkpoint_ref} against it",
-                        escape_within(n, 256)
+                        "miggate: pod {pod_name} is bound to node {}, which has {}; cannot check checkpoint {checkpoint_ref} against it",
+                        escape_within(n, 256),
+                        no_inventory(&missing)
                     ),
                     vec!["node-not-found"],
                     warnings,
@@ -296,9 +302,10 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Siz
         let refused_by = report.refusals().map(|r| r.check.as_str()).collect();
         let place = match (node_name, source) {
             (Some(n), Some(src)) => format!(
-                "on node {} (inventory from {})",
+                "on node {} (inventory from {}{})",
                 escape_within(n, 256),
-                src.as_str()
+                src.as_str(),
+                node.as_ref().map(fallback).unwrap_or_default()
             ),
             _ => "in this pod".to_string(),
         };
@@ -318,6 +325,33 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Siz
 
 /// The sources a missing inventory was looked for in, for messages.
 const NO_INVENTORY: &str = "no GpuNode, DRA ResourceSlices or GFD labels";
+
+/// What a node without an inventory has, for messages: nothing at all, or sources present
+/// but unreadable, with why (an operator told "no GpuNode" while one exists would look in
+/// the wrong place).
+fn no_inventory(missing: &NoInventory) -> String {
+    if missing.passed_over.is_empty() {
+        format!("no GPU inventory ({NO_INVENTORY})")
+    } else {
+        format!("no usable GPU inventory: {}", missing.passed_over.join("; "))
+    }
+}
+
+/// The tail of "inventory from X" when better sources were passed over for X.
+fn fallback(inventory: &NodeInventory) -> String {
+    if inventory.passed_over.is_empty() {
+        String::new()
+    } else {
+        format!(", passed over: {}", inventory.passed_over.join("; "))
+    }
+}
+
+/// One warning per source passed over (each is cut to a warning's length on its own).
+fn passed_over_warnings(node: &str, passed_over: &[String], warnings: &mut Vec<String>) {
+    for why in passed_over {
+        warnings.push(format!("miggate: node {}: {why}", escape_within(node, 256)));
+    }
+}
 
 #[derive(Deserialize)]
 struct BindingObject {
@@ -408,14 +442,21 @@ fn decide_binding(
             Vec::new(),
         );
     };
-    let Some(inventory) = store.inventory(&node) else {
-        return allow(
-            base,
-            vec![format!(
-                "miggate: node {node_esc} has no GPU inventory ({NO_INVENTORY}); binding of restore pod {pod_name} not checked, the node agent decides"
-            )],
-            None,
-        );
+    let inventory = match store.inventory(&node) {
+        Ok(inventory) => inventory,
+        Err(missing) => {
+            // Warnings are cut to 256 bytes each: the reasons follow one per warning.
+            let has = if missing.passed_over.is_empty() {
+                format!("no GPU inventory ({NO_INVENTORY})")
+            } else {
+                "no usable GPU inventory (the sources present cannot be read, as follows)".to_string()
+            };
+            let mut warnings = vec![format!(
+                "miggate: node {node_esc} has {has}; binding of restore pod {pod_name} not checked, the node agent decides"
+            )];
+            passed_over_warnings(&node, &missing.passed_over, &mut warnings);
+            return allow(base, warnings, None);
+        }
     };
     let mut warnings = Vec::new();
     inventory_warnings(&node, &inventory, &mut warnings);
@@ -452,8 +493,9 @@ fn decide_binding(
     let mut decision = refuse(
         base,
         format!(
-            "miggate: checkpoint {checkpoint_ref} of pod {pod_name} cannot be restored on node {node_esc} (inventory from {}): {}",
+            "miggate: checkpoint {checkpoint_ref} of pod {pod_name} cannot be restored on node {node_esc} (inventory from {}{}): {}",
             inventory.source.as_str(),
+            fallback(&inventory),
             report.reason
         ),
         refused_by,
@@ -467,8 +509,13 @@ fn decide_binding(
 /// what the source could not say.
 fn inventory_warnings(node: &str, inventory: &NodeInventory, warnings: &mut Vec<String>) {
     if inventory.source != Source::GpuNode {
+        let why = if inventory.passed_over.is_empty() {
+            "no GpuNode"
+        } else {
+            "a better source cannot be read"
+        };
         warnings.push(format!(
-            "miggate: node {} inventory from {} (no GpuNode): facts it does not publish are unknown",
+            "miggate: node {} inventory from {} ({why}): facts it does not publish are unknown",
             escape_within(node, 256),
             inventory.source.as_str()
         ));

@@ -34,10 +34,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::decide::{RESTORE_FROM, SKIP_CHECKS};
-use crate::lookup::{Lookup, NodeInventory, RestorePod};
+use crate::lookup::{Lookup, NoInventory, NodeInventory, RestorePod};
 use crate::metrics::{KindLabel, Metrics};
 use crate::store::Checkpoint;
-use miggate_crds::inventory::best;
+use miggate_crds::inventory::best_or_why;
 
 /// The DRA driver whose `ResourceSlice`s describe NVIDIA GPUs.
 pub const NVIDIA_DRA_DRIVER: &str = "gpu.nvidia.com";
@@ -50,6 +50,11 @@ pub struct KubeOptions {
     /// pods are dropped on arrival; with one, only matching pods are sent at all.
     pub restore_pod_selector: Option<String>,
 }
+
+/// Errors in a row, with nothing received between them, after which a watch counts as failing.
+pub const FAILING_AFTER: u64 = 3;
+/// How recent the last of those errors must be (the backoff retries at least every 30 s).
+pub const FAILING_WINDOW: Duration = Duration::from_secs(90);
 
 /// The kinds cached, as named in metrics, logs and `/readyz`.
 pub const KINDS: [&str; 5] = ["GpuCheckpoint", "GpuNode", "Pod", "Node", "ResourceSlice"];
@@ -89,8 +94,16 @@ pub(crate) struct Cache<V> {
     kind: &'static str,
     contents: RwLock<Contents<V>>,
     synced: AtomicBool,
+    /// Whether a source the webhook can do without (ResourceSlices): a server that does not
+    /// serve its API counts as an empty, synced cache instead of one never ready.
+    optional: bool,
+    /// False while the server answers the list `404 NotFound` (an optional kind only).
+    served: AtomicBool,
     last_event: Mutex<Option<Instant>>,
     errors: AtomicU64,
+    /// Errors since the last object or list received: a watch that keeps failing.
+    consecutive_errors: AtomicU64,
+    last_error: Mutex<Option<Instant>>,
     restarts: Family<KindLabel, Counter>,
     error_count: Family<KindLabel, Counter>,
 }
@@ -99,6 +112,8 @@ impl<V: Entry> Cache<V> {
     fn new(kind: &'static str, metrics: &Metrics) -> Self {
         Cache {
             kind,
+            optional: kind == "ResourceSlice",
+            served: AtomicBool::new(true),
             contents: RwLock::new(Contents {
                 items: HashMap::new(),
                 index: HashMap::new(),
@@ -108,6 +123,8 @@ impl<V: Entry> Cache<V> {
             synced: AtomicBool::new(false),
             last_event: Mutex::new(None),
             errors: AtomicU64::new(0),
+            consecutive_errors: AtomicU64::new(0),
+            last_error: Mutex::new(None),
             restarts: metrics.watch_restarts.clone(),
             error_count: metrics.watch_errors.clone(),
         }
@@ -121,8 +138,24 @@ impl<V: Entry> Cache<V> {
         self.contents.write().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Something arrived from the server: the watch works.
     fn touch(&self) {
         *self.last_event.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        self.consecutive_errors.store(0, Ordering::Release);
+    }
+
+    /// Whether the watch is failing now: [`FAILING_AFTER`] errors in a row with nothing
+    /// received between them, the last within [`FAILING_WINDOW`]. A backoff retries at least
+    /// every 30 s, so a watch that cannot recover keeps erroring inside the window; one that
+    /// resumed on a quiet kind sends nothing, and its last error ages out of it.
+    fn failing(&self) -> bool {
+        self.served.load(Ordering::Acquire)
+            && self.consecutive_errors.load(Ordering::Acquire) >= FAILING_AFTER
+            && self
+                .last_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .is_some_and(|t| t.elapsed() < FAILING_WINDOW)
     }
 
     fn get(&self, key: &str) -> Option<Arc<V>> {
@@ -175,6 +208,9 @@ impl<V: Entry> Cache<V> {
         let count = c.items.len();
         drop(c);
         self.touch();
+        if !self.served.swap(true, Ordering::AcqRel) {
+            tracing::info!(kind = self.kind, "API now served and listed");
+        }
         if !self.synced.swap(true, Ordering::AcqRel) {
             tracing::info!(kind = self.kind, objects = count, "watch cache synced");
         }
@@ -220,7 +256,32 @@ impl<V: Entry> Cache<V> {
         self.touch();
     }
 
+    /// The server does not serve this optional kind's API: nothing to wait for. The cache
+    /// is empty and synced; the watcher keeps retrying, and a list that succeeds later fills
+    /// it as usual.
+    fn not_served(&self) {
+        if !self.optional {
+            return;
+        }
+        let was_served = self.served.swap(false, Ordering::AcqRel);
+        let mut c = self.write();
+        c.items.clear();
+        c.index.clear();
+        c.pending = None;
+        drop(c);
+        self.touch();
+        self.synced.store(true, Ordering::Release);
+        if was_served {
+            tracing::warn!(
+                kind = self.kind,
+                "API not served by this cluster; that inventory source is skipped until it is"
+            );
+        }
+    }
+
     fn error(&self) {
+        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
+        self.consecutive_errors.fetch_add(1, Ordering::AcqRel);
         self.errors.fetch_add(1, Ordering::Relaxed);
         self.error_count
             .get_or_create(&KindLabel { kind: self.kind })
@@ -237,6 +298,8 @@ impl<V: Entry> Cache<V> {
         CacheStatus {
             kind: self.kind,
             synced: self.synced.load(Ordering::Acquire),
+            served: self.served.load(Ordering::Acquire),
+            failing: self.failing(),
             objects: c.items.len(),
             age_seconds: age.map(|d| d.as_secs_f64()),
             lists: c.lists,
@@ -251,8 +314,15 @@ impl<V: Entry> Cache<V> {
 pub struct CacheStatus {
     /// The kind cached.
     pub kind: &'static str,
-    /// Whether its first list has completed.
+    /// Whether its first list has completed (or, for an optional kind, the server said it
+    /// does not serve the API).
     pub synced: bool,
+    /// False while the server does not serve the kind's API (ResourceSlices on Kubernetes
+    /// before 1.34): that inventory source is skipped.
+    pub served: bool,
+    /// Whether its watch keeps failing (several errors in a row, the last recent): the cache
+    /// may be stale, so `/readyz` reports not ready while any is.
+    pub failing: bool,
     /// Objects held.
     pub objects: usize,
     /// Seconds since its last event or list; `None` before any.
@@ -277,6 +347,9 @@ pub struct KubeStore {
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
+/// Memos kept beyond twice the nodes known before those of vanished nodes are dropped.
+const MEMO_SLACK: usize = 64;
+
 /// A node's inventory and the objects it was read from. Holding the `Arc`s keeps their
 /// addresses from being reused, so pointer equality says "the same object".
 #[derive(Debug)]
@@ -284,7 +357,7 @@ struct Memo {
     gpu_node: Option<Arc<GpuNode>>,
     node: Option<Arc<Node>>,
     slices: Vec<Arc<ResourceSlice>>,
-    inventory: Option<NodeInventory>,
+    inventory: Result<NodeInventory, NoInventory>,
 }
 
 impl Memo {
@@ -394,6 +467,9 @@ where
             Ok(Event::Apply(obj)) => cache.upsert(key_of(&obj), convert(obj)),
             Ok(Event::Delete(obj)) => cache.remove(&key_of(&obj)),
             Err(e) => {
+                if matches!(&e, watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 404) {
+                    cache.not_served();
+                }
                 cache.error();
                 tracing::warn!(kind = cache.kind, error = %e, "watch failed; retrying after a backoff");
             }
@@ -467,6 +543,15 @@ impl KubeStore {
         ]
     }
 
+    /// Whether any cache's watch keeps failing (see [`CacheStatus::failing`]).
+    pub fn failing(&self) -> bool {
+        self.checkpoints.failing()
+            || self.gpu_nodes.failing()
+            || self.pods.failing()
+            || self.nodes.failing()
+            || self.slices.failing()
+    }
+
     /// Waits until every cache has synced, or `timeout` passes; returns whether they did.
     pub async fn wait_synced(&self, timeout: Duration) -> bool {
         let deadline = Instant::now() + timeout;
@@ -498,7 +583,7 @@ impl Lookup for KubeStore {
         self.checkpoints.get(&format!("{namespace}/{name}"))
     }
 
-    fn inventory(&self, node: &str) -> Option<NodeInventory> {
+    fn inventory(&self, node: &str) -> Result<NodeInventory, NoInventory> {
         let gpu_node = self.gpu_nodes.get(node);
         let n = self.nodes.get(node);
         let slices = self.slices.by_index(node);
@@ -507,16 +592,17 @@ impl Lookup for KubeStore {
             // Nothing known of this node: forget it, so names no object carries (a pod may
             // name any node) leave nothing behind.
             memos.remove(node);
-            return None;
+            return Err(NoInventory::default());
         }
         if let Some(m) = memos.get(node).filter(|m| m.read_from(&gpu_node, &n, &slices)) {
             return m.inventory.clone();
         }
         let refs: Vec<&ResourceSlice> = slices.iter().map(|s| &**s).collect();
-        let inventory = best(gpu_node.as_deref(), n.as_deref(), &refs).map(|i| NodeInventory {
+        let inventory = best_or_why(gpu_node.as_deref(), n.as_deref(), &refs).map(|i| NodeInventory {
             manifest: Arc::new(i.manifest),
             source: i.source,
             notes: i.notes,
+            passed_over: i.passed_over,
         });
         memos.insert(
             node.to_string(),
@@ -527,6 +613,17 @@ impl Lookup for KubeStore {
                 inventory: inventory.clone(),
             },
         );
+        // Nodes come and go (autoscaling): a memo of a node deleted and never asked about
+        // again would hold its objects forever. Past twice the nodes known, forget those no
+        // cache holds any more; amortised, that is constant work per lookup.
+        let known = self.nodes.len().max(self.gpu_nodes.len());
+        if memos.len() > 2 * known + MEMO_SLACK {
+            memos.retain(|name, _| {
+                self.gpu_nodes.get(name).is_some()
+                    || self.nodes.get(name).is_some()
+                    || !self.slices.by_index(name).is_empty()
+            });
+        }
         inventory
     }
 
@@ -574,6 +671,37 @@ mod tests {
                 .get(),
             1
         );
+    }
+
+    #[test]
+    fn memos_of_deleted_nodes_do_not_pile_up() {
+        let metrics = Metrics::new();
+        let store = KubeStore {
+            checkpoints: Arc::new(Cache::new(KINDS[0], &metrics)),
+            gpu_nodes: Arc::new(Cache::new(KINDS[1], &metrics)),
+            pods: Arc::new(Cache::new(KINDS[2], &metrics)),
+            nodes: Arc::new(Cache::new(KINDS[3], &metrics)),
+            slices: Arc::new(Cache::new(KINDS[4], &metrics)),
+            inventories: Mutex::new(HashMap::new()),
+            tasks: Mutex::new(Vec::new()),
+        };
+        let node = |name: &str| {
+            let mut n = Node::default();
+            n.metadata.name = Some(name.into());
+            n
+        };
+        // An autoscaled pool: 1000 nodes come, are asked about once, and go.
+        for i in 0..1000 {
+            let name = format!("n{i}");
+            store.nodes.upsert(name.clone(), Some(node(&name)));
+            assert!(store.inventory(&name).is_err());
+            store.nodes.remove(&name);
+        }
+        store.nodes.upsert("live".into(), Some(node("live")));
+        assert!(store.inventory("live").is_err());
+        let memos = store.inventories.lock().unwrap().len();
+        assert!(memos <= 2 + MEMO_SLACK, "{memos} memos kept for 1 live node");
+        assert!(store.inventories.lock().unwrap().contains_key("live"));
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use miggate_compat::GpuManifest;
 
 use crate::store::Checkpoint;
-pub use miggate_crds::inventory::Source;
+pub use miggate_crds::inventory::{NoInventory, Source};
 
 /// A node's inventory as a decision reads it, and where it came from.
 #[derive(Debug, Clone, PartialEq)]
@@ -17,8 +17,11 @@ pub struct NodeInventory {
     pub manifest: Arc<GpuManifest>,
     /// Which source gave it: every decision that reads an inventory names it.
     pub source: Source,
-    /// What the source could not say, turned into admission warnings.
+    /// What the source could not say, and why better sources were passed over, turned into
+    /// admission warnings.
     pub notes: Vec<String>,
+    /// Why each better source present was passed over, for the refusal message.
+    pub passed_over: Vec<String>,
 }
 
 /// What the pod cache keeps of a restore pod: only what a binding decision needs, so a
@@ -42,8 +45,9 @@ pub trait Lookup {
     /// The checkpoint `name` in `namespace`.
     fn checkpoint(&self, namespace: &str, name: &str) -> Option<Arc<Checkpoint>>;
 
-    /// The best inventory known for node `node`.
-    fn inventory(&self, node: &str) -> Option<NodeInventory>;
+    /// The best inventory known for node `node`, or why there is none: the sources present
+    /// but unreadable (empty when no source knows the node).
+    fn inventory(&self, node: &str) -> Result<NodeInventory, NoInventory>;
 
     /// The restore pod `name` in `namespace`, when the store knows it as one. `None` means
     /// not a restore pod, or a store that keeps no pods (the file store).

@@ -9,8 +9,10 @@
 //! certificate reloads. With `--store kube`, per cached kind: `miggate_cache_age_seconds{kind}`
 //! (since its last event or list), `miggate_cache_synced{kind}`, `miggate_store_objects{kind}`,
 //! `miggate_watch_restarts_total{kind}` (re-lists after the first: a `410 Gone` or a broken
-//! watch) and `miggate_watch_errors_total{kind}` (failed lists and watches, each retried
-//! after a backoff).
+//! watch), `miggate_watch_errors_total{kind}` (failed lists and watches, each retried
+//! after a backoff), `miggate_watch_failing{kind}` (1 while a watch keeps failing: `/readyz`
+//! is then not ready) and `miggate_cache_served{kind}` (0 while the server does not serve
+//! the kind's API: ResourceSlices before Kubernetes 1.34).
 
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime};
@@ -80,6 +82,10 @@ pub struct Metrics {
     pub cache_age: Family<KindLabel, Gauge<f64, AtomicU64>>,
     /// Whether a cache has completed its first list (1) or not (0), per kind.
     pub cache_synced: Family<KindLabel, Gauge>,
+    /// Whether a cache's watch keeps failing (1) or not (0), per kind.
+    pub watch_failing: Family<KindLabel, Gauge>,
+    /// Whether the server serves a cached kind's API (1) or not (0), per kind.
+    pub cache_served: Family<KindLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -106,6 +112,18 @@ impl Metrics {
         let watch_errors = Family::<KindLabel, Counter>::default();
         let cache_age = Family::<KindLabel, Gauge<f64, AtomicU64>>::default();
         let cache_synced = Family::<KindLabel, Gauge>::default();
+        let watch_failing = Family::<KindLabel, Gauge>::default();
+        let cache_served = Family::<KindLabel, Gauge>::default();
+        registry.register(
+            "watch_failing",
+            "Whether a watch cache's watch keeps failing (errors in a row, the last recent), by kind",
+            watch_failing.clone(),
+        );
+        registry.register(
+            "cache_served",
+            "Whether the API server serves a watch cache's kind, by kind",
+            cache_served.clone(),
+        );
         registry.register(
             "watch_restarts",
             "Watch cache re-lists after the first, by kind",
@@ -177,6 +195,8 @@ impl Metrics {
             watch_errors,
             cache_age,
             cache_synced,
+            watch_failing,
+            cache_served,
         }
     }
 
@@ -197,6 +217,8 @@ impl Metrics {
                 .get_or_create(&kind)
                 .set(c.age_seconds.unwrap_or(0.0));
             self.cache_synced.get_or_create(&kind).set(i64::from(c.synced));
+            self.watch_failing.get_or_create(&kind).set(i64::from(c.failing));
+            self.cache_served.get_or_create(&kind).set(i64::from(c.served));
             self.store_objects
                 .get_or_create(&kind)
                 .set(i64::try_from(c.objects).unwrap_or(i64::MAX));

@@ -258,7 +258,8 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
         }
         Store::Kube(kube) => {
             // Ready only once every cache has listed: before that, "absent" means "not seen".
-            let ready = listening && kube.synced();
+            // Not ready while a watch keeps failing: its cache may be stale.
+            let ready = listening && kube.synced() && !kube.failing();
             (
                 ready,
                 serde_json::json!({

@@ -18,7 +18,7 @@ use miggate_compat::GpuManifest;
 use serde::Serialize;
 
 use crate::Error;
-use crate::lookup::{Lookup, NodeInventory, RestorePod, Source};
+use crate::lookup::{Lookup, NoInventory, NodeInventory, RestorePod, Source};
 use crate::resource::{self, Stored, StoredKind};
 
 /// A checkpoint's manifest and the container it was taken from.
@@ -55,6 +55,9 @@ pub struct Problem {
 pub struct Snapshot {
     checkpoints: HashMap<String, HashMap<String, Arc<Checkpoint>>>,
     nodes: HashMap<String, Node>,
+    /// Nodes whose file under `nodes/` could not be used, with why: a decision about such a
+    /// node says so instead of "no inventory".
+    unusable_nodes: HashMap<String, String>,
     /// Files that could not be used, in path order.
     pub problems: Vec<Problem>,
     /// When this snapshot was built.
@@ -105,12 +108,19 @@ impl Lookup for Snapshot {
     }
 
     /// A file under `nodes/` is a `GpuNode` or a manifest: the `GpuNode` source either way.
-    fn inventory(&self, node: &str) -> Option<NodeInventory> {
-        self.nodes.get(node).map(|n| NodeInventory {
-            manifest: n.manifest.clone(),
-            source: Source::GpuNode,
-            notes: Vec::new(),
-        })
+    /// A node whose file could not be used has none, and the reason says which file and why.
+    fn inventory(&self, node: &str) -> Result<NodeInventory, NoInventory> {
+        match self.nodes.get(node) {
+            Some(n) => Ok(NodeInventory {
+                manifest: n.manifest.clone(),
+                source: Source::GpuNode,
+                notes: Vec::new(),
+                passed_over: Vec::new(),
+            }),
+            None => Err(NoInventory {
+                passed_over: self.unusable_nodes.get(node).cloned().into_iter().collect(),
+            }),
+        }
     }
 
     /// The file store keeps no pods: a binding is never known to be a restore pod's.
@@ -265,7 +275,24 @@ impl FileStore {
                 .unwrap_or(path)
                 .display()
                 .to_string();
-            let mut problem = |error: String| snapshot_problem(&mut snapshot.problems, &rel, error);
+            let is_node = path.parent() == Some(nodes.as_path());
+            let stem = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or_default()
+                .to_string();
+            let mut problem = |error: String| {
+                if is_node && !stem.is_empty() {
+                    snapshot.unusable_nodes.entry(stem.clone()).or_insert_with(|| {
+                        format!(
+                            "store file {} cannot be used: {}",
+                            miggate_compat::escape::escape_within(&rel, 256),
+                            error
+                        )
+                    });
+                }
+                snapshot_problem(&mut snapshot.problems, &rel, error);
+            };
             let stored = match parsed {
                 Ok(s) => s,
                 Err(why) => {
@@ -299,9 +326,24 @@ impl FileStore {
                         origin: rel.clone(),
                     }),
                 );
-            } else if path.parent() == Some(nodes.as_path()) {
+            } else if is_node {
                 if let Err(why) = agrees(stored, StoredKind::Node, name, None) {
                     problem(why);
+                    continue;
+                }
+                // As in the cluster: one node's GPUs never judge another.
+                if let Some(captured_on) = stored
+                    .manifest
+                    .host
+                    .as_ref()
+                    .and_then(|h| h.node_name.as_deref())
+                    .filter(|n| *n != name)
+                {
+                    problem(format!(
+                        "it holds the inventory of node `{}` (host.nodeName), not of `{}`",
+                        miggate_compat::escape::escape_within(captured_on, 256),
+                        miggate_compat::escape::escape_within(name, 256)
+                    ));
                     continue;
                 }
                 if snapshot.nodes.contains_key(name) {
@@ -456,6 +498,53 @@ mod tests {
         assert_eq!(s2.problems.len(), 1);
         // The old snapshot is untouched for whoever still holds it.
         assert!(s.node("n2").is_none());
+    }
+
+    #[test]
+    fn a_node_file_that_cannot_be_used_is_named_when_its_node_is_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        write(
+            root,
+            "nodes/n1.yaml",
+            "apiVersion: miggate.io/v1alpha1\nkind: GpuManifest\nhost: {nodeName: n2, cpuArch: amd64}\n",
+        );
+        write(root, "nodes/n3.yaml", "kind: [");
+        let store = FileStore::open(root).unwrap();
+        let s = store.snapshot();
+        let why = s.inventory("n1").unwrap_err().passed_over;
+        assert_eq!(
+            why,
+            [
+                "store file nodes/n1.yaml cannot be used: it holds the inventory of node `n2` (host.nodeName), not of `n1`"
+            ]
+        );
+        let why = s.inventory("n3").unwrap_err().passed_over;
+        assert!(
+            why[0].starts_with("store file nodes/n3.yaml cannot be used: "),
+            "{why:?}"
+        );
+        assert!(s.inventory("n9").unwrap_err().passed_over.is_empty());
+        assert_eq!(s.problems.len(), 2);
+
+        // A restore pod naming n1 is refused with that reason, not "no GpuNode".
+        let testdata = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata");
+        let ckpt =
+            std::fs::read_to_string(testdata.join("webhook-store/checkpoints/ml/vllm-ckpt.yaml")).unwrap();
+        write(root, "checkpoints/ml/vllm-ckpt.yaml", &ckpt);
+        store.refresh().unwrap();
+        let review =
+            std::fs::read_to_string(testdata.join("admission/pod-create-restore-node-allowed.json")).unwrap();
+        let mut review: serde_json::Value = serde_json::from_str(&review).unwrap();
+        review["request"]["object"]["spec"]["nodeName"] = "n1".into();
+        let review: kube::core::admission::AdmissionReview<kube::core::DynamicObject> =
+            serde_json::from_value(review).unwrap();
+        let d = crate::decide::decide(&review.try_into().unwrap(), &*store.snapshot());
+        let message = d.response.result.message;
+        assert!(
+            message.contains("node n1, which has no usable GPU inventory: store file nodes/n1.yaml cannot be used: it holds the inventory of node `n2`"),
+            "{message}"
+        );
     }
 
     #[test]

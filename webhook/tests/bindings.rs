@@ -11,7 +11,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview};
 use miggate_compat::GpuManifest;
 use miggate_webhook::decide::{Verdict, decide};
-use miggate_webhook::lookup::{Lookup, NodeInventory, RestorePod, Source};
+use miggate_webhook::lookup::{Lookup, NoInventory, NodeInventory, RestorePod, Source};
 use miggate_webhook::store::Checkpoint;
 use rstest::rstest;
 use serde_json::{Value, json};
@@ -33,6 +33,8 @@ struct Memory {
     synced: bool,
     checkpoints: HashMap<String, Arc<Checkpoint>>,
     nodes: HashMap<String, NodeInventory>,
+    /// Nodes whose sources are present but unreadable, with why.
+    unusable: HashMap<String, Vec<String>>,
     pods: HashMap<String, Arc<RestorePod>>,
 }
 
@@ -43,8 +45,10 @@ impl Lookup for Memory {
     fn checkpoint(&self, ns: &str, name: &str) -> Option<Arc<Checkpoint>> {
         self.checkpoints.get(&format!("{ns}/{name}")).cloned()
     }
-    fn inventory(&self, node: &str) -> Option<NodeInventory> {
-        self.nodes.get(node).cloned()
+    fn inventory(&self, node: &str) -> Result<NodeInventory, NoInventory> {
+        self.nodes.get(node).cloned().ok_or_else(|| NoInventory {
+            passed_over: self.unusable.get(node).cloned().unwrap_or_default(),
+        })
     }
     fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
         self.pods.get(&format!("{ns}/{name}")).cloned()
@@ -57,7 +61,9 @@ fn memory() -> Memory {
         manifest: Arc::new(manifest(rel)),
         source,
         notes,
+        passed_over: Vec::new(),
     };
+    let refused = "GpuNode inventory of node `other` cannot be read: GpuNode other holds the inventory of node gpu-node-1 (spec.manifest.host.nodeName)";
     let pod = |from: &str, skip: Option<&str>| {
         Arc::new(RestorePod {
             restore_from: from.into(),
@@ -92,8 +98,16 @@ fn memory() -> Memory {
                     vec!["memory sizes are not published".into()],
                 ),
             ),
+            (
+                "fallback".to_string(),
+                NodeInventory {
+                    passed_over: vec![refused.replace("other", "fallback")],
+                    ..inv("webhook-store/nodes/a100-node-2.yaml", Source::GfdLabels, vec![])
+                },
+            ),
         ]
         .into(),
+        unusable: [("other".to_string(), vec![refused.to_string()])].into(),
         pods: [
             ("ml/restore".to_string(), pod("vllm-ckpt", None)),
             ("ml/orphan".to_string(), pod("deleted-ckpt", None)),
@@ -136,6 +150,20 @@ fn binding(pod: &str, node: &str) -> AdmissionRequest<DynamicObject> {
     Verdict::Warned,
     Some("ResourceSlice"),
     "node dra inventory from ResourceSlice (no GpuNode)"
+)]
+#[case::only_an_unreadable_gpu_node(
+    "restore",
+    "other",
+    Verdict::Warned,
+    None,
+    "node other: GpuNode inventory of node `other` cannot be read: GpuNode other holds the inventory of node gpu-node-1"
+)]
+#[case::fell_back_and_refused(
+    "restore",
+    "fallback",
+    Verdict::Refused,
+    Some("GFD labels"),
+    "(inventory from GFD labels, passed over: GpuNode inventory of node `fallback` cannot be read: GpuNode fallback holds the inventory of node gpu-node-1 (spec.manifest.host.nodeName)): "
 )]
 #[case::checkpoint_gone(
     "orphan",
@@ -211,4 +239,52 @@ fn a_pod_naming_a_node_reads_the_same_inventory_source() {
         warnings.contains("node dra: memory sizes are not published"),
         "{warnings}"
     );
+}
+
+#[test]
+fn a_node_whose_only_source_is_unreadable_is_named_with_why_not_as_missing() {
+    let mut review: Value =
+        serde_json::from_str(&testdata("admission/pod-create-restore-node-allowed.json")).unwrap();
+    review["request"]["object"]["spec"]["nodeName"] = json!("other");
+    let review: AdmissionReview<DynamicObject> = serde_json::from_value(review).unwrap();
+    let d = decide(&review.try_into().unwrap(), &memory());
+    assert_eq!(d.verdict, Verdict::Refused);
+    assert_eq!(d.refused_by, ["node-not-found"]);
+    let message = &d.response.result.message;
+    assert!(
+        message.contains(
+            "which has no usable GPU inventory: GpuNode inventory of node `other` cannot be read: GpuNode other holds the inventory of node gpu-node-1 (spec.manifest.host.nodeName); cannot check"
+        ),
+        "{message}"
+    );
+    assert!(!message.contains("no GpuNode"), "{message}");
+    let warnings = d.response.warnings.unwrap_or_default();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.starts_with("miggate: node other: GpuNode inventory of node `other` cannot be read")),
+        "{warnings:?}"
+    );
+
+    let d = decide(&binding("restore", "other"), &memory());
+    let warnings = d.response.warnings.unwrap_or_default();
+    assert!(warnings[0].contains("no usable GPU inventory"), "{warnings:?}");
+    assert!(!warnings[0].contains("no GpuNode"), "{warnings:?}");
+}
+
+#[test]
+fn a_binding_through_the_legacy_bindings_resource_is_checked_too() {
+    // POST /api/v1/namespaces/ml/bindings: resource `bindings`, no subresource.
+    let mut review: Value = serde_json::from_str(&testdata("admission/binding-create.json")).unwrap();
+    review["request"]["resource"]["resource"] = json!("bindings");
+    review["request"]["requestResource"]["resource"] = json!("bindings");
+    review["request"]["subResource"] = Value::Null;
+    review["request"]["requestSubResource"] = Value::Null;
+    review["request"]["name"] = json!("restore");
+    review["request"]["object"]["metadata"]["name"] = json!("restore");
+    review["request"]["object"]["target"]["name"] = json!("short");
+    let review: AdmissionReview<DynamicObject> = serde_json::from_value(review).unwrap();
+    let d = decide(&review.try_into().unwrap(), &memory());
+    assert_eq!(d.verdict, Verdict::Refused, "{:?}", d.response.result.message);
+    assert_eq!(d.inventory_source, Some(Source::GpuNode));
 }

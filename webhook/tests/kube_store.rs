@@ -496,11 +496,194 @@ async fn an_inventory_is_read_once_per_version_of_its_objects() {
     let changed = tokio_wait(|| {
         h.store
             .inventory("n1")
+            .ok()
             .filter(|i| !Arc::ptr_eq(&i.manifest, &first.manifest))
     })
     .await;
     assert_eq!(changed.manifest.nvidia, short().nvidia);
 
     // A node no object names has no inventory, and asking leaves nothing behind.
-    assert!(h.store.inventory("no-such-node").is_none());
+    assert_eq!(
+        h.store.inventory("no-such-node").unwrap_err().passed_over,
+        Vec::<String>::new()
+    );
+}
+
+#[tokio::test]
+async fn a_refused_gpu_node_is_named_with_why_in_every_decision() {
+    // n1's GpuNode holds another node's inventory (a copied object): the reader refuses it,
+    // and nothing else describes n1. The operator must hear that, not "no GpuNode".
+    let fake = fake_with_checkpoint().await;
+    let mut copied = gpu_node("n1", fits());
+    copied.spec.manifest.host.as_mut().unwrap().node_name = Some("n2".into());
+    fake.apply(copied);
+    fake.apply(pod("ml", "vllm-restore-0", Some("vllm-ckpt")));
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+    let why = "GpuNode inventory of node `n1` cannot be read: GpuNode n1 holds the inventory of node n2 (spec.manifest.host.nodeName)";
+
+    let refused = h.post(pod_review("n1")).await;
+    assert_eq!(refused["allowed"], json!(false), "{refused}");
+    let message = refused["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains(&format!("which has no usable GPU inventory: {why}")),
+        "{message}"
+    );
+    assert!(!message.contains("no GpuNode"), "{message}");
+
+    let binding = h.post(binding_review("vllm-restore-0", "n1")).await;
+    assert_eq!(binding["allowed"], json!(true), "{binding}");
+    let warnings = binding["warnings"].to_string();
+    assert!(warnings.contains("no usable GPU inventory"), "{warnings}");
+    assert!(warnings.contains(why), "{warnings}");
+    assert!(!warnings.contains("no GpuNode"), "{warnings}");
+
+    // GFD labels appear on the node: the decision uses them and still says why the GpuNode
+    // was passed over, in the refusal message itself.
+    // (gpu-node-7's recorded GFD labels, with A100s where the checkpoint ran on H100s)
+    let mut labelled: Node =
+        serde_saphyr::from_str(&testdata("inventory/gfd-mixed-gpu-node-7.yaml")).unwrap();
+    labelled.metadata.name = Some("n1".into());
+    let labels = labelled.metadata.labels.as_mut().unwrap();
+    labels.insert("nvidia.com/gpu.product".into(), "NVIDIA-A100-SXM4-80GB".into());
+    labels.insert(
+        "nvidia.com/mig-3g.40gb.product".into(),
+        "NVIDIA-A100-SXM4-80GB-MIG-3g.40gb".into(),
+    );
+    h.fake.apply(labelled);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let r = h.post(pod_review("n1")).await;
+        if r["auditAnnotations"]["inventory-source"] == json!("GFD labels") {
+            assert_eq!(r["allowed"], json!(false), "{r}");
+            let message = r["status"]["message"].as_str().unwrap();
+            assert!(
+                message.contains(&format!("(inventory from GFD labels, passed over: {why})")),
+                "{message}"
+            );
+            let warnings = r["warnings"].to_string();
+            assert!(
+                warnings.contains("inventory from GFD labels (a better source cannot be read)"),
+                "{warnings}"
+            );
+            assert!(!warnings.contains("no GpuNode"), "{warnings}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "{r}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_cluster_without_the_resource_slice_api_is_ready_without_that_source() {
+    // Kubernetes 1.30 to 1.33 serve no resource.k8s.io/v1: ResourceSlices are an optional
+    // source there, not a reason to refuse every restore pod forever.
+    let fake = fake_with_checkpoint().await;
+    fake.apply(gpu_node("n1", fits()));
+    fake.serve("resourceslices", false);
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+    let (status, body) = h.get("/readyz").await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let ready: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(ready["store"]["kube"][4]["kind"], json!("ResourceSlice"));
+    assert_eq!(ready["store"]["kube"][4]["served"], json!(false), "{body}");
+    assert_eq!(h.post(pod_review("n1")).await["allowed"], json!(true));
+
+    // The API appears (an upgrade): the cache lists it on a later retry.
+    h.fake.serve("resourceslices", true);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while !h.store.status()[4].served {
+        assert!(Instant::now() < deadline, "never listed once served");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (_, body) = h.get("/readyz").await;
+    let ready: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(ready["store"]["kube"][4]["served"], json!(true), "{body}");
+}
+
+#[tokio::test]
+async fn a_watch_that_keeps_failing_makes_readyz_unready_and_shows_in_metrics() {
+    let fake = fake_with_checkpoint().await;
+    fake.apply(gpu_node("n1", fits()));
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+    tokio_wait(|| (h.count("gpunodes", true) == 1).then_some(())).await;
+    assert_eq!(h.get("/readyz").await.0, StatusCode::OK);
+
+    // The GpuNode CRD is removed and the watch breaks: every retry fails. The cache is
+    // stale from now on, and the webhook must say so rather than stay ready on old facts.
+    h.fake.serve("gpunodes", false);
+    h.fake.drop_watches("gpunodes");
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let body = loop {
+        let (status, body) = h.get("/readyz").await;
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "still ready: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let ready: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(ready["store"]["kube"][1]["kind"], json!("GpuNode"));
+    assert_eq!(ready["store"]["kube"][1]["failing"], json!(true), "{body}");
+    assert_eq!(ready["store"]["kube"][0]["failing"], json!(false), "{body}");
+    let (_, metrics) = h.get("/metrics").await;
+    assert!(
+        metrics.contains("miggate_watch_failing{kind=\"GpuNode\"} 1"),
+        "{metrics}"
+    );
+
+    // Served again: the watch resumes and the next event clears it.
+    h.fake.serve("gpunodes", true);
+    h.fake.apply(gpu_node("n1", short()));
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while h.get("/readyz").await.0 != StatusCode::OK {
+        assert!(Instant::now() < deadline, "never ready again");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, metrics) = h.get("/metrics").await;
+    assert!(
+        metrics.contains("miggate_watch_failing{kind=\"GpuNode\"} 0"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_restore_from_naming_another_namespace_finds_nothing_there() {
+    // The checkpoint exists only in namespace `other`; pods in `ml` name it every way a
+    // hostile annotation might. None may read it: a checkpoint is its namespace's.
+    let fake = FakeApiServer::start().await.unwrap();
+    let mut foreign = checkpoint();
+    foreign.metadata.namespace = Some("other".into());
+    fake.apply(foreign);
+    fake.apply(gpu_node("n1", fits()));
+    for (name, from) in [
+        ("slash", "other/vllm-ckpt"),
+        ("dotdot", "../other/vllm-ckpt"),
+        ("spaces", " other/vllm-ckpt "),
+    ] {
+        fake.apply(pod("ml", name, Some(from)));
+    }
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+    assert!(h.store.checkpoint("other", "vllm-ckpt").is_some());
+    for name in ["slash", "dotdot", "spaces"] {
+        let r = h.post(binding_review(name, "n1")).await;
+        assert_eq!(r["allowed"], json!(false), "{name}: {r}");
+        let message = r["status"]["message"].as_str().unwrap();
+        assert!(message.contains("does not exist"), "{name}: {message}");
+    }
+    let mut review: Value = serde_json::from_str(&pod_review("n1")).unwrap();
+    review["request"]["object"]["metadata"]["annotations"]["miggate.io/restore-from"] =
+        json!("other/vllm-ckpt");
+    let r = h.post(review.to_string()).await;
+    assert_eq!(r["allowed"], json!(false), "{r}");
+    assert!(
+        r["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("does not exist"),
+        "{r}"
+    );
 }

@@ -25,9 +25,9 @@ pub const PUBLISHER: &str = "miggate-publish";
 /// The restore-pod webhook's match condition: only pods naming a checkpoint reach it.
 pub const RESTORE_MATCH: &str =
     "has(object.metadata.annotations) && 'miggate.io/restore-from' in object.metadata.annotations";
-/// The binding webhook's match condition: the `binding` subresource only (a `pods/binding`
-/// CREATE is how the scheduler places a pod).
-pub const BINDING_MATCH: &str = "request.subResource == 'binding'";
+/// The binding webhook's match condition: a `pods/binding` CREATE (how the scheduler places
+/// a pod) or one of the legacy `bindings` resource, which places a pod the same way.
+pub const BINDING_MATCH: &str = "request.subResource == 'binding' || request.resource.resource == 'bindings'";
 /// The publisher policy's rule: a GpuNode write is allowed only for the node the writing
 /// service account's token was bound to (the kubelet puts the pod's node name in the token;
 /// Kubernetes 1.30+ passes it as `userInfo.extra`).
@@ -386,7 +386,7 @@ fn webhook_configuration() -> Result<Object, Error> {
         json!({"service": {"name": WEBHOOK, "namespace": NAMESPACE, "path": "/validate", "port": 443}});
     let namespaces = json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
         "values": ["kube-system", NAMESPACE]}]});
-    let webhook = |name: &str, resource: &str, condition: (&str, &str), failure: &str| {
+    let webhook = |name: &str, resources: &[&str], condition: (&str, &str), failure: &str| {
         json!({
             "name": name,
             "admissionReviewVersions": ["v1"],
@@ -395,7 +395,7 @@ fn webhook_configuration() -> Result<Object, Error> {
             "failurePolicy": failure,
             "matchPolicy": "Equivalent",
             "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                "resources": [resource], "scope": "Namespaced"}],
+                "resources": resources, "scope": "Namespaced"}],
             "matchConditions": [{"name": condition.0, "expression": condition.1}],
             "namespaceSelector": namespaces,
             "clientConfig": client,
@@ -407,8 +407,8 @@ fn webhook_configuration() -> Result<Object, Error> {
         "metadata": {"name": "miggate", "labels": labels(WEBHOOK),
             "annotations": {"cert-manager.io/inject-ca-from": format!("{NAMESPACE}/{WEBHOOK}")}},
         "webhooks": [
-            webhook("restore.miggate.io", "pods", ("restore-pods", RESTORE_MATCH), "Fail"),
-            webhook("binding.miggate.io", "pods/binding", ("bindings", BINDING_MATCH), "Ignore"),
+            webhook("restore.miggate.io", &["pods"], ("restore-pods", RESTORE_MATCH), "Fail"),
+            webhook("binding.miggate.io", &["pods/binding", "bindings"], ("bindings", BINDING_MATCH), "Ignore"),
         ]}),
     )
 }

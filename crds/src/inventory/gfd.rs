@@ -208,6 +208,7 @@ pub fn from_gfd_labels(node: &Node) -> Result<Option<Inventory>, Error> {
         manifest,
         source: Source::GfdLabels,
         notes,
+        passed_over: Vec::new(),
     }))
 }
 

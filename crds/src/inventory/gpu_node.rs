@@ -60,5 +60,6 @@ pub fn from_gpu_node(gpu_node: &GpuNode) -> Result<Option<Inventory>, Error> {
         manifest,
         source: Source::GpuNode,
         notes,
+        passed_over: Vec::new(),
     }))
 }

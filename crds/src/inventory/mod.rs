@@ -69,8 +69,22 @@ pub struct Inventory {
     pub manifest: GpuManifest,
     /// Which source it was read from.
     pub source: Source,
-    /// Short sentences for warnings and logs, each naming the source.
+    /// Short sentences for warnings and logs, each naming the source. The reasons in
+    /// `passed_over` come first, each ending in which source was used instead.
     pub notes: Vec<String>,
+    /// Why each better source present was passed over (an unreadable `GpuNode`, a DRA pool
+    /// mid-update), as the source's error says it: a refusal message names them, since a
+    /// decision read from a worse source than the operator expects must say why.
+    pub passed_over: Vec<String>,
+}
+
+/// Why a node has no inventory: each source that was present but unreadable, with why.
+/// Empty when no source says anything about the node's GPUs. An operator told "no
+/// inventory" while a `GpuNode` exists would look in the wrong place.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NoInventory {
+    /// One sentence per source passed over, best first, each naming the source and node.
+    pub passed_over: Vec<String>,
 }
 
 /// How many notes an inventory carries: each is a line in an admission warning or a log.
@@ -82,8 +96,19 @@ pub const MAX_NOTES: usize = 8;
 ///
 /// `node` is the node's `Node` object (its name, `status.nodeInfo` and labels). `slices` may
 /// hold any slices: those of other drivers and other nodes are ignored. A source that is
-/// present but unreadable is passed over with a note on the inventory finally used.
+/// present but unreadable is passed over with a note on the inventory finally used; when
+/// none is left, [`best_or_why`] says why.
 pub fn best(gpu_node: Option<&GpuNode>, node: Option<&Node>, slices: &[&ResourceSlice]) -> Option<Inventory> {
+    best_or_why(gpu_node, node, slices).ok()
+}
+
+/// [`best`], and when no source is usable, the reasons the sources present were passed over,
+/// so a decision can tell "no source at all" from "a `GpuNode` that cannot be read".
+pub fn best_or_why(
+    gpu_node: Option<&GpuNode>,
+    node: Option<&Node>,
+    slices: &[&ResourceSlice],
+) -> Result<Inventory, NoInventory> {
     let mut passed_over: Vec<String> = Vec::new();
     let name = node
         .and_then(|n| n.metadata.name.as_deref())
@@ -91,38 +116,40 @@ pub fn best(gpu_node: Option<&GpuNode>, node: Option<&Node>, slices: &[&Resource
 
     if let Some(g) = gpu_node {
         match from_gpu_node(g) {
-            Ok(Some(inv)) => return Some(inv),
+            Ok(Some(inv)) => return Ok(inv),
             Ok(None) => {}
             Err(e) => passed_over.push(e.to_string()),
         }
     }
     if let Some(name) = name {
         match from_resource_slices(name, node, slices) {
-            Ok(Some(inv)) => return Some(with_notes(inv, passed_over)),
+            Ok(Some(inv)) => return Ok(with_notes(inv, passed_over)),
             Ok(None) => {}
             Err(e) => passed_over.push(e.to_string()),
         }
     }
     if let Some(n) = node {
         match from_gfd_labels(n) {
-            Ok(Some(inv)) => return Some(with_notes(inv, passed_over)),
+            Ok(Some(inv)) => return Ok(with_notes(inv, passed_over)),
             Ok(None) => {}
             Err(e) => passed_over.push(e.to_string()),
         }
     }
-    None
+    passed_over.truncate(MAX_NOTES);
+    Err(NoInventory { passed_over })
 }
 
 /// Puts the reasons better sources were passed over first: they matter more than what the
 /// chosen source could not tell.
 fn with_notes(mut inv: Inventory, passed_over: Vec<String>) -> Inventory {
     let mut notes: Vec<String> = passed_over
-        .into_iter()
+        .iter()
         .map(|why| format!("{why}; used {} instead", inv.source))
         .collect();
     notes.append(&mut inv.notes);
     notes.truncate(MAX_NOTES);
     inv.notes = notes;
+    inv.passed_over = passed_over;
     inv
 }
 

@@ -132,6 +132,7 @@ pub fn from_resource_slices(
         manifest,
         source: Source::ResourceSlice,
         notes,
+        passed_over: Vec::new(),
     }))
 }
 
@@ -346,7 +347,7 @@ fn text(name: &str, s: &str) -> Result<String, String> {
     if s.is_empty() {
         return Err(format!("`{name}` is empty"));
     }
-    if s.len() > MAX_TEXT_BYTES || s.chars().any(char::is_control) {
+    if s.len() > MAX_TEXT_BYTES || s.chars().any(miggate_compat::escape::is_hazard) {
         return Err(format!("`{name}` is not a plausible value ({})", quote(s)));
     }
     Ok(s.to_string())
