@@ -39,14 +39,16 @@ pub enum Error {
     #[error("capture failed: {0}")]
     Capture(String),
     /// The API server refused or could not be reached.
-    #[error("cannot {what} GpuNode {node}: {source}")]
+    // `why`, not `source`: the message carries it once, where a source would be printed again
+    // by every reader that walks the chain.
+    #[error("cannot {what} GpuNode {node}: {why}")]
     Kube {
         /// `apply`, `read` or `update the status of`.
         what: &'static str,
         /// The node.
         node: String,
         /// Why.
-        source: Box<kube::Error>,
+        why: Box<kube::Error>,
     },
     /// No Kubernetes client could be built from the environment.
     #[error("cannot build a Kubernetes client (in-cluster service account or KUBECONFIG): {0}")]
@@ -235,10 +237,10 @@ impl<S: InventorySource> Publisher<S> {
             .api
             .patch(&self.config.node, &params, &Patch::Apply(&object))
             .await
-            .map_err(|source| Error::Kube {
+            .map_err(|why| Error::Kube {
                 what: "apply",
                 node: self.config.node.clone(),
-                source: Box::new(source),
+                why: Box::new(why),
             })?;
         self.generation = stored.metadata.generation;
         if self.uid != stored.metadata.uid {
@@ -263,10 +265,10 @@ impl<S: InventorySource> Publisher<S> {
             .api
             .get_opt(&self.config.node)
             .await
-            .map_err(|source| Error::Kube {
+            .map_err(|why| Error::Kube {
                 what: "read",
                 node: self.config.node.clone(),
-                source: Box::new(source),
+                why: Box::new(why),
             })?;
         Ok(current.is_some_and(|c| {
             c.metadata.uid.is_some() && c.metadata.uid == self.uid && c.metadata.generation == self.generation
@@ -295,10 +297,10 @@ impl<S: InventorySource> Publisher<S> {
         self.api
             .patch_status(&self.config.node, &params, &Patch::Apply(&body))
             .await
-            .map_err(|source| Error::Kube {
+            .map_err(|why| Error::Kube {
                 what: "update the status of",
                 node: self.config.node.clone(),
-                source: Box::new(source),
+                why: Box::new(why),
             })?;
         tracing::info!(node = %self.config.node, reason = reason.as_str(), "Recovered condition written");
         self.written_state = Some(key);

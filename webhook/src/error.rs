@@ -33,12 +33,14 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The Kubernetes client could not be set up.
-    #[error("{what}: {source}")]
+    // `why`, not `source`: the message carries it once, where a source would be printed again
+    // by every reader that walks the chain.
+    #[error("{what}: {why}")]
     Kube {
         /// What was being done.
         what: &'static str,
         /// Why it failed.
-        source: Box<kube::Error>,
+        why: Box<kube::Error>,
     },
     /// A server stopped with an I/O error.
     #[error("{what} server failed: {source}")]

@@ -101,9 +101,9 @@ pub async fn serve(
             (Store::File(store.clone()), Some(store))
         }
         StoreConfig::Kube(options) => {
-            let client = kube::Client::try_default().await.map_err(|source| Error::Kube {
+            let client = kube::Client::try_default().await.map_err(|why| Error::Kube {
                 what: "cannot build a Kubernetes client (in-cluster service account or KUBECONFIG)",
-                source: Box::new(source),
+                why: Box::new(why),
             })?;
             (Store::Kube(KubeStore::start(client, options, &metrics)), None)
         }
