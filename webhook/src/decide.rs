@@ -78,6 +78,19 @@ struct PodObject {
     spec: Option<PodSpec>,
 }
 
+/// The checks a pod's `miggate.io/skip-checks` annotation waives, read strictly (a typo never
+/// looks like a waiver); the error says why it waives nothing, for the refusal.
+fn waived(annotation: Option<&str>) -> Result<BTreeSet<CheckName>, String> {
+    annotation.map_or(Ok(BTreeSet::new()), |list| {
+        parse_skip(list).map_err(|e| {
+            format!(
+                "annotation {SKIP_CHECKS} waives nothing: {}",
+                escape(&e.to_string())
+            )
+        })
+    })
+}
+
 /// Decides one admission request against a store's lookups.
 pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Sized)) -> Decision {
     let base = AdmissionResponse::from(req);
@@ -132,23 +145,17 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Siz
             Vec::new(),
         );
     }
-    let mut skip = BTreeSet::new();
-    if let Some(list) = annotations.and_then(|a| a.get(SKIP_CHECKS)) {
-        match parse_skip(list) {
-            Ok(s) => skip = s,
-            Err(e) => {
-                return refuse(
-                    base,
-                    format!(
-                        "miggate: annotation {SKIP_CHECKS} waives nothing: {}",
-                        escape(&e.to_string())
-                    ),
-                    vec!["skip-checks-invalid"],
-                    Vec::new(),
-                );
-            }
+    let mut skip = match waived(annotations.and_then(|a| a.get(SKIP_CHECKS)).map(String::as_str)) {
+        Ok(skip) => skip,
+        Err(why) => {
+            return refuse(
+                base,
+                format!("miggate: {why}"),
+                vec!["skip-checks-invalid"],
+                Vec::new(),
+            );
         }
-    }
+    };
     let Some(checkpoint) = store.checkpoint(namespace, from) else {
         return refuse(
             base,
@@ -415,23 +422,17 @@ fn decide_binding(
     let node_esc = escape_within(&node, 256).into_owned();
     let from = restore.restore_from.trim();
     let checkpoint_ref = format!("{}/{}", escape_within(namespace, 256), escape_within(from, 256));
-    let mut skip = BTreeSet::new();
-    if let Some(list) = restore.skip_checks.as_deref() {
-        match parse_skip(list) {
-            Ok(s) => skip = s,
-            Err(e) => {
-                return refuse(
-                    base,
-                    format!(
-                        "miggate: pod {pod_name}: annotation {SKIP_CHECKS} waives nothing: {}",
-                        escape(&e.to_string())
-                    ),
-                    vec!["skip-checks-invalid"],
-                    Vec::new(),
-                );
-            }
+    let skip = match waived(restore.skip_checks.as_deref()) {
+        Ok(skip) => skip,
+        Err(why) => {
+            return refuse(
+                base,
+                format!("miggate: pod {pod_name}: {why}"),
+                vec!["skip-checks-invalid"],
+                Vec::new(),
+            );
         }
-    }
+    };
     let Some(checkpoint) = store.checkpoint(namespace, from) else {
         return refuse(
             base,
