@@ -13,9 +13,9 @@ use miggate_compat::escape::escape;
 use miggate_recovery::gate::FileGate;
 use miggate_recovery::journal::FileStore;
 use miggate_recovery::real::{
-    CaptureInventory, NvidiaSmi, RootedSysfs, SriovManageScript, SystemClock, Systemctl,
+    CaptureInventory, NvidiaSmi, NvmlControl, RootedSysfs, SriovManageScript, SystemClock, Systemctl,
 };
-use miggate_recovery::seams::Host;
+use miggate_recovery::seams::{GpuControl, Host};
 use miggate_recovery::{Layout, Options, Outcome, Progress, apply, observe::observe, plan};
 
 use crate::input::closed_pipe_is_fine;
@@ -51,9 +51,26 @@ enum RecoverCommand {
     Apply(ApplyArgs),
 }
 
+/// Which implementation controls the GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum GpuControlArg {
+    /// Everything through nvidia-smi.
+    NvidiaSmi,
+    /// NVML lists the GPUs and sets MIG mode and persistence; instances, placements and resets
+    /// still go through nvidia-smi (NVML has no reset, and its instance calls are not wrapped
+    /// safely).
+    Nvml,
+}
+
 /// Where the host's tools and files are.
 #[derive(Debug, clap::Args)]
 struct HostArgs {
+    /// How the GPUs are controlled.
+    #[arg(long, value_enum, value_name = "IMPL", default_value_t = GpuControlArg::NvidiaSmi)]
+    gpu_control: GpuControlArg,
+    /// The NVML library to load with --gpu-control nvml, instead of libnvidia-ml.so.1.
+    #[arg(long, visible_alias = "nvml-lib", value_name = "PATH")]
+    nvml_library: Option<PathBuf>,
     /// nvidia-smi to run.
     #[arg(
         long,
@@ -108,9 +125,15 @@ struct ApplyArgs {
     wait_unit: Vec<String>,
 }
 
+/// The GPU control chosen by `--gpu-control`.
+enum Gpu {
+    Smi(NvidiaSmi),
+    Nvml(Box<NvmlControl>),
+}
+
 /// The real seams under one root.
 struct Real {
-    smi: NvidiaSmi,
+    gpu: Gpu,
     sysfs: RootedSysfs,
     sriov: SriovManageScript,
     services: Systemctl,
@@ -121,13 +144,23 @@ struct Real {
 }
 
 impl Real {
-    fn new(args: &HostArgs) -> Real {
-        Real {
-            smi: NvidiaSmi::new(
-                args.nvidia_smi.clone(),
-                Duration::from_secs(60),
-                Duration::from_secs(300),
-            ),
+    /// The seams; with `--gpu-control nvml` the library is loaded here, once for the command.
+    fn new(args: &HostArgs) -> anyhow::Result<Real> {
+        let smi = NvidiaSmi::new(
+            args.nvidia_smi.clone(),
+            Duration::from_secs(60),
+            Duration::from_secs(300),
+        );
+        let gpu = match args.gpu_control {
+            GpuControlArg::NvidiaSmi => Gpu::Smi(smi),
+            GpuControlArg::Nvml => Gpu::Nvml(Box::new(
+                NvmlControl::open(args.nvml_library.as_deref(), smi).context(
+                    "cannot control the GPUs through NVML (name the library with --nvml-library, or use --gpu-control nvidia-smi)",
+                )?,
+            )),
+        };
+        Ok(Real {
+            gpu,
             sysfs: RootedSysfs::new(&args.root),
             sriov: SriovManageScript::new(args.sriov_manage.clone(), Duration::from_secs(180)),
             services: Systemctl::new(args.systemctl.clone(), Duration::from_secs(120)),
@@ -135,12 +168,16 @@ impl Real {
             clock: SystemClock::new(),
             store: FileStore::new(&args.root),
             inventory: CaptureInventory::new(args.nvidia_smi.clone(), &args.root, Duration::from_secs(60)),
-        }
+        })
     }
 
     fn host(&self) -> Host<'_> {
+        let gpu: &dyn GpuControl = match &self.gpu {
+            Gpu::Smi(smi) => smi,
+            Gpu::Nvml(nvml) => nvml.as_ref(),
+        };
         Host {
-            gpu: &self.smi,
+            gpu,
             sysfs: &self.sysfs,
             sriov: &self.sriov,
             services: &self.services,
@@ -173,7 +210,7 @@ fn print_lines(text: &str) -> anyhow::Result<()> {
 }
 
 fn record(args: &RecordArgs) -> anyhow::Result<ExitCode> {
-    let real = Real::new(&args.host);
+    let real = Real::new(&args.host)?;
     let (layout, warnings) =
         miggate_recovery::record::record(&real.host()).context("cannot read the node's layout")?;
     for w in &warnings {
@@ -199,7 +236,7 @@ fn read_layout(path: &Path) -> anyhow::Result<Layout> {
 
 fn plan_cmd(args: &LayoutArgs) -> anyhow::Result<ExitCode> {
     let layout = read_layout(&args.layout)?;
-    let real = Real::new(&args.host);
+    let real = Real::new(&args.host)?;
     let node = observe(&real.host()).context("cannot read the node")?;
     let p = plan(&layout, &node);
     let mut text = p.pictures.join("\n");
@@ -230,7 +267,7 @@ fn plan_cmd(args: &LayoutArgs) -> anyhow::Result<ExitCode> {
 
 fn apply_cmd(args: &ApplyArgs) -> anyhow::Result<ExitCode> {
     let layout = read_layout(&args.args.layout)?;
-    let real = Real::new(&args.args.host);
+    let real = Real::new(&args.args.host)?;
     let options = Options {
         allow_reboot: !args.no_reboot,
         driver_timeout: Duration::from_secs(args.driver_timeout),

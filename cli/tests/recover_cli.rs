@@ -511,3 +511,87 @@ fn the_systemd_units_use_real_flags_and_never_hold_kubelet_down(
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{name}: {}", text(&out.stderr));
 }
+
+#[path = "../../capture/tests/support/fake_nvml.rs"]
+mod fake_nvml;
+
+/// `--gpu-control nvml` with the fake NVML of the stand-in tree's H200 (MIG on).
+fn nvml_args(lib: &Path) -> Vec<String> {
+    vec![
+        "--gpu-control".into(),
+        "nvml".into(),
+        "--nvml-lib".into(),
+        lib.display().to_string(),
+    ]
+}
+
+fn with(first: &[&str], extra: &[String]) -> Vec<String> {
+    first
+        .iter()
+        .map(|s| s.to_string())
+        .chain(extra.iter().cloned())
+        .collect()
+}
+
+/// NVML gives the GPU list and MIG mode; the instances are still read through nvidia-smi.
+#[test]
+fn plan_through_nvml_reads_the_mode_from_nvml_and_the_instances_from_nvidia_smi() {
+    let t = tree(2);
+    let lib = fake_nvml::fake("recover_e2e");
+    // MIG on (as the fake NVML says), no instances yet.
+    fs::write(t.root.join("fake/gpus").join(PF).join("mig"), "Enabled\n").unwrap();
+    let args = with(&["plan", "--layout", &t.layout()], &nvml_args(&lib));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let plan = t.miggate(&args);
+    let stdout = text(&plan.stdout);
+    assert_eq!(plan.status.code(), Some(3), "{stdout}{}", text(&plan.stderr));
+    assert!(
+        stdout.contains(&format!("{PF}  MIG enabled -> enabled, VFs 0 -> 4, vGPUs 0 -> 2")),
+        "MIG is already on by NVML's reading: {stdout}"
+    );
+    assert!(!stdout.contains("set MIG mode"), "{stdout}");
+    assert!(stdout.contains("create GPU instances"), "{stdout}");
+    let calls = fs::read_to_string(t.root.join("fake/calls")).unwrap();
+    assert!(
+        calls.contains(&format!("nvidia-smi mig -lgi -i {PF}")),
+        "instances are nvidia-smi's: {calls}"
+    );
+    assert!(!calls.contains("--query-gpu"), "the GPU list is NVML's: {calls}");
+    assert!(t.mutating_calls().is_empty(), "{:?}", t.mutating_calls());
+}
+
+/// A node recovered (through the stand-ins) reads as recovered through NVML too.
+#[test]
+fn a_recovered_node_is_nothing_to_do_through_nvml() {
+    let t = tree(2);
+    let apply = t.miggate(&["apply", "--layout", &t.layout()]);
+    assert_eq!(apply.status.code(), Some(0), "{}", text(&apply.stderr));
+    let lib = fake_nvml::fake("recover_e2e");
+    let args = with(&["plan", "--layout", &t.layout()], &nvml_args(&lib));
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let plan = t.miggate(&args);
+    let stdout = text(&plan.stdout);
+    assert_eq!(plan.status.code(), Some(0), "{stdout}{}", text(&plan.stderr));
+    assert!(stdout.contains("nothing to do"), "{stdout}");
+}
+
+#[test]
+fn an_nvml_that_cannot_be_loaded_is_exit_2_naming_the_library() {
+    let t = tree(2);
+    let missing = t.root.join("no/libnvidia-ml.so.1");
+    for sub in [&["plan", "--layout", &t.layout()][..], &["record"][..]] {
+        let args = with(sub, &nvml_args(&missing));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = t.miggate(&args);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.starts_with(
+                "miggate: cannot control the GPUs through NVML (name the library with --nvml-library, or use --gpu-control nvidia-smi): cannot load or initialise NVML from "
+            ),
+            "{stderr}"
+        );
+        assert!(stderr.contains(&missing.display().to_string()), "{stderr}");
+    }
+    assert!(t.mutating_calls().is_empty());
+}

@@ -89,6 +89,27 @@ pub enum Error {
         /// What nvidia-smi printed.
         output: String,
     },
+    /// The NVML library could not be loaded or initialised (`--gpu-control nvml`): no driver,
+    /// no library at that path, or no access to the GPUs.
+    #[error("cannot load or initialise NVML from {}: {}", escape(.library), escape(.message))]
+    NvmlUnavailable {
+        /// The library path or name as given (`libnvidia-ml.so.1` by default).
+        library: String,
+        /// The loader's or NVML's message.
+        message: String,
+    },
+    /// An NVML call failed.
+    #[error("{}NVML {call}: {kind} ({})", .gpu.as_ref().map_or(String::new(), |g| format!("{g}: ")), escape(.message))]
+    Nvml {
+        /// The NVML function.
+        call: &'static str,
+        /// The GPU it was called for, when one was.
+        gpu: Option<Bdf>,
+        /// What kind of failure, for callers and for the reader.
+        kind: NvmlFailure,
+        /// NVML's own text for it.
+        message: String,
+    },
     /// Capturing the node's manifest failed.
     #[error("capturing the node's manifest: {0}")]
     Capture(String),
@@ -118,6 +139,44 @@ impl std::fmt::Display for ResetFailure {
             ResetFailure::NotSupported => "reset not supported",
             ResetFailure::NvlinkGroup => "NVLink-connected GPUs must be reset together",
             ResetFailure::Other => "reset failed",
+        })
+    }
+}
+
+/// How an NVML call failed, so that a reader knows what to do (run as root, stop a client, use a
+/// GPU that has the feature) without knowing NVML's return codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NvmlFailure {
+    /// `NVML_ERROR_NOT_SUPPORTED`: this GPU or driver lacks the feature (MIG on a non-MIG GPU).
+    NotSupported,
+    /// `NVML_ERROR_NO_PERMISSION`: the call needs root.
+    NoPermission,
+    /// `NVML_ERROR_IN_USE`: another client holds the GPU.
+    InUse,
+    /// `NVML_ERROR_GPU_IS_LOST`: the GPU fell off the bus.
+    GpuLost,
+    /// `NVML_ERROR_RESET_REQUIRED`: the GPU must be reset first.
+    ResetRequired,
+    /// The library does not export the function (a driver older than the call).
+    MissingFunction,
+    /// No GPU at that PCI bus id.
+    NotFound,
+    /// Anything else.
+    Other,
+}
+
+impl std::fmt::Display for NvmlFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NvmlFailure::NotSupported => "not supported by this GPU or driver",
+            NvmlFailure::NoPermission => "permission denied (this NVML call needs root)",
+            NvmlFailure::InUse => "the GPU is in use by another client",
+            NvmlFailure::GpuLost => "the GPU has fallen off the bus",
+            NvmlFailure::ResetRequired => "the GPU must be reset first",
+            NvmlFailure::MissingFunction => "this NVML library does not export it (driver too old?)",
+            NvmlFailure::NotFound => "no such GPU",
+            NvmlFailure::Other => "failed",
         })
     }
 }

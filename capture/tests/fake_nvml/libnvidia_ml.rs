@@ -10,7 +10,10 @@
 //! Signatures and struct layouts follow nvml.h as bound by nvml-wrapper-sys 0.10
 //! (`src/bindings.rs`): handles are opaque pointers, strings are NUL-terminated into a
 //! caller-given buffer of a given length, every call returns an `nvmlReturn_t`.
-//! The library keeps no state: handles encode (GPU index, MIG position).
+//! Handles encode (GPU index, MIG position). The only state is what the setters change
+//! (`nvmlDeviceSetMigMode`, `nvmlDeviceSetPersistenceMode`), per GPU in statics: it lives as
+//! long as the library stays loaded in one process, so it is tested in-process, one scenario
+//! (one library) per test that changes it.
 
 // The exports are C functions whose safety contract is nvml.h's, not a Rust doc section.
 #![allow(
@@ -22,6 +25,7 @@
 )]
 
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
+use std::sync::atomic::{AtomicU32, Ordering};
 
 type nvmlReturn_t = c_uint;
 type nvmlDevice_t = *mut c_void;
@@ -34,6 +38,8 @@ const ERROR_NOT_FOUND: nvmlReturn_t = 6;
 const ERROR_INSUFFICIENT_SIZE: nvmlReturn_t = 7;
 const ERROR_DRIVER_NOT_LOADED: nvmlReturn_t = 9;
 const ERROR_GPU_IS_LOST: nvmlReturn_t = 15;
+const ERROR_RESET_REQUIRED: nvmlReturn_t = 16;
+const ERROR_IN_USE: nvmlReturn_t = 19;
 const ERROR_UNKNOWN: nvmlReturn_t = 999;
 
 const MIB: u64 = 1024 * 1024;
@@ -59,6 +65,12 @@ struct Gpu {
     mig: Mig,
     /// `Err(code)` makes `nvmlDeviceGetHandleByIndex_v2` fail for this GPU.
     handle: Result<(), nvmlReturn_t>,
+    /// `nvmlDeviceSetMigMode`: `Ok(status)` is the activation status it reports (SUCCESS: the
+    /// mode is in force at once; anything else: only the pending mode changes), `Err(code)`
+    /// its return code.
+    set_mig: Result<nvmlReturn_t, nvmlReturn_t>,
+    /// What `nvmlDeviceSetPersistenceMode` returns.
+    set_pm: nvmlReturn_t,
 }
 
 enum Mig {
@@ -100,6 +112,8 @@ const fn whole(uuid: &'static str, bus: &'static str, mig: Mig) -> Gpu {
         cc: Ok((9, 0)),
         mig,
         handle: Ok(()),
+        set_mig: Ok(SUCCESS),
+        set_pm: SUCCESS,
     }
 }
 
@@ -281,6 +295,8 @@ static SCENARIO: Scenario = ok(&[
         cc: Ok((8, 9)),
         mig: Mig::Fails(ERROR_NOT_SUPPORTED),
         handle: Ok(()),
+        set_mig: Err(ERROR_NOT_SUPPORTED),
+        set_pm: SUCCESS,
     },
 ]);
 
@@ -413,6 +429,8 @@ static SCENARIO: Scenario = Scenario {
             cc: Err(ERROR_UNKNOWN),
             mig: Mig::Fails(ERROR_UNKNOWN),
             handle: Ok(()),
+            set_mig: Err(ERROR_UNKNOWN),
+            set_pm: ERROR_UNKNOWN,
         },
         whole(
             "GPU-c08d91cb-e324-655c-71ba-7570956445bc",
@@ -450,6 +468,95 @@ static SCENARIO: Scenario = ok(&[
         )
     },
 ]);
+
+/// Boot recovery's NVML control (`recovery/tests/nvml_control.rs`, the `recover` CLI tests):
+/// GPU0 an H200, MIG off, whose mode changes at once (Hopper); GPU1 MIG off, whose mode stays
+/// pending (an Ampere held by another client); GPU2 an L4, not MIG-capable, where persistence
+/// needs root. One library per scenario name, so tests that change state do not meet.
+#[cfg(any(
+    scenario = "control_list",
+    scenario = "control_set",
+    scenario = "control_pm"
+))]
+static SCENARIO: Scenario = ok(&[
+    Gpu {
+        name: "NVIDIA H200",
+        ..whole(
+            "GPU-b2acda36-db78-a209-f9ef-d07b4336c449",
+            "00000000:18:00.0",
+            MIG_OFF,
+        )
+    },
+    Gpu {
+        name: "NVIDIA A100-SXM4-80GB",
+        set_mig: Ok(ERROR_IN_USE),
+        ..whole(
+            "GPU-c08d91cb-e324-655c-71ba-7570956445bc",
+            "0000:2a:00.0",
+            MIG_OFF,
+        )
+    },
+    Gpu {
+        uuid: Ok("GPU-6109dd5c-d378-24ee-f344-79b537574ea6"),
+        name: "NVIDIA L4",
+        bus_id: Ok(("00000000:AB:00.0", 0, 0xab)),
+        memory_mib: Ok(23034),
+        cc: Ok((8, 9)),
+        mig: Mig::Fails(ERROR_NOT_SUPPORTED),
+        handle: Ok(()),
+        set_mig: Err(ERROR_NOT_SUPPORTED),
+        set_pm: ERROR_NO_PERMISSION,
+    },
+]);
+
+/// The `recover` end to end: the stand-in tree's H200 with MIG on (its instances come from the
+/// stand-in nvidia-smi).
+#[cfg(scenario = "recover_e2e")]
+static SCENARIO: Scenario = ok(&[Gpu {
+    name: "NVIDIA H200",
+    ..whole(
+        "GPU-b2acda36-db78-a209-f9ef-d07b4336c449",
+        "00000000:18:00.0",
+        Mig::Mode {
+            current: 1,
+            pending: 1,
+            max: 7,
+            slots: &[],
+        },
+    )
+}]);
+
+// ---- state ----------------------------------------------------------------------------------
+
+/// Per GPU index, the MIG mode (current, pending) and persistence set through the setters;
+/// `UNSET` means "as the scenario declares".
+const UNSET: u32 = u32::MAX;
+const GPUS: usize = 8;
+#[allow(clippy::declare_interior_mutable_const)]
+const UNSET_CELL: AtomicU32 = AtomicU32::new(UNSET);
+static MIG_CURRENT: [AtomicU32; GPUS] = [UNSET_CELL; GPUS];
+static MIG_PENDING: [AtomicU32; GPUS] = [UNSET_CELL; GPUS];
+static PERSISTENCE: [AtomicU32; GPUS] = [UNSET_CELL; GPUS];
+
+fn state(cell: &[AtomicU32; GPUS], gpu: usize, declared: c_uint) -> c_uint {
+    match cell.get(gpu).map(|c| c.load(Ordering::SeqCst)) {
+        Some(UNSET) | None => declared,
+        Some(v) => v,
+    }
+}
+
+/// A GPU's MIG mode `(current, pending)` now.
+fn mig_mode(gpu: usize, current: c_uint, pending: c_uint) -> (c_uint, c_uint) {
+    (
+        state(&MIG_CURRENT, gpu, current),
+        state(&MIG_PENDING, gpu, pending),
+    )
+}
+
+/// The GPU index of a GPU handle.
+fn gpu_index(handle: nvmlDevice_t) -> usize {
+    ((handle as usize) >> 8).wrapping_sub(1)
+}
 
 // ---- handles --------------------------------------------------------------------------------
 
@@ -719,6 +826,7 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(
             pending: p,
             ..
         } => unsafe {
+            let (c, p) = mig_mode(gpu_index(device), c, p);
             let rc = put(c, current);
             if rc != SUCCESS {
                 return rc;
@@ -739,7 +847,12 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxMigDeviceCount(
     match g.mig {
         Mig::Fails(code) => code,
         // NVML: "Returns zero if MIG is not supported or enabled".
-        Mig::Mode { current, max, .. } => unsafe { put(if current == 1 { max } else { 0 }, count) },
+        Mig::Mode {
+            current, pending, max, ..
+        } => {
+            let (current, _) = mig_mode(gpu_index(device), current, pending);
+            unsafe { put(if current == 1 { max } else { 0 }, count) }
+        }
     }
 }
 
@@ -757,9 +870,13 @@ pub unsafe extern "C" fn nvmlDeviceGetMigDeviceHandleByIndex(
     match &g.mig {
         Mig::Fails(code) => *code,
         Mig::Mode {
-            current, max, slots, ..
+            current,
+            pending,
+            max,
+            slots,
         } => {
-            if *current != 1 {
+            let (current, _) = mig_mode(gpu, *current, *pending);
+            if current != 1 {
                 return ERROR_NOT_SUPPORTED;
             }
             if index >= *max {
@@ -818,4 +935,57 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeInstanceId(
         Some(Target::Gpu(_)) => ERROR_NOT_SUPPORTED,
         None => ERROR_INVALID_ARGUMENT,
     }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceSetMigMode(
+    device: nvmlDevice_t,
+    mode: c_uint,
+    activation: *mut nvmlReturn_t,
+) -> nvmlReturn_t {
+    let Some(Target::Gpu(g)) = target(device) else {
+        return ERROR_INVALID_ARGUMENT;
+    };
+    if mode > 1 {
+        return ERROR_INVALID_ARGUMENT;
+    }
+    let gpu = gpu_index(device);
+    let status = match (&g.mig, g.set_mig) {
+        (Mig::Fails(code), _) => return *code,
+        (_, Err(code)) => return code,
+        (Mig::Mode { .. }, Ok(status)) => status,
+    };
+    if gpu >= GPUS || activation.is_null() {
+        return ERROR_INVALID_ARGUMENT;
+    }
+    MIG_PENDING[gpu].store(mode, Ordering::SeqCst);
+    if status == SUCCESS {
+        MIG_CURRENT[gpu].store(mode, Ordering::SeqCst);
+    }
+    unsafe { put(status, activation) }
+}
+
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceSetPersistenceMode(device: nvmlDevice_t, mode: c_uint) -> nvmlReturn_t {
+    let Some(Target::Gpu(g)) = target(device) else {
+        return ERROR_INVALID_ARGUMENT;
+    };
+    let gpu = gpu_index(device);
+    if mode > 1 || gpu >= GPUS {
+        return ERROR_INVALID_ARGUMENT;
+    }
+    if g.set_pm != SUCCESS {
+        return g.set_pm;
+    }
+    PERSISTENCE[gpu].store(mode, Ordering::SeqCst);
+    SUCCESS
+}
+
+/// Persistence starts off (`NVML_FEATURE_DISABLED`) unless set.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn nvmlDeviceGetPersistenceMode(device: nvmlDevice_t, mode: *mut c_uint) -> nvmlReturn_t {
+    let Some(Target::Gpu(_)) = target(device) else {
+        return ERROR_INVALID_ARGUMENT;
+    };
+    unsafe { put(state(&PERSISTENCE, gpu_index(device), 0), mode) }
 }

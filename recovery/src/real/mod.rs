@@ -1,8 +1,9 @@
-//! The real seams: nvidia-smi, sysfs under a root, sriov-manage and systemctl by path, each
+//! The real seams: nvidia-smi (or NVML with nvidia-smi for what NVML cannot do), sysfs under a root, sriov-manage and systemctl by path, each
 //! command under a deadline with bounded output (capture's runner).
 
 mod clock;
 mod inventory;
+mod nvml;
 mod services;
 mod smi;
 mod sriov;
@@ -15,6 +16,7 @@ use miggate_capture::internal::process::{Deadline, Output, run};
 
 pub use clock::SystemClock;
 pub use inventory::CaptureInventory;
+pub use nvml::{Activation, DEFAULT_NVML_LIBRARY, NvmlControl};
 pub use services::Systemctl;
 pub use smi::NvidiaSmi;
 pub use sriov::SriovManageScript;
