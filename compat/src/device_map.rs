@@ -275,20 +275,17 @@ fn pair_up(sc: &Classed<'_>, tc: &Classed<'_>, allowed: &[bool]) -> Result<Resul
     // a fingerprint (a randomly seeded 64-bit hash, so no input can force collisions) and
     // confirmed by their text. A restore on another node shares no UUID with its checkpoint, so
     // a bit per target fingerprint rules out nearly every source before any map is built.
-    //
-    // The bits are set from a quick unseeded fingerprint: a false positive only costs a look.
-    // A few candidates are confirmed by scanning; many (a restore sharing the node, or input
-    // built to collide) go through the seeded fingerprints and a map, which no input can slow.
-    let quick: Vec<Option<u64>> = tgt
+    let seed = foldhash::fast::RandomState::default();
+    let prints: Vec<Option<u64>> = tgt
         .iter()
         .zip(allowed)
-        .map(|(t, a)| t.uuid.as_ref().filter(|_| *a).map(|u| quick_print(u.as_str())))
+        .map(|(t, a)| t.uuid.as_ref().filter(|_| *a).map(|u| seed.hash_one(u.as_str())))
         .collect();
-    let sketch = Sketch::of(quick.iter().flatten().copied(), tgt.len());
+    let sketch = Sketch::of(prints.iter().flatten().copied(), tgt.len());
     let candidates: Vec<(usize, u64)> = src
         .iter()
         .enumerate()
-        .filter_map(|(i, s)| Some((i, quick_print(s.uuid.as_ref()?.as_str()))))
+        .filter_map(|(i, s)| Some((i, seed.hash_one(s.uuid.as_ref()?.as_str()))))
         .filter(|(_, p)| sketch.may_hold(*p))
         .collect();
     let mut take = |i: usize, at: usize, pairs: &mut [usize], taken: &mut [bool]| {
@@ -305,20 +302,11 @@ fn pair_up(sc: &Classed<'_>, tc: &Classed<'_>, allowed: &[bool]) -> Result<Resul
     if candidates.len() <= 8 {
         // A few (false positives, or a restore sharing a device or two): scan the targets.
         for &(i, p) in &candidates {
-            if let Some(j) = (0..tgt.len()).find(|&j| !taken[j] && quick[j] == Some(p) && same(i, j)) {
+            if let Some(j) = (0..tgt.len()).find(|&j| !taken[j] && prints[j] == Some(p) && same(i, j)) {
                 take(i, j, &mut pairs, &mut taken);
             }
         }
     } else {
-        let seed = foldhash::fast::RandomState::default();
-        let prints: Vec<Option<u64>> = tgt
-            .iter()
-            .zip(allowed)
-            .map(|(t, a)| t.uuid.as_ref().filter(|_| *a).map(|u| seed.hash_one(u.as_str())))
-            .collect();
-        let candidates = candidates
-            .iter()
-            .filter_map(|&(i, _)| Some((i, seed.hash_one(src[i].uuid.as_ref()?.as_str()))));
         // Many: a map from fingerprint to its first untaken target in visible order; `later[j]`
         // is the next target after `j` with the same fingerprint, and a taken head is
         // unlinked, so a UUID repeated on many devices costs O(1) per pair.
@@ -331,7 +319,7 @@ fn pair_up(sc: &Classed<'_>, tc: &Classed<'_>, allowed: &[bool]) -> Result<Resul
                 later[j] = old;
             }
         }
-        for (i, p) in candidates {
+        for &(i, p) in &candidates {
             let Some(head) = first.get_mut(&p) else {
                 continue;
             };
@@ -470,20 +458,6 @@ fn pair_up(sc: &Classed<'_>, tc: &Classed<'_>, allowed: &[bool]) -> Result<Resul
         }
     }
     Ok(Ok(Paired { pairs, identical }))
-}
-
-/// A quick fingerprint of a UUID's text, for the sketch only: every 8-byte word folded in, so
-/// texts that differ anywhere nearly always differ, and equal texts always agree. Not seeded:
-/// input can make it collide, which only sends pairing down the seeded path.
-fn quick_print(text: &str) -> u64 {
-    const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let words = text.as_bytes().chunks(8);
-    let h = words.fold(text.len() as u64, |h, w| {
-        let mut word = [0u8; 8];
-        word[..w.len()].copy_from_slice(w);
-        (h ^ u64::from_le_bytes(word)).wrapping_mul(K).rotate_left(29)
-    });
-    h ^ (h >> 32)
 }
 
 fn label(d: &Device, i: usize) -> String {
