@@ -336,6 +336,7 @@ impl Run<'_, '_> {
             self.vgpus()?;
         } else if self.journal.reboot_attempted {
             self.journal.reboot_attempted = false;
+            self.journal.reboot_boot_id = None;
             self.save()?;
         }
         self.verify()?;
@@ -525,6 +526,7 @@ impl Run<'_, '_> {
         }
         if self.journal.reboot_attempted {
             self.journal.reboot_attempted = false;
+            self.journal.reboot_boot_id = None;
             self.save()?;
         }
         Ok(None)
@@ -686,6 +688,17 @@ impl Run<'_, '_> {
     }
 
     fn reboot_or_fail(&mut self, message: &str) -> Flow<Outcome> {
+        let boot_id = self
+            .host
+            .sysfs
+            .boot_id()
+            .map_err(self.err("reading the boot id"))?;
+        if self.journal.reboot_attempted && boot_id.is_some() && self.journal.reboot_boot_id == boot_id {
+            return Err(self.fail(format!(
+                "{message}. The one guarded reboot was requested but the node has not rebooted since \
+                 (same boot id): reboot it and recovery goes on from there; it will not request another"
+            )));
+        }
         if self.journal.reboot_attempted {
             return Err(self.fail(format!(
                 "MIG mode change did not take effect after rebooting: {message}. Not rebooting again; set the mode \
@@ -699,6 +712,7 @@ impl Run<'_, '_> {
         }
         self.unquiesce();
         self.journal.reboot_attempted = true;
+        self.journal.reboot_boot_id = boot_id;
         self.step = "reboot";
         self.journal.step = Some("reboot".to_string());
         self.save()?;

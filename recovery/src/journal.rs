@@ -34,6 +34,11 @@ pub struct Journal {
     /// Set just before the one automatic reboot; cleared when the MIG mode is seen right.
     #[serde(default)]
     pub reboot_attempted: bool,
+    /// The kernel's boot id when the reboot was requested: the same id at the next run means
+    /// the node never rebooted (a crash before the request, or a request that did nothing),
+    /// which is not the same failure as a reboot that did not help.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reboot_boot_id: Option<String>,
 }
 
 /// The journal as a file under a root.

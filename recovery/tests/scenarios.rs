@@ -857,3 +857,51 @@ fn s25_a_gate_that_cannot_be_closed_stops_recovery_before_any_change() {
         s.state
     );
 }
+
+#[test]
+fn s26_a_crash_before_the_guarded_reboot_is_told_apart_from_a_reboot_that_did_not_help() {
+    let node = booted_node();
+    {
+        let mut s = node.lock();
+        s.auto_activate = false;
+        s.reset_supported = false;
+    }
+    let layout = two_gpu_layout();
+    // Where the reboot request falls in the first run's mutating calls.
+    let first = run(&node, &layout);
+    assert_eq!(first.result, Ok(Outcome::Rebooting));
+    let at = first
+        .calls
+        .iter()
+        .position(|c| c.contains("reboot"))
+        .expect("the first run requests the reboot");
+
+    // The same boot, crashing just before the request: the guard is saved, no reboot happens.
+    let node = booted_node();
+    {
+        let mut s = node.lock();
+        s.auto_activate = false;
+        s.reset_supported = false;
+        s.crash_after = Some(at);
+    }
+    assert!(run(&node, &layout).result.is_err());
+    assert!(node.lock().journal.as_ref().unwrap().reboot_attempted);
+    assert_eq!(node.lock().reboots, 0);
+    node.lock().crashed = false;
+    node.lock().crash_after = None;
+
+    // Rerun on the same boot: it says the node has not rebooted, and requests nothing.
+    let again = run(&node, &layout);
+    assert_failed(&node, &again, "reset", "has not rebooted since");
+    assert!(
+        !again.calls.iter().any(|c| c.contains("reboot")),
+        "{:?}",
+        again.calls
+    );
+    assert_eq!(node.lock().reboots, 0);
+
+    // The operator reboots: a boot that did not apply the mode fails as s05's second boot does.
+    node.boot();
+    let after = run(&node, &layout);
+    assert_failed(&node, &after, "reset", "did not take effect after rebooting");
+}

@@ -224,6 +224,8 @@ pub struct NodeState {
     pub now: Duration,
     /// Reboots requested.
     pub reboots: u32,
+    /// Boots so far (the boot id changes with each).
+    pub boots: u32,
     /// The driver version capture reports.
     pub driver_version: String,
     /// The GPU listing names VFs too (as old tools did: mig-parted #14).
@@ -283,6 +285,7 @@ impl FakeNode {
                 journal: None,
                 now: Duration::ZERO,
                 reboots: 0,
+                boots: 0,
                 driver_version: "580.82.07".to_string(),
                 lists_vfs: false,
                 gate_stuck_open: false,
@@ -341,6 +344,7 @@ impl FakeNode {
     /// are lost, `/var/lib` stays.
     pub fn boot(&self) {
         let mut s = self.lock();
+        s.boots += 1;
         let keep = s.reboot_keeps_pending;
         for g in &mut s.gpus {
             if keep {
@@ -762,6 +766,12 @@ impl Sysfs for FakeNode {
         let s = self.lock();
         s.alive()?;
         Ok(s.modules.iter().any(|m| m == name))
+    }
+
+    fn boot_id(&self) -> Result<Option<String>> {
+        let s = self.lock();
+        s.alive()?;
+        Ok(Some(format!("fake-boot-{}", s.boots)))
     }
 
     fn persistenced_reachable(&self) -> Result<bool> {

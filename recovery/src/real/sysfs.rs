@@ -238,6 +238,11 @@ impl Sysfs for RootedSysfs {
         Ok(self.root.join("sys/module").join(name).exists())
     }
 
+    fn boot_id(&self) -> Result<Option<String>> {
+        let id = read_bounded(&self.root.join("proc/sys/kernel/random/boot_id"), 4096)?;
+        Ok(id.map(|id| id.trim().to_string()).filter(|id| !id.is_empty()))
+    }
+
     fn persistenced_reachable(&self) -> Result<bool> {
         Ok([
             "var/run/nvidia-persistenced/socket",

@@ -104,6 +104,9 @@ pub trait Sysfs {
     fn is_vf(&self, dev: &Bdf) -> Result<bool>;
     /// Whether a kernel module is loaded.
     fn module_loaded(&self, name: &str) -> Result<bool>;
+    /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`), new at every boot; `None`
+    /// where it cannot be read.
+    fn boot_id(&self) -> Result<Option<String>>;
     /// Whether nvidia-persistenced's socket is there for nvidia-smi to reach.
     fn persistenced_reachable(&self) -> Result<bool>;
     /// The fabric manager's configured `FABRIC_MODE`; `None` without a configuration.
