@@ -2,27 +2,16 @@
 
 use std::io::Write;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use anyhow::Context;
-use miggate_capture::{Backend, Error, Options, capture};
+use miggate_capture::{Error, capture};
 
-use crate::cli::{BackendArg, CaptureArgs, CaptureOutput};
+use crate::cli::{CaptureArgs, CaptureOutput};
 use crate::input::closed_pipe_is_fine;
 
 /// Captures this process's GPU facts and prints the manifest.
 pub fn run(args: &CaptureArgs) -> anyhow::Result<ExitCode> {
-    let options = Options {
-        backend: match args.backend {
-            BackendArg::Auto => Backend::Auto,
-            BackendArg::Nvml => Backend::Nvml,
-            BackendArg::NvidiaSmi => Backend::NvidiaSmi,
-        },
-        nvidia_smi: args.nvidia_smi.clone(),
-        nvml_library: args.nvml_library.clone(),
-        node_name: args.node.clone(),
-        timeout: Some(Duration::from_secs(args.timeout)),
-    };
+    let options = args.source.options(args.node.clone());
     let manifest = capture(&options).map_err(|err| with_flags(err, args))?;
     // Serialise first, so a write failure is only ever an I/O failure.
     let text = match args.output {
@@ -45,7 +34,7 @@ fn with_flags(err: Error, args: &CaptureArgs) -> anyhow::Error {
     let hint = if err.is_timeout() {
         Some(format!(
             "--timeout {} bounds the whole capture, retries included; raise it if the GPUs are slow to answer",
-            args.timeout
+            args.source.timeout
         ))
     } else if err.is_not_found() {
         Some("name the binary with --nvidia-smi or MIGGATE_NVIDIA_SMI".to_string())

@@ -224,6 +224,21 @@ fn driver_floor(text: &str) -> Result<u64, String> {
 /// Flags of `miggate capture`.
 #[derive(Debug, clap::Args)]
 pub struct CaptureArgs {
+    /// How to read the GPUs.
+    #[command(flatten)]
+    pub source: CaptureSourceArgs,
+    /// The Kubernetes node name to record.
+    #[arg(long, value_name = "NAME", env = "NODE_NAME")]
+    pub node: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = CaptureOutput::Json)]
+    pub output: CaptureOutput,
+}
+
+/// How a capture reads the GPUs: shared by `miggate capture` and `miggate publish`, so the
+/// two take the same flags with the same defaults and bounds.
+#[derive(Debug, clap::Args)]
+pub struct CaptureSourceArgs {
     /// auto: NVML when the library loads, else nvidia-smi (naming an nvidia-smi binary picks it).
     #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
     pub backend: BackendArg,
@@ -233,16 +248,27 @@ pub struct CaptureArgs {
     /// The NVML library to load instead of libnvidia-ml.so.1.
     #[arg(long, value_name = "PATH")]
     pub nvml_library: Option<PathBuf>,
-    /// The Kubernetes node name to record.
-    #[arg(long, value_name = "NAME", env = "NODE_NAME")]
-    pub node: Option<String>,
     /// Seconds the whole capture may take: every nvidia-smi command (retries included) or the
     /// NVML read; a command still running then is killed.
     #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub timeout: u64,
-    /// Output format.
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = CaptureOutput::Json)]
-    pub output: CaptureOutput,
+}
+
+impl CaptureSourceArgs {
+    /// The capture library's options for a capture that records `node_name`.
+    pub fn options(&self, node_name: Option<String>) -> miggate_capture::Options {
+        miggate_capture::Options {
+            backend: match self.backend {
+                BackendArg::Auto => miggate_capture::Backend::Auto,
+                BackendArg::Nvml => miggate_capture::Backend::Nvml,
+                BackendArg::NvidiaSmi => miggate_capture::Backend::NvidiaSmi,
+            },
+            nvidia_smi: self.nvidia_smi.clone(),
+            nvml_library: self.nvml_library.clone(),
+            node_name,
+            timeout: Some(std::time::Duration::from_secs(self.timeout)),
+        }
+    }
 }
 
 /// `--backend`.

@@ -5,10 +5,9 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use miggate_capture::{Backend, Options};
 use miggate_publish::{Capture, Config, Publisher};
 
-use crate::cli::BackendArg;
+use crate::cli::CaptureSourceArgs;
 
 /// Flags of `miggate publish`.
 #[derive(Debug, clap::Args)]
@@ -24,34 +23,15 @@ pub struct PublishArgs {
     /// `<root>/run/miggate/recovery.json` when present.
     #[arg(long, value_name = "PATH", default_value = "/")]
     pub root: PathBuf,
-    /// As `miggate capture --backend`.
-    #[arg(long, value_enum, default_value_t = BackendArg::Auto)]
-    pub backend: BackendArg,
-    /// As `miggate capture --nvidia-smi`.
-    #[arg(long, value_name = "PATH", env = "MIGGATE_NVIDIA_SMI")]
-    pub nvidia_smi: Option<PathBuf>,
-    /// As `miggate capture --nvml-library`.
-    #[arg(long, value_name = "PATH")]
-    pub nvml_library: Option<PathBuf>,
-    /// As `miggate capture --timeout`: seconds one capture may take.
-    #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub timeout: u64,
+    /// How each capture reads the GPUs, as `miggate capture`.
+    #[command(flatten)]
+    pub source: CaptureSourceArgs,
 }
 
 /// Publishes until SIGTERM or Ctrl-C, then exits 0.
 pub fn run(args: &PublishArgs) -> anyhow::Result<ExitCode> {
     crate::webhook::init_logging();
-    let capture = Capture(Options {
-        backend: match args.backend {
-            BackendArg::Auto => Backend::Auto,
-            BackendArg::Nvml => Backend::Nvml,
-            BackendArg::NvidiaSmi => Backend::NvidiaSmi,
-        },
-        nvidia_smi: args.nvidia_smi.clone(),
-        nvml_library: args.nvml_library.clone(),
-        node_name: Some(args.node.clone()),
-        timeout: Some(Duration::from_secs(args.timeout)),
-    });
+    let capture = Capture(args.source.options(Some(args.node.clone())));
     let config = Config {
         node: args.node.clone(),
         interval: Duration::from_secs(args.interval),
