@@ -61,6 +61,27 @@ pub fn mdev_uuid(vf: &Bdf) -> String {
     format!("6d676761-7465-4000-8000-{:012x}", n & 0xffff_ffff_ffff)
 }
 
+/// The error of listing `dir`, for `map_err`.
+fn listing(dir: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: dir.to_path_buf(),
+        what: "listing",
+        source,
+    }
+}
+
+/// The number a sysfs name carries after `prefix` (`virtfn12`, `nvidia-1415`).
+fn numbered(name: &str, prefix: &str) -> Option<u32> {
+    name.strip_prefix(prefix)?.parse().ok()
+}
+
+/// The file name a link points at (a device address, an mdev type), empty when it has none.
+fn link_name(link: &Path) -> String {
+    link.file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
 impl RootedSysfs {
     /// A VF's vGPU state through mdev: the types with `available_instances` > 0 are creatable
     /// (named by their `name` file), and a device under the VF (a UUID directory with an
@@ -73,13 +94,9 @@ impl RootedSysfs {
         };
         let mut creatable = Vec::new();
         for entry in types {
-            let entry = entry.map_err(|source| Error::Io {
-                path: types_dir.clone(),
-                what: "listing",
-                source,
-            })?;
+            let entry = entry.map_err(listing(&types_dir))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(id) = name.strip_prefix("nvidia-").and_then(|n| n.parse::<u32>().ok()) else {
+            let Some(id) = numbered(&name, "nvidia-") else {
                 continue;
             };
             if self
@@ -98,28 +115,17 @@ impl RootedSysfs {
         }
         creatable.sort_by_key(|t| t.id);
         let mut current = 0;
-        let entries = fs::read_dir(&dev).map_err(|source| Error::Io {
-            path: dev.clone(),
-            what: "listing",
-            source,
-        })?;
+        let entries = fs::read_dir(&dev).map_err(listing(&dev))?;
         for entry in entries {
-            let entry = entry.map_err(|source| Error::Io {
-                path: dev.clone(),
-                what: "listing",
-                source,
-            })?;
+            let entry = entry.map_err(listing(&dev))?;
             if entry.file_name().len() != 36 {
                 continue;
             }
             let Ok(link) = fs::read_link(entry.path().join("mdev_type")) else {
                 continue;
             };
-            let target = link
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            if let Some(id) = target.strip_prefix("nvidia-").and_then(|n| n.parse::<u32>().ok()) {
+            let target = link_name(&link);
+            if let Some(id) = numbered(&target, "nvidia-") {
                 current = id;
             }
         }
@@ -159,23 +165,13 @@ impl Sysfs for RootedSysfs {
         let entries = match fs::read_dir(&dev) {
             Ok(e) => e,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(source) => {
-                return Err(Error::Io {
-                    path: dev,
-                    what: "listing",
-                    source,
-                });
-            }
+            Err(source) => return Err(listing(&dev)(source)),
         };
         let mut vfs = Vec::new();
         for entry in entries {
-            let entry = entry.map_err(|source| Error::Io {
-                path: dev.clone(),
-                what: "listing",
-                source,
-            })?;
+            let entry = entry.map_err(listing(&dev))?;
             let name = entry.file_name().to_string_lossy().into_owned();
-            let Some(n) = name.strip_prefix("virtfn").and_then(|n| n.parse::<u32>().ok()) else {
+            let Some(n) = numbered(&name, "virtfn") else {
                 continue;
             };
             let link = fs::read_link(entry.path()).map_err(|source| Error::Io {
@@ -183,10 +179,7 @@ impl Sysfs for RootedSysfs {
                 what: "reading the link",
                 source,
             })?;
-            let target = link
-                .file_name()
-                .map(|f| f.to_string_lossy().into_owned())
-                .unwrap_or_default();
+            let target = link_name(&link);
             vfs.push((n, Bdf::parse(&target)?));
         }
         // Numerically: virtfn10 after virtfn9.
