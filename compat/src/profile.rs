@@ -177,6 +177,14 @@ impl fmt::Display for MigProfile {
     }
 }
 
+/// The schema's pattern for a profile: no white space, no C0 or C1 control character.
+///
+/// Written in the dialect every reader of the schema shares: the Kubernetes API server compiles
+/// a CRD's `pattern` with Go's `regexp` (RE2 syntax), which has no `\uXXXX` escape, so code
+/// points are written `\xHH` (Go, Rust's `regex` and ECMA-262 all read that the same way).
+/// Go's `\s` is ASCII white space only; the reader itself refuses the rest.
+pub(crate) const PROFILE_PATTERN: &str = r"^[^\s\x00-\x1f\x7f-\x9f]+$";
+
 impl JsonSchema for MigProfile {
     fn schema_name() -> Cow<'static, str> {
         "MigProfile".into()
@@ -184,7 +192,7 @@ impl JsonSchema for MigProfile {
     fn json_schema(_: &mut SchemaGenerator) -> Schema {
         json_schema!({
             "type": "string",
-            "pattern": "^[^\\s\\u0000-\\u001f\\u007f-\\u009f]+$",
+            "pattern": PROFILE_PATTERN,
             "description": "A MIG profile exactly as nvidia-smi prints it: 1g.10gb, 1g.10gb+me, 1c.3g.40gb. Text of another form (no white space or control characters) is read as an opaque profile, compared as text, with a warning."
         })
     }

@@ -88,6 +88,7 @@ fn make_structural(node: &mut Value) {
             map.insert("enum".into(), Value::Array(values));
         }
     }
+    kubernetes_integer_format(map);
     for key in ["properties"] {
         if let Some(Value::Object(props)) = map.get_mut(key) {
             props.values_mut().for_each(make_structural);
@@ -97,6 +98,34 @@ fn make_structural(node: &mut Value) {
         if let Some(child) = map.get_mut(key) {
             make_structural(child);
         }
+    }
+}
+
+/// Rewrites an integer's format into one the API server knows. schemars names Rust's unsigned
+/// types (`uint32`, `uint64`), which Kubernetes does not: it warns on every apply and drops the
+/// format. The bound the name carried is kept as `minimum`/`maximum` instead, so the server
+/// still refuses a value the reader would refuse.
+fn kubernetes_integer_format(map: &mut serde_json::Map<String, Value>) {
+    if map.get("type") != Some(&Value::from("integer")) {
+        return;
+    }
+    let Some(Value::String(format)) = map.get("format") else {
+        return;
+    };
+    let maximum: Option<u64> = match format.as_str() {
+        "int32" | "int64" => return,
+        "uint8" => Some(u8::MAX.into()),
+        "uint16" => Some(u16::MAX.into()),
+        "uint32" => Some(u32::MAX.into()),
+        _ => None,
+    };
+    let unsigned = format.starts_with("uint");
+    map.insert("format".into(), "int64".into());
+    if unsigned {
+        map.entry("minimum").or_insert(Value::from(0));
+    }
+    if let Some(max) = maximum {
+        map.entry("maximum").or_insert(Value::from(max));
     }
 }
 

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::schema;
-use crate::summary::Summary;
+use crate::summary::{SUMMARY_MESSAGE, SUMMARY_RULE, Summary};
 
 /// A GPU checkpoint's facts: the manifest it was captured on, and which container restores it.
 ///
@@ -29,11 +29,12 @@ use crate::summary::Summary;
     status = "GpuCheckpointStatus",
     derive = "PartialEq",
     doc = "A GPU checkpoint's manifest: what it was captured on, compared with a restore target at admission.",
+    validation = kube::core::Rule::new(SUMMARY_RULE).message(SUMMARY_MESSAGE).field_path(".spec.summary.profiles").reason(kube::core::Reason::FieldValueRequired),
     printcolumn(
         name = "Model",
         type_ = "string",
-        json_path = ".spec.summary.model",
-        description = "GPU product names"
+        json_path = ".spec.manifest.nvidia.devices[0].productName",
+        description = "The first device's GPU product name (a slice carries its parent's)"
     ),
     printcolumn(
         name = "Devices",
@@ -44,7 +45,7 @@ use crate::summary::Summary;
     printcolumn(
         name = "Driver",
         type_ = "string",
-        json_path = ".spec.summary.driver",
+        json_path = ".spec.manifest.nvidia.driverVersion",
         description = "NVIDIA driver version"
     ),
     printcolumn(

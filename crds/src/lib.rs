@@ -39,7 +39,7 @@ pub use miggate_compat::GpuManifest;
 pub use node::{
     GpuNode, GpuNodeSpec, GpuNodeStatus, NODE_NAME_MESSAGE, NODE_NAME_RULE, RECOVERED, RecoveredReason,
 };
-pub use summary::{MAX_SUMMARY_ENTRIES, Summary};
+pub use summary::{MAX_SUMMARY_ENTRIES, SUMMARY_MESSAGE, SUMMARY_RULE, Summary};
 
 /// The API group of every miggate resource.
 pub const GROUP: &str = "miggate.io";

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::schema;
-use crate::summary::Summary;
+use crate::summary::{SUMMARY_MESSAGE, SUMMARY_RULE, Summary};
 
 /// The CEL rule that ties a `GpuNode` to its node: a manifest that says which node it was
 /// captured on must be stored under that node's name, or admission would judge one node by
@@ -42,9 +42,10 @@ pub const NODE_NAME_MESSAGE: &str =
     derive = "PartialEq",
     doc = "A node's GPU inventory, named after the node: the target side of admission's node checks.",
     validation = kube::core::Rule::new(NODE_NAME_RULE).message(NODE_NAME_MESSAGE),
-    printcolumn(name = "Model", type_ = "string", json_path = ".spec.summary.model", description = "GPU product names"),
+    validation = kube::core::Rule::new(SUMMARY_RULE).message(SUMMARY_MESSAGE).field_path(".spec.summary.profiles").reason(kube::core::Reason::FieldValueRequired),
+    printcolumn(name = "Model", type_ = "string", json_path = ".spec.manifest.nvidia.devices[0].productName", description = "The first device's GPU product name (a slice carries its parent's)"),
     printcolumn(name = "Devices", type_ = "string", json_path = ".spec.summary.profiles", description = "Devices by MIG profile, then whole GPUs"),
-    printcolumn(name = "Driver", type_ = "string", json_path = ".spec.summary.driver", description = "NVIDIA driver version"),
+    printcolumn(name = "Driver", type_ = "string", json_path = ".spec.manifest.nvidia.driverVersion", description = "NVIDIA driver version"),
     printcolumn(name = "Recovered", type_ = "string", json_path = ".status.conditions[?(@.type==\"Recovered\")].reason", description = "Boot recovery: Pending, Recovering, Ready or Failed"),
     printcolumn(name = "Observed", type_ = "date", json_path = ".spec.observedAt", description = "When the inventory was observed"),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")

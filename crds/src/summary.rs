@@ -9,6 +9,17 @@ use miggate_compat::{DeviceKind, GpuManifest, SliceShape};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// The CEL rule that keeps `kubectl get`'s Devices column filled, whoever writes the object:
+/// a manifest that records its devices carries their summary beside it. Printer columns are
+/// JSONPath and cannot count, so the count is the writer's to give; the model and the driver
+/// columns read the manifest itself and need no rule. Public so tests and docs quote the rule
+/// the CRDs carry.
+pub const SUMMARY_RULE: &str = "!has(self.spec.manifest.nvidia) || !has(self.spec.manifest.nvidia.devices) || (has(self.spec.summary) && has(self.spec.summary.profiles))";
+
+/// The message the API server returns when [`SUMMARY_RULE`] refuses an object, after
+/// `spec.summary.profiles: Required value:`.
+pub const SUMMARY_MESSAGE: &str = "required when spec.manifest.nvidia.devices is recorded: the devices counted by MIG profile, then whole GPUs (`3g.40gb x2, whole x1`, or `none`), as kubectl get shows them; miggate publish and the miggate-crds library write it";
+
 /// How many distinct entries a summary field lists before it says how many more there are:
 /// enough for any real node, and a bound on what a crafted manifest can put in a column.
 pub const MAX_SUMMARY_ENTRIES: usize = 8;

@@ -5,7 +5,10 @@
 
 use std::path::PathBuf;
 
-use miggate_crds::{CustomResourceDefinition, NODE_NAME_MESSAGE, NODE_NAME_RULE, crd_yaml, crds, crds_yaml};
+use miggate_crds::{
+    CustomResourceDefinition, NODE_NAME_MESSAGE, NODE_NAME_RULE, SUMMARY_MESSAGE, SUMMARY_RULE, crd_yaml,
+    crds, crds_yaml,
+};
 use serde_json::{Value, json};
 
 /// Where each CRD is checked in, in the order [`crds`] gives them.
@@ -250,11 +253,18 @@ fn validation_rules_are_in_the_yaml() {
     let schema = schema_of(&crd("GpuNode"));
     assert_eq!(
         schema["x-kubernetes-validations"],
-        json!([{"rule": NODE_NAME_RULE, "message": NODE_NAME_MESSAGE}])
+        json!([
+            {"rule": NODE_NAME_RULE, "message": NODE_NAME_MESSAGE},
+            {"rule": SUMMARY_RULE, "message": SUMMARY_MESSAGE, "fieldPath": ".spec.summary.profiles", "reason": "FieldValueRequired"},
+        ])
     );
 
     let yaml = std::fs::read_to_string(checked_in(FILES[0])).unwrap();
     let schema = schema_of(&crd("GpuCheckpoint"));
+    assert_eq!(
+        schema["x-kubernetes-validations"],
+        json!([{"rule": SUMMARY_RULE, "message": SUMMARY_MESSAGE, "fieldPath": ".spec.summary.profiles", "reason": "FieldValueRequired"}])
+    );
     let name = at(&schema, "spec.containerName");
     assert_eq!(name["maxLength"], 63);
     assert_eq!(name["minLength"], 1);
@@ -269,4 +279,101 @@ fn the_node_rule_reads_fields_that_exist() {
     assert!(NODE_NAME_RULE.contains("self.spec.manifest.host.nodeName == self.metadata.name"));
     assert_eq!(at(&schema, "spec.manifest.host")["type"], "object");
     assert_eq!(at(&schema, "spec.manifest.host.nodeName")["type"], "string");
+}
+
+/// What kubectl's server-side printing shows for `path` in `object`: the first match of the
+/// JSONPath forms the columns use (`.field`, `[N]`, `[?(@.key=="value")]`), as text. Any other
+/// form panics, so a new column's path is evaluated here before it ships.
+fn column_value(object: &Value, path: &str) -> Option<String> {
+    let filter = regex::Regex::new(r#"^\[\?\(@\.([A-Za-z]+)=="([^"]*)"\)\]"#).unwrap();
+    let mut node = object;
+    let mut rest = path;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix('.') {
+            let end = after.find(['.', '[']).unwrap_or(after.len());
+            node = node.get(&after[..end])?;
+            rest = &after[end..];
+        } else if let Some(c) = filter.captures(rest) {
+            let (key, value) = (&c[1], &c[2]);
+            node = node.as_array()?.iter().find(|item| item[key] == value)?;
+            rest = &rest[c[0].len()..];
+        } else if let Some(after) = rest.strip_prefix('[') {
+            let end = after.find(']').unwrap();
+            node = node.get(after[..end].parse::<usize>().expect("an index or a filter"))?;
+            rest = &after[end + 1..];
+        } else {
+            panic!("a JSONPath form the columns do not use: {rest}");
+        }
+    }
+    match node {
+        Value::String(s) => Some(s.clone()),
+        Value::Null => None,
+        other => Some(other.to_string()),
+    }
+}
+
+/// Objects as people write them (`kubectl apply -f`), not as the publisher does.
+#[rstest::rstest]
+#[case::checkpoint_by_hand(
+    "../testdata/webhook-store/checkpoints/ml/vllm-ckpt.yaml",
+    "NVIDIA H100 80GB HBM3",
+    "3g.40gb x2",
+    "580.82.07"
+)]
+#[case::node_by_hand(
+    "../testdata/webhook-store/nodes/gpu-node-9.yaml",
+    "NVIDIA H100 80GB HBM3",
+    "3g.40gb x2, whole x1",
+    "580.82.07"
+)]
+#[case::inventory_fixture(
+    "../testdata/inventory/gpunode-gpu-node-7.yaml",
+    "NVIDIA H100 80GB HBM3",
+    "3g.40gb x2, whole x1",
+    "580.82.07"
+)]
+fn the_columns_show_for_objects_written_by_hand(
+    #[case] file: &str,
+    #[case] model: &str,
+    #[case] devices: &str,
+    #[case] driver: &str,
+) {
+    let text = std::fs::read_to_string(checked_in(file)).unwrap();
+    let object: Value = serde_saphyr::from_str(&text).unwrap();
+    let kind = object["kind"].as_str().unwrap();
+    let shown: Vec<(String, Option<String>)> = columns(kind)
+        .into_iter()
+        .map(|(name, _, path)| (name, column_value(&object, &path)))
+        .collect();
+    let get = |name: &str| shown.iter().find(|(n, _)| n == name).unwrap().1.clone();
+    assert_eq!(get("Model").as_deref(), Some(model), "{shown:?}");
+    assert_eq!(get("Devices").as_deref(), Some(devices), "{shown:?}");
+    assert_eq!(get("Driver").as_deref(), Some(driver), "{shown:?}");
+    // What the writer gives is what the library would compute for the same manifest.
+    let manifest: miggate_crds::GpuManifest =
+        serde_json::from_value(object["spec"]["manifest"].clone()).unwrap();
+    assert_eq!(
+        miggate_crds::Summary::of(&manifest).profiles.as_deref(),
+        Some(devices)
+    );
+}
+
+#[test]
+fn the_columns_show_for_what_the_library_writes() {
+    let manifest = miggate_compat::from_str(include_str!(
+        "../../testdata/manifests/node-h100-1-whole-1-cut.yaml"
+    ))
+    .unwrap();
+    let node = miggate_crds::GpuNode::from_manifest(
+        "gpu-node-9",
+        manifest,
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH),
+    );
+    let object = serde_json::to_value(&node).unwrap();
+    for (name, _, path) in columns("GpuNode") {
+        if ["Recovered", "Age"].contains(&name.as_str()) {
+            continue; // status, and the server's own metadata
+        }
+        assert!(column_value(&object, &path).is_some(), "{name}: {path}");
+    }
 }

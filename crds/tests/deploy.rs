@@ -311,7 +311,7 @@ fn policy_denies(policy: &Value, object: &Value, req: &Value) -> bool {
             .any(|v| !eval(v["expression"].as_str().unwrap(), &vars))
 }
 
-const PUBLISH_SA: &str = "system:serviceaccount:miggate-system:miggate-publish";
+const PUBLISH_SA: &str = "system:serviceaccount:miggate-node:miggate-publish";
 
 #[rstest]
 #[case::own_node(PUBLISH_SA, Some("gpu-node-7"), "gpu-node-7", false)]
@@ -347,7 +347,11 @@ fn the_publisher_writes_only_its_own_nodes_gpunode(
 }
 
 #[rstest]
-#[case::the_agent("system:serviceaccount:miggate-system:miggate-checkpoint-agent", false)]
+#[case::the_agent("system:serviceaccount:miggate-node:miggate-checkpoint-agent", false)]
+#[case::the_agents_name_in_another_namespace(
+    "system:serviceaccount:miggate-system:miggate-checkpoint-agent",
+    true
+)]
 #[case::the_publisher(PUBLISH_SA, true)]
 #[case::a_user("alice@example.com", true)]
 #[case::the_garbage_collector("system:serviceaccount:kube-system:generic-garbage-collector", false)]
@@ -463,14 +467,19 @@ fn rbac_is_least_privilege() {
         );
     }
     // Each role is bound to exactly its service account.
-    for (binding, sa) in [
-        ("miggate-webhook", "miggate-webhook"),
-        ("miggate-publish", "miggate-publish"),
+    for (binding, sa, namespace) in [
+        ("miggate-webhook", "miggate-webhook", "miggate-system"),
+        ("miggate-publish", "miggate-publish", "miggate-node"),
+        (
+            "miggate-checkpoint-writer",
+            "miggate-checkpoint-agent",
+            "miggate-node",
+        ),
     ] {
         let b = find(&objects, "ClusterRoleBinding", binding);
         assert_eq!(
             b["subjects"],
-            json!([{"kind": "ServiceAccount", "name": sa, "namespace": "miggate-system"}])
+            json!([{"kind": "ServiceAccount", "name": sa, "namespace": namespace}])
         );
         assert_eq!(b["roleRef"]["name"], binding);
     }

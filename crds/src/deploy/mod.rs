@@ -25,15 +25,23 @@ use serde_json::Value;
 use crate::error::Error;
 
 pub use objects::{
-    BINDING_MATCH, CHECKPOINT_AGENT_RULE, NAMESPACE, PUBLISHER, PUBLISHER_NODE_RULE, RESTORE_MATCH, WEBHOOK,
+    BINDING_MATCH, CHECKPOINT_AGENT_RULE, NAMESPACE, NODE_NAMESPACE, PUBLISHER, PUBLISHER_NODE_RULE,
+    RESTORE_MATCH, WEBHOOK,
 };
+
+/// The image repository `image/build.sh` tags its image in when no other is named: local to the
+/// machine that built it, as buildah and podman name such images. A cluster pulls from a
+/// registry: push the image there and pass its reference to `miggate deploy --image`.
+pub const DEFAULT_IMAGE_REPOSITORY: &str = "localhost/miggate";
 
 /// What the generated install can be told. The checked-in `deploy/` uses the defaults.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Config {
     /// The container image of `miggate` (webhook and publisher).
     pub image: String,
-    /// The namespace of the checkpoint agent's service account.
+    /// The namespace of the checkpoint agent's service account (created by the install; the
+    /// namespace must exist). By default the node namespace, since a checkpointing agent runs
+    /// CRIU with host access, which the webhook's `restricted` namespace would refuse.
     pub checkpoint_agent_namespace: String,
     /// The name of the checkpoint agent's service account: the only writer of GpuCheckpoints.
     pub checkpoint_agent_name: String,
@@ -42,8 +50,8 @@ pub struct Config {
 impl Default for Config {
     fn default() -> Self {
         Config {
-            image: format!("ghcr.io/miggate/miggate:{}", env!("CARGO_PKG_VERSION")),
-            checkpoint_agent_namespace: NAMESPACE.to_string(),
+            image: format!("{DEFAULT_IMAGE_REPOSITORY}:{}", env!("CARGO_PKG_VERSION")),
+            checkpoint_agent_namespace: NODE_NAMESPACE.to_string(),
             checkpoint_agent_name: "miggate-checkpoint-agent".to_string(),
         }
     }

@@ -15,8 +15,14 @@ use super::cert_manager::{Certificate, Issuer};
 use super::{Config, Object, typed};
 use crate::error::Error;
 
-/// The namespace everything namespaced is installed in.
+/// The namespace of the webhook (and, by default, the checkpoint agent's service account). It
+/// enforces the `restricted` Pod Security level, which the webhook meets.
 pub const NAMESPACE: &str = "miggate-system";
+/// The namespace of the publisher DaemonSet. Its pods read boot recovery's state through a
+/// read-only `hostPath`, which every Pod Security level but `privileged` forbids, so they live
+/// apart from the webhook and this namespace enforces `privileged`. The tests hold the
+/// publisher to `restricted` in every other respect.
+pub const NODE_NAMESPACE: &str = "miggate-node";
 /// The webhook's name: its Deployment, Service, ServiceAccount and ClusterRole.
 pub const WEBHOOK: &str = "miggate-webhook";
 /// The publisher's name: its DaemonSet, ServiceAccount and ClusterRole.
@@ -51,7 +57,27 @@ fn labels(component: &str) -> Value {
 }
 
 fn meta(name: &str, component: &str) -> Value {
-    json!({"name": name, "namespace": NAMESPACE, "labels": labels(component)})
+    meta_in(NAMESPACE, name, component)
+}
+
+fn meta_in(namespace: &str, name: &str, component: &str) -> Value {
+    json!({"name": name, "namespace": namespace, "labels": labels(component)})
+}
+
+/// A namespace enforcing Pod Security `level`. `warn` and `audit` name the same level, so an
+/// apply prints no warning for a workload the namespace admits.
+fn namespace(name: &str, level: &str) -> Result<Object, Error> {
+    typed::<Namespace>(
+        FILE_NAMESPACE,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+        "name": name,
+        "labels": {
+            "app.kubernetes.io/part-of": "miggate",
+            "pod-security.kubernetes.io/enforce": level,
+            "pod-security.kubernetes.io/warn": level,
+            "pod-security.kubernetes.io/audit": level,
+        }}}),
+    )
 }
 
 fn cluster_meta(name: &str, component: &str) -> Value {
@@ -84,18 +110,10 @@ fn service_account_user(namespace: &str, name: &str) -> String {
 }
 
 pub(super) fn all(config: &Config) -> Result<Vec<Object>, Error> {
-    let mut out = vec![typed::<Namespace>(
-        FILE_NAMESPACE,
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
-        "name": NAMESPACE,
-        "labels": {
-            "app.kubernetes.io/part-of": "miggate",
-            // The publisher reads the GPU through the NVIDIA runtime and mounts a hostPath:
-            // baseline is the strictest level it meets; the webhook meets restricted.
-            "pod-security.kubernetes.io/enforce": "baseline",
-            "pod-security.kubernetes.io/warn": "restricted",
-        }}}),
-    )?];
+    let mut out = vec![
+        namespace(NAMESPACE, "restricted")?,
+        namespace(NODE_NAMESPACE, "privileged")?,
+    ];
     for crd in crate::crds() {
         let value = serde_json::to_value(&crd).map_err(|e| Error::Deploy(e.to_string()))?;
         out.push(typed::<crate::CustomResourceDefinition>(FILE_CRDS, value)?);
@@ -240,11 +258,11 @@ fn certificates() -> Result<Vec<Object>, Error> {
 }
 
 fn publisher(config: &Config) -> Result<Vec<Object>, Error> {
-    let user = service_account_user(NAMESPACE, PUBLISHER);
+    let user = service_account_user(NODE_NAMESPACE, PUBLISHER);
     Ok(vec![
         typed::<ServiceAccount>(
             FILE_PUBLISHER,
-            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(PUBLISHER, PUBLISHER)}),
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta_in(NODE_NAMESPACE, PUBLISHER, PUBLISHER)}),
         )?,
         typed::<ClusterRole>(
             FILE_PUBLISHER,
@@ -261,7 +279,7 @@ fn publisher(config: &Config) -> Result<Vec<Object>, Error> {
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
                 "metadata": cluster_meta(PUBLISHER, PUBLISHER),
                 "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": PUBLISHER},
-                "subjects": [{"kind": "ServiceAccount", "name": PUBLISHER, "namespace": NAMESPACE}]}),
+                "subjects": [{"kind": "ServiceAccount", "name": PUBLISHER, "namespace": NODE_NAMESPACE}]}),
         )?,
         typed::<ValidatingAdmissionPolicy>(
             FILE_PUBLISHER,
@@ -291,7 +309,7 @@ fn publisher(config: &Config) -> Result<Vec<Object>, Error> {
 }
 
 fn publisher_daemonset(config: &Config) -> Value {
-    json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": meta(PUBLISHER, PUBLISHER),
+    json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": meta_in(NODE_NAMESPACE, PUBLISHER, PUBLISHER),
     "spec": {
         "selector": {"matchLabels": {"app.kubernetes.io/name": PUBLISHER}},
         "updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": "10%"}},
@@ -334,7 +352,15 @@ fn publisher_daemonset(config: &Config) -> Value {
 fn checkpoint_agent(config: &Config) -> Result<Vec<Object>, Error> {
     let agent = service_account_user(&config.checkpoint_agent_namespace, &config.checkpoint_agent_name);
     let name = "miggate-checkpoint-writer";
+    let component = "miggate-checkpoint-agent";
     Ok(vec![
+        // Created here so the name the RBAC and the policy trust exists; the agent's own
+        // workload (a DaemonSet of the checkpointing stack) runs as it.
+        typed::<ServiceAccount>(
+            FILE_AGENT,
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta_in(
+                &config.checkpoint_agent_namespace, &config.checkpoint_agent_name, component)}),
+        )?,
         typed::<ClusterRole>(
             FILE_AGENT,
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
@@ -385,7 +411,7 @@ fn webhook_configuration() -> Result<Object, Error> {
     let client =
         json!({"service": {"name": WEBHOOK, "namespace": NAMESPACE, "path": "/validate", "port": 443}});
     let namespaces = json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
-        "values": ["kube-system", NAMESPACE]}]});
+        "values": ["kube-system", NAMESPACE, NODE_NAMESPACE]}]});
     let webhook = |name: &str, resources: &[&str], condition: (&str, &str), failure: &str| {
         json!({
             "name": name,
