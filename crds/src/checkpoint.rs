@@ -60,7 +60,8 @@ use crate::summary::{SUMMARY_MESSAGE, SUMMARY_RULE, Summary};
 #[serde(rename_all = "camelCase")]
 pub struct GpuCheckpointSpec {
     /// The manifest body the checkpoint was captured on (no apiVersion/kind): what every
-    /// check compares a restore target with. Unknown fields are kept and reported as warnings.
+    /// check compares a restore target with. Its CRD schema keeps no unknown field, so the API
+    /// server refuses a typo under strict field validation.
     #[schemars(schema_with = "schema::manifest")]
     pub manifest: GpuManifest,
     /// The name of the container that restores this checkpoint. Absent: the only container

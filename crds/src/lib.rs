@@ -7,8 +7,8 @@
 //!
 //! Admission reads both: the checkpoint is the source side of every check, the node the
 //! target side of the node checks. `spec.manifest` is compat's [`GpuManifest`] body, so the
-//! same reader, checks and warnings serve files and resources alike; its schema keeps unknown
-//! fields so a typo reaches miggate's warning instead of being pruned by the API server.
+//! same reader, checks and warnings serve files and resources alike; its CRD schema is strict,
+//! so the API server itself refuses a typo under kubectl's default validation.
 //!
 //! ```
 //! use miggate_crds::{GpuCheckpoint, crds_yaml};

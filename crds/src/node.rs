@@ -53,7 +53,8 @@ pub const NODE_NAME_MESSAGE: &str =
 #[serde(rename_all = "camelCase")]
 pub struct GpuNodeSpec {
     /// The node's inventory as a manifest body (no apiVersion/kind), without pod facts.
-    /// Unknown fields are kept and reported as warnings.
+    /// Its CRD schema keeps no unknown field, so the API server refuses a typo under strict
+    /// field validation.
     #[schemars(schema_with = "schema::manifest")]
     pub manifest: GpuManifest,
     /// When the inventory was observed (RFC 3339), written by the publisher, so a reader can

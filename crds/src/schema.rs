@@ -6,15 +6,65 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde_json::Value;
 
-/// `spec.manifest`: compat's structural OpenAPI schema of the manifest body. Every mapping
-/// keeps unknown fields, so a typo reaches miggate's warning instead of being pruned away.
+/// `spec.manifest`: compat's structural OpenAPI schema of the manifest body, made strict for
+/// the API server. No mapping keeps unknown fields, so a typo (`devcies:`) is refused by
+/// `kubectl apply` under its default `--validate=strict` (and pruned, with a warning, under
+/// laxer clients) instead of being stored as a manifest that silently lacks its devices; and
+/// what every capture records (`host`, `nvidia`, each GPU's and device's `uuid`) is required,
+/// so a client that drops a field cannot store a manifest that reads as "unknown". A manifest
+/// of a newer miggate with fields this version does not know is served by a newer CRD version.
 pub(crate) fn manifest(_: &mut SchemaGenerator) -> Schema {
     let mut body = miggate_compat::manifest_body_schema();
     bare_int_or_string(&mut body);
+    strict(&mut body);
+    for (path, fields) in REQUIRED {
+        require(&mut body, path, fields);
+    }
     // compat's schema is always an object; the fallback keeps this total without a panic and
     // would still be structural (and fail the drift test loudly).
     Schema::try_from(body)
         .unwrap_or_else(|_| json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}))
+}
+
+/// The manifest fields every capture records, by where they are (`[]` for a list's items).
+pub(crate) const REQUIRED: [(&[&str], &[&str]); 3] = [
+    (&[], &["host", "nvidia"]),
+    (&["nvidia", "gpus", "[]"], &["uuid"]),
+    (&["nvidia", "devices", "[]"], &["uuid"]),
+];
+
+/// Removes `x-kubernetes-preserve-unknown-fields` everywhere in `node`. The schema's depth is
+/// the types' nesting, never an input's, so recursion is bounded.
+fn strict(node: &mut Value) {
+    match node {
+        Value::Object(map) => {
+            map.remove("x-kubernetes-preserve-unknown-fields");
+            map.values_mut().for_each(strict);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strict),
+        _ => {}
+    }
+}
+
+/// Adds `fields` to the `required` of the object schema at `path` (property names, `[]` for
+/// `items`). A path the schema does not have is left alone; the CRD tests name each one.
+fn require(body: &mut Value, path: &[&str], fields: &[&str]) {
+    let mut node = Some(body);
+    for step in path {
+        node = node.and_then(|n| match *step {
+            "[]" => n.get_mut("items"),
+            key => n.get_mut("properties").and_then(|p| p.get_mut(key)),
+        });
+    }
+    let Some(Value::Object(map)) = node else { return };
+    let required = map.entry("required").or_insert_with(|| Value::Array(Vec::new()));
+    if let Value::Array(list) = required {
+        for field in fields {
+            if !list.iter().any(|f| f == field) {
+                list.push(Value::from(*field));
+            }
+        }
+    }
 }
 
 /// Drops the `anyOf: [{type: integer}, {type: string}]` beside `x-kubernetes-int-or-string`.

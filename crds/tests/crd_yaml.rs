@@ -83,14 +83,15 @@ fn at<'a>(schema: &'a Value, path: &str) -> &'a Value {
 }
 
 #[test]
-fn the_manifest_is_compats_body_and_keeps_unknown_fields() {
+fn the_manifest_is_compats_body_made_strict() {
     let body = miggate_compat::manifest_body_schema();
     for crd in crds() {
         let schema = schema_of(&crd);
         let manifest = at(&schema, "spec.manifest");
         // compat's rewrite is already structural: kube's rewriter must not have changed it
-        // beyond the description the field's doc comment gives it, and the int-or-string
-        // branches this crate drops (the marker alone is Kubernetes' own quantity schema).
+        // beyond the description the field's doc comment gives it, the int-or-string branches
+        // this crate drops (the marker alone is Kubernetes' own quantity schema), the unknown
+        // fields it stops keeping, and the fields it requires.
         let mut expected = body.clone();
         expected["description"] = manifest["description"].clone();
         for quantity in ["cpuLimit", "memoryLimit"] {
@@ -103,29 +104,135 @@ fn the_manifest_is_compats_body_and_keeps_unknown_fields() {
             .as_object_mut()
             .unwrap()
             .remove("anyOf");
+        let mut stack = vec![&mut expected];
+        while let Some(node) = stack.pop() {
+            match node {
+                Value::Object(map) => {
+                    map.remove("x-kubernetes-preserve-unknown-fields");
+                    stack.extend(map.values_mut());
+                }
+                Value::Array(items) => stack.extend(items.iter_mut()),
+                _ => {}
+            }
+        }
+        expected["required"] = json!(["host", "nvidia"]);
+        expected["properties"]["nvidia"]["properties"]["gpus"]["items"]["required"] = json!(["uuid"]);
+        expected["properties"]["nvidia"]["properties"]["devices"]["items"]["required"] = json!(["uuid"]);
         assert_eq!(
             numbers_as_floats(manifest),
             numbers_as_floats(&expected),
             "{}",
             crd.spec.names.kind
         );
-        for path in [
-            "",
-            ".host",
-            ".pod",
-            ".nvidia",
-            ".nvidia.devices.[]",
-            ".nvidia.gpus.[]",
-            ".capturedBy",
-        ] {
-            let node = at(&schema, &format!("spec.manifest{path}"));
-            assert_eq!(node["x-kubernetes-preserve-unknown-fields"], true, "{path}");
-        }
+        let text = serde_json::to_string(manifest).unwrap();
+        assert!(
+            !text.contains("x-kubernetes-preserve-unknown-fields"),
+            "{}",
+            crd.spec.names.kind
+        );
         assert_eq!(
             at(&schema, "spec.manifest.pod.cpuLimit")["x-kubernetes-int-or-string"],
             true
         );
         assert_eq!(at(&schema, "spec")["required"][0], "manifest");
+    }
+}
+
+/// The fields of `object` its CRD schema does not know: what the API server prunes, or refuses
+/// under strict field validation (kubectl's default). `apiVersion`, `kind` and `metadata` are
+/// the server's own. Walked with a stack.
+fn unknown_fields(schema: &Value, object: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack: Vec<(&Value, &Value, String)> = vec![(schema, object, String::new())];
+    while let Some((schema, value, at)) = stack.pop() {
+        if schema["x-kubernetes-preserve-unknown-fields"] == true {
+            continue;
+        }
+        match value {
+            Value::Object(map) => {
+                for (key, child) in map {
+                    if at.is_empty() && ["apiVersion", "kind", "metadata"].contains(&key.as_str()) {
+                        continue;
+                    }
+                    let here = format!("{at}.{key}");
+                    if let Some(sub) = schema["properties"].get(key) {
+                        stack.push((sub, child, here));
+                    } else if schema["additionalProperties"].is_object() {
+                        stack.push((&schema["additionalProperties"], child, here));
+                    } else {
+                        out.push(here);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    stack.push((&schema["items"], item, format!("{at}[{i}]")));
+                }
+            }
+            _ => {}
+        }
+    }
+    out.sort();
+    out
+}
+
+/// A hand-written object with its `spec.manifest` edited by `edit`.
+fn edited(file: &str, edit: impl Fn(&mut Value)) -> Value {
+    let text = std::fs::read_to_string(checked_in(file)).unwrap();
+    let mut object: Value = serde_saphyr::from_str(&text).unwrap();
+    edit(&mut object["spec"]["manifest"]);
+    object
+}
+
+#[rstest::rstest]
+#[case::as_written(|_: &mut Value| {}, &[])]
+#[case::devices_misspelt(|m: &mut Value| {
+    let devices = m["nvidia"].as_object_mut().unwrap().remove("devices").unwrap();
+    m["nvidia"]["devcies"] = devices;
+}, &[".spec.manifest.nvidia.devcies"])]
+#[case::driver_lowercased(|m: &mut Value| {
+    let v = m["nvidia"].as_object_mut().unwrap().remove("driverVersion").unwrap();
+    m["nvidia"]["driverversion"] = v;
+}, &[".spec.manifest.nvidia.driverversion"])]
+#[case::a_field_inside_a_device(|m: &mut Value| {
+    m["nvidia"]["devices"][1]["migProfle"] = json!("3g.40gb");
+}, &[".spec.manifest.nvidia.devices[1].migProfle"])]
+#[case::top_level(|m: &mut Value| { m["hots"] = json!({}); }, &[".spec.manifest.hots"])]
+fn a_typo_in_a_manifest_is_a_field_the_crd_does_not_know(
+    #[case] edit: fn(&mut Value),
+    #[case] unknown: &[&str],
+) {
+    for (file, kind) in [
+        ("../testdata/inventory/gpunode-gpu-node-7.yaml", "GpuNode"),
+        (
+            "../testdata/webhook-store/checkpoints/ml/vllm-ckpt.yaml",
+            "GpuCheckpoint",
+        ),
+    ] {
+        let object = edited(file, edit);
+        assert_eq!(unknown_fields(&schema_of(&crd(kind)), &object), unknown, "{kind}");
+    }
+}
+
+#[test]
+fn what_every_capture_records_is_required() {
+    for kind in ["GpuCheckpoint", "GpuNode"] {
+        let schema = schema_of(&crd(kind));
+        assert_eq!(
+            at(&schema, "spec.manifest")["required"],
+            json!(["host", "nvidia"]),
+            "{kind}"
+        );
+        assert_eq!(
+            at(&schema, "spec.manifest.nvidia.gpus.[]")["required"],
+            json!(["uuid"]),
+            "{kind}"
+        );
+        assert_eq!(
+            at(&schema, "spec.manifest.nvidia.devices.[]")["required"],
+            json!(["uuid"]),
+            "{kind}"
+        );
     }
 }
 

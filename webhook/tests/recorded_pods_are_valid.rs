@@ -28,11 +28,15 @@ fn resource_problems(container: &Value) -> Vec<String> {
         let extended = resource.contains('/') && !resource.contains("kubernetes.io/");
         match limit {
             Some(limit) => match quantity(request).compare(&quantity(limit)) {
-                Some(Ordering::Greater) => out.push(format!("{name}: {resource} request {request} over its limit {limit}")),
-                Some(Ordering::Less) if extended => {
-                    out.push(format!("{name}: {resource} request {request} differs from its limit {limit}"))
-                }
-                None => out.push(format!("{name}: {resource} request {request} or limit {limit} is not a quantity")),
+                Some(Ordering::Greater) => out.push(format!(
+                    "{name}: {resource} request {request} over its limit {limit}"
+                )),
+                Some(Ordering::Less) if extended => out.push(format!(
+                    "{name}: {resource} request {request} differs from its limit {limit}"
+                )),
+                None => out.push(format!(
+                    "{name}: {resource} request {request} or limit {limit} is not a quantity"
+                )),
                 _ => {}
             },
             None if extended => out.push(format!("{name}: {resource} requested without a limit")),
@@ -75,10 +79,22 @@ fn every_recorded_pod_meets_the_api_servers_resource_rules() {
 }
 
 #[rstest::rstest]
-#[case::fits(r#"{"name": "c", "resources": {"limits": {"memory": "16Gi"}, "requests": {"memory": "8Gi"}}}"#, 0)]
-#[case::over(r#"{"name": "c", "resources": {"limits": {"memory": "16Gi"}, "requests": {"memory": "64Gi"}}}"#, 1)]
-#[case::gpu_equal(r#"{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "2"}}}"#, 0)]
-#[case::gpu_under(r#"{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "1"}}}"#, 1)]
+#[case::fits(
+    r#"{"name": "c", "resources": {"limits": {"memory": "16Gi"}, "requests": {"memory": "8Gi"}}}"#,
+    0
+)]
+#[case::over(
+    r#"{"name": "c", "resources": {"limits": {"memory": "16Gi"}, "requests": {"memory": "64Gi"}}}"#,
+    1
+)]
+#[case::gpu_equal(
+    r#"{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "2"}}}"#,
+    0
+)]
+#[case::gpu_under(
+    r#"{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "2"}, "requests": {"nvidia.com/gpu": "1"}}}"#,
+    1
+)]
 #[case::gpu_without_limit(r#"{"name": "c", "resources": {"requests": {"nvidia.com/gpu": "1"}}}"#, 1)]
 #[case::cpu_without_limit(r#"{"name": "c", "resources": {"requests": {"cpu": "1"}}}"#, 0)]
 fn the_rules_refuse_what_the_server_refuses(#[case] container: &str, #[case] problems: usize) {
