@@ -45,6 +45,13 @@ enum Command {
     /// first; refused nodes follow with the first check that refused. Exit status: 0 some node
     /// fits, 1 none does, 2 bad input or usage.
     Where(WhereArgs),
+    /// Print a DRA ResourceClaimTemplate for the checkpoint's GPU shape, so the scheduler
+    /// places its restore where such devices exist (see docs/steering.md).
+    ///
+    /// One request per device class: MIG slices by product and profile (DeviceClass
+    /// mig.nvidia.com), whole GPUs by product (gpu.nvidia.com), with the checkpoint's counts and
+    /// driver versions. Exit status: 0 written, 2 a checkpoint that cannot be claimed.
+    Claim(crate::claim::ClaimArgs),
     /// Print the manifest's JSON Schema.
     Schema,
     /// Print the CRDs of GpuCheckpoint and GpuNode (`miggate crds | kubectl apply -f -`).
@@ -331,6 +338,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Publish(args) => crate::publish::run(&args),
         Command::Convert(args) => crate::convert::run(&args),
         Command::Where(args) => crate::place::run(&args),
+        Command::Claim(args) => crate::claim::run(&args),
         Command::Schema => {
             print!("{}", miggate_compat::manifest_schema());
             Ok(ExitCode::SUCCESS)

@@ -4,6 +4,7 @@
 
 mod capture;
 mod check;
+mod claim;
 mod cli;
 mod convert;
 mod crds;

@@ -61,7 +61,7 @@ fn read_text(bytes: Vec<u8>) -> Result<String, String> {
 }
 
 /// The checkpoint: any manifest document, a GpuCheckpoint object, or a peer artifact.
-fn read_checkpoint(path: &Path) -> anyhow::Result<GpuManifest> {
+pub(crate) fn read_checkpoint(path: &Path) -> anyhow::Result<GpuManifest> {
     let shown = escape(&path.display().to_string()).into_owned();
     let bytes = if path == Path::new("-") {
         read_limited(io::stdin()).context("cannot read the checkpoint from standard input")?

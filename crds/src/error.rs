@@ -29,6 +29,10 @@ pub enum Error {
         /// Why, naming the object and field where there is one.
         why: String,
     },
+    /// A checkpoint that cannot be written as a DRA claim: devices not recorded, a device of
+    /// unknown kind or shape, a text no selector can hold.
+    #[error("cannot write a claim for the checkpoint: {0}")]
+    Claim(String),
     /// A deploy manifest could not be written as YAML or JSON.
     #[error("cannot write the deploy manifests: {0}")]
     Deploy(String),

@@ -24,6 +24,7 @@
 //! fill them in, shared by the CLI, the publisher and the admission webhook.
 
 mod checkpoint;
+pub mod claim;
 pub mod deploy;
 mod error;
 pub mod inventory;

@@ -101,6 +101,12 @@ pub(crate) const DNS_LABEL_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 /// The longest DNS-1123 label.
 pub(crate) const DNS_LABEL_MAX: usize = 63;
 
+/// Whether `name` is a DNS-1123 subdomain, what Kubernetes names most objects by: dot-separated
+/// labels, at most 253 bytes.
+pub(crate) fn is_dns_subdomain(name: &str) -> bool {
+    name.len() <= 253 && name.split('.').all(is_dns_label)
+}
+
 /// Whether `name` is a DNS-1123 label, checked the way the schema's pattern checks it.
 pub(crate) fn is_dns_label(name: &str) -> bool {
     let b = name.as_bytes();

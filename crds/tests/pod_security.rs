@@ -46,7 +46,7 @@ struct Container<'a> {
 
 fn containers(spec: &PodSpec) -> Vec<Container<'_>> {
     let mut out = Vec::new();
-    fn probe_hosts<'a>(probes: [Option<&'a k8s_openapi::api::core::v1::Probe>; 3]) -> Vec<&'a str> {
+    fn probe_hosts(probes: [Option<&k8s_openapi::api::core::v1::Probe>; 3]) -> Vec<&str> {
         probes
             .into_iter()
             .flatten()

@@ -1,0 +1,54 @@
+//! `miggate claim`: a checkpoint's GPU shape as a DRA `ResourceClaimTemplate`, for the
+//! scheduler to place a restore where the checkpoint's devices exist.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+/// Flags of `miggate claim`.
+#[derive(Debug, clap::Args)]
+pub struct ClaimArgs {
+    /// The checkpoint: a manifest, a GpuCheckpoint object or a Go peer artifact; `-` reads
+    /// standard input.
+    pub checkpoint: PathBuf,
+    /// The template's name, what a restore pod's `resourceClaims[].resourceClaimTemplateName`
+    /// names.
+    #[arg(long, default_value = "miggate-restore")]
+    pub name: String,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = ClaimOutput::Yaml)]
+    pub output: ClaimOutput,
+}
+
+/// `miggate claim -o`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ClaimOutput {
+    /// The template as YAML (`kubectl apply -f -`).
+    Yaml,
+    /// The template as JSON.
+    Json,
+}
+
+/// Prints the template. Exit status: 0 written, 2 a checkpoint that cannot be claimed.
+pub fn run(args: &ClaimArgs) -> anyhow::Result<ExitCode> {
+    let manifest = crate::place::read_checkpoint(&args.checkpoint)?;
+    let template = miggate_crds::claim::claim_template(&args.name, &manifest)?;
+    let text = match args.output {
+        ClaimOutput::Yaml => {
+            serde_saphyr::to_string(&template).context("cannot write the template as YAML")?
+        }
+        ClaimOutput::Json => {
+            let mut json =
+                serde_json::to_string_pretty(&template).context("cannot write the template as JSON")?;
+            json.push('\n');
+            json
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())
+        .and_then(|()| out.flush())
+        .context("cannot write the template to standard output")?;
+    Ok(ExitCode::SUCCESS)
+}
