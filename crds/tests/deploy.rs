@@ -83,6 +83,9 @@ fn every_object_round_trips_through_its_typed_kind() {
             ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
                 round_trip::<ValidatingWebhookConfiguration>(doc)
             }
+            ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration") => {
+                round_trip::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>(doc)
+            }
             ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy") => {
                 round_trip::<ValidatingAdmissionPolicy>(doc)
             }
@@ -105,7 +108,7 @@ fn every_object_round_trips_through_its_typed_kind() {
         );
         kinds.insert(kind.to_string());
     }
-    assert_eq!(kinds.len(), 14, "{kinds:?}");
+    assert_eq!(kinds.len(), 15, "{kinds:?}");
 }
 
 fn floats(v: &Value) -> Value {
@@ -575,4 +578,34 @@ fn the_crds_are_the_crates() {
         .map(|o| serde_json::from_value(o.value.clone()).unwrap())
         .collect();
     assert_eq!(crds, miggate_crds::crds());
+}
+
+#[rstest]
+#[case::asks(pod(Some(json!({"miggate.io/restore-from": "vllm-ckpt", "miggate.io/steer": "true"}))), "ml", true)]
+#[case::restore_pod_not_asking(pod(Some(json!({"miggate.io/restore-from": "vllm-ckpt"}))), "ml", false)]
+#[case::asks_with_another_word(pod(Some(json!({"miggate.io/restore-from": "vllm-ckpt", "miggate.io/steer": "yes"}))), "ml", false)]
+#[case::not_a_restore_pod(pod(Some(json!({"miggate.io/steer": "true"}))), "ml", false)]
+#[case::plain_pod(pod(None), "ml", false)]
+#[case::in_miggate_node(pod(Some(json!({"miggate.io/restore-from": "x", "miggate.io/steer": "true"}))), "miggate-node", false)]
+fn steering_is_sent_only_restore_pods_that_ask(
+    #[case] object: Value,
+    #[case] namespace: &str,
+    #[case] called: bool,
+) {
+    let objects = objects();
+    let config = find(&objects, "MutatingWebhookConfiguration", "miggate-steer");
+    let webhook = &config["webhooks"][0];
+    assert_eq!(
+        webhook_called(webhook, &request("pods", "", "CREATE", namespace, object)),
+        called
+    );
+    // A convenience: never blocks a pod, never runs twice, never writes anything else.
+    assert_eq!(webhook["failurePolicy"], "Ignore");
+    assert_eq!(webhook["reinvocationPolicy"], "Never");
+    assert_eq!(webhook["sideEffects"], "None");
+    assert_eq!(webhook["clientConfig"]["service"]["path"], "/mutate");
+    assert_eq!(
+        config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+        "miggate-system/miggate-webhook"
+    );
 }

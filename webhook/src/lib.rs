@@ -24,6 +24,7 @@ mod pod;
 mod resource;
 mod run;
 pub mod server;
+pub mod steer;
 pub mod store;
 pub mod tls;
 

@@ -68,10 +68,12 @@ impl AppState {
     }
 }
 
-/// The admission router: `POST /validate`. Serve it over TLS only.
+/// The admission router: `POST /validate`, and `POST /mutate` for steering. Serve it over TLS
+/// only.
 pub fn admission_router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/validate", post(validate))
+        .route("/mutate", post(mutate))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(state.clone(), deadline))
         .with_state(state)
@@ -133,38 +135,98 @@ struct Answer {
     refused_by: Vec<&'static str>,
 }
 
-fn answer(state: &AppState, body: &[u8]) -> Answer {
-    let bad = |message: String| {
-        tracing::warn!("bad admission request: {message}");
-        Answer {
-            response: plain(StatusCode::BAD_REQUEST, format!("{message}\n")),
-            outcome: "bad-request",
-            refused_by: Vec::new(),
-        }
-    };
-    let review: AdmissionReview<DynamicObject> = match serde_json::from_slice(body) {
-        Ok(r) => r,
-        Err(e) => {
-            return bad(format!(
-                "malformed AdmissionReview JSON: {}",
-                escape_within(&e.to_string(), 1024)
-            ));
-        }
-    };
+/// The request of an `admission.k8s.io/v1` AdmissionReview body, or why there is none.
+fn parse_review(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, String> {
+    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body).map_err(|e| {
+        format!(
+            "malformed AdmissionReview JSON: {}",
+            escape_within(&e.to_string(), 1024)
+        )
+    })?;
     if review.types.api_version != "admission.k8s.io/v1" || review.types.kind != "AdmissionReview" {
-        return bad(format!(
+        return Err(format!(
             "expected apiVersion admission.k8s.io/v1 kind AdmissionReview, got `{}` `{}`",
             escape_within(&review.types.api_version, 128),
             escape_within(&review.types.kind, 128)
         ));
     }
-    let request: AdmissionRequest<DynamicObject> = match review.try_into() {
-        Ok(r) => r,
-        Err(_) => return bad("AdmissionReview has no request".into()),
-    };
+    let request: AdmissionRequest<DynamicObject> = review
+        .try_into()
+        .map_err(|_| "AdmissionReview has no request".to_string())?;
     if request.uid.is_empty() {
-        return bad("AdmissionReview request has no uid".into());
+        return Err("AdmissionReview request has no uid".into());
     }
+    Ok(request)
+}
+
+fn bad_request(message: String) -> Answer {
+    tracing::warn!("bad admission request: {message}");
+    Answer {
+        response: plain(StatusCode::BAD_REQUEST, format!("{message}\n")),
+        outcome: "bad-request",
+        refused_by: Vec::new(),
+    }
+}
+
+/// The review's JSON, or a 500 naming why it cannot be written.
+fn review_response(review: &AdmissionReview<DynamicObject>) -> Response {
+    match serde_json::to_vec(review) {
+        Ok(json) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Err(e) => plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot write AdmissionReview: {e}\n"),
+        ),
+    }
+}
+
+/// `POST /mutate`: steering ([`crate::steer`]). Always allowed; bad input is a 400, which the
+/// API server treats as a failed call (the registration's failure policy is Ignore).
+async fn mutate(State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {
+    let started = Instant::now();
+    let body = match body {
+        Ok(b) => b,
+        Err(rejection) => {
+            state.metrics.record("bad-request", &[], started.elapsed());
+            return plain(
+                rejection.status(),
+                format!(
+                    "cannot read AdmissionReview body: {}\n",
+                    escape_within(&rejection.body_text(), 1024)
+                ),
+            );
+        }
+    };
+    let request = match parse_review(&body) {
+        Ok(r) => r,
+        Err(message) => {
+            state.metrics.record("bad-request", &[], started.elapsed());
+            return bad_request(message).response;
+        }
+    };
+    let steering = match &state.store {
+        Store::File(files) => crate::steer::steer(&request, &*files.snapshot()),
+        Store::Kube(kube) => crate::steer::steer(&request, &**kube),
+    };
+    let outcome = steering.outcome.as_str();
+    if steering.outcome != crate::steer::Outcome::Ignored {
+        tracing::info!(
+            uid = %request.uid,
+            namespace = request.namespace.as_deref().unwrap_or(""),
+            name = %escape_within(&request.name, 256),
+            outcome,
+            steered = steering.response.audit_annotations.get(crate::steer::STEERED_AUDIT).map_or("", String::as_str),
+            "steering"
+        );
+    }
+    state.metrics.record(outcome, &[], started.elapsed());
+    review_response(&steering.response.into_review())
+}
+
+fn answer(state: &AppState, body: &[u8]) -> Answer {
+    let request = match parse_review(body) {
+        Ok(r) => r,
+        Err(message) => return bad_request(message),
+    };
     let decision = match &state.store {
         Store::File(files) => decide::decide(&request, &*files.snapshot()),
         Store::Kube(kube) => decide::decide(&request, &**kube),
@@ -190,14 +252,7 @@ fn answer(state: &AppState, body: &[u8]) -> Answer {
     } else if decision.verdict != Verdict::Ignored {
         tracing::info!(uid = %request.uid, verdict = decision.verdict.as_str(), dry_run = request.dry_run, inventory = source, request = what, "restore admitted");
     }
-    let review = decision.response.into_review();
-    let response = match serde_json::to_vec(&review) {
-        Ok(json) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], json).into_response(),
-        Err(e) => plain(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("cannot write AdmissionReview: {e}\n"),
-        ),
-    };
+    let response = review_response(&decision.response.into_review());
     Answer {
         response,
         outcome: decision.verdict.as_str(),

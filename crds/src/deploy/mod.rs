@@ -26,7 +26,7 @@ use crate::error::Error;
 
 pub use objects::{
     BINDING_MATCH, CHECKPOINT_AGENT_RULE, NAMESPACE, NODE_NAMESPACE, PUBLISHER, PUBLISHER_NODE_RULE,
-    RESTORE_MATCH, WEBHOOK,
+    RESTORE_MATCH, STEER_MATCH, WEBHOOK,
 };
 
 /// The image repository `image/build.sh` tags its image in when no other is named: local to the

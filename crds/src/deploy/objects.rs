@@ -3,7 +3,8 @@
 //! none was lost on the way.
 
 use k8s_openapi::api::admissionregistration::v1::{
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, ValidatingWebhookConfiguration,
+    MutatingWebhookConfiguration, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
@@ -34,6 +35,9 @@ pub const RESTORE_MATCH: &str =
 /// The binding webhook's match condition: a `pods/binding` CREATE (how the scheduler places
 /// a pod) or one of the legacy `bindings` resource, which places a pod the same way.
 pub const BINDING_MATCH: &str = "request.subResource == 'binding' || request.resource.resource == 'bindings'";
+/// The steering webhook's match condition: a restore pod that asks for steering with
+/// `miggate.io/steer: "true"`. Nothing else is ever sent to `/mutate`.
+pub const STEER_MATCH: &str = "has(object.metadata.annotations) && 'miggate.io/restore-from' in object.metadata.annotations && 'miggate.io/steer' in object.metadata.annotations && object.metadata.annotations['miggate.io/steer'] == 'true'";
 /// The publisher policy's rule: a GpuNode write is allowed only for the node the writing
 /// service account's token was bound to (the kubelet puts the pod's node name in the token;
 /// Kubernetes 1.30+ passes it as `userInfo.extra`).
@@ -123,6 +127,7 @@ pub(super) fn all(config: &Config) -> Result<Vec<Object>, Error> {
     out.extend(publisher(config)?);
     out.extend(checkpoint_agent(config)?);
     out.push(webhook_configuration()?);
+    out.push(steering_configuration()?);
     Ok(out)
 }
 
@@ -436,5 +441,33 @@ fn webhook_configuration() -> Result<Object, Error> {
             webhook("restore.miggate.io", &["pods"], ("restore-pods", RESTORE_MATCH), "Fail"),
             webhook("binding.miggate.io", &["pods/binding", "bindings"], ("bindings", BINDING_MATCH), "Ignore"),
         ]}),
+    )
+}
+
+/// The opt-in steering webhook (`POST /mutate`): restore pods annotated `miggate.io/steer:
+/// "true"` get required node affinity on GFD's labels. Failure policy Ignore: steering is a
+/// convenience, and the validating webhook still guards the pod, so a webhook outage or an
+/// answer it cannot give never blocks a pod.
+fn steering_configuration() -> Result<Object, Error> {
+    typed::<MutatingWebhookConfiguration>(
+        FILE_CONFIG,
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "miggate-steer", "labels": labels(WEBHOOK),
+            "annotations": {"cert-manager.io/inject-ca-from": format!("{NAMESPACE}/{WEBHOOK}")}},
+        "webhooks": [{
+            "name": "steer.miggate.io",
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "timeoutSeconds": 5,
+            "failurePolicy": "Ignore",
+            "reinvocationPolicy": "Never",
+            "matchPolicy": "Equivalent",
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                "resources": ["pods"], "scope": "Namespaced"}],
+            "matchConditions": [{"name": "restore-pods-asking-for-steering", "expression": STEER_MATCH}],
+            "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                "values": ["kube-system", NAMESPACE, NODE_NAMESPACE]}]},
+            "clientConfig": {"service": {"name": WEBHOOK, "namespace": NAMESPACE, "path": "/mutate", "port": 443}},
+        }]}),
     )
 }

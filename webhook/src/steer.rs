@@ -1,0 +1,376 @@
+//! Steering at admission (`POST /mutate`, opt-in): a restore pod on the NVIDIA device plugin
+//! gets required node affinity on the labels GPU Feature Discovery already publishes, so the
+//! scheduler only considers nodes whose GPU product, driver major and architecture are the
+//! checkpoint's, what resource requests alone cannot express.
+//!
+//! Pure and synchronous like [`decide`](crate::decide): a request and a store's lookups in, a
+//! response out. It never refuses: a pod it cannot steer (no checkpoint, a store still
+//! syncing, a pod on DRA, a checkpoint of several products) is allowed unchanged with a
+//! warning saying why, since the validating webhook and the node agent still guard it. A pod
+//! already steered (the [`STEERED`] annotation) is left alone, so a reinvocation changes
+//! nothing.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Pod};
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use miggate_compat::escape::escape_within;
+use miggate_compat::{DeviceKind, GpuManifest, SliceShape};
+use miggate_crds::inventory::gfd_product_name;
+use serde_json::{Value, json};
+
+use crate::decide::{MAX_WARNING_BYTES, RESTORE_FROM};
+use crate::lookup::Lookup;
+
+/// The pod annotation that asks for steering: `true`.
+pub const STEER: &str = "miggate.io/steer";
+/// The pod annotation steering writes: what it added, for people (`kubectl describe pod`).
+pub const STEERED: &str = "miggate.io/steered";
+/// The audit annotation steering writes, with the same text.
+pub const STEERED_AUDIT: &str = "steered";
+/// GFD's product label.
+pub const PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
+/// GFD's driver-major labels, newer and older: a node carries one of them.
+pub const DRIVER_MAJOR_LABELS: [&str; 2] = [
+    "nvidia.com/cuda.driver-version.major",
+    "nvidia.com/cuda.driver.major",
+];
+/// The kubelet's architecture label.
+pub const ARCH_LABEL: &str = "kubernetes.io/arch";
+/// At most this many node selector terms after steering: a pod's own terms are crossed with
+/// the two driver labels, and a pod with very many terms is left alone rather than doubled.
+pub const MAX_TERMS: usize = 64;
+
+/// One node requirement: a label and the values it may have.
+pub type Requirement = (String, Vec<String>);
+/// Requirements a node must meet together (one node selector term).
+pub type RequirementSet = Vec<Requirement>;
+
+/// How a mutation request was answered, for metrics and logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Not a restore pod asking for steering, or one already steered.
+    Ignored,
+    /// Node affinity added.
+    Steered,
+    /// Asked for, but left unchanged; the warning says why.
+    NotSteered,
+}
+
+impl Outcome {
+    /// The label value used in metrics and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ignored => "steer-ignored",
+            Outcome::Steered => "steered",
+            Outcome::NotSteered => "not-steered",
+        }
+    }
+}
+
+/// A mutation's answer: always allowed.
+#[derive(Debug)]
+pub struct Steering {
+    /// The response (uid echoed, allowed, with a JSON patch when steered).
+    pub response: AdmissionResponse,
+    /// How it was answered.
+    pub outcome: Outcome,
+}
+
+/// The node requirements a checkpoint's devices and host give, as (label, values) pairs, one
+/// set per driver label (the node carries either); or why there are none.
+pub fn requirements(manifest: &GpuManifest) -> Result<Vec<RequirementSet>, String> {
+    let nvidia = manifest
+        .nvidia
+        .as_ref()
+        .ok_or("the checkpoint records no nvidia section")?;
+    let devices = nvidia
+        .devices
+        .as_deref()
+        .ok_or("the checkpoint does not record its devices")?;
+    let products: BTreeSet<&str> = devices.iter().filter_map(|d| d.model()).collect();
+    let product = match (products.len(), products.first()) {
+        (1, Some(p)) => *p,
+        (0, _) => return Err("the checkpoint's devices name no product".into()),
+        _ => {
+            return Err(
+                "the checkpoint's devices are of several products; one node label cannot name them".into(),
+            );
+        }
+    };
+    let mut values = vec![gfd_product_name(product)];
+    // Under the single strategy GFD names a node's product with its one MIG profile.
+    let profiles: BTreeSet<String> = devices
+        .iter()
+        .filter(|d| d.kind() == DeviceKind::Slice)
+        .filter_map(|d| match d.slice_shape() {
+            Some(SliceShape::Known(p)) => Some(p.to_string()),
+            _ => None,
+        })
+        .collect();
+    if let (1, Some(profile)) = (profiles.len(), profiles.first()) {
+        values.push(format!("{}-MIG-{profile}", values[0]));
+    }
+    values.retain(|v| is_label_value(v));
+    if values.is_empty() {
+        return Err(format!(
+            "the product name {} is no node label value",
+            quoted(product)
+        ));
+    }
+    let mut common = vec![(PRODUCT_LABEL.to_string(), values)];
+    if let Some(arch) = manifest.host.as_ref().and_then(|h| h.cpu_arch.as_deref())
+        && is_label_value(arch)
+    {
+        common.push((ARCH_LABEL.to_string(), vec![arch.to_string()]));
+    }
+    let major = nvidia
+        .driver_version
+        .as_ref()
+        .and_then(|v| v.as_str().split('.').next().map(str::to_string))
+        .filter(|m| !m.is_empty() && m.len() <= 9 && m.bytes().all(|b| b.is_ascii_digit()));
+    Ok(match major {
+        Some(major) => DRIVER_MAJOR_LABELS
+            .iter()
+            .map(|label| {
+                let mut set = common.clone();
+                set.push(((*label).to_string(), vec![major.clone()]));
+                set
+            })
+            .collect(),
+        None => vec![common],
+    })
+}
+
+/// A Kubernetes label value: at most 63 bytes of `[A-Za-z0-9._-]`, alphanumeric at both ends.
+fn is_label_value(v: &str) -> bool {
+    let b = v.as_bytes();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.first().is_some_and(u8::is_ascii_alphanumeric)
+        && b.last().is_some_and(u8::is_ascii_alphanumeric)
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+fn quoted(text: &str) -> String {
+    format!("`{}`", escape_within(text, 128))
+}
+
+/// Answers one mutation request.
+pub fn steer(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Sized)) -> Steering {
+    let base = AdmissionResponse::from(req);
+    let ignored = |response| Steering {
+        response,
+        outcome: Outcome::Ignored,
+    };
+    let is_pod = req.kind.group.is_empty() && req.kind.kind == "Pod" && req.sub_resource.is_none();
+    if req.operation != Operation::Create || !is_pod {
+        return ignored(base);
+    }
+    let Some(obj) = req.object.as_ref() else {
+        return ignored(base);
+    };
+    let annotations = obj.metadata.annotations.as_ref();
+    let asked = annotations
+        .and_then(|a| a.get(STEER))
+        .is_some_and(|v| v.trim() == "true");
+    let Some(from) = annotations.and_then(|a| a.get(RESTORE_FROM)) else {
+        return ignored(base);
+    };
+    if !asked || annotations.is_some_and(|a| a.contains_key(STEERED)) {
+        return ignored(base);
+    }
+    let not_steered = |response: AdmissionResponse, why: String| {
+        let mut response = response;
+        let warning = format!("miggate: not steered: {why}");
+        response.warnings = Some(vec![escape_within(&warning, MAX_WARNING_BYTES).into_owned()]);
+        Steering {
+            response,
+            outcome: Outcome::NotSteered,
+        }
+    };
+    let Some(namespace) = req.namespace.as_deref() else {
+        return not_steered(base, "the request names no namespace".into());
+    };
+    if !store.synced() {
+        return not_steered(
+            base,
+            "the webhook's caches have not finished their first list".into(),
+        );
+    }
+    let Some(checkpoint) = store.checkpoint(namespace, from.trim()) else {
+        return not_steered(
+            base,
+            format!(
+                "checkpoint {namespace}/{} does not exist",
+                escape_within(from.trim(), 253)
+            ),
+        );
+    };
+    let pod: Pod = match serde_json::to_value(obj).and_then(serde_json::from_value) {
+        Ok(p) => p,
+        Err(e) => {
+            return not_steered(
+                base,
+                format!("the pod cannot be read: {}", escape_within(&e.to_string(), 128)),
+            );
+        }
+    };
+    let Some(spec) = pod.spec.as_ref() else {
+        return not_steered(base, "the pod has no spec".into());
+    };
+    let uses_dra = spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty());
+    if uses_dra {
+        return not_steered(
+            base,
+            "the pod uses DRA claims; its claim steers it (miggate claim writes one from the checkpoint)"
+                .into(),
+        );
+    }
+    let sets = match requirements(&checkpoint.manifest) {
+        Ok(sets) => sets,
+        Err(why) => return not_steered(base, why),
+    };
+    let existing: Vec<NodeSelectorTerm> = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
+        .map(|r| r.node_selector_terms.clone())
+        .unwrap_or_default();
+    let terms = crossed(&existing, &sets);
+    if terms.len() > MAX_TERMS {
+        return not_steered(
+            base,
+            format!(
+                "the pod's own node affinity has too many terms to cross ({})",
+                existing.len()
+            ),
+        );
+    }
+    let described = describe(&sets);
+    let patch = patch(spec, &terms, &described);
+    let patch: json_patch::Patch = match serde_json::from_value(patch) {
+        Ok(p) => p,
+        Err(e) => return not_steered(base, format!("cannot write the patch: {e}")),
+    };
+    match base.clone().with_patch(patch) {
+        Ok(mut response) => {
+            response
+                .audit_annotations
+                .insert(STEERED_AUDIT.to_string(), described);
+            Steering {
+                response,
+                outcome: Outcome::Steered,
+            }
+        }
+        Err(e) => not_steered(base, format!("cannot write the patch: {e}")),
+    }
+}
+
+/// The pod's own terms, each with every set's requirements added (terms are ORed, the
+/// requirements of one term ANDed); the sets themselves when the pod has no terms.
+fn crossed(existing: &[NodeSelectorTerm], sets: &[RequirementSet]) -> Vec<NodeSelectorTerm> {
+    let requirement = |(key, values): &Requirement| NodeSelectorRequirement {
+        key: key.clone(),
+        operator: "In".into(),
+        values: Some(values.clone()),
+    };
+    let base = if existing.is_empty() {
+        vec![NodeSelectorTerm::default()]
+    } else {
+        existing.to_vec()
+    };
+    let mut out = Vec::with_capacity(base.len().saturating_mul(sets.len()));
+    for term in &base {
+        for set in sets {
+            if out.len() > MAX_TERMS {
+                return out;
+            }
+            let mut t = term.clone();
+            let mut expressions = t.match_expressions.take().unwrap_or_default();
+            expressions.extend(set.iter().map(requirement));
+            t.match_expressions = Some(expressions);
+            out.push(t);
+        }
+    }
+    out
+}
+
+/// What steering added, in one line: `nvidia.com/gpu.product in (…), kubernetes.io/arch in
+/// (amd64), nvidia.com/cuda.driver-version.major|nvidia.com/cuda.driver.major in (580)`.
+fn describe(sets: &[RequirementSet]) -> String {
+    let Some(first) = sets.first() else {
+        return String::new();
+    };
+    first
+        .iter()
+        .enumerate()
+        .map(|(i, (key, values))| {
+            let keys: Vec<&str> = sets
+                .iter()
+                .filter_map(|s| s.get(i))
+                .map(|(k, _)| k.as_str())
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let key = if keys.len() > 1 {
+                keys.join("|")
+            } else {
+                key.clone()
+            };
+            format!("{key} in ({})", values.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The JSON patch that sets the required node affinity to `terms` and adds the [`STEERED`]
+/// annotation, adding each missing parent object on the way.
+fn patch(spec: &k8s_openapi::api::core::v1::PodSpec, terms: &[NodeSelectorTerm], described: &str) -> Value {
+    let terms = serde_json::to_value(terms).unwrap_or(Value::Array(Vec::new()));
+    let required = json!({"nodeSelectorTerms": terms});
+    let affinity = spec.affinity.as_ref();
+    let node = affinity.and_then(|a| a.node_affinity.as_ref());
+    let op = match (
+        affinity,
+        node,
+        node.and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref()),
+    ) {
+        (None, _, _) => {
+            json!({"op": "add", "path": "/spec/affinity", "value": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}})
+        }
+        (Some(_), None, _) => {
+            json!({"op": "add", "path": "/spec/affinity/nodeAffinity", "value": {"requiredDuringSchedulingIgnoredDuringExecution": required}})
+        }
+        (Some(_), Some(_), None) => {
+            json!({"op": "add", "path": "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution", "value": required})
+        }
+        (Some(_), Some(_), Some(_)) => {
+            json!({"op": "replace", "path": "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms", "value": required["nodeSelectorTerms"]})
+        }
+    };
+    // The restore annotation is there, so the annotations map is; `/` in a key is `~1`.
+    let annotation = json!({"op": "add", "path": format!("/metadata/annotations/{}", STEERED.replace('~', "~0").replace('/', "~1")), "value": described});
+    json!([op, annotation])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rstest::rstest;
+
+    #[rstest]
+    #[case("NVIDIA-H100-80GB-HBM3", true)]
+    #[case("NVIDIA-H100-80GB-HBM3-MIG-3g.40gb", true)]
+    #[case("amd64", true)]
+    #[case("-x", false)]
+    #[case("x-", false)]
+    #[case("a b", false)]
+    #[case("", false)]
+    fn label_values(#[case] v: &str, #[case] ok: bool) {
+        assert_eq!(is_label_value(v), ok);
+    }
+}
