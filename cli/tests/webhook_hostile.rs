@@ -447,3 +447,40 @@ async fn connections_beyond_the_cap_are_shed_and_those_in_flight_finish() {
     let (status, body) = webhook.review().await;
     assert_eq!(status, 200, "{body}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_alive_connection_that_idles_or_trickles_its_next_head_is_closed() {
+    let webhook = Webhook::start(&["--request-deadline=2"]).await;
+    for (what, next) in [
+        ("idles", &b""[..]),
+        ("trickles its next head", b"POST /validate HTTP/1.1\r\nHo"),
+    ] {
+        let mut tls = webhook.tls().await.unwrap();
+        // One whole request first (405: /validate takes POST), so only the next head is waited for.
+        tls.write_all(b"GET /validate HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+            .await
+            .unwrap();
+        tls.flush().await.unwrap();
+        let mut answer = Vec::new();
+        while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+            let n = tokio::time::timeout(SLACK, tls.read_buf(&mut answer))
+                .await
+                .unwrap()
+                .unwrap();
+            assert!(n > 0, "closed before answering");
+        }
+        assert!(
+            answer.starts_with(b"HTTP/1.1 405 "),
+            "{}",
+            String::from_utf8_lossy(&answer)
+        );
+        tls.write_all(next).await.unwrap();
+        tls.flush().await.unwrap();
+        let closed = until_closed(&mut tls, Duration::from_secs(2) + SLACK).await;
+        assert!(
+            closed.is_some(),
+            "a connection that {what} after one request was held open; {}",
+            webhook.log()
+        );
+    }
+}

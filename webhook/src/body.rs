@@ -115,7 +115,8 @@ pub struct ReadBody {
 /// Reads `body` whole: at most `limits.max_bytes`, finished by `deadline` (the request head
 /// arrived at `started`), at least `limits.min_rate` on average after [`RATE_GRACE`], each
 /// byte past [`SMALL_BODY_BYTES`] taken from the budget before it is kept. `declared` is the
-/// `Content-Length`, if any: a body declared over the limit is refused before any is read.
+/// `Content-Length`, if any. A body over the limit is read to its end and thrown away (so the
+/// client can read the refusal), unless it is over twice the limit, declared or sent.
 pub async fn read_body(
     body: Body,
     declared: Option<u64>,
@@ -147,43 +148,58 @@ pub async fn read_body(
         reserved = upto;
         Ok(())
     };
-    // A declared length is refused when over the limit, but reserves nothing: declaring costs
-    // a client nothing, sending does.
-    if let Some(len) = declared
-        && usize::try_from(len).map_or(true, |len| len > limits.max_bytes)
-    {
-        return Err(too_large());
+    // A body over the limit is still read, and thrown away, up to twice the limit, so that a
+    // client still sending can read the 413 instead of a reset; one declared beyond that is
+    // refused before any is read. A declared length reserves nothing: declaring costs a client
+    // nothing, sending does.
+    let drain_limit = limits.max_bytes.saturating_mul(2);
+    let mut discarding = false;
+    if let Some(len) = declared {
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
+        if len > drain_limit {
+            return Err(too_large());
+        }
+        discarding = len > limits.max_bytes;
     }
     let end = started + deadline;
     let mut stream = body.into_data_stream();
     let mut buf: Vec<u8> = Vec::new();
+    let mut received: usize = 0;
     loop {
-        let wake = next_check(started, buf.len(), limits.min_rate).min(end);
+        let wake = next_check(started, received, limits.min_rate).min(end);
         match tokio::time::timeout_at(wake, stream.next()).await {
             Ok(None) => break,
             Ok(Some(Ok(chunk))) => {
-                let total = buf.len().saturating_add(chunk.len());
-                if total > limits.max_bytes {
+                received = received.saturating_add(chunk.len());
+                if received > drain_limit {
                     return Err(too_large());
                 }
-                reserve(total.saturating_sub(SMALL_BODY_BYTES), &mut reservation)?;
-                buf.extend_from_slice(&chunk);
+                if received > limits.max_bytes && !discarding {
+                    discarding = true;
+                    buf = Vec::new();
+                    reservation = None;
+                }
+                if !discarding {
+                    reserve(received.saturating_sub(SMALL_BODY_BYTES), &mut reservation)?;
+                    buf.extend_from_slice(&chunk);
+                }
             }
             Ok(Some(Err(e))) => return Err(BodyError::Read(e.to_string())),
+            Err(_) if discarding => return Err(too_large()),
             Err(_) if Instant::now() >= end => {
-                return Err(BodyError::Deadline {
-                    deadline,
-                    received: buf.len(),
-                });
+                return Err(BodyError::Deadline { deadline, received });
             }
             Err(_) => {
                 return Err(BodyError::TooSlow {
                     rate: limits.min_rate,
-                    received: buf.len(),
+                    received,
                     elapsed: started.elapsed(),
                 });
             }
         }
+    }
+    if discarding {
+        return Err(too_large());
     }
     Ok(ReadBody {
         bytes: Bytes::from(buf),
@@ -277,10 +293,39 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_declared_length_over_the_limit_is_refused_before_reading() {
+    async fn a_body_over_the_limit_is_drained_then_refused() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        // The client's view: the refusal comes after all it sent was read, not as a reset.
+        let polled = Arc::new(AtomicUsize::new(0));
+        let counted = polled.clone();
+        let chunks = [MAX_BODY_BYTES, 1, 1000];
+        let body = Body::from_stream(futures::stream::iter(chunks).map(move |n| {
+            counted.fetch_add(n, Ordering::Relaxed);
+            Ok::<_, std::io::Error>(Bytes::from(vec![b' '; n]))
+        }));
+        let e = read_body(
+            body,
+            None,
+            &BodyLimits::default(),
+            Instant::now(),
+            Duration::from_secs(4),
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(
+            e,
+            BodyError::TooLarge {
+                limit: MAX_BODY_BYTES
+            }
+        );
+        assert_eq!(polled.load(Ordering::Relaxed), MAX_BODY_BYTES + 1001);
+    }
+
+    #[tokio::test]
+    async fn a_declared_length_over_twice_the_limit_is_refused_before_reading() {
         let e = read_body(
             stalled(),
-            Some(MAX_BODY_BYTES as u64 + 1),
+            Some(2 * MAX_BODY_BYTES as u64 + 1),
             &BodyLimits::default(),
             Instant::now(),
             Duration::from_secs(4),
