@@ -484,3 +484,26 @@ async fn a_kept_alive_connection_that_idles_or_trickles_its_next_head_is_closed(
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_health_port_closes_idle_and_trickling_clients_too() {
+    let webhook = Webhook::start(&["--request-deadline=2"]).await;
+    for (what, sent) in [("idles", &b""[..]), ("trickles a head", b"GET /heal")] {
+        let mut tcp = TcpStream::connect(webhook.health).await.unwrap();
+        tcp.write_all(sent).await.unwrap();
+        let mut out = Vec::new();
+        let closed = tokio::time::timeout(Duration::from_secs(2) + SLACK, tcp.read_to_end(&mut out)).await;
+        assert!(
+            closed.is_ok(),
+            "a health client that {what} was held open; {}",
+            webhook.log()
+        );
+    }
+    // The probes themselves still answer.
+    let r = plain()
+        .get(format!("http://{}/healthz", webhook.health))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+}

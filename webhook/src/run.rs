@@ -1,6 +1,6 @@
 //! Running the webhook: both listeners, the reload loop, and a graceful stop.
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -176,19 +176,23 @@ pub async fn serve(
     let admission = admission.serve(admission_router(state.clone()).into_make_service());
     let admission = tokio::spawn(admission);
 
-    let health_listener =
-        tokio::net::TcpListener::from_std(health_listener).map_err(|source| Error::Bind {
+    // The health port has no cap (the kubelet's probes must always get in), but the same
+    // header deadline, so no client holds a connection there for longer than it.
+    let health_handle: Handle<SocketAddr> = Handle::new();
+    let mut health = axum_server::from_tcp(health_listener)
+        .map_err(|source| Error::Bind {
             addr: config.health_listen,
             source,
-        })?;
-    let (health_stop, health_stopped) = tokio::sync::oneshot::channel::<()>();
-    let health = tokio::spawn(
-        axum::serve(health_listener, health_router(state.clone()))
-            .with_graceful_shutdown(async move {
-                let _ = health_stopped.await;
-            })
-            .into_future(),
-    );
+        })?
+        .http1_only()
+        .first_request_timeout(config.deadline)
+        .handle(health_handle.clone());
+    health
+        .http_builder()
+        .http1()
+        .header_read_timeout(config.deadline)
+        .max_buf_size(MAX_CONNECTION_BUFFER);
+    let health = tokio::spawn(health.serve(health_router(state.clone()).into_make_service()));
 
     let poller = tokio::spawn(poll(files, reloader, state.clone(), config.poll_interval));
 
@@ -205,7 +209,7 @@ pub async fn serve(
     handle.graceful_shutdown(Some(config.drain));
     let served = admission.await;
     poller.abort();
-    let _ = health_stop.send(());
+    health_handle.graceful_shutdown(Some(Duration::from_secs(1)));
     let health_result = health.await;
     match served {
         Ok(Ok(())) => {}
