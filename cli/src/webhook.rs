@@ -40,6 +40,21 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "SECONDS", default_value_t = 10,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     pub poll_interval: u64,
+    /// Most admission connections open at once; one accepted beyond it is closed at once
+    /// (the newest is shed, those open carry on). The default fits the Deployment's 256 MiB
+    /// memory limit; scale it with the limit.
+    #[arg(long, value_name = "N", default_value_t = miggate_webhook::connections::DEFAULT_MAX_CONNECTIONS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections: u64,
+    /// Seconds from a request's head to its answer, the body read included; keep it under
+    /// the webhook configuration's `timeoutSeconds`.
+    #[arg(long, value_name = "SECONDS", default_value_t = 4,
+          value_parser = clap::value_parser!(u64).range(1..=29))]
+    pub request_deadline: u64,
+    /// Bytes per second a request body must average after its first second, or the request
+    /// is answered 408 and its connection closed; 0 leaves only the deadline.
+    #[arg(long, value_name = "BYTES", default_value_t = miggate_webhook::body::DEFAULT_MIN_BODY_RATE)]
+    pub min_body_rate: u64,
 }
 
 /// `miggate where --store`: `dir:PATH` only (`where` reads no cluster yet).
@@ -98,6 +113,9 @@ pub fn run(args: &WebhookArgs) -> anyhow::Result<ExitCode> {
     config.listen = args.listen;
     config.health_listen = args.health_listen;
     config.poll_interval = Duration::from_secs(args.poll_interval);
+    config.max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
+    config.deadline = Duration::from_secs(args.request_deadline);
+    config.min_body_rate = args.min_body_rate;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -11,6 +11,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::core::cel::cel::{Context, Program, Value as Cel};
@@ -78,6 +79,7 @@ fn every_object_round_trips_through_its_typed_kind() {
             ("apps/v1", "Deployment") => round_trip::<Deployment>(doc),
             ("apps/v1", "DaemonSet") => round_trip::<DaemonSet>(doc),
             ("policy/v1", "PodDisruptionBudget") => round_trip::<PodDisruptionBudget>(doc),
+            ("networking.k8s.io/v1", "NetworkPolicy") => round_trip::<NetworkPolicy>(doc),
             ("rbac.authorization.k8s.io/v1", "ClusterRole") => round_trip::<ClusterRole>(doc),
             ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => round_trip::<ClusterRoleBinding>(doc),
             ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
@@ -108,7 +110,7 @@ fn every_object_round_trips_through_its_typed_kind() {
         );
         kinds.insert(kind.to_string());
     }
-    assert_eq!(kinds.len(), 15, "{kinds:?}");
+    assert_eq!(kinds.len(), 16, "{kinds:?}");
 }
 
 fn floats(v: &Value) -> Value {
@@ -511,7 +513,8 @@ fn the_workloads_run_locked_down_with_the_real_flags() {
             "--health-listen=0.0.0.0:8080",
             "--tls-cert=/tls/tls.crt",
             "--tls-key=/tls/tls.key",
-            "--store=kube"
+            "--store=kube",
+            "--max-connections=1024"
         ]
     );
     assert!(

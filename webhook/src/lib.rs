@@ -12,9 +12,13 @@
 //!
 //! Parts: [`decide`] (pure: a request and a store's [`lookup::Lookup`] in, a response out),
 //! [`store`] (checkpoints and nodes from a directory, in memory, reloaded on change),
-//! [`kube_store`] (watch caches over the API server), [`server`] (the routers), [`tls`]
-//! (rustls with reloads), [`metrics`], and [`serve`], which runs them all.
+//! [`kube_store`] (watch caches over the API server), [`server`] (the routers), [`body`]
+//! (reading a body under the deadline, a minimum rate and a memory budget), [`connections`]
+//! (the cap on open connections), [`tls`] (rustls with reloads), [`metrics`], and [`serve`],
+//! which runs them all.
 
+pub mod body;
+pub mod connections;
 pub mod decide;
 mod error;
 pub mod kube_store;

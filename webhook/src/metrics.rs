@@ -12,7 +12,9 @@
 //! watch), `miggate_watch_errors_total{kind}` (failed lists and watches, each retried
 //! after a backoff), `miggate_watch_failing{kind}` (1 while a watch keeps failing: `/readyz`
 //! is then not ready) and `miggate_cache_served{kind}` (0 while the server does not serve
-//! the kind's API: ResourceSlices before Kubernetes 1.34).
+//! the kind's API: ResourceSlices before Kubernetes 1.34). On the admission port:
+//! `miggate_connections_open` (now), `miggate_connections_max` (the cap) and
+//! `miggate_connections_shed_total` (closed at once because the cap was reached).
 
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime};
@@ -86,6 +88,12 @@ pub struct Metrics {
     pub watch_failing: Family<KindLabel, Gauge>,
     /// Whether the server serves a cached kind's API (1) or not (0), per kind.
     pub cache_served: Family<KindLabel, Gauge>,
+    /// Admission connections open now (in the TLS handshake or after).
+    pub connections_open: Gauge,
+    /// The cap on admission connections.
+    pub connections_max: Gauge,
+    /// Admission connections closed at once because the cap was reached.
+    pub connections_shed: Counter,
 }
 
 impl Default for Metrics {
@@ -114,6 +122,24 @@ impl Metrics {
         let cache_synced = Family::<KindLabel, Gauge>::default();
         let watch_failing = Family::<KindLabel, Gauge>::default();
         let cache_served = Family::<KindLabel, Gauge>::default();
+        let connections_open = Gauge::default();
+        let connections_max = Gauge::default();
+        let connections_shed = Counter::default();
+        registry.register(
+            "connections_open",
+            "Admission connections open now",
+            connections_open.clone(),
+        );
+        registry.register(
+            "connections_max",
+            "The cap on open admission connections",
+            connections_max.clone(),
+        );
+        registry.register(
+            "connections_shed",
+            "Admission connections closed at once because the cap was reached",
+            connections_shed.clone(),
+        );
         registry.register(
             "watch_failing",
             "Whether a watch cache's watch keeps failing (errors in a row, the last recent), by kind",
@@ -197,6 +223,9 @@ impl Metrics {
             cache_synced,
             watch_failing,
             cache_served,
+            connections_open,
+            connections_max,
+            connections_shed,
         }
     }
 

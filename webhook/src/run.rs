@@ -1,6 +1,6 @@
 //! Running the webhook: both listeners, the reload loop, and a graceful stop.
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,6 +11,8 @@ use axum_server::Handle;
 use axum_server::tls_rustls::RustlsAcceptor;
 
 use crate::Error;
+use crate::body::{BodyLimits, DEFAULT_BODY_BUDGET_BYTES, DEFAULT_MIN_BODY_RATE};
+use crate::connections::{CappedAcceptor, ConnectionGate, DEFAULT_MAX_CONNECTIONS};
 use crate::kube_store::{KubeOptions, KubeStore};
 use crate::metrics::Metrics;
 use crate::server::{AppState, DEFAULT_DEADLINE, Store, admission_router, health_router};
@@ -34,6 +36,12 @@ pub struct Config {
     pub deadline: Duration,
     /// How long in-flight requests may take to finish after a stop is asked.
     pub drain: Duration,
+    /// The cap on open admission connections; the newest are shed beyond it.
+    pub max_connections: usize,
+    /// The minimum average body rate in bytes per second after the first second (0: none).
+    pub min_body_rate: u64,
+    /// Bytes of request bodies held in memory at once, over all connections.
+    pub body_budget: usize,
 }
 
 /// Which store `serve` opens.
@@ -57,9 +65,16 @@ impl Config {
             poll_interval: Duration::from_secs(10),
             deadline: DEFAULT_DEADLINE,
             drain: Duration::from_secs(20),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            min_body_rate: DEFAULT_MIN_BODY_RATE,
+            body_budget: DEFAULT_BODY_BUDGET_BYTES,
         }
     }
 }
+
+/// hyper's read buffer per connection: request heads are a few hundred bytes; body chunks
+/// pass through it.
+const MAX_CONNECTION_BUFFER: usize = 64 * 1024;
 
 /// The addresses a running webhook listens on (with the ports the OS chose for port 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,6 +126,16 @@ pub async fn serve(
     let reloader = Reloader::load(config.tls.clone())?;
     let mut state = AppState::with_store(store, metrics);
     state.deadline = config.deadline;
+    state.body = BodyLimits::new(config.min_body_rate, config.body_budget);
+    state
+        .metrics
+        .connections_max
+        .set(i64::try_from(config.max_connections).unwrap_or(i64::MAX));
+    let gate = ConnectionGate::new(
+        config.max_connections,
+        state.metrics.connections_open.clone(),
+        state.metrics.connections_shed.clone(),
+    );
     let state = Arc::new(state);
 
     let admission_listener = bind(config.listen)?;
@@ -127,31 +152,47 @@ pub async fn serve(
     };
 
     let handle: Handle<SocketAddr> = Handle::new();
-    let acceptor = RustlsAcceptor::new(reloader.rustls_config()).handshake_timeout(Duration::from_secs(3));
-    let admission = axum_server::from_tcp(admission_listener)
+    let acceptor = CappedAcceptor::new(
+        RustlsAcceptor::new(reloader.rustls_config()).handshake_timeout(Duration::from_secs(3)),
+        gate,
+    );
+    let mut admission = axum_server::from_tcp(admission_listener)
         .map_err(|source| Error::Bind {
             addr: config.listen,
             source,
         })?
         .acceptor(acceptor)
+        // HTTP/1.1 only, as the TLS ALPN says: no HTTP/2 streams multiplied per connection.
+        .http1_only()
         .first_request_timeout(config.deadline)
-        .handle(handle.clone())
-        .serve(admission_router(state.clone()).into_make_service());
+        .handle(handle.clone());
+    // A request head (the first, or the next on a kept-alive connection) must arrive within
+    // the deadline, and hyper's per-connection buffer stays small.
+    admission
+        .http_builder()
+        .http1()
+        .header_read_timeout(config.deadline)
+        .max_buf_size(MAX_CONNECTION_BUFFER);
+    let admission = admission.serve(admission_router(state.clone()).into_make_service());
     let admission = tokio::spawn(admission);
 
-    let health_listener =
-        tokio::net::TcpListener::from_std(health_listener).map_err(|source| Error::Bind {
+    // The health port has no cap (the kubelet's probes must always get in), but the same
+    // header deadline, so no client holds a connection there for longer than it.
+    let health_handle: Handle<SocketAddr> = Handle::new();
+    let mut health = axum_server::from_tcp(health_listener)
+        .map_err(|source| Error::Bind {
             addr: config.health_listen,
             source,
-        })?;
-    let (health_stop, health_stopped) = tokio::sync::oneshot::channel::<()>();
-    let health = tokio::spawn(
-        axum::serve(health_listener, health_router(state.clone()))
-            .with_graceful_shutdown(async move {
-                let _ = health_stopped.await;
-            })
-            .into_future(),
-    );
+        })?
+        .http1_only()
+        .first_request_timeout(config.deadline)
+        .handle(health_handle.clone());
+    health
+        .http_builder()
+        .http1()
+        .header_read_timeout(config.deadline)
+        .max_buf_size(MAX_CONNECTION_BUFFER);
+    let health = tokio::spawn(health.serve(health_router(state.clone()).into_make_service()));
 
     let poller = tokio::spawn(poll(files, reloader, state.clone(), config.poll_interval));
 
@@ -168,7 +209,7 @@ pub async fn serve(
     handle.graceful_shutdown(Some(config.drain));
     let served = admission.await;
     poller.abort();
-    let _ = health_stop.send(());
+    health_handle.graceful_shutdown(Some(Duration::from_secs(1)));
     let health_result = health.await;
     match served {
         Ok(Ok(())) => {}

@@ -5,6 +5,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use tokio::time::Instant as TokioInstant;
+
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::rejection::BytesRejection;
@@ -16,15 +18,14 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview};
 use miggate_compat::escape::escape_within;
 
+use crate::body::{BodyError, BodyLimits, read_body};
 use crate::decide::{self, Verdict};
 use crate::kube_store::KubeStore;
 use crate::lookup::Lookup;
 use crate::metrics::Metrics;
 use crate::store::FileStore;
 
-/// The largest review body accepted: Kubernetes writes up to 3 MiB objects and an UPDATE
-/// review carries two of them.
-pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+pub use crate::body::MAX_BODY_BYTES;
 /// How long one admission request may take by default, well under the apiserver's 5 s
 /// `timeoutSeconds` so the webhook answers before the apiserver gives up on it.
 pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(4);
@@ -47,8 +48,10 @@ pub struct AppState {
     pub metrics: Metrics,
     /// Set once the store is loaded and the admission listener is bound.
     pub ready: AtomicBool,
-    /// The per-request deadline.
+    /// The per-request deadline, from the request head to the answer (the body read included).
     pub deadline: Duration,
+    /// How bodies are read: size, minimum rate, the memory budget.
+    pub body: BodyLimits,
 }
 
 impl AppState {
@@ -64,6 +67,7 @@ impl AppState {
             metrics,
             ready: AtomicBool::new(false),
             deadline: DEFAULT_DEADLINE,
+            body: BodyLimits::default(),
         }
     }
 }
@@ -120,8 +124,8 @@ async fn validate(State(state): State<Arc<AppState>>, body: Result<Bytes, BytesR
             return plain(status, message);
         }
     };
-    // The decision is synchronous and bounded by the body limit; the body read above is what
-    // can stall, and the server's deadline layer bounds it.
+    // The body was read whole by the deadline layer, under its limits; the decision is
+    // synchronous and bounded by the body limit.
     let answer = answer(&state, &body);
     state
         .metrics
@@ -260,14 +264,31 @@ fn answer(state: &AppState, body: &[u8]) -> Answer {
     }
 }
 
-/// Bounds a whole request (body read included) by the state's deadline.
+/// Bounds a whole request by the state's deadline, from the arrival of its head: the body is
+/// read here under [`read_body`]'s limits (a body that does not arrive in time is answered
+/// 408 and its connection closed), then the handler runs in what is left of the deadline.
 async fn deadline(
     State(state): State<Arc<AppState>>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
     let started = Instant::now();
-    match tokio::time::timeout(state.deadline, next.run(req)).await {
+    let head_at = TokioInstant::now();
+    let (parts, body) = req.into_parts();
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let read = match read_body(body, declared, &state.body, head_at, state.deadline).await {
+        Ok(read) => read,
+        Err(e) => return body_refused(&state, &e, started),
+    };
+    let req = axum::extract::Request::from_parts(parts, Body::from(read.bytes));
+    let answered = tokio::time::timeout_at(head_at + state.deadline, next.run(req)).await;
+    // The body's share of the budget is given back once the answer is built.
+    drop(read.reservation);
+    match answered {
         Ok(response) => response,
         Err(_) => {
             state.metrics.record("deadline", &[], started.elapsed());
@@ -278,6 +299,28 @@ async fn deadline(
             deadline_response(state.deadline)
         }
     }
+}
+
+/// The answer to a body that was not read whole; the connection is closed after it, since
+/// what is left of the body cannot be told from a next request.
+fn body_refused(state: &AppState, e: &BodyError, started: Instant) -> Response {
+    let (status, outcome) = match e {
+        BodyError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "bad-request"),
+        BodyError::Deadline { .. } | BodyError::TooSlow { .. } => {
+            (StatusCode::REQUEST_TIMEOUT, "body-timeout")
+        }
+        BodyError::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
+        BodyError::Read(_) => (StatusCode::BAD_REQUEST, "bad-request"),
+    };
+    state.metrics.record(outcome, &[], started.elapsed());
+    let text = e.to_string();
+    let message = escape_within(&text, 1024);
+    tracing::warn!(status = status.as_u16(), "bad admission request: {message}");
+    let mut response = plain(status, format!("{message}\n"));
+    response
+        .headers_mut()
+        .insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    response
 }
 
 /// The answer when a request runs past its deadline: the apiserver treats it as a failed call

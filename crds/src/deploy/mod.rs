@@ -12,10 +12,13 @@
 //!   ResourceSlices, nothing else; the publisher writes GpuNodes, and a
 //!   `ValidatingAdmissionPolicy` holds it to its own node's; only the checkpoint agent's
 //!   service account writes GpuCheckpoints, enforced by another policy;
+//! - a `NetworkPolicy` ([`network_policy`]) keeping the webhook's health and metrics port to
+//!   the kubelet and the monitoring namespace;
 //! - the publisher `DaemonSet` (`miggate publish --node $(NODE_NAME)`) on GPU nodes;
 //! - the CRDs.
 
 pub mod cert_manager;
+pub mod network_policy;
 mod objects;
 
 use serde::Serialize;

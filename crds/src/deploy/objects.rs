@@ -123,6 +123,7 @@ pub(super) fn all(config: &Config) -> Result<Vec<Object>, Error> {
         out.push(typed::<crate::CustomResourceDefinition>(FILE_CRDS, value)?);
     }
     out.extend(webhook(config)?);
+    out.push(super::network_policy::webhook()?);
     out.extend(certificates()?);
     out.extend(publisher(config)?);
     out.extend(checkpoint_agent(config)?);
@@ -207,6 +208,8 @@ fn webhook_deployment(config: &Config) -> Value {
                         "--tls-cert=/tls/tls.crt",
                         "--tls-key=/tls/tls.key",
                         "--store=kube",
+                        // Sized to the 256Mi memory limit below (docs/webhook.md#limits).
+                        "--max-connections=1024",
                     ],
                     "env": [{"name": "MIGGATE_LOG_FORMAT", "value": "json"}],
                     "ports": [
