@@ -127,8 +127,10 @@ pub(super) fn all(config: &Config) -> Result<Vec<Object>, Error> {
     out.extend(certificates()?);
     out.extend(publisher(config)?);
     out.extend(checkpoint_agent(config)?);
-    out.push(webhook_configuration()?);
+    // Both registrations last, so the webhook they name exists before any pod is sent to it;
+    // the validating one very last, after the opt-in steering.
     out.push(steering_configuration()?);
+    out.push(webhook_configuration()?);
     Ok(out)
 }
 
