@@ -10,39 +10,18 @@
 //! fails the test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use regex::Regex;
 use serde_json::{Value, json};
+use support::deploy_docs;
 
 fn manifest_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Every document of every YAML file of `deploy/`, with the file it came from.
-fn deploy_docs() -> Vec<(String, Value)> {
-    let dir = manifest_dir().join("../deploy");
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    files.sort();
-    let mut docs = Vec::new();
-    for file in files {
-        let name = file.file_name().unwrap().to_string_lossy().into_owned();
-        let text = std::fs::read_to_string(&file).unwrap();
-        let values: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
-        docs.extend(
-            values
-                .into_iter()
-                .filter(|v| v.get("kind").is_some())
-                .map(|v| (name.clone(), v)),
-        );
-    }
-    docs
 }
 
 /// Every string in `doc` under a key named `key`, with its JSON pointer. Walked with a stack.

@@ -8,11 +8,12 @@
 //! 1.30 and later), one function each, each pinned by a case that breaks it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, PodSecurityContext, PodSpec, SeccompProfile, SecurityContext,
+    Capabilities, PodSecurityContext, PodSpec, Probe, SeccompProfile, SecurityContext,
 };
 use rstest::rstest;
 use serde_json::{Value, json};
@@ -44,53 +45,47 @@ struct Container<'a> {
     probe_hosts: Vec<&'a str>,
 }
 
+fn probe_hosts(probes: [Option<&Probe>; 3]) -> Vec<&str> {
+    probes
+        .into_iter()
+        .flatten()
+        .flat_map(|p| {
+            [
+                p.http_get.as_ref().and_then(|h| h.host.as_deref()),
+                p.tcp_socket.as_ref().and_then(|t| t.host.as_deref()),
+            ]
+        })
+        .flatten()
+        .collect()
+}
+
+fn container(c: &k8s_openapi::api::core::v1::Container) -> Container<'_> {
+    Container {
+        name: &c.name,
+        security: c.security_context.as_ref(),
+        host_ports: c.ports.iter().flatten().filter_map(|p| p.host_port).collect(),
+        probe_hosts: probe_hosts([
+            c.liveness_probe.as_ref(),
+            c.readiness_probe.as_ref(),
+            c.startup_probe.as_ref(),
+        ]),
+    }
+}
+
+/// Every container of the pod: regular, init and ephemeral (which have no probes).
 fn containers(spec: &PodSpec) -> Vec<Container<'_>> {
-    let mut out = Vec::new();
-    fn probe_hosts(probes: [Option<&k8s_openapi::api::core::v1::Probe>; 3]) -> Vec<&str> {
-        probes
-            .into_iter()
-            .flatten()
-            .flat_map(|p| {
-                [
-                    p.http_get.as_ref().and_then(|h| h.host.as_deref()),
-                    p.tcp_socket.as_ref().and_then(|t| t.host.as_deref()),
-                ]
-            })
-            .flatten()
-            .collect()
-    }
-    for c in &spec.containers {
-        out.push(Container {
-            name: &c.name,
-            security: c.security_context.as_ref(),
-            host_ports: c.ports.iter().flatten().filter_map(|p| p.host_port).collect(),
-            probe_hosts: probe_hosts([
-                c.liveness_probe.as_ref(),
-                c.readiness_probe.as_ref(),
-                c.startup_probe.as_ref(),
-            ]),
-        });
-    }
-    for c in spec.init_containers.iter().flatten() {
-        out.push(Container {
-            name: &c.name,
-            security: c.security_context.as_ref(),
-            host_ports: c.ports.iter().flatten().filter_map(|p| p.host_port).collect(),
-            probe_hosts: probe_hosts([
-                c.liveness_probe.as_ref(),
-                c.readiness_probe.as_ref(),
-                c.startup_probe.as_ref(),
-            ]),
-        });
-    }
-    for c in spec.ephemeral_containers.iter().flatten() {
-        out.push(Container {
-            name: &c.name,
-            security: c.security_context.as_ref(),
-            host_ports: c.ports.iter().flatten().filter_map(|p| p.host_port).collect(),
-            probe_hosts: Vec::new(),
-        });
-    }
+    let mut out: Vec<Container<'_>> = spec
+        .containers
+        .iter()
+        .chain(spec.init_containers.iter().flatten())
+        .map(container)
+        .collect();
+    out.extend(spec.ephemeral_containers.iter().flatten().map(|c| Container {
+        name: &c.name,
+        security: c.security_context.as_ref(),
+        host_ports: c.ports.iter().flatten().filter_map(|p| p.host_port).collect(),
+        probe_hosts: Vec::new(),
+    }));
     out
 }
 
@@ -359,20 +354,7 @@ struct Workload {
 }
 
 fn deploy_docs() -> Vec<Value> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy");
-    let mut docs = Vec::new();
-    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
-        .collect();
-    files.sort();
-    for file in files {
-        let text = std::fs::read_to_string(&file).unwrap();
-        let values: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
-        docs.extend(values.into_iter().filter(|v| v.get("kind").is_some()));
-    }
-    docs
+    support::deploy_docs().into_iter().map(|(_, doc)| doc).collect()
 }
 
 fn workloads(docs: &[Value]) -> Vec<Workload> {

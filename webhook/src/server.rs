@@ -101,28 +101,37 @@ fn plain(status: StatusCode, message: String) -> Response {
         .into_response()
 }
 
+/// The body, or the answer to a body that could not be read (counted as `bad-request`).
+fn body_or_answer(
+    state: &AppState,
+    body: Result<Bytes, BytesRejection>,
+    started: Instant,
+) -> Result<Bytes, Box<Response>> {
+    body.map_err(|rejection| {
+        state.metrics.record("bad-request", &[], started.elapsed());
+        let status = rejection.status();
+        let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
+            format!("AdmissionReview body over the {MAX_BODY_BYTES}-byte limit\n")
+        } else {
+            format!(
+                "cannot read AdmissionReview body: {}\n",
+                escape_within(&rejection.body_text(), 1024)
+            )
+        };
+        tracing::warn!(
+            status = status.as_u16(),
+            "bad admission request: {}",
+            message.trim_end()
+        );
+        Box::new(plain(status, message))
+    })
+}
+
 async fn validate(State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {
     let started = Instant::now();
-    let body = match body {
+    let body = match body_or_answer(&state, body, started) {
         Ok(b) => b,
-        Err(rejection) => {
-            state.metrics.record("bad-request", &[], started.elapsed());
-            let status = rejection.status();
-            let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
-                format!("AdmissionReview body over the {MAX_BODY_BYTES}-byte limit\n")
-            } else {
-                format!(
-                    "cannot read AdmissionReview body: {}\n",
-                    escape_within(&rejection.body_text(), 1024)
-                )
-            };
-            tracing::warn!(
-                status = status.as_u16(),
-                "bad admission request: {}",
-                message.trim_end()
-            );
-            return plain(status, message);
-        }
+        Err(response) => return *response,
     };
     // The body was read whole by the deadline layer, under its limits; the decision is
     // synchronous and bounded by the body limit.
@@ -187,18 +196,9 @@ fn review_response(review: &AdmissionReview<DynamicObject>) -> Response {
 /// API server treats as a failed call (the registration's failure policy is Ignore).
 async fn mutate(State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {
     let started = Instant::now();
-    let body = match body {
+    let body = match body_or_answer(&state, body, started) {
         Ok(b) => b,
-        Err(rejection) => {
-            state.metrics.record("bad-request", &[], started.elapsed());
-            return plain(
-                rejection.status(),
-                format!(
-                    "cannot read AdmissionReview body: {}\n",
-                    escape_within(&rejection.body_text(), 1024)
-                ),
-            );
-        }
+        Err(response) => return *response,
     };
     let request = match parse_review(&body) {
         Ok(r) => r,
