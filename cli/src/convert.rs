@@ -13,7 +13,7 @@ pub fn run(args: &ConvertArgs) -> anyhow::Result<ExitCode> {
     if stdout_is_closed() {
         anyhow::bail!("standard output is closed: the manifest would be lost");
     }
-    let manifest = read_manifest(&args.file, "input")?;
+    let manifest = read_manifest(&args.file, "input", args.read.options())?.manifest;
     let text = match args.output {
         ConvertOutput::Yaml => manifest.to_yaml()?,
         ConvertOutput::Json => {

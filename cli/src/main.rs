@@ -8,6 +8,7 @@ mod cli;
 mod convert;
 mod crds;
 mod deploy;
+mod duration;
 mod input;
 mod place;
 mod printable;

@@ -15,10 +15,11 @@ pub struct PublishArgs {
     /// The node: the `GpuNode` is named after it (the DaemonSet passes `spec.nodeName`).
     #[arg(long, value_name = "NAME", env = "NODE_NAME")]
     pub node: String,
-    /// Seconds between captures; the `GpuNode` is written only when the inventory changed.
-    #[arg(long, value_name = "SECONDS", default_value_t = 60,
-          value_parser = clap::value_parser!(u64).range(5..=86400))]
-    pub interval: u64,
+    /// Time between captures (`60s`, `5m`; a bare number is seconds); the `GpuNode` is
+    /// written only when the inventory changed.
+    #[arg(long, value_name = "DURATION", default_value = "60s",
+          value_parser = crate::duration::DurationParser::seconds(5, 86400))]
+    pub interval: Duration,
     /// The host's root as mounted here: boot recovery's state is read from
     /// `<root>/run/miggate/recovery.json` when present.
     #[arg(long, value_name = "PATH", default_value = "/")]
@@ -34,7 +35,7 @@ pub fn run(args: &PublishArgs) -> anyhow::Result<ExitCode> {
     let capture = Capture(args.source.options(Some(args.node.clone())));
     let config = Config {
         node: args.node.clone(),
-        interval: Duration::from_secs(args.interval),
+        interval: args.interval,
         root: args.root.clone(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

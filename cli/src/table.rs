@@ -134,7 +134,14 @@ pub fn write_report(out: &mut impl Write, report: &Report, source: &Path, target
         }
         writeln!(out)?;
     }
-    if report.compatible {
+    if report.compared_nothing() {
+        // Not a pass: no check said anything about this target (exit status 3).
+        let s = outcome_style(Outcome::Unknown).bold();
+        writeln!(
+            out,
+            "verdict:    {s}nothing compared{s:#} (no check applies to, or knows, this target)"
+        )?;
+    } else if report.compatible {
         let s = outcome_style(Outcome::Pass).bold();
         writeln!(out, "verdict:    {s}compatible{s:#}")?;
     } else {

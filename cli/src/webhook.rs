@@ -36,10 +36,11 @@ pub struct WebhookArgs {
     /// and all but those annotated `miggate.io/restore-from` are dropped on arrival.
     #[arg(long, value_name = "SELECTOR")]
     pub restore_pod_selector: Option<String>,
-    /// Seconds between checks of the certificate files and the store for changes.
-    #[arg(long, value_name = "SECONDS", default_value_t = 10,
-          value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub poll_interval: u64,
+    /// Time between checks of the certificate files and the store for changes (`10s`, `1m`;
+    /// a bare number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = "10s",
+          value_parser = crate::duration::DurationParser::seconds(1, 3600))]
+    pub poll_interval: Duration,
 }
 
 /// `miggate where --store`: `dir:PATH` only (`where` reads no cluster yet).
@@ -97,7 +98,7 @@ pub fn run(args: &WebhookArgs) -> anyhow::Result<ExitCode> {
     );
     config.listen = args.listen;
     config.health_listen = args.health_listen;
-    config.poll_interval = Duration::from_secs(args.poll_interval);
+    config.poll_interval = args.poll_interval;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

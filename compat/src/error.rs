@@ -1,5 +1,6 @@
 //! The one error type of this crate.
 
+use crate::escape::escape;
 use crate::manifest::{PathSegment, render_path};
 
 /// What went wrong reading a manifest or setting up a comparison. Every variant names what
@@ -50,6 +51,17 @@ pub enum Error {
         /// serde-saphyr's error, with the line, the column and the lines around them (boxed:
         /// it is large, and every `Result` of this crate would carry its size).
         error: Box<serde_saphyr::Error>,
+    },
+    /// A field no manifest mapping knows, refused by a strict reading
+    /// ([`FieldValidation::Strict`](crate::FieldValidation::Strict)).
+    #[error("unknown field `{}`{}{}", escape(&render_path(path)), line_of(*at), did_you_mean(*suggestion))]
+    UnknownField {
+        /// The field's path from the document root (`nvidia.devcies`).
+        path: Vec<PathSegment>,
+        /// The line and column the reader was at when it met the field, from 1.
+        at: Option<(usize, usize)>,
+        /// The known name at that place nearest to it, when one is near.
+        suggestion: Option<&'static str>,
     },
     /// A manifest that could not be written out.
     #[error("cannot write manifest as YAML: {0}")]
@@ -112,6 +124,18 @@ pub enum Error {
         /// What is expected.
         why: &'static str,
     },
+}
+
+/// ` at line L column C`, or nothing where the position is not known.
+fn line_of(at: Option<(usize, usize)>) -> String {
+    at.map_or_else(String::new, |(line, column)| {
+        format!(" at line {line} column {column}")
+    })
+}
+
+/// `: did you mean `x`?`, or nothing.
+fn did_you_mean(suggestion: Option<&str>) -> String {
+    suggestion.map_or_else(String::new, |s| format!(": did you mean `{s}`?"))
 }
 
 /// ` at <path>`, or nothing at the root.

@@ -1,0 +1,321 @@
+//! Off the documented path, as a platform engineer used to kubectl walks it: typos refused by
+//! default (`--validate`), a target that compares nothing told apart from a pass (exit 3), one
+//! `-o` convention, objects as `kubectl get -o yaml` prints them, and errors said once.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use rstest::rstest;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn miggate(args: &[&str]) -> Output {
+    miggate_in(args, None)
+}
+
+/// The binary with `stdin` on standard input, when given.
+fn miggate_in(args: &[&str], stdin: Option<&str>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_miggate"))
+        .args(args)
+        .current_dir(root())
+        .env("NO_COLOR", "1")
+        .env_remove("KUBECONFIG")
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    if let Some(text) = stdin {
+        child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8(o.stderr.clone()).unwrap()
+}
+
+const CHECKPOINT: &str = "testdata/manifests/checkpoint-h100-3g40gb-x2.yaml";
+const NODE: &str = "testdata/manifests/node-h100-8gpu-mixed.yaml";
+const OBJECT: &str = "testdata/manifests/gpucheckpoint-kubectl-get.yaml";
+
+/// A node with one whole H100 and one cut into slices: a checkpoint on two whole GPUs does not
+/// fit it.
+const CUT_NODE: &str = "testdata/manifests/node-h100-1-whole-1-cut.yaml";
+
+/// That node inventory with `devices:` misspelt `devcies:`, in a temporary directory.
+fn typo_node(dir: &Path) -> String {
+    let text = std::fs::read_to_string(root().join(CUT_NODE)).unwrap();
+    assert_eq!(
+        text.matches("devices:").count(),
+        1,
+        "the fixture has one devices list"
+    );
+    let path = dir.join("typo-node.yaml");
+    std::fs::write(&path, text.replace("devices:", "devcies:")).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// Before: `devcies:` made the devices unknown, unknown admits, and a refusal became exit 0.
+#[test]
+fn a_typo_is_refused_by_default_naming_the_path_the_line_and_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = typo_node(dir.path());
+    // The checkpoint on whole GPUs is refused by the node's slices: a verdict the typo hid.
+    let source = "testdata/manifests/checkpoint-h100-whole-x2.json";
+    let honest = miggate(&["check", source, CUT_NODE, "--mode", "offer"]);
+    assert_eq!(honest.status.code(), Some(1), "{}", stderr(&honest));
+
+    let out = miggate(&["check", source, &node, "--mode", "offer"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let message = stderr(&out).replace(&node, "typo-node.yaml");
+    insta::assert_snapshot!(message, @"miggate: target manifest typo-node.yaml: unknown field `nvidia.devcies` at line 8 column 3: did you mean `devices`? (--validate=warn reads it with a warning)");
+    // `--validate=strict` is the default spelled out, and kubectl's `true` means it too.
+    for flag in ["--validate=strict", "--validate=true"] {
+        let again = miggate(&["check", source, &node, "--mode", "offer", flag]);
+        assert_eq!(again.status.code(), Some(2), "{flag}");
+        assert_eq!(again.stderr, out.stderr, "{flag}");
+    }
+}
+
+#[rstest]
+#[case::warn("warn", true)]
+#[case::ignore("ignore", false)]
+#[case::kubectl_false("false", false)]
+fn a_typo_reads_as_before_when_asked(#[case] validate: &str, #[case] warned: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let node = typo_node(dir.path());
+    let flag = format!("--validate={validate}");
+    let out = miggate(&[
+        "check",
+        "testdata/manifests/checkpoint-h100-whole-x2.json",
+        &node,
+        "--mode",
+        "offer",
+        &flag,
+        "-o",
+        "json",
+    ]);
+    // The devices are unknown, and unknown admits: what `warn` keeps, with its warning.
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let warning = "target: unknown field `nvidia.devcies` kept but not read by any check (a typo?)";
+    let warnings: Vec<&str> = report["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w.as_str().unwrap())
+        .collect();
+    assert_eq!(warnings.contains(&warning), warned, "{warnings:?}");
+}
+
+#[test]
+fn strictness_covers_convert_and_where_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = typo_node(dir.path());
+    let out = miggate(&["convert", &node]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("unknown field `nvidia.devcies` at line 8"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        miggate(&["convert", &node, "--validate=warn"]).status.code(),
+        Some(0)
+    );
+
+    // A node file of a store: one problem listed, under its name, the others still placed.
+    let store = dir.path().join("store");
+    std::fs::create_dir_all(store.join("nodes")).unwrap();
+    std::fs::copy(&node, store.join("nodes/typo.yaml")).unwrap();
+    std::fs::copy(root().join(CUT_NODE), store.join("nodes/good.yaml")).unwrap();
+    let store_flag = format!("dir:{}", store.display());
+    let out = miggate(&["where", CHECKPOINT, "--store", &store_flag]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    insta::assert_snapshot!(stdout(&out), @r"
+    NODE  VERDICT  DETAIL
+    good  fits     MIG-e0000000-0000-5000-8000-000000000001, MIG-e0000000-0000-5000-8000-000000000002 (spare 0)
+
+    1 of 1 node fits
+    warning: nodes/typo.yaml: unknown field `nvidia.devcies` at line 8 column 3: did you mean `devices`?
+    ");
+}
+
+/// Before: `--target-scope pod` against a node inventory printed `verdict: compatible`, exit 0,
+/// with every check not applicable or unknown.
+#[test]
+fn a_target_that_compares_nothing_is_exit_3_not_compatible() {
+    let out = miggate(&["check", CHECKPOINT, NODE, "--target-scope", "pod"]);
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    let text = stdout(&out);
+    let tail: Vec<&str> = text.lines().skip_while(|l| !l.starts_with("verdict")).collect();
+    insta::assert_snapshot!(tail.join("\n"), @r"
+    verdict:    nothing compared (no check applies to, or knows, this target)
+    device map: none
+
+    warnings
+      - nothing was compared: every check is not applicable or unknown for this target (exit status 3); is it the right file, and the right --target-scope?
+    ");
+    let out = miggate(&["check", CHECKPOINT, NODE, "--target-scope", "pod", "-o", "json"]);
+    assert_eq!(out.status.code(), Some(3));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        report["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["outcome"] == "not-applicable" || r["outcome"] == "unknown")
+    );
+    // The same pair in its own scope compares, and passes.
+    assert_eq!(
+        miggate(&["check", CHECKPOINT, NODE, "--mode", "offer"])
+            .status
+            .code(),
+        Some(0)
+    );
+}
+
+/// `-o` means one thing: a format, `table` (the default), `json` or `yaml`, the same report.
+#[rstest]
+#[case::check(&["check", CHECKPOINT, NODE, "--mode", "offer"])]
+#[case::where_(&["where", CHECKPOINT, "--store", "dir:testdata/webhook-store"])]
+fn yaml_output_is_the_json_report(#[case] args: &[&str]) {
+    let with = |format: &str| {
+        let mut all = args.to_vec();
+        all.extend(["-o", format]);
+        let out = miggate(&all);
+        assert_eq!(out.status.code(), Some(0), "{format}: {}", stderr(&out));
+        out
+    };
+    let json: serde_json::Value = serde_json::from_slice(&with("json").stdout).unwrap();
+    let yaml: serde_json::Value = serde_saphyr::from_str(&stdout(&with("yaml"))).unwrap();
+    assert_eq!(yaml, json);
+    // `table` is the default, and `text` (its name before) still reads.
+    let plain = miggate(args);
+    assert_eq!(with("table").stdout, plain.stdout);
+    assert_eq!(with("text").stdout, plain.stdout);
+}
+
+/// Before: `recover record -o yaml` wrote the layout into a file named `yaml`.
+#[rstest]
+#[case::short_flag(&["recover", "record", "-o", "yaml"])]
+#[case::long_flag(&["recover", "record", "--out", "json"])]
+fn a_format_name_is_not_taken_for_a_file(#[case] args: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_miggate"))
+        .args(args)
+        .current_dir(dir.path())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let first = stderr(&out)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .replace("json", "yaml");
+    assert_eq!(
+        first,
+        "error: invalid value 'yaml' for '--out <FILE>': that is an output format's name, not a \
+         file: this flag names the file to write (./yaml for a file of that name)"
+    );
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "no file written"
+    );
+}
+
+/// `kubectl get gpucheckpoint x -o yaml | miggate check - node.yaml`: the object is read as its
+/// checkpoint (before: ``kind is `GpuCheckpoint`, expected `GpuManifest` ``).
+#[test]
+fn objects_as_kubectl_prints_them_are_read_as_their_manifest() {
+    let object = std::fs::read_to_string(root().join(OBJECT)).unwrap();
+    let from_object = miggate_in(
+        &["check", "-", NODE, "--mode", "offer", "-o", "json"],
+        Some(&object),
+    );
+    let from_manifest = miggate(&["check", CHECKPOINT, NODE, "--mode", "offer", "-o", "json"]);
+    assert_eq!(from_object.status.code(), Some(0), "{}", stderr(&from_object));
+    assert_eq!(from_object.stdout, from_manifest.stdout);
+
+    // A List of one, as `kubectl get gpucheckpoints -o yaml` prints it.
+    let mut list = String::from("apiVersion: v1\nkind: List\nmetadata: {resourceVersion: \"\"}\nitems:\n");
+    for line in object.lines().filter(|l| !l.starts_with('#')) {
+        list.push_str(if list.ends_with("items:\n") { "- " } else { "  " });
+        list.push_str(line);
+        list.push('\n');
+    }
+    let from_list = miggate_in(&["convert", "-", "-o", "json"], Some(&list));
+    assert_eq!(from_list.status.code(), Some(0), "{}", stderr(&from_list));
+    assert_eq!(
+        from_list.stdout,
+        miggate(&["convert", CHECKPOINT, "-o", "json"]).stdout
+    );
+    let two = format!("{list}{}", &list[list.find("- ").unwrap()..]);
+    let out = miggate_in(&["convert", "-"], Some(&two));
+    assert_eq!(out.status.code(), Some(2));
+    insta::assert_snapshot!(stderr(&out), @"miggate: input manifest from standard input: a List of 2 objects: name one (`kubectl get gpucheckpoint NAME -o yaml`)");
+
+    // A GpuNode is a target, never a checkpoint.
+    let out = miggate(&["check", "testdata/inventory/gpunode-gpu-node-7.yaml", NODE]);
+    assert_eq!(out.status.code(), Some(2));
+    insta::assert_snapshot!(stderr(&out), @"miggate: source manifest testdata/inventory/gpunode-gpu-node-7.yaml: it is a GpuNode (a node's inventory), not a checkpoint");
+    let out = miggate(&[
+        "check",
+        OBJECT,
+        "testdata/inventory/gpunode-gpu-node-7.yaml",
+        "--mode",
+        "offer",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// Before: `cannot read nope.yaml: No such file or directory (os error 2): No such file or
+/// directory (os error 2)`, and `invalid digit found in string` for `--timeout 5s`.
+#[rstest]
+#[case::missing_file(&["check", "nope.yaml", NODE], "miggate: cannot open source manifest nope.yaml: No such file or directory")]
+#[case::missing_checkpoint(&["where", "nope.yaml", "--store", "dir:testdata/webhook-store"], "miggate: cannot open checkpoint manifest nope.yaml: No such file or directory")]
+#[case::duration_word(&["capture", "--timeout", "soon"], "error: invalid value 'soon' for '--timeout <DURATION>': expected a duration such as 30s, 500ms or 2m (a bare number is seconds)")]
+#[case::duration_bound(&["capture", "--timeout", "2h"], "error: invalid value '2h' for '--timeout <DURATION>': expected from 1s to 1h")]
+fn errors_say_the_cause_once(#[case] args: &[&str], #[case] expected: &str) {
+    let out = miggate(args);
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(stderr(&out).lines().next().unwrap_or_default(), expected);
+}
+
+#[test]
+fn durations_take_units_and_bare_numbers_stay_seconds() {
+    let replay = root().join("testdata/nvidia-smi/replay/nvidia-smi");
+    for timeout in ["5s", "1500ms", "30", "1m"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_miggate"))
+            .args([
+                "capture",
+                "--nvidia-smi",
+                replay.to_str().unwrap(),
+                "--timeout",
+                timeout,
+            ])
+            .env("MIGGATE_REPLAY", "h100-mixed")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{timeout}: {}", stderr(&out));
+    }
+}
