@@ -149,6 +149,8 @@ pub enum ConvertOutput {
     Yaml,
     /// The manifest as JSON.
     Json,
+    /// Each GPU with its slices, as a tree for people (as `miggate capture -o table`).
+    Table,
 }
 
 /// Flags of `miggate where`.

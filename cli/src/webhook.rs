@@ -36,6 +36,9 @@ pub struct WebhookArgs {
     /// and all but those annotated `miggate.io/restore-from` are dropped on arrival.
     #[arg(long, value_name = "SELECTOR")]
     pub restore_pod_selector: Option<String>,
+    /// Which cluster `--store kube` watches, as kubectl's flags say it.
+    #[command(flatten)]
+    pub cluster: crate::service::ClusterFlags,
     /// Time between checks of the certificate files and the store for changes (`10s`, `1m`;
     /// a bare number is seconds).
     #[arg(long, value_name = "DURATION", default_value = "10s",
@@ -76,10 +79,15 @@ fn store(args: &WebhookArgs) -> anyhow::Result<StoreConfig> {
     Ok(match store {
         StoreConfig::Kube(_) => StoreConfig::Kube(KubeOptions {
             restore_pod_selector: args.restore_pod_selector.clone(),
+            kubeconfig: args.cluster.kubeconfig.clone(),
+            context: args.cluster.context.clone(),
         }),
         dir => {
             if args.restore_pod_selector.is_some() {
                 anyhow::bail!("--restore-pod-selector needs --store kube");
+            }
+            if args.cluster.kubeconfig.is_some() || args.cluster.context.is_some() {
+                anyhow::bail!("--kubeconfig and --context name a cluster: they need --store kube");
             }
             dir
         }
@@ -88,7 +96,7 @@ fn store(args: &WebhookArgs) -> anyhow::Result<StoreConfig> {
 
 /// Runs the webhook until SIGTERM or Ctrl-C, then drains in-flight requests and exits 0.
 pub fn run(args: &WebhookArgs) -> anyhow::Result<ExitCode> {
-    init_logging();
+    crate::service::init_logging();
     let mut config = miggate_webhook::Config::new(
         CertPaths {
             cert: args.tls_cert.clone(),
@@ -103,41 +111,10 @@ pub fn run(args: &WebhookArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(miggate_webhook::serve(config, |_| {}, stop_signal()))?;
+    let stop = async {
+        let signal = crate::service::stop_signal().await;
+        tracing::info!("{signal} received; stopping");
+    };
+    runtime.block_on(miggate_webhook::serve(config, |_| {}, stop))?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Resolves on SIGTERM (Kubernetes stopping the pod) or SIGINT.
-pub(crate) async fn stop_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot watch SIGTERM; stop with Ctrl-C");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        () = term => tracing::info!("SIGTERM received"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
-    }
-}
-
-/// Logs to stderr; `MIGGATE_LOG` sets the filter (default `info`), `MIGGATE_LOG_FORMAT=json`
-/// writes one JSON object per line for log collectors.
-pub(crate) fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("MIGGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
-    let _ = if std::env::var("MIGGATE_LOG_FORMAT").is_ok_and(|f| f == "json") {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
-    };
 }

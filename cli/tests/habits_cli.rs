@@ -319,3 +319,150 @@ fn durations_take_units_and_bare_numbers_stay_seconds() {
         assert_eq!(out.status.code(), Some(0), "{timeout}: {}", stderr(&out));
     }
 }
+
+/// One line per cause: a YAML error without the source snippet that repeated it, a repeated
+/// key in words, NVML's loader without nvml-wrapper's "a libloading error occurred".
+#[rstest]
+#[case::duplicate_key(
+    "apiVersion: miggate.io/v1alpha1\nkind: GpuManifest\npod:\n  cpuLimit: \"4\"\n  cpuLimit: \"8\"\n",
+    "miggate: source manifest m.yaml: invalid manifest YAML at pod: line 5 column 3: duplicate field `cpuLimit`"
+)]
+#[case::bad_variant(
+    "apiVersion: miggate.io/v1alpha1\nkind: GpuManifest\nnvidia: {migStrategy: Mixed}\n",
+    "miggate: source manifest m.yaml: invalid manifest YAML at nvidia.migStrategy: line 3 column 23: unknown variant `Mixed`, expected one of none, single, mixed"
+)]
+fn yaml_errors_are_one_line(#[case] text: &str, #[case] expected: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("m.yaml"), text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_miggate"))
+        .args(["check", "m.yaml", "m.yaml"])
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(stderr(&out), format!("{expected}\n"));
+}
+
+#[test]
+fn nvml_load_failures_say_the_loader_words_once() {
+    let out = miggate(&[
+        "capture",
+        "--backend",
+        "nvml",
+        "--nvml-library",
+        "/nonexistent/libnvidia-ml.so.1",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    insta::assert_snapshot!(stderr(&out), @"miggate: capture failed: NVML is not available: cannot load or initialise /nonexistent/libnvidia-ml.so.1: /nonexistent/libnvidia-ml.so.1: cannot open shared object file: No such file or directory (name the library with --nvml-library, or use --backend nvidia-smi)");
+}
+
+/// `publish --once` prints the GpuNode a round would apply, without a cluster.
+#[test]
+fn publish_once_prints_the_gpunode_and_writes_nothing() {
+    let replay = root().join("testdata/nvidia-smi/replay/nvidia-smi");
+    let run = |format: &str| {
+        let out = Command::new(env!("CARGO_BIN_EXE_miggate"))
+            .args(["publish", "--node", "gpu-node-3", "--once", "-o", format])
+            .args(["--nvidia-smi", replay.to_str().unwrap()])
+            .env("MIGGATE_REPLAY", "h100-mixed")
+            .env_remove("KUBECONFIG")
+            .env("HOME", "/nonexistent")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        out
+    };
+    let json: serde_json::Value = serde_json::from_slice(&run("json").stdout).unwrap();
+    assert_eq!(json["apiVersion"], "miggate.io/v1alpha1");
+    assert_eq!(json["kind"], "GpuNode");
+    assert_eq!(json["metadata"]["name"], "gpu-node-3");
+    assert!(json["spec"]["observedAt"].is_string());
+    assert_eq!(json["spec"]["manifest"]["host"]["nodeName"], "gpu-node-3");
+    let yaml: serde_json::Value = serde_saphyr::from_str(&stdout(&run("yaml"))).unwrap();
+    assert_eq!(
+        yaml["spec"]["manifest"]["nvidia"],
+        json["spec"]["manifest"]["nvidia"]
+    );
+    // What it prints is what `check` reads as a target.
+    let dir = tempfile::tempdir().unwrap();
+    let node = dir.path().join("gpunode.yaml");
+    std::fs::write(&node, run("yaml").stdout).unwrap();
+    let out = miggate(&["convert", node.to_str().unwrap(), "-o", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    // `-o` without `--once` is a usage error: the loop prints nothing.
+    assert_eq!(
+        miggate(&["publish", "--node", "n", "-o", "json"]).status.code(),
+        Some(2)
+    );
+}
+
+/// Before: `Failed to infer configuration: failed to infer config: in-cluster: (…)`.
+#[rstest]
+#[case::no_cluster(&[], "miggate: no cluster: set KUBECONFIG (or --kubeconfig), or run in a pod")]
+#[case::missing_kubeconfig(&["--kubeconfig", "/nonexistent/kubeconfig"], "miggate: cannot read kubeconfig /nonexistent/kubeconfig: No such file or directory")]
+#[case::missing_context(&["--kubeconfig", "<kc>", "--context", "nope"], "miggate: no context `nope` in the kubeconfig <kc>")]
+fn cluster_errors_are_in_kubectl_words(#[case] flags: &[&str], #[case] expected: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kc,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\ncontexts: [{name: a, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\ncurrent-context: a\n",
+    )
+    .unwrap();
+    let kc = kc.to_str().unwrap();
+    let flags: Vec<&str> = flags.iter().map(|f| if *f == "<kc>" { kc } else { f }).collect();
+    let expected = expected.replace("<kc>", kc);
+    for command in [
+        &["publish", "--node", "n", "--nvidia-smi", "/nonexistent"][..],
+        &[
+            "webhook",
+            "--store",
+            "kube",
+            "--tls-cert",
+            "c.pem",
+            "--tls-key",
+            "k.pem",
+        ][..],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_miggate"))
+            .args(command)
+            .args(&flags)
+            .env_remove("KUBECONFIG")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env("HOME", dir.path().join("home"))
+            .env("MIGGATE_LOG", "off")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{command:?}");
+        assert_eq!(stderr(&out).trim_end(), expected, "{command:?}");
+    }
+}
+
+/// `kubectl miggate …` runs the binary as `kubectl-miggate`: usage says what was typed.
+#[test]
+fn the_binary_works_as_a_kubectl_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    let plugin = dir.path().join("kubectl-miggate");
+    std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_miggate"), &plugin).unwrap();
+    let out = Command::new(&plugin)
+        .args(["check", "--help"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        stdout(&out).contains("Usage: kubectl miggate check [OPTIONS] <SOURCE> <TARGET>"),
+        "{}",
+        stdout(&out)
+    );
+    let out = Command::new(&plugin)
+        .args(["check", CHECKPOINT, NODE, "--mode", "offer"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(
+        out.stdout,
+        miggate(&["check", CHECKPOINT, NODE, "--mode", "offer"]).stdout
+    );
+}

@@ -15,6 +15,7 @@
 //! [`kube_store`] (watch caches over the API server), [`server`] (the routers), [`tls`]
 //! (rustls with reloads), [`metrics`], and [`serve`], which runs them all.
 
+pub mod cluster;
 pub mod decide;
 mod error;
 pub mod kube_store;
