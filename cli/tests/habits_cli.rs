@@ -293,7 +293,8 @@ fn objects_as_kubectl_prints_them_are_read_as_their_manifest() {
 #[rstest]
 #[case::missing_file(&["check", "nope.yaml", NODE], "miggate: cannot open source manifest nope.yaml: No such file or directory")]
 #[case::missing_checkpoint(&["where", "nope.yaml", "--store", "dir:testdata/webhook-store"], "miggate: cannot open checkpoint manifest nope.yaml: No such file or directory")]
-#[case::duration_word(&["capture", "--timeout", "soon"], "error: invalid value 'soon' for '--timeout <DURATION>': expected a duration such as 30s, 500ms or 2m (a bare number is seconds)")]
+#[case::duration_word(&["capture", "--timeout", "5x"], "error: invalid value '5x' for '--timeout <DURATION>': expected a duration such as 30s, 500ms or 2m (a bare number is seconds)")]
+#[case::skip_typo_as_docs_show(&["check", CHECKPOINT, CHECKPOINT, "--skip", "gpu-cuont"], "error: invalid value 'gpu-cuont' for '--skip <CHECKS>': unknown check `gpu-cuont`; known checks: cpu-arch, kernel-version, kernel-minimum, image-digest, memory-limit, cpu-limit, mount, gpu-model, gpu-count, mig-partitioning, mig-profile, driver-version, driver-minimum, gpu-request")]
 #[case::duration_bound(&["capture", "--timeout", "2h"], "error: invalid value '2h' for '--timeout <DURATION>': expected from 1s to 1h")]
 fn errors_say_the_cause_once(#[case] args: &[&str], #[case] expected: &str) {
     let out = miggate(args);
@@ -398,7 +399,7 @@ fn publish_once_prints_the_gpunode_and_writes_nothing() {
 
 /// Before: `Failed to infer configuration: failed to infer config: in-cluster: (…)`.
 #[rstest]
-#[case::no_cluster(&[], "miggate: no cluster: set KUBECONFIG (or --kubeconfig), or run in a pod")]
+#[case::no_cluster(&[], "miggate: no cluster: <home>/.kube/config does not exist and this is not a pod; set KUBECONFIG (or --kubeconfig), or run in a pod")]
 #[case::missing_kubeconfig(&["--kubeconfig", "/nonexistent/kubeconfig"], "miggate: cannot read kubeconfig /nonexistent/kubeconfig: No such file or directory")]
 #[case::missing_context(&["--kubeconfig", "<kc>", "--context", "nope"], "miggate: no context `nope` in the kubeconfig <kc>")]
 fn cluster_errors_are_in_kubectl_words(#[case] flags: &[&str], #[case] expected: &str) {
@@ -411,7 +412,10 @@ fn cluster_errors_are_in_kubectl_words(#[case] flags: &[&str], #[case] expected:
     .unwrap();
     let kc = kc.to_str().unwrap();
     let flags: Vec<&str> = flags.iter().map(|f| if *f == "<kc>" { kc } else { f }).collect();
-    let expected = expected.replace("<kc>", kc);
+    let home = dir.path().join("home");
+    let expected = expected
+        .replace("<kc>", kc)
+        .replace("<home>", home.to_str().unwrap());
     for command in [
         &["publish", "--node", "n", "--nvidia-smi", "/nonexistent"][..],
         &[
@@ -429,7 +433,7 @@ fn cluster_errors_are_in_kubectl_words(#[case] flags: &[&str], #[case] expected:
             .args(&flags)
             .env_remove("KUBECONFIG")
             .env_remove("KUBERNETES_SERVICE_HOST")
-            .env("HOME", dir.path().join("home"))
+            .env("HOME", &home)
             .env("MIGGATE_LOG", "off")
             .output()
             .unwrap();

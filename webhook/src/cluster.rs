@@ -39,7 +39,18 @@ pub async fn config(args: ClusterArgs<'_>) -> Result<Config, Error> {
         Ok(config) => Ok(config),
         // No kubeconfig anywhere: in a pod, its service account; else there is no cluster.
         Err(e) if args.context.is_none() && no_kubeconfig(&e) => Config::incluster().map_err(|_| {
-            cluster("no cluster: set KUBECONFIG (or --kubeconfig), or run in a pod".to_string())
+            let missing = match &e {
+                KubeconfigError::ReadConfig(_, path) => {
+                    format!(
+                        "{} does not exist and this is not a pod; ",
+                        escape(&path.display().to_string())
+                    )
+                }
+                _ => String::new(),
+            };
+            cluster(format!(
+                "no cluster: {missing}set KUBECONFIG (or --kubeconfig), or run in a pod"
+            ))
         }),
         Err(e) => Err(cluster(words(&e, None))),
     }
