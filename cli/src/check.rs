@@ -67,7 +67,16 @@ fn print(report: &miggate_compat::Report, args: &CheckArgs) -> std::io::Result<(
     match args.output {
         CheckOutput::Json => write_json(&mut out, report)?,
         CheckOutput::Yaml => write_yaml(&mut out, report)?,
-        CheckOutput::Table => crate::table::write_report(&mut out, report, &args.source, &args.target)?,
+        CheckOutput::Table => crate::table::write_report(
+            &mut out,
+            report,
+            &args.source,
+            &args.target,
+            crate::table::VALUE_WIDTH,
+        )?,
+        CheckOutput::Wide => {
+            crate::table::write_report(&mut out, report, &args.source, &args.target, crate::table::WIDE)?;
+        }
     }
     out.flush()
 }

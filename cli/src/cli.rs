@@ -374,6 +374,9 @@ pub enum CheckOutput {
     Json,
     /// The same report as YAML.
     Yaml,
+    /// The table with more to show: every value whole on one line (`check`); every refusal and
+    /// the device map of each node (`where`).
+    Wide,
 }
 
 /// The format names `-o` takes anywhere: a file named one of them is almost surely a format

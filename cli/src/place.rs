@@ -38,7 +38,8 @@ pub fn run(args: &WhereArgs) -> anyhow::Result<ExitCode> {
     let written = match args.output {
         CheckOutput::Json => crate::check::write_json(&mut out, &answer(&checkpoint, &placements, &problems)),
         CheckOutput::Yaml => crate::check::write_yaml(&mut out, &answer(&checkpoint, &placements, &problems)),
-        CheckOutput::Table => write_text(&mut out, &checkpoint, &placements, &problems),
+        CheckOutput::Table => write_text(&mut out, &checkpoint, &placements, &problems, false),
+        CheckOutput::Wide => write_text(&mut out, &checkpoint, &placements, &problems, true),
     };
     closed_pipe_is_fine(written.and_then(|()| out.flush())).context("cannot write the answer")?;
     Ok(if fits > 0 {
@@ -169,11 +170,24 @@ fn detail(p: &Placement<'_>) -> String {
     }
 }
 
+/// `-o wide`'s cell: every refusal in the reason format, or the fit with its device map.
+fn detail_wide(p: &Placement<'_>) -> String {
+    if p.first_refusal().is_some() {
+        return escape(&p.report.reason).into_owned();
+    }
+    match p.report.device_map.as_deref() {
+        Some("") => format!("{}; device map: every device maps to itself", detail(p)),
+        Some(map) => format!("{}; device map: {}", detail(p), escape(map)),
+        None => detail(p),
+    }
+}
+
 fn write_text(
     out: &mut impl Write,
     checkpoint: &GpuManifest,
     placements: &[Placement<'_>],
     problems: &[Problem],
+    wide: bool,
 ) -> io::Result<()> {
     let width = placements
         .iter()
@@ -184,7 +198,8 @@ fn write_text(
     writeln!(out, "{:<width$}  {:<7}  DETAIL", "NODE", "VERDICT")?;
     for p in placements {
         let verdict = if p.fits() { "fits" } else { "refused" };
-        writeln!(out, "{:<width$}  {verdict:<7}  {}", escape(p.node), detail(p))?;
+        let detail = if wide { detail_wide(p) } else { detail(p) };
+        writeln!(out, "{:<width$}  {verdict:<7}  {detail}", escape(p.node))?;
     }
     let fits = placements.iter().filter(|p| p.fits()).count();
     match placements.len() {

@@ -470,3 +470,34 @@ fn the_binary_works_as_a_kubectl_plugin() {
         miggate(&["check", CHECKPOINT, NODE, "--mode", "offer"]).stdout
     );
 }
+
+/// `-o wide`: the table with more to show.
+#[test]
+fn wide_output_shows_what_the_table_cuts() {
+    let digest = "sha256:9f2c4be5a0e7f4b1c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8a7b6c5d4e3f2a1b0";
+    let restore = "testdata/manifests/restore-h100-3g40gb-x2.yaml";
+    let table = stdout(&miggate(&["check", CHECKPOINT, restore]));
+    let wide = miggate(&["check", CHECKPOINT, restore, "-o", "wide"]);
+    assert_eq!(wide.status.code(), Some(0));
+    assert!(!table.contains(digest), "the table cuts the digest");
+    assert!(stdout(&wide).contains(digest), "{}", stdout(&wide));
+
+    let out = miggate(&[
+        "where",
+        CHECKPOINT,
+        "--store",
+        "dir:testdata/webhook-store",
+        "-o",
+        "wide",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let fits = text.lines().find(|l| l.starts_with("gpu-node-7")).unwrap();
+    assert!(
+        fits.ends_with("; device map: MIG-7089d0f3-293f-58c9-8f8c-5ea666eedbde=MIG-2f1e0d9c-8b7a-5c6d-9e4f-1a2b3c4d5e6f,MIG-56c30729-3b1e-5f2a-8c4d-7e6f5a4b3c2d=MIG-a1b2c3d4-e5f6-5a7b-8c9d-0e1f2a3b4c5d"),
+        "{fits}"
+    );
+    // Every refusal, where the table names the first.
+    let refused = text.lines().find(|l| l.starts_with("a100-node-2")).unwrap();
+    assert_eq!(refused.matches("source ").count(), 4, "{refused}");
+}
