@@ -52,7 +52,7 @@ fn stderr(o: &Output) -> String {
 
 const CHECKPOINT: &str = "testdata/manifests/checkpoint-h100-3g40gb-x2.yaml";
 const NODE: &str = "testdata/manifests/node-h100-8gpu-mixed.yaml";
-const OBJECT: &str = "testdata/manifests/gpucheckpoint-kubectl-get.yaml";
+const OBJECT: &str = "testdata/kubectl/gpucheckpoint-vllm-ckpt.yaml";
 
 /// A node with one whole H100 and one cut into slices: a checkpoint on two whole GPUs does not
 /// fit it.
