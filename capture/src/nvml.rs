@@ -415,6 +415,9 @@ fn describe(e: &NvmlError) -> String {
         NvmlError::FailedToLoadSymbol(_) => {
             "this NVML library does not export it (driver too old?)".to_string()
         }
+        // The loader's own words (`…: cannot open shared object file: No such file or
+        // directory`), without nvml-wrapper's "a libloading error occurred" before them.
+        NvmlError::LibloadingError(inner) => escape(&inner.to_string()).into_owned(),
         other => escape(&other.to_string()).into_owned(),
     }
 }

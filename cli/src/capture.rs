@@ -34,7 +34,7 @@ fn with_flags(err: Error, args: &CaptureArgs) -> anyhow::Error {
     let hint = if err.is_timeout() {
         Some(format!(
             "--timeout {} bounds the whole capture, retries included; raise it if the GPUs are slow to answer",
-            args.source.timeout
+            crate::duration::shown(args.source.timeout)
         ))
     } else if err.is_not_found() {
         Some("name the binary with --nvidia-smi or MIGGATE_NVIDIA_SMI".to_string())

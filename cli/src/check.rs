@@ -4,8 +4,8 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use miggate_compat::escape::is_hazard;
-use miggate_compat::{Mode, Target, TargetScope, evaluate_target};
+use miggate_compat::escape::{escape, is_hazard};
+use miggate_compat::{Mode, StoredKind, Target, TargetScope, evaluate_target};
 
 use crate::cli::{CheckArgs, CheckOutput, ModeArg, ScopeArg};
 use crate::input::{closed_pipe_is_fine, read_manifest, stdout_is_closed};
@@ -22,8 +22,16 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     if args.source.as_os_str() == "-" && args.target.as_os_str() == "-" {
         anyhow::bail!("source and target cannot both be `-`: standard input holds one manifest");
     }
-    let source = read_manifest(&args.source, "source")?;
-    let target = read_manifest(&args.target, "target")?;
+    let read = args.read.options();
+    let source = read_manifest(&args.source, "source", read)?;
+    if source.kind == StoredKind::Node {
+        anyhow::bail!(
+            "source manifest {}: it is a GpuNode (a node's inventory), not a checkpoint",
+            escape(&args.source.display().to_string())
+        );
+    }
+    let source = source.manifest;
+    let target = read_manifest(&args.target, "target", read)?.manifest;
     let mut view = Target::manifest(&target);
     if let Some(scope) = args.target_scope {
         view = view.with_scope(match scope {
@@ -32,8 +40,11 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
             ScopeArg::All => TargetScope::All,
         });
     }
-    let report = evaluate_target(&source, view, &options);
-    let code = if report.compatible {
+    let mut report = evaluate_target(&source, view, &options);
+    let code = if report.compared_nothing() {
+        report.warnings.push(NOTHING_COMPARED.to_string());
+        ExitCode::from(EXIT_NOTHING_COMPARED)
+    } else if report.compatible {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
@@ -42,17 +53,47 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
+/// The exit status of a check that compared nothing: every check was not applicable or unknown
+/// (`--target-scope pod` asked of a node inventory, say). Not 0: nothing says the restore
+/// fits; not 1: nothing refused it either.
+pub const EXIT_NOTHING_COMPARED: u8 = 3;
+
+/// The warning such a report carries, so `-o json` says it too.
+pub const NOTHING_COMPARED: &str = "nothing was compared: every check is not applicable or unknown for this \
+     target (exit status 3); is it the right file, and the right --target-scope?";
+
 fn print(report: &miggate_compat::Report, args: &CheckArgs) -> std::io::Result<()> {
     let mut out = anstream::stdout().lock();
     match args.output {
-        CheckOutput::Json => {
-            let mut json = serde_json::Serializer::with_formatter(&mut out, TerminalSafe::default());
-            serde::Serialize::serialize(report, &mut json)?;
-            writeln!(out)?;
+        CheckOutput::Json => write_json(&mut out, report)?,
+        CheckOutput::Yaml => write_yaml(&mut out, report)?,
+        CheckOutput::Table => crate::table::write_report(
+            &mut out,
+            report,
+            &args.source,
+            &args.target,
+            crate::table::VALUE_WIDTH,
+        )?,
+        CheckOutput::Wide => {
+            crate::table::write_report(&mut out, report, &args.source, &args.target, crate::table::WIDE)?;
         }
-        CheckOutput::Text => crate::table::write_report(&mut out, report, &args.source, &args.target)?,
     }
     out.flush()
+}
+
+/// `value` as pretty JSON, terminal-safe, and a line break.
+pub(crate) fn write_json(out: &mut impl Write, value: &impl serde::Serialize) -> std::io::Result<()> {
+    let mut json = serde_json::Serializer::with_formatter(&mut *out, TerminalSafe::default());
+    value.serialize(&mut json)?;
+    writeln!(out)
+}
+
+/// `value` as YAML: its JSON tree written by the YAML writer, every string escaped the way
+/// YAML's double quotes escape (the writer quotes what a terminal would act on).
+pub(crate) fn write_yaml(out: &mut impl Write, value: &impl serde::Serialize) -> std::io::Result<()> {
+    let tree = serde_json::to_value(value)?;
+    let text = serde_saphyr::to_string(&tree).map_err(std::io::Error::other)?;
+    out.write_all(text.as_bytes())
 }
 
 /// serde_json's pretty output, with the characters serde_json writes as they are but a terminal

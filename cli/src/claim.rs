@@ -13,6 +13,9 @@ pub struct ClaimArgs {
     /// The checkpoint: a manifest, a GpuCheckpoint object or a Go peer artifact; `-` reads
     /// standard input.
     pub checkpoint: PathBuf,
+    /// How strictly the checkpoint is read (`--validate`).
+    #[command(flatten)]
+    pub read: crate::cli::ReadArgs,
     /// The template's name, what a restore pod's `resourceClaims[].resourceClaimTemplateName`
     /// names.
     #[arg(long, default_value = "miggate-restore")]
@@ -33,7 +36,7 @@ pub enum ClaimOutput {
 
 /// Prints the template. Exit status: 0 written, 2 a checkpoint that cannot be claimed.
 pub fn run(args: &ClaimArgs) -> anyhow::Result<ExitCode> {
-    let manifest = crate::place::read_checkpoint(&args.checkpoint)?;
+    let manifest = crate::place::read_checkpoint(&args.checkpoint, args.read.options())?;
     let template = miggate_crds::claim::claim_template(&args.name, &manifest)?;
     let text = match args.output {
         ClaimOutput::Yaml => {

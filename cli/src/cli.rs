@@ -90,16 +90,60 @@ pub struct CheckArgs {
     /// The policy: strict, skips, floors.
     #[command(flatten)]
     pub policy: PolicyArgs,
+    /// How unknown fields in the manifests are read.
+    #[command(flatten)]
+    pub read: ReadArgs,
     /// Output format.
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = CheckOutput::Text)]
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = CheckOutput::Table)]
     pub output: CheckOutput,
+}
+
+/// `--validate`, on every command that reads manifests: kubectl's flag, with its values and
+/// its default. A typo (`devcies:`) read leniently would make the devices unknown, and unknown
+/// admits: so an unknown field is an error unless asked otherwise.
+#[derive(Debug, clap::Args)]
+pub struct ReadArgs {
+    /// What an unknown field in a manifest does: strict (an error naming the field, its line and
+    /// the nearest known name), warn (kept and reported as a warning), ignore (dropped).
+    #[arg(long, value_enum, value_name = "MODE", default_value_t = ValidateArg::Strict)]
+    pub validate: ValidateArg,
+}
+
+impl ReadArgs {
+    /// compat's reading options.
+    pub fn options(&self) -> miggate_compat::ReadOptions {
+        miggate_compat::ReadOptions {
+            fields: match self.validate {
+                ValidateArg::Strict => miggate_compat::FieldValidation::Strict,
+                ValidateArg::Warn => miggate_compat::FieldValidation::Warn,
+                ValidateArg::Ignore => miggate_compat::FieldValidation::Ignore,
+            },
+        }
+    }
+}
+
+/// `--validate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ValidateArg {
+    /// An unknown field is an error (exit 2).
+    #[value(alias = "true")]
+    Strict,
+    /// An unknown field is kept and reported as a warning.
+    Warn,
+    /// An unknown field is dropped without a word.
+    #[value(alias = "false")]
+    Ignore,
 }
 
 /// Flags of `miggate convert`.
 #[derive(Debug, clap::Args)]
 pub struct ConvertArgs {
-    /// The manifest or peer artifact (JSON or YAML); `-` reads standard input.
+    /// The manifest, GpuCheckpoint or GpuNode object, or peer artifact (JSON or YAML); `-`
+    /// reads standard input.
     pub file: PathBuf,
+    /// How unknown fields in the manifest are read.
+    #[command(flatten)]
+    pub read: ReadArgs,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value_t = ConvertOutput::Yaml)]
     pub output: ConvertOutput,
@@ -112,6 +156,8 @@ pub enum ConvertOutput {
     Yaml,
     /// The manifest as JSON.
     Json,
+    /// Each GPU with its slices, as a tree for people (as `miggate capture -o table`).
+    Table,
 }
 
 /// Flags of `miggate where`.
@@ -127,8 +173,11 @@ pub struct WhereArgs {
     /// The policy: strict, skips, floors.
     #[command(flatten)]
     pub policy: PolicyArgs,
+    /// How unknown fields in the checkpoint and the node files are read.
+    #[command(flatten)]
+    pub read: ReadArgs,
     /// Output format.
-    #[arg(short = 'o', long = "output", value_enum, default_value_t = CheckOutput::Text)]
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = CheckOutput::Table)]
     pub output: CheckOutput,
 }
 
@@ -181,7 +230,7 @@ const FLAG_QUOTE_BYTES: usize = MAX_QUOTED_BYTES / 4;
 /// A flag value read by a function of compat's, whose error quotes the value escaped and cut:
 /// clap's own value errors quote it as typed. The function gives the reason, already escaped.
 #[derive(Clone)]
-struct FlagParser<T>(fn(&str) -> Result<T, String>);
+pub(crate) struct FlagParser<T>(pub(crate) fn(&str) -> Result<T, String>);
 
 impl<T: Clone + Send + Sync + 'static> TypedValueParser for FlagParser<T> {
     type Value = T;
@@ -255,10 +304,12 @@ pub struct CaptureSourceArgs {
     /// The NVML library to load instead of libnvidia-ml.so.1.
     #[arg(long, value_name = "PATH")]
     pub nvml_library: Option<PathBuf>,
-    /// Seconds the whole capture may take: every nvidia-smi command (retries included) or the
-    /// NVML read; a command still running then is killed.
-    #[arg(long, value_name = "SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub timeout: u64,
+    /// How long the whole capture may take (`30s`, `2m`; a bare number is seconds): every
+    /// nvidia-smi command (retries included) or the NVML read; a command still running then is
+    /// killed.
+    #[arg(long, value_name = "DURATION", default_value = "30s",
+          value_parser = crate::duration::DurationParser::seconds(1, 3600))]
+    pub timeout: std::time::Duration,
 }
 
 impl CaptureSourceArgs {
@@ -273,7 +324,7 @@ impl CaptureSourceArgs {
             nvidia_smi: self.nvidia_smi.clone(),
             nvml_library: self.nvml_library.clone(),
             node_name,
-            timeout: Some(std::time::Duration::from_secs(self.timeout)),
+            timeout: Some(self.timeout),
         }
     }
 }
@@ -320,13 +371,48 @@ pub enum ModeArg {
     Offer,
 }
 
-/// `miggate check -o`.
+/// `miggate check -o` and `miggate where -o`.
 #[derive(Debug, Clone, Copy, ValueEnum)]
 pub enum CheckOutput {
-    /// A table for people.
-    Text,
+    /// A table for people (`text`, its name before, still reads).
+    #[value(alias = "text")]
+    Table,
     /// The JSON report for scripts.
     Json,
+    /// The same report as YAML.
+    Yaml,
+    /// The table with more to show: every value whole on one line (`check`); every refusal and
+    /// the device map of each node (`where`).
+    Wide,
+}
+
+/// The format names `-o` takes anywhere: a file named one of them is almost surely a format
+/// asked of a flag that writes a file.
+const FORMAT_NAMES: &[&str] = &["table", "wide", "json", "yaml", "yml", "text", "name"];
+
+/// `--out PATH` (also `-o PATH`): a path, but never a format's name, so `-o yaml` is an error
+/// instead of a file named `yaml`.
+pub(crate) fn out_path(text: &str) -> Result<PathBuf, String> {
+    if FORMAT_NAMES.contains(&text.to_ascii_lowercase().as_str()) {
+        return Err(format!(
+            "that is an output format's name, not a file: this flag names the file to write \
+             (./{} for a file of that name)",
+            escape_within(text, FLAG_QUOTE_BYTES)
+        ));
+    }
+    if text.is_empty() {
+        return Err("expected a file path".to_string());
+    }
+    Ok(PathBuf::from(text))
+}
+
+/// `1 GPU`, `2 GPUs`: a count with the word that fits it.
+pub(crate) fn counted(n: usize, one: &str, many: &str) -> String {
+    if n == 1 {
+        format!("1 {one}")
+    } else {
+        format!("{n} {many}")
+    }
 }
 
 /// Runs a parsed command line.

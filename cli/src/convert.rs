@@ -13,8 +13,14 @@ pub fn run(args: &ConvertArgs) -> anyhow::Result<ExitCode> {
     if stdout_is_closed() {
         anyhow::bail!("standard output is closed: the manifest would be lost");
     }
-    let manifest = read_manifest(&args.file, "input")?;
+    let manifest = read_manifest(&args.file, "input", args.read.options())?.manifest;
     let text = match args.output {
+        ConvertOutput::Table => {
+            let mut out = anstream::stdout().lock();
+            closed_pipe_is_fine(crate::tree::write_tree(&mut out, &manifest).and_then(|()| out.flush()))
+                .context("cannot write the manifest")?;
+            return Ok(ExitCode::SUCCESS);
+        }
         ConvertOutput::Yaml => manifest.to_yaml()?,
         ConvertOutput::Json => {
             // The JSON writer that escapes what a terminal would act on, as `check -o json`.

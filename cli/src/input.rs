@@ -4,33 +4,65 @@ use std::io::Read;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use anyhow::{Context, bail};
+use anyhow::{anyhow, bail};
 use miggate_compat::escape::escape;
-use miggate_compat::{GpuManifest, MAX_MANIFEST_BYTES};
+use miggate_compat::{MAX_MANIFEST_BYTES, ReadOptions, Stored, read_stored_with};
 
-/// Reads a manifest from a path (`-` is standard input), refusing oversized input before
-/// reading it all. Errors quote the path escaped: a file name can hold escape sequences.
-pub fn read_manifest(path: &Path, role: &str) -> anyhow::Result<GpuManifest> {
-    let shown = path.display().to_string();
-    let shown = escape(&shown);
+/// Reads a manifest from a path (`-` is standard input): a manifest document, a
+/// `GpuCheckpoint` or `GpuNode` object as `kubectl get … -o yaml` prints it, or a Go peer
+/// artifact. Oversized input is refused before it is all read. Errors quote the path escaped
+/// (a file name can hold escape sequences), and say once what failed.
+pub fn read_manifest(path: &Path, role: &str, options: ReadOptions) -> anyhow::Result<Stored> {
+    let shown = if path == Path::new("-") {
+        "from standard input".into()
+    } else {
+        escape(&path.display().to_string()).into_owned()
+    };
     let mut bytes = Vec::new();
     let limit = u64::try_from(MAX_MANIFEST_BYTES).unwrap_or(u64::MAX) + 1;
     if path == Path::new("-") {
         std::io::stdin()
             .take(limit)
             .read_to_end(&mut bytes)
-            .with_context(|| format!("cannot read {role} manifest from standard input"))?;
+            .map_err(|e| anyhow!("cannot read {role} manifest {shown}: {}", io_why(&e)))?;
     } else {
-        let file =
-            std::fs::File::open(path).with_context(|| format!("cannot open {role} manifest {shown}"))?;
+        let file = std::fs::File::open(path)
+            .map_err(|e| anyhow!("cannot open {role} manifest {shown}: {}", io_why(&e)))?;
         file.take(limit)
             .read_to_end(&mut bytes)
-            .with_context(|| format!("cannot read {role} manifest {shown}"))?;
+            .map_err(|e| anyhow!("cannot read {role} manifest {shown}: {}", io_why(&e)))?;
     }
     if bytes.len() > MAX_MANIFEST_BYTES {
         bail!("{role} manifest {shown} is over the {MAX_MANIFEST_BYTES}-byte limit");
     }
-    miggate_compat::from_slice(&bytes).with_context(|| format!("{role} manifest {shown}"))
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        // Not text: compat's reader says where the first invalid byte is.
+        let manifest = miggate_compat::from_slice_with(&bytes, options)
+            .map_err(|e| anyhow!("{role} manifest {shown}: {e}"))?;
+        return Ok(Stored {
+            manifest,
+            container_name: None,
+            name: None,
+            namespace: None,
+            kind: miggate_compat::StoredKind::Manifest,
+        });
+    };
+    read_stored_with(text, options).map_err(|e| match e {
+        miggate_compat::Error::UnknownField { .. } => {
+            anyhow!("{role} manifest {shown}: {e} (--validate=warn reads it with a warning)")
+        }
+        other => anyhow!("{role} manifest {shown}: {other}"),
+    })
+}
+
+/// An I/O error in words, once: `No such file or directory`, without the `(os error 2)` a
+/// person has no use for.
+pub fn io_why(error: &std::io::Error) -> String {
+    let text = error.to_string();
+    match text.rsplit_once(" (os error ") {
+        Some((words, _)) => words.to_string(),
+        None => text,
+    }
 }
 
 /// The result of writing to standard output, with a reader that stopped early (`| head`) not

@@ -9,11 +9,13 @@ mod cli;
 mod convert;
 mod crds;
 mod deploy;
+mod duration;
 mod input;
 mod place;
 mod printable;
 mod publish;
 mod recover;
+mod service;
 mod table;
 mod tree;
 mod webhook;
@@ -22,15 +24,39 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use clap::builder::styling::Styles;
-use clap::{CommandFactory, Parser};
+use clap::{CommandFactory, FromArgMatches};
 use miggate_compat::escape::{MAX_QUOTED_BYTES, escape_within};
 
 /// The most one line of an error message may take. Each quoted path or value is already cut to
 /// its own bound; this is the guard for text that reached a message unquoted.
 const MAX_ERROR_LINE_BYTES: usize = 4 * MAX_QUOTED_BYTES;
 
+/// The name kubectl finds a plugin by: `kubectl miggate …` runs `kubectl-miggate …`.
+const PLUGIN_NAME: &str = "kubectl-miggate";
+
+/// The command line's definition, named as it was invoked: `kubectl miggate` when run as the
+/// kubectl plugin, so usage and help show what the user typed.
+fn command() -> clap::Command {
+    let invoked = std::env::args_os().next().map(std::path::PathBuf::from);
+    let as_plugin = invoked
+        .as_deref()
+        .and_then(std::path::Path::file_name)
+        .is_some_and(|name| name == PLUGIN_NAME);
+    let command = cli::Cli::command();
+    if as_plugin {
+        command
+            .bin_name("kubectl miggate")
+            .display_name("kubectl miggate")
+    } else {
+        command
+    }
+}
+
 fn main() -> ExitCode {
-    let args = match cli::Cli::try_parse() {
+    let args = match command()
+        .try_get_matches()
+        .and_then(|m| cli::Cli::from_arg_matches(&m))
+    {
         Ok(args) => args,
         Err(err) => return usage_error(&err),
     };
@@ -42,11 +68,30 @@ fn main() -> ExitCode {
             let _ = writeln!(
                 std::io::stderr(),
                 "miggate: {}",
-                escape_lines(&format!("{err:#}"), MAX_ERROR_LINE_BYTES)
+                escape_lines(&said_once(&err), MAX_ERROR_LINE_BYTES)
             );
             ExitCode::from(2)
         }
     }
+}
+
+/// The error and its causes joined by `: ` as `{:#}` joins them, each cause said once: a
+/// library error that shows its source in its own message and also returns it as its
+/// `source()` (`cannot read x: No such file or directory`, then `No such file or directory`)
+/// would otherwise be said twice.
+fn said_once(err: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in err.chain() {
+        let text = cause.to_string();
+        if text.is_empty() || out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
 }
 
 /// `text` with each line escaped and bounded, the line breaks kept: the last guard for outside
@@ -66,7 +111,7 @@ fn usage_error(err: &clap::Error) -> ExitCode {
     // The message as typed, without clap's styling: rendering `err` without colour would strip
     // escape sequences clap did not write along with those it did, hiding what was typed. The
     // same arguments parsed again with plain styles give the same error with no codes of clap's.
-    let raw = match cli::Cli::command().styles(Styles::plain()).try_get_matches() {
+    let raw = match command().styles(Styles::plain()).try_get_matches() {
         Err(plain) => plain.render().ansi().to_string(),
         Ok(_) => err.render().to_string(),
     };
@@ -84,7 +129,33 @@ fn usage_error(err: &clap::Error) -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use super::escape_lines;
+    use super::{escape_lines, said_once};
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_said_again() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory");
+        /// A library error as thiserror writes one with a field named `source`: the cause in
+        /// its message, and again as its `source()`.
+        #[derive(Debug)]
+        struct Read(std::io::Error);
+        impl std::fmt::Display for Read {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "cannot read nope.yaml: {}", self.0)
+            }
+        }
+        impl std::error::Error for Read {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.0)
+            }
+        }
+        let err = anyhow::Error::new(Read(io)).context("webhook store");
+        assert_eq!(
+            said_once(&err),
+            "webhook store: cannot read nope.yaml: No such file or directory"
+        );
+        let plain = anyhow::anyhow!("root cause").context("outer");
+        assert_eq!(said_once(&plain), "outer: root cause");
+    }
 
     #[test]
     fn lines_are_escaped_and_line_breaks_kept() {

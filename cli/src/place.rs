@@ -6,7 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use miggate_compat::escape::escape;
-use miggate_compat::{GpuManifest, MAX_MANIFEST_BYTES, Mode, Placement, StoredKind, place, read_stored};
+use miggate_compat::{
+    GpuManifest, MAX_MANIFEST_BYTES, Mode, Placement, ReadOptions, StoredKind, place, read_stored_with,
+};
 use serde::Serialize;
 
 use crate::cli::{CheckOutput, WhereArgs};
@@ -27,14 +29,17 @@ pub fn run(args: &WhereArgs) -> anyhow::Result<ExitCode> {
         bail!("standard output is closed: the answer would be lost (use >/dev/null to discard it)");
     }
     let options = args.policy.options(Mode::Offer);
-    let checkpoint = read_checkpoint(&args.checkpoint)?;
-    let (nodes, problems) = read_nodes(&args.store)?;
+    let read = args.read.options();
+    let checkpoint = read_checkpoint(&args.checkpoint, read)?;
+    let (nodes, problems) = read_nodes(&args.store, read)?;
     let placements = place(&checkpoint, nodes.iter().map(|(n, m)| (n.as_str(), m)), &options);
     let fits = placements.iter().filter(|p| p.fits()).count();
     let mut out = anstream::stdout().lock();
     let written = match args.output {
-        CheckOutput::Json => write_json(&mut out, &checkpoint, &placements, &problems),
-        CheckOutput::Text => write_text(&mut out, &checkpoint, &placements, &problems),
+        CheckOutput::Json => crate::check::write_json(&mut out, &answer(&checkpoint, &placements, &problems)),
+        CheckOutput::Yaml => crate::check::write_yaml(&mut out, &answer(&checkpoint, &placements, &problems)),
+        CheckOutput::Table => write_text(&mut out, &checkpoint, &placements, &problems, false),
+        CheckOutput::Wide => write_text(&mut out, &checkpoint, &placements, &problems, true),
     };
     closed_pipe_is_fine(written.and_then(|()| out.flush())).context("cannot write the answer")?;
     Ok(if fits > 0 {
@@ -61,18 +66,13 @@ fn read_text(bytes: Vec<u8>) -> Result<String, String> {
 }
 
 /// The checkpoint: any manifest document, a GpuCheckpoint object, or a peer artifact.
-pub(crate) fn read_checkpoint(path: &Path) -> anyhow::Result<GpuManifest> {
-    let shown = escape(&path.display().to_string()).into_owned();
-    let bytes = if path == Path::new("-") {
-        read_limited(io::stdin()).context("cannot read the checkpoint from standard input")?
-    } else {
-        let file = std::fs::File::open(path).with_context(|| format!("cannot open checkpoint {shown}"))?;
-        read_limited(file).with_context(|| format!("cannot read checkpoint {shown}"))?
-    };
-    let text = read_text(bytes).map_err(|why| anyhow::anyhow!("checkpoint {shown}: {why}"))?;
-    let stored = read_stored(&text).map_err(|e| anyhow::anyhow!("checkpoint {shown}: {e}"))?;
+pub(crate) fn read_checkpoint(path: &Path, options: ReadOptions) -> anyhow::Result<GpuManifest> {
+    let stored = crate::input::read_manifest(path, "checkpoint", options)?;
     if stored.kind == StoredKind::Node {
-        bail!("checkpoint {shown}: it is a GpuNode (a node's inventory), not a checkpoint");
+        bail!(
+            "checkpoint {}: it is a GpuNode (a node's inventory), not a checkpoint",
+            escape(&path.display().to_string())
+        );
     }
     Ok(stored.manifest)
 }
@@ -82,7 +82,7 @@ type Named = (String, GpuManifest);
 
 /// Every `nodes/<node>.{yaml,yml,json}` file, by name; unusable ones as problems. A missing or
 /// unreadable `nodes/` directory is an error: a typo in `--store` must not read as "no node fits".
-fn read_nodes(root: &Path) -> anyhow::Result<(Vec<Named>, Vec<Problem>)> {
+fn read_nodes(root: &Path, options: ReadOptions) -> anyhow::Result<(Vec<Named>, Vec<Problem>)> {
     let dir = root.join("nodes");
     let shown = escape(&dir.display().to_string()).into_owned();
     let entries =
@@ -117,7 +117,7 @@ fn read_nodes(root: &Path) -> anyhow::Result<(Vec<Named>, Vec<Problem>)> {
             .and_then(read_limited)
             .map_err(|e| e.to_string())
             .and_then(read_text)
-            .and_then(|text| read_stored(&text).map_err(|e| e.to_string()))
+            .and_then(|text| read_stored_with(&text, options).map_err(|e| e.to_string()))
             .and_then(|stored| match stored.kind {
                 StoredKind::Checkpoint => Err("it is a GpuCheckpoint, not a node's inventory".to_string()),
                 _ => match stored.name.filter(|n| *n != name) {
@@ -159,7 +159,8 @@ fn detail(p: &Placement<'_>) -> String {
         Some(d) if d.is_empty() => "no GPU".to_string(),
         Some(d) => d.join(", "),
         None => match p.report.result(miggate_compat::CheckName::GPU_COUNT) {
-            Some(r) => format!("{} device(s), no device map", escape(&r.source)),
+            Some(r) if r.source == "1" => "1 device, no device map".to_string(),
+            Some(r) => format!("{} devices, no device map", escape(&r.source)),
             None => "no device map".to_string(),
         },
     };
@@ -169,11 +170,24 @@ fn detail(p: &Placement<'_>) -> String {
     }
 }
 
+/// `-o wide`'s cell: every refusal in the reason format, or the fit with its device map.
+fn detail_wide(p: &Placement<'_>) -> String {
+    if p.first_refusal().is_some() {
+        return escape(&p.report.reason).into_owned();
+    }
+    match p.report.device_map.as_deref() {
+        Some("") => format!("{}; device map: every device maps to itself", detail(p)),
+        Some(map) => format!("{}; device map: {}", detail(p), escape(map)),
+        None => detail(p),
+    }
+}
+
 fn write_text(
     out: &mut impl Write,
     checkpoint: &GpuManifest,
     placements: &[Placement<'_>],
     problems: &[Problem],
+    wide: bool,
 ) -> io::Result<()> {
     let width = placements
         .iter()
@@ -184,10 +198,14 @@ fn write_text(
     writeln!(out, "{:<width$}  {:<7}  DETAIL", "NODE", "VERDICT")?;
     for p in placements {
         let verdict = if p.fits() { "fits" } else { "refused" };
-        writeln!(out, "{:<width$}  {verdict:<7}  {}", escape(p.node), detail(p))?;
+        let detail = if wide { detail_wide(p) } else { detail(p) };
+        writeln!(out, "{:<width$}  {verdict:<7}  {detail}", escape(p.node))?;
     }
     let fits = placements.iter().filter(|p| p.fits()).count();
-    writeln!(out, "\n{fits} of {} nodes fit", placements.len())?;
+    match placements.len() {
+        1 => writeln!(out, "\n{fits} of 1 node fits")?,
+        n => writeln!(out, "\n{fits} of {n} nodes fit")?,
+    }
     for w in &checkpoint.warnings {
         writeln!(out, "warning: checkpoint: {}", escape(w))?;
     }
@@ -226,13 +244,12 @@ struct Refusal<'a> {
     target: &'a str,
 }
 
-fn write_json(
-    out: &mut impl Write,
-    checkpoint: &GpuManifest,
-    placements: &[Placement<'_>],
-    problems: &[Problem],
-) -> io::Result<()> {
-    let answer = Answer {
+fn answer<'a>(
+    checkpoint: &'a GpuManifest,
+    placements: &'a [Placement<'_>],
+    problems: &'a [Problem],
+) -> Answer<'a> {
+    Answer {
         schema_version: 1,
         fits: placements.iter().filter(|p| p.fits()).count(),
         nodes: placements
@@ -253,8 +270,5 @@ fn write_json(
             .collect(),
         problems,
         warnings: &checkpoint.warnings,
-    };
-    let mut json = serde_json::Serializer::with_formatter(&mut *out, crate::check::TerminalSafe::default());
-    answer.serialize(&mut json)?;
-    writeln!(out)
+    }
 }

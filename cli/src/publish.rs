@@ -15,10 +15,11 @@ pub struct PublishArgs {
     /// The node: the `GpuNode` is named after it (the DaemonSet passes `spec.nodeName`).
     #[arg(long, value_name = "NAME", env = "NODE_NAME")]
     pub node: String,
-    /// Seconds between captures; the `GpuNode` is written only when the inventory changed.
-    #[arg(long, value_name = "SECONDS", default_value_t = 60,
-          value_parser = clap::value_parser!(u64).range(5..=86400))]
-    pub interval: u64,
+    /// Time between captures (`60s`, `5m`; a bare number is seconds); the `GpuNode` is
+    /// written only when the inventory changed.
+    #[arg(long, value_name = "DURATION", default_value = "60s",
+          value_parser = crate::duration::DurationParser::seconds(5, 86400))]
+    pub interval: Duration,
     /// The host's root as mounted here: boot recovery's state is read from
     /// `<root>/run/miggate/recovery.json` when present.
     #[arg(long, value_name = "PATH", default_value = "/")]
@@ -26,15 +27,55 @@ pub struct PublishArgs {
     /// How each capture reads the GPUs, as `miggate capture`.
     #[command(flatten)]
     pub source: CaptureSourceArgs,
+    /// Which cluster the `GpuNode` is written to, as kubectl's flags say it.
+    #[command(flatten)]
+    pub cluster: crate::service::ClusterFlags,
+    /// Capture once and print the `GpuNode` a round would apply, then exit; no cluster is
+    /// needed and nothing is written (as `kubectl apply --dry-run=client -o yaml`).
+    #[arg(long)]
+    pub once: bool,
+    /// With `--once`: how the `GpuNode` is printed.
+    #[arg(short = 'o', long = "output", value_enum, default_value_t = OnceOutput::Yaml, requires = "once")]
+    pub output: OnceOutput,
+}
+
+/// `miggate publish --once -o`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum OnceOutput {
+    /// The object as YAML, as `kubectl get -o yaml` prints it.
+    Yaml,
+    /// The object as JSON.
+    Json,
+}
+
+/// Prints the `GpuNode` one round would apply.
+fn once(args: &PublishArgs) -> anyhow::Result<ExitCode> {
+    if crate::input::stdout_is_closed() {
+        anyhow::bail!("standard output is closed: the GpuNode would be lost");
+    }
+    let manifest = miggate_capture::capture(&args.source.options(Some(args.node.clone())))
+        .map_err(|e| anyhow::anyhow!("capture failed: {e}"))?;
+    let object = miggate_publish::node_object(&args.node, manifest);
+    let mut out = anstream::stdout().lock();
+    let written = match args.output {
+        OnceOutput::Yaml => crate::check::write_yaml(&mut out, &object),
+        OnceOutput::Json => crate::check::write_json(&mut out, &object),
+    };
+    crate::input::closed_pipe_is_fine(written.and_then(|()| std::io::Write::flush(&mut out)))
+        .context("cannot write the GpuNode")?;
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Publishes until SIGTERM or Ctrl-C, then exits 0.
 pub fn run(args: &PublishArgs) -> anyhow::Result<ExitCode> {
-    crate::webhook::init_logging();
+    if args.once {
+        return once(args);
+    }
+    crate::service::init_logging();
     let capture = Capture(args.source.options(Some(args.node.clone())));
     let config = Config {
         node: args.node.clone(),
-        interval: Duration::from_secs(args.interval),
+        interval: args.interval,
         root: args.root.clone(),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -43,11 +84,13 @@ pub fn run(args: &PublishArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     let result = runtime.block_on(async {
-        let client = miggate_publish::infer_client().await?;
-        Publisher::new(client, config, capture)
-            .run(crate::webhook::stop_signal())
-            .await;
-        Ok::<_, miggate_publish::Error>(())
+        let client = miggate_webhook::cluster::client(args.cluster.args()).await?;
+        let stop = async {
+            let signal = crate::service::stop_signal().await;
+            tracing::info!("{signal} received; stopping");
+        };
+        Publisher::new(client, config, capture).run(stop).await;
+        Ok::<_, anyhow::Error>(())
     });
     // A capture abandoned by the stop still runs on a blocking thread (a hung nvidia-smi,
     // up to --timeout): dropping the runtime would wait for it, past the pod's grace period.

@@ -95,8 +95,10 @@ struct HostArgs {
 struct RecordArgs {
     #[command(flatten)]
     host: HostArgs,
-    /// Write the layout here (atomically) instead of standard output.
-    #[arg(short = 'o', long, value_name = "FILE")]
+    /// Write the layout here (atomically) instead of standard output. `-o` still takes a path,
+    /// but refuses a format's name (`-o yaml`): everywhere else `-o` picks a format.
+    #[arg(long = "out", short = 'o', alias = "output", value_name = "FILE",
+          value_parser = crate::cli::FlagParser(crate::cli::out_path))]
     output: Option<PathBuf>,
 }
 
@@ -116,9 +118,11 @@ struct ApplyArgs {
     /// Never reboot, even once, when a reset is not supported: fail instead.
     #[arg(long)]
     no_reboot: bool,
-    /// How long to wait for the driver to list every GPU of the layout, in seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
-    driver_timeout: u64,
+    /// How long to wait for the driver to list every GPU of the layout (`120s`, `5m`; a bare
+    /// number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = "120s",
+          value_parser = crate::duration::DurationParser::seconds(0, 86400))]
+    driver_timeout: Duration,
     /// A unit that must be active before anything is changed (repeatable), e.g. the vGPU host
     /// daemons nvidia-vgpud.service and nvidia-vgpu-mgr.service.
     #[arg(long, value_name = "UNIT")]
@@ -220,8 +224,8 @@ fn record(args: &RecordArgs) -> anyhow::Result<ExitCode> {
         Some(path) => {
             layout.write(path)?;
             eprintln!(
-                "recorded {} GPUs into {}",
-                layout.gpus.len(),
+                "recorded {} into {}",
+                crate::cli::counted(layout.gpus.len(), "GPU", "GPUs"),
                 escape(&path.display().to_string())
             );
         }
@@ -270,7 +274,7 @@ fn apply_cmd(args: &ApplyArgs) -> anyhow::Result<ExitCode> {
     let real = Real::new(&args.args.host)?;
     let options = Options {
         allow_reboot: !args.no_reboot,
-        driver_timeout: Duration::from_secs(args.driver_timeout),
+        driver_timeout: args.driver_timeout,
         wait_units: args.wait_unit.clone(),
         ..Options::default()
     };

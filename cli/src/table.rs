@@ -11,7 +11,7 @@ use miggate_compat::escape::escape;
 
 /// Values wider than this wrap at `, ` onto continuation lines, so a long multiset
 /// (`NVIDIA H100 80GB HBM3 x8, …`) does not push the target column off the screen.
-const VALUE_WIDTH: usize = 38;
+pub const VALUE_WIDTH: usize = 38;
 
 fn outcome_style(o: Outcome) -> Style {
     match o {
@@ -56,8 +56,19 @@ fn wrap(value: &str, width: usize) -> Vec<String> {
         .collect()
 }
 
-/// Writes the whole report.
-pub fn write_report(out: &mut impl Write, report: &Report, source: &Path, target: &Path) -> io::Result<()> {
+/// How wide a value may be in `-o wide`: every value on one line, whole (the escaping bound
+/// still holds).
+pub const WIDE: usize = usize::MAX;
+
+/// Writes the whole report, each value wrapped at `width` (the table's [`VALUE_WIDTH`], or
+/// [`WIDE`]).
+pub fn write_report(
+    out: &mut impl Write,
+    report: &Report,
+    source: &Path,
+    target: &Path,
+    width: usize,
+) -> io::Result<()> {
     let bold = Style::new().bold();
     writeln!(
         out,
@@ -77,7 +88,7 @@ pub fn write_report(out: &mut impl Write, report: &Report, source: &Path, target
     let source_w = report
         .results
         .iter()
-        .flat_map(|r| wrap(&r.source, VALUE_WIDTH))
+        .flat_map(|r| wrap(&r.source, width))
         .map(|l| l.chars().count())
         .max()
         .unwrap_or(6)
@@ -88,8 +99,8 @@ pub fn write_report(out: &mut impl Write, report: &Report, source: &Path, target
         "CHECK", "OUTCOME", "SOURCE"
     )?;
     for r in &report.results {
-        let s = wrap(&r.source, VALUE_WIDTH);
-        let t = wrap(&r.target, VALUE_WIDTH);
+        let s = wrap(&r.source, width);
+        let t = wrap(&r.target, width);
         let style = outcome_style(r.outcome);
         for i in 0..s.len().max(t.len()) {
             let src = s.get(i).map_or("", String::as_str);
@@ -134,7 +145,14 @@ pub fn write_report(out: &mut impl Write, report: &Report, source: &Path, target
         }
         writeln!(out)?;
     }
-    if report.compatible {
+    if report.compared_nothing() {
+        // Not a pass: no check said anything about this target (exit status 3).
+        let s = outcome_style(Outcome::Unknown).bold();
+        writeln!(
+            out,
+            "verdict:    {s}nothing compared{s:#} (no check applies to, or knows, this target)"
+        )?;
+    } else if report.compatible {
         let s = outcome_style(Outcome::Pass).bold();
         writeln!(out, "verdict:    {s}compatible{s:#}")?;
     } else {

@@ -36,21 +36,25 @@ pub struct WebhookArgs {
     /// and all but those annotated `miggate.io/restore-from` are dropped on arrival.
     #[arg(long, value_name = "SELECTOR")]
     pub restore_pod_selector: Option<String>,
-    /// Seconds between checks of the certificate files and the store for changes.
-    #[arg(long, value_name = "SECONDS", default_value_t = 10,
-          value_parser = clap::value_parser!(u64).range(1..=3600))]
-    pub poll_interval: u64,
+    /// Which cluster `--store kube` watches, as kubectl's flags say it.
+    #[command(flatten)]
+    pub cluster: crate::service::ClusterFlags,
+    /// Time between checks of the certificate files and the store for changes (`10s`, `1m`;
+    /// a bare number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = "10s",
+          value_parser = crate::duration::DurationParser::seconds(1, 3600))]
+    pub poll_interval: Duration,
     /// Most admission connections open at once; one accepted beyond it is closed at once
     /// (the newest is shed, those open carry on). The default fits the Deployment's 256 MiB
     /// memory limit; scale it with the limit.
     #[arg(long, value_name = "N", default_value_t = miggate_webhook::connections::DEFAULT_MAX_CONNECTIONS as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
-    /// Seconds from a request's head to its answer, the body read included; keep it under
-    /// the webhook configuration's `timeoutSeconds`.
-    #[arg(long, value_name = "SECONDS", default_value_t = 4,
-          value_parser = clap::value_parser!(u64).range(1..=29))]
-    pub request_deadline: u64,
+    /// Time from a request's head to its answer, the body read included (`4s`, `2500ms`; a
+    /// bare number is seconds); keep it under the webhook configuration's `timeoutSeconds`.
+    #[arg(long, value_name = "DURATION", default_value = "4s",
+          value_parser = crate::duration::DurationParser::seconds(1, 29))]
+    pub request_deadline: Duration,
     /// Bytes per second a request body must average after its first second, or the request
     /// is answered 408 and its connection closed; 0 leaves only the deadline.
     #[arg(long, value_name = "BYTES", default_value_t = miggate_webhook::body::DEFAULT_MIN_BODY_RATE)]
@@ -90,10 +94,15 @@ fn store(args: &WebhookArgs) -> anyhow::Result<StoreConfig> {
     Ok(match store {
         StoreConfig::Kube(_) => StoreConfig::Kube(KubeOptions {
             restore_pod_selector: args.restore_pod_selector.clone(),
+            kubeconfig: args.cluster.kubeconfig.clone(),
+            context: args.cluster.context.clone(),
         }),
         dir => {
             if args.restore_pod_selector.is_some() {
                 anyhow::bail!("--restore-pod-selector needs --store kube");
+            }
+            if args.cluster.kubeconfig.is_some() || args.cluster.context.is_some() {
+                anyhow::bail!("--kubeconfig and --context name a cluster: they need --store kube");
             }
             dir
         }
@@ -102,7 +111,7 @@ fn store(args: &WebhookArgs) -> anyhow::Result<StoreConfig> {
 
 /// Runs the webhook until SIGTERM or Ctrl-C, then drains in-flight requests and exits 0.
 pub fn run(args: &WebhookArgs) -> anyhow::Result<ExitCode> {
-    init_logging();
+    crate::service::init_logging();
     let mut config = miggate_webhook::Config::new(
         CertPaths {
             cert: args.tls_cert.clone(),
@@ -112,49 +121,18 @@ pub fn run(args: &WebhookArgs) -> anyhow::Result<ExitCode> {
     );
     config.listen = args.listen;
     config.health_listen = args.health_listen;
-    config.poll_interval = Duration::from_secs(args.poll_interval);
+    config.poll_interval = args.poll_interval;
     config.max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
-    config.deadline = Duration::from_secs(args.request_deadline);
+    config.deadline = args.request_deadline;
     config.min_body_rate = args.min_body_rate;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    runtime.block_on(miggate_webhook::serve(config, |_| {}, stop_signal()))?;
+    let stop = async {
+        let signal = crate::service::stop_signal().await;
+        tracing::info!("{signal} received; stopping");
+    };
+    runtime.block_on(miggate_webhook::serve(config, |_| {}, stop))?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Resolves on SIGTERM (Kubernetes stopping the pod) or SIGINT.
-pub(crate) async fn stop_signal() {
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot watch SIGTERM; stop with Ctrl-C");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    tokio::select! {
-        () = term => tracing::info!("SIGTERM received"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received"),
-    }
-}
-
-/// Logs to stderr; `MIGGATE_LOG` sets the filter (default `info`), `MIGGATE_LOG_FORMAT=json`
-/// writes one JSON object per line for log collectors.
-pub(crate) fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("MIGGATE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
-    let _ = if std::env::var("MIGGATE_LOG_FORMAT").is_ok_and(|f| f == "json") {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
-    };
 }

@@ -118,8 +118,16 @@ fn workload_args(file: &str, kind: &str) -> Vec<String> {
 #[test]
 fn the_deployed_args_are_flags_the_binary_takes() {
     for (file, kind, stops_at) in [
-        ("webhook.yaml", "Deployment", "Kubernetes client"),
-        ("publisher.yaml", "DaemonSet", "Kubernetes client"),
+        (
+            "webhook.yaml",
+            "Deployment",
+            "miggate: no cluster: /nonexistent/kubeconfig does not exist",
+        ),
+        (
+            "publisher.yaml",
+            "DaemonSet",
+            "miggate: no cluster: /nonexistent/kubeconfig does not exist",
+        ),
     ] {
         let args = workload_args(file, kind);
         let out = Command::new(env!("CARGO_BIN_EXE_miggate"))

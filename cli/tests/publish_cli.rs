@@ -167,3 +167,80 @@ async fn sigterm_mid_capture_exits_without_waiting_for_the_capture() {
         "nothing was captured to write"
     );
 }
+
+/// `--kubeconfig` and `--context` as kubectl takes them: the kubeconfig's current context
+/// names no context at all, so only the one `--context` names reaches the cluster; the stop is
+/// logged under `publish`'s own name (it was `miggate::webhook`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubeconfig_and_context_flags_pick_the_cluster() {
+    let fake = kube_fake::FakeApiServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("lab-kubeconfig");
+    let text = fake.kubeconfig();
+    assert!(text.contains("current-context: fake"), "{text}");
+    std::fs::write(
+        &kubeconfig,
+        text.replace("current-context: fake", "current-context: elsewhere"),
+    )
+    .unwrap();
+    let publish = |context: Option<&str>| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_miggate"));
+        cmd.args([
+            "publish",
+            "--node",
+            "node-k",
+            "--backend",
+            "nvidia-smi",
+            "--interval",
+            "5s",
+        ])
+        .arg("--nvidia-smi")
+        .arg(root().join("testdata/nvidia-smi/replay/nvidia-smi"))
+        .arg("--root")
+        .arg(dir.path())
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .env("KUBECONFIG", dir.path().join("not-this-one"))
+        .env("MIGGATE_REPLAY", "h100-mig-host")
+        .env("MIGGATE_LOG", "info")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("NODE_NAME")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+        if let Some(c) = context {
+            cmd.args(["--context", c]);
+        }
+        cmd
+    };
+    // The kubeconfig's own current context is not there: said in words, exit 2.
+    let out = publish(None).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no context `elsewhere` in the kubeconfig"), "{err}");
+
+    let mut child = publish(Some("fake")).spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fake.get("gpunodes", None, "node-k").is_none() {
+        if let Some(status) = child.try_wait().unwrap() {
+            let out = child.wait_with_output().unwrap();
+            panic!("exited {status}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        assert!(Instant::now() < deadline, "never published");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let pid = rustix::process::Pid::from_raw(i32::try_from(child.id()).unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(started.elapsed() < Duration::from_secs(10), "no exit on SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let out = child.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("miggate::publish: SIGTERM received; stopping"),
+        "{log}"
+    );
+    assert!(!log.contains("miggate::webhook"), "{log}");
+}

@@ -305,6 +305,13 @@ async fn serves_refuses_rotates_and_drains() {
     let log = log.lock().unwrap().clone();
     assert!(status.success(), "{status}: {log}");
     assert!(log.contains("TLS certificate reloaded"), "{log}");
+    // An admitted request is logged with its pod, as docs/webhook.md says.
+    let admitted = log
+        .lines()
+        .find(|l| l.contains("restore admitted"))
+        .unwrap_or_default();
+    assert!(admitted.contains("namespace=\"ml\""), "{admitted}");
+    assert!(admitted.contains("name=vllm-restore-0"), "{admitted}");
     assert!(log.contains("new TLS certificate rejected"), "{log}");
     assert!(!log.contains("PRIVATE KEY"), "key material in the log: {log}");
 }

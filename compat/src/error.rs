@@ -1,5 +1,6 @@
 //! The one error type of this crate.
 
+use crate::escape::escape;
 use crate::manifest::{PathSegment, render_path};
 
 /// What went wrong reading a manifest or setting up a comparison. Every variant names what
@@ -42,7 +43,7 @@ pub enum Error {
         error: serde_json::Error,
     },
     /// YAML that does not parse, or does not fit the manifest's shape.
-    #[error("invalid manifest YAML{}: {error}", at(path))]
+    #[error("invalid manifest YAML{}: {}", at(path), yaml_cause(error))]
     Yaml {
         /// The field it happened at, from the document root; empty at the root, or where no
         /// field is involved.
@@ -50,6 +51,17 @@ pub enum Error {
         /// serde-saphyr's error, with the line, the column and the lines around them (boxed:
         /// it is large, and every `Result` of this crate would carry its size).
         error: Box<serde_saphyr::Error>,
+    },
+    /// A field no manifest mapping knows, refused by a strict reading
+    /// ([`FieldValidation::Strict`](crate::FieldValidation::Strict)).
+    #[error("unknown field `{}`{}{}", escape(&render_path(path)), line_of(*at), did_you_mean(*suggestion))]
+    UnknownField {
+        /// The field's path from the document root (`nvidia.devcies`).
+        path: Vec<PathSegment>,
+        /// The line and column the reader was at when it met the field, from 1.
+        at: Option<(usize, usize)>,
+        /// The known name at that place nearest to it, when one is near.
+        suggestion: Option<&'static str>,
     },
     /// A manifest that could not be written out.
     #[error("cannot write manifest as YAML: {0}")]
@@ -112,6 +124,54 @@ pub enum Error {
         /// What is expected.
         why: &'static str,
     },
+}
+
+/// serde-saphyr's error on one line, the cause once: its message with the line and column,
+/// without the source snippet under it (which repeats the message), and a repeated key in the
+/// words the JSON reader uses rather than the name of a reader option.
+fn yaml_cause(error: &serde_saphyr::Error) -> String {
+    let text = error.without_snippet().to_string();
+    let text = text.strip_prefix("error: ").unwrap_or(&text);
+    let mut lines = text.lines().map(str::trim).filter(|l| !l.is_empty());
+    let first = lines.next().unwrap_or_default();
+    const POLICY: &str = ", set DuplicateKeyPolicy in Options if acceptable";
+    let mut out = match (first.split_once("duplicate mapping key"), first.find(POLICY)) {
+        (Some((before, rest)), Some(_)) => {
+            let (key, after) = rest.split_once(POLICY).unwrap_or((rest, ""));
+            match key.strip_prefix(": ") {
+                Some(key) => format!("{before}duplicate field `{key}`{after}"),
+                None => format!("{before}duplicate field{after}"),
+            }
+        }
+        _ => first.to_string(),
+    };
+    // `msg at line 3, column 6` as the JSON reader and the snippet's head put it: the place
+    // first, `line 3 column 6: msg`.
+    if let Some((message, place)) = out.rsplit_once(" at line ")
+        && let Some((line, column)) = place.split_once(", column ")
+        && line.bytes().all(|b| b.is_ascii_digit())
+        && column.bytes().all(|b| b.is_ascii_digit())
+    {
+        out = format!("line {line} column {column}: {message}");
+    }
+    // Anything after the first line (an alias's "defined here") joins it, not a new line.
+    for line in lines {
+        out.push_str("; ");
+        out.push_str(line);
+    }
+    out
+}
+
+/// ` at line L column C`, or nothing where the position is not known.
+fn line_of(at: Option<(usize, usize)>) -> String {
+    at.map_or_else(String::new, |(line, column)| {
+        format!(" at line {line} column {column}")
+    })
+}
+
+/// `: did you mean `x`?`, or nothing.
+fn did_you_mean(suggestion: Option<&str>) -> String {
+    suggestion.map_or_else(String::new, |s| format!(": did you mean `{s}`?"))
 }
 
 /// ` at <path>`, or nothing at the root.

@@ -14,6 +14,7 @@ use serde_json::Value;
 use crate::manifest::{
     API_VERSION, ApiVersion, CapturedBy, Device, Gpu, GpuManifest, Host, KIND, Kind, Nvidia, Pod,
 };
+use crate::validation::FieldValidation;
 
 /// A mapping key, borrowed from the input where it can be.
 struct Key<'de>(Cow<'de, str>);
@@ -156,6 +157,8 @@ macro_rules! mapping {
                 mut envelope: Option<&mut Envelope>,
             ) -> Result<$ty, A::Error> {
                 const KEYS: &[&str] = &[$($key),*];
+                // The names a mapping holding the envelope knows: a suggestion may be either.
+                const ENVELOPED: &[&str] = &[$($key,)* "apiVersion", "kind"];
                 let mut out = $ty::default();
                 let mut seen = [false; KEYS.len()];
                 while let Some(Key(key)) = map.next_key()? {
@@ -177,10 +180,24 @@ macro_rules! mapping {
                                 return Err(de::Error::duplicate_field("kind"));
                             }
                         }
-                        _ => {
-                            let value = map.next_value_seed(Unknown(MAX_UNKNOWN_DEPTH))?;
-                            out.unknown.insert(key.into_owned(), value)?;
-                        }
+                        (_, envelope) => match crate::validation::current() {
+                            FieldValidation::Strict => {
+                                let known: &[&str] = if envelope.is_some() { ENVELOPED } else { KEYS };
+                                crate::validation::refuse(&key, known);
+                                return Err(de::Error::custom(format_args!(
+                                    "unknown field `{}`",
+                                    crate::escape::escape(&key)
+                                )));
+                            }
+                            FieldValidation::Warn => {
+                                let value = map.next_value_seed(Unknown(MAX_UNKNOWN_DEPTH))?;
+                                out.unknown.insert(key.into_owned(), value)?;
+                            }
+                            // Read within the same depth bound as a kept one, then dropped.
+                            FieldValidation::Ignore => {
+                                map.next_value_seed(Unknown(MAX_UNKNOWN_DEPTH))?;
+                            }
+                        },
                     }
                 }
                 Ok(out)

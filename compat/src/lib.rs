@@ -23,6 +23,7 @@ mod stored;
 pub mod testing;
 mod text;
 mod uuid;
+mod validation;
 mod vocab;
 
 pub use build::{GpuBuilder, ManifestBuilder, PodBuilder};
@@ -39,10 +40,11 @@ pub use manifest::{
 pub use placement::{Placement, place};
 pub use profile::MigProfile;
 pub use quantity::Quantity;
-pub use read::{MAX_MANIFEST_BYTES, MAX_YAML_DEPTH, from_slice, from_str};
+pub use read::{MAX_MANIFEST_BYTES, MAX_YAML_DEPTH, from_slice, from_slice_with, from_str, from_str_with};
 pub use report::{CheckResult, Report, Text};
 pub use schema::{manifest_body_schema, manifest_schema, structural_problems};
-pub use stored::{Stored, StoredKind, read_stored};
+pub use stored::{Stored, StoredKind, read_stored, read_stored_with};
 pub use text::{VersionText, kernel_major_minor, versions_equal};
 pub use uuid::{DeviceUuid, GpuUuid, MAX_UUID_BYTES, UuidForm};
+pub use validation::{FieldValidation, ReadOptions};
 pub use vocab::{CheckName, Mode, Outcome, Scope, TargetScope};

@@ -11,14 +11,22 @@ use crate::Error;
 use crate::escape::escape;
 use crate::fields::Document;
 use crate::manifest::{API_VERSION, GpuManifest, KIND, PathSegment, render_path};
+use crate::validation::{ReadOptions, Scope, take_refused};
 
 /// Manifests larger than this are refused before parsing: no real manifest comes near it, and
 /// an unbounded input is a way to exhaust memory.
 pub const MAX_MANIFEST_BYTES: usize = 16 * 1024 * 1024;
 
 /// Reads a manifest from bytes (JSON when it starts with `[`, or with `{` and a quoted key;
-/// YAML otherwise).
+/// YAML otherwise). Unknown fields are kept and warned about ([`ReadOptions::default`]).
 pub fn from_slice(bytes: &[u8]) -> Result<GpuManifest, Error> {
+    from_slice_with(bytes, ReadOptions::default())
+}
+
+/// [`from_slice`] with the reading's options: under
+/// [`FieldValidation::Strict`](crate::FieldValidation::Strict) an unknown
+/// field is an [`Error::UnknownField`] naming its path, line and the nearest known name.
+pub fn from_slice_with(bytes: &[u8], options: ReadOptions) -> Result<GpuManifest, Error> {
     if bytes.len() > MAX_MANIFEST_BYTES {
         return Err(Error::TooLarge {
             size: bytes.len(),
@@ -29,7 +37,7 @@ pub fn from_slice(bytes: &[u8]) -> Result<GpuManifest, Error> {
         let (line, column) = line_column(bytes, e.valid_up_to());
         Error::NotUtf8 { line, column }
     })?;
-    from_str(text)
+    from_str_with(text, options)
 }
 
 /// The 1-based line and column (in characters) of byte `at`, all of which before it is UTF-8.
@@ -42,8 +50,122 @@ fn line_column(bytes: &[u8], at: usize) -> (usize, usize) {
 }
 
 /// Reads a manifest from text (JSON when it starts with `[`, or with `{` and a quoted key;
-/// YAML otherwise). An error names the field it happened at, and the line and column.
+/// YAML otherwise). An error names the field it happened at, and the line and column. Unknown
+/// fields are kept and warned about ([`ReadOptions::default`]).
 pub fn from_str(text: &str) -> Result<GpuManifest, Error> {
+    from_str_with(text, ReadOptions::default())
+}
+
+/// [`from_str`] with the reading's options: under
+/// [`FieldValidation::Strict`](crate::FieldValidation::Strict) an unknown field
+/// is an [`Error::UnknownField`] naming its path, line and the nearest known name.
+pub fn from_str_with(text: &str, options: ReadOptions) -> Result<GpuManifest, Error> {
+    let _scope = Scope::enter(options.fields);
+    with_refusal(text, from_str_as_set(text))
+}
+
+/// A reading's error, turned into [`Error::UnknownField`] when what failed it was a strict
+/// refusal of an unknown field: the reader's path is the mapping's, the refused key is added.
+pub(crate) fn with_refusal<T>(text: &str, read: Result<T, Error>) -> Result<T, Error> {
+    let Err(error) = read else {
+        return read;
+    };
+    let Some(refused) = take_refused() else {
+        return Err(error);
+    };
+    let (mut path, at) = match error {
+        // serde_json stands at the key's closing quote.
+        Error::Json { path, error } => (path, key_before(text, error.line(), error.column(), &refused.key)),
+        // serde-saphyr stands at the last event it read, before the key, or nowhere (a key of
+        // the root mapping): then the key is looked for from the start.
+        Error::Yaml { path, error } => {
+            let stood = error
+                .location()
+                .and_then(|l| Some((usize::try_from(l.line()).ok()?, usize::try_from(l.column()).ok()?)))
+                .filter(|&(line, _)| line > 0);
+            let (line, column) = stood.unwrap_or((1, 1));
+            (path, key_after(text, line, column, &refused.key).or(stood))
+        }
+        other => return Err(other),
+    };
+    // A path that already ends at the key (a reader that tracks keys before values) is kept.
+    if path.last() != Some(&PathSegment::Key(refused.key.clone())) {
+        path.push(PathSegment::Key(refused.key));
+    }
+    Err(Error::UnknownField {
+        path,
+        at: at.filter(|&(line, _)| line > 0),
+        suggestion: refused.suggestion,
+    })
+}
+
+/// The byte offset of 1-based `line` and `column` (in characters) in `text`.
+fn offset_of(text: &str, line: usize, column: usize) -> Option<usize> {
+    let start = if line <= 1 {
+        0
+    } else {
+        text.match_indices('\n').nth(line - 2)?.0 + 1
+    };
+    let rest = text.get(start..)?;
+    let within = rest
+        .char_indices()
+        .nth(column.saturating_sub(1))
+        .map_or(rest.len(), |(i, _)| i);
+    Some(start + within)
+}
+
+/// The 1-based line and column (in characters) of byte `at` of `text`.
+fn position_of(text: &str, at: usize) -> (usize, usize) {
+    line_column(text.as_bytes(), at)
+}
+
+/// Where a JSON key ends with its closing quote at `line`/`column`: its opening quote's
+/// position, when the text there is the key quoted as written (no escapes); else the position
+/// as given.
+fn key_before(text: &str, line: usize, column: usize, key: &str) -> Option<(usize, usize)> {
+    let end = offset_of(text, line, column + 1)?;
+    let quoted = format!("\"{key}\"");
+    let start = end.checked_sub(quoted.len())?;
+    match text.get(start..end) {
+        Some(found) if found == quoted => Some(position_of(text, start)),
+        _ => Some((line, column)),
+    }
+}
+
+/// Where a YAML key stands at or after `line`/`column`: the first occurrence of it followed by
+/// `:` (quoted or not) at the start of a key (after white space, `{`, `,`, `-` or a line break).
+/// The next thing after the event the reader stopped at is that key, so this finds it unless
+/// a comment in between spells it too; `None` when it is not found, the given place stands.
+fn key_after(text: &str, line: usize, column: usize, key: &str) -> Option<(usize, usize)> {
+    if key.is_empty() {
+        return None;
+    }
+    let from = offset_of(text, line, column)?;
+    let mut search = from;
+    while let Some(found) = text.get(search..)?.find(key) {
+        let at = search + found;
+        let before = text[..at].chars().next_back();
+        let quote = before.filter(|c| matches!(c, '"' | '\''));
+        let key_start = if quote.is_some() { at - 1 } else { at };
+        let opens = text[..key_start]
+            .chars()
+            .next_back()
+            .is_none_or(|c| c.is_whitespace() || matches!(c, '{' | ',' | '-'));
+        let mut after = text[at + key.len()..].chars();
+        let closes = match quote {
+            Some(q) => after.next() == Some(q),
+            None => true,
+        };
+        if opens && closes && after.next() == Some(':') {
+            return Some(position_of(text, key_start));
+        }
+        search = at + key.len();
+    }
+    None
+}
+
+/// [`from_str`] under the policy already in force on this thread.
+pub(crate) fn from_str_as_set(text: &str) -> Result<GpuManifest, Error> {
     if text.len() > MAX_MANIFEST_BYTES {
         return Err(Error::TooLarge {
             size: text.len(),
@@ -119,7 +241,7 @@ fn read_peer(body: &str, json: bool) -> Option<Result<GpuManifest, Error>> {
 }
 
 /// Reads `T` from JSON or YAML text, an error naming the field it happened at.
-fn read_tracked<T: serde::de::DeserializeOwned>(body: &str, json: bool) -> Result<T, Error> {
+pub(crate) fn read_tracked<T: serde::de::DeserializeOwned>(body: &str, json: bool) -> Result<T, Error> {
     if json {
         let mut de = serde_json::Deserializer::from_str(body);
         let value = serde_path_to_error::deserialize(&mut de).map_err(|e| Error::Json {
@@ -300,6 +422,66 @@ impl GpuManifest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::FieldValidation;
+
+    const TYPO_YAML: &str = "apiVersion: miggate.io/v1alpha1\nkind: GpuManifest\nnvidia:\n  driverVersion: \"580.82.07\"\n  devcies:\n  - {uuid: GPU-1}\n";
+    const TYPO_JSON: &str = "{\"apiVersion\": \"miggate.io/v1alpha1\", \"kind\": \"GpuManifest\",\n \"nvidia\": {\"devices\": [{\"uuid\": \"GPU-1\",\n  \"migprofile\": \"1g.10gb\"}]}}";
+
+    fn strict(text: &str) -> String {
+        from_str_with(text, ReadOptions::strict())
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn strict_reading_names_the_path_the_line_and_the_nearest_name() {
+        assert_eq!(
+            strict(TYPO_YAML),
+            "unknown field `nvidia.devcies` at line 5 column 3: did you mean `devices`?"
+        );
+        assert_eq!(
+            strict(TYPO_JSON),
+            "unknown field `nvidia.devices[0].migprofile` at line 3 column 3: did you mean `migProfile`?"
+        );
+        assert_eq!(
+            strict("apiVersion: miggate.io/v1alpha1\nkind: GpuManifest\ncolour: blue\n"),
+            "unknown field `colour` at line 3 column 1"
+        );
+    }
+
+    #[test]
+    fn warn_keeps_the_field_and_ignore_drops_it() {
+        let warned = from_str(TYPO_YAML).unwrap();
+        assert_eq!(
+            warned.read_warnings(),
+            ["unknown field `nvidia.devcies` kept but not read by any check (a typo?)"]
+        );
+        let ignored = from_str_with(
+            TYPO_YAML,
+            ReadOptions {
+                fields: FieldValidation::Ignore,
+            },
+        )
+        .unwrap();
+        assert!(ignored.read_warnings().is_empty());
+        assert!(ignored.nvidia.unwrap().devices.is_none());
+        // A strict reading leaves the thread's default as it was.
+        assert!(from_str(TYPO_YAML).is_ok());
+    }
+
+    #[test]
+    fn strict_objects_name_the_path_under_spec_manifest() {
+        let object = "apiVersion: miggate.io/v1alpha1\nkind: GpuNode\nmetadata: {name: n1}\nspec:\n  observedAt: \"2026-01-01T00:00:00Z\"\n  manifest:\n    hots: {cpuArch: amd64}\nstatus: {}\n";
+        let err = crate::read_stored_with(object, ReadOptions::strict())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "unknown field `spec.manifest.hots` at line 7 column 5: did you mean `host`?"
+        );
+        let read = crate::read_stored(object).unwrap();
+        assert_eq!(read.manifest.unknown_fields().len(), 1);
+    }
 
     #[test]
     fn yaml_flow_mappings_are_not_mistaken_for_json() {

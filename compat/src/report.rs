@@ -220,6 +220,22 @@ impl Report {
     pub fn result(&self, check: CheckName) -> Option<&CheckResult> {
         self.results.iter().find(|r| r.check == check)
     }
+
+    /// Whether the report is compatible only because nothing was compared: no check passed or
+    /// refused, and some were not applicable or unknown (a pod's scope asked of a node
+    /// inventory, two manifests with no facts in common). Checks waived with a skip are the
+    /// caller's choice and do not count either way.
+    pub fn compared_nothing(&self) -> bool {
+        self.compatible
+            && !self
+                .results
+                .iter()
+                .any(|r| matches!(r.outcome, Outcome::Pass | Outcome::Refuse))
+            && self
+                .results
+                .iter()
+                .any(|r| matches!(r.outcome, Outcome::Unknown | Outcome::NotApplicable))
+    }
 }
 
 /// A value for a report: blank or absent becomes `unknown`, as the peer's protocol says.
@@ -259,6 +275,32 @@ mod tests {
 
     fn refuse(check: CheckName, s: &str, t: &str) -> CheckResult {
         CheckResult::new(check, Outcome::Refuse, s.to_string(), t.to_string(), "")
+    }
+
+    fn report(outcomes: &[Outcome]) -> Report {
+        let results: Vec<CheckResult> = outcomes
+            .iter()
+            .map(|&o| CheckResult::new(CheckName::CPU_ARCH, o, "", "", ""))
+            .collect();
+        Report {
+            schema_version: 1,
+            compatible: !outcomes.contains(&Outcome::Refuse),
+            mode: Mode::Exact,
+            reason: reason(&results),
+            results,
+            device_map: None,
+            warnings: Vec::new(),
+        }
+    }
+
+    #[rstest::rstest]
+    #[case::all_not_applicable(&[Outcome::NotApplicable, Outcome::NotApplicable], true)]
+    #[case::unknown_and_not_applicable(&[Outcome::Unknown, Outcome::NotApplicable, Outcome::Skipped], true)]
+    #[case::one_pass(&[Outcome::Pass, Outcome::NotApplicable], false)]
+    #[case::a_refusal(&[Outcome::Refuse, Outcome::NotApplicable], false)]
+    #[case::all_skipped(&[Outcome::Skipped, Outcome::Skipped], false)]
+    fn nothing_compared_is_told_apart(#[case] outcomes: &[Outcome], #[case] expected: bool) {
+        assert_eq!(report(outcomes).compared_nothing(), expected);
     }
 
     #[test]

@@ -9,6 +9,8 @@ use serde::Deserialize;
 use crate::Error;
 use crate::escape::escape;
 use crate::manifest::{API_VERSION, GpuManifest};
+use crate::read::{from_str_as_set, read_tracked, with_refusal};
+use crate::validation::{ReadOptions, Scope, take_refused};
 
 /// What a store file holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -64,6 +66,24 @@ struct Resource {
     spec: Spec,
 }
 
+/// `kubectl get gpucheckpoints -o yaml` without a name: a `List` of objects.
+#[derive(Deserialize)]
+struct List {
+    items: Vec<Resource>,
+}
+
+/// The one object of a List: a List of any other number does not say which one is meant.
+fn one_item(items: Vec<Resource>) -> Result<Resource, Error> {
+    let count = items.len();
+    let mut items = items.into_iter();
+    match (items.next(), count) {
+        (Some(item), 1) => Ok(item),
+        _ => Err(Error::Store {
+            why: format!("a List of {count} objects: name one (`kubectl get gpucheckpoint NAME -o yaml`)"),
+        }),
+    }
+}
+
 #[derive(Deserialize, Default)]
 struct Metadata {
     #[serde(default)]
@@ -94,7 +114,21 @@ fn parse<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, Error> {
 
 /// Reads a store file's text: a `GpuCheckpoint` or `GpuNode` object, or else any document
 /// [`from_str`](crate::from_str) reads. The error names what is wrong, without the file's name.
+/// Unknown fields of the manifest are kept and warned about ([`ReadOptions::default`]).
 pub fn read_stored(text: &str) -> Result<Stored, Error> {
+    read_stored_with(text, ReadOptions::default())
+}
+
+/// [`read_stored`] with the reading's options: under
+/// [`FieldValidation::Strict`](crate::FieldValidation::Strict) an unknown field of the manifest
+/// (under `spec.manifest` in an object) is an [`Error::UnknownField`]. The object's own fields
+/// around the manifest (`metadata`, `status`) are the API server's to validate, and are not.
+pub fn read_stored_with(text: &str, options: ReadOptions) -> Result<Stored, Error> {
+    let _scope = Scope::enter(options.fields);
+    with_refusal(text, read_stored_as_set(text))
+}
+
+fn read_stored_as_set(text: &str) -> Result<Stored, Error> {
     if text.len() > crate::MAX_MANIFEST_BYTES {
         return Err(Error::TooLarge {
             size: text.len(),
@@ -102,7 +136,7 @@ pub fn read_stored(text: &str) -> Result<Stored, Error> {
         });
     }
     // Most files are manifest documents: read as one first, so they are parsed once.
-    let manifest_error = match crate::from_str(text) {
+    let manifest_error = match from_str_as_set(text) {
         Ok(manifest) => {
             return Ok(Stored {
                 manifest,
@@ -116,12 +150,29 @@ pub fn read_stored(text: &str) -> Result<Stored, Error> {
     };
     // Otherwise a resource object, or something that is neither: the manifest reader's error
     // says what a manifest needs.
-    let kind = match parse::<Peek>(text).ok().and_then(|p| p.kind).as_deref() {
-        Some("GpuCheckpoint") => StoredKind::Checkpoint,
-        Some("GpuNode") => StoredKind::Node,
-        _ => return Err(manifest_error),
+    let peeked = parse::<Peek>(text).ok().and_then(|p| p.kind);
+    if !matches!(peeked.as_deref(), Some("GpuCheckpoint" | "GpuNode" | "List")) {
+        return Err(manifest_error);
+    }
+    // The first reading's refusal, if any, was of the text as a manifest: not this one's.
+    let _ = take_refused();
+    let r: Resource = if peeked.as_deref() == Some("List") {
+        one_item(read_tracked::<List>(text, is_json(text))?.items)?
+    } else {
+        read_tracked(text, is_json(text))?
     };
-    let r: Resource = parse(text)?;
+    let kind = match r.kind.as_str() {
+        "GpuCheckpoint" => StoredKind::Checkpoint,
+        "GpuNode" => StoredKind::Node,
+        other => {
+            return Err(Error::Store {
+                why: format!(
+                    "the List holds a `{}`, not a GpuCheckpoint or GpuNode",
+                    escape(other)
+                ),
+            });
+        }
+    };
     if r.api_version != API_VERSION {
         return Err(Error::Store {
             why: format!(

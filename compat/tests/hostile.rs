@@ -242,3 +242,49 @@ fn json_and_yaml_nest_alike() {
         }
     }
 }
+
+/// A strict reading refuses an unknown key of any size at the 16 MiB limit in linear time, and
+/// its message stays bounded: the key is quoted escaped and cut, no suggestion is computed
+/// for a key no known name is near, and the search for the key's line cannot go quadratic on
+/// a document full of near-misses of it.
+#[test]
+fn a_strict_refusal_of_a_huge_key_is_bounded() {
+    use miggate_compat::{ReadOptions, from_str_with};
+    // YAML caps an implicit key at 1024 characters; JSON takes any.
+    let long_key = "a".repeat(MAX_MANIFEST_BYTES / 4);
+    let yaml_key = "a".repeat(1000);
+    // Near-misses first: the key's prefix many times over, none followed by `:`.
+    let filler = format!(
+        "# {}\n",
+        format!("{} ", &yaml_key[..999]).repeat(MAX_MANIFEST_BYTES / 2000)
+    );
+    for yaml in [true, false] {
+        let key = if yaml { &yaml_key } else { &long_key };
+        let text = if yaml {
+            format!("apiVersion: miggate.io/v1alpha1\nkind: GpuManifest\n{filler}host:\n  {key}: 1\n")
+        } else {
+            format!(
+                r#"{{"apiVersion": "miggate.io/v1alpha1", "kind": "GpuManifest", "host": {{"{key}": 1}}}}"#
+            )
+        };
+        assert!(text.len() <= MAX_MANIFEST_BYTES);
+        let err = within(Duration::from_secs(60), || {
+            from_str_with(&text, ReadOptions::strict())
+        })
+        .unwrap_err();
+        assert!(
+            matches!(err, Error::UnknownField { suggestion: None, .. }),
+            "{err:.200}"
+        );
+        let message = err.to_string();
+        assert!(message.len() < 8 * 1024, "{} bytes", message.len());
+        assert!(message.starts_with("unknown field `host.aaaa"), "{message:.80}");
+        if yaml {
+            assert!(
+                message.contains("at line 5 column 3"),
+                "{}",
+                &message[message.len() - 40..]
+            );
+        }
+    }
+}

@@ -177,6 +177,12 @@ fn now() -> Time {
     Time(Timestamp::now())
 }
 
+/// The `GpuNode` a round would apply for `node` with this inventory, observed now: what
+/// `miggate publish --once` prints instead of writing it.
+pub fn node_object(node: &str, manifest: GpuManifest) -> GpuNode {
+    GpuNode::from_manifest(node, manifest, now())
+}
+
 impl<S: InventorySource> Publisher<S> {
     /// A publisher of `config.node`'s `GpuNode` through `client`.
     pub fn new(client: kube::Client, config: Config, source: S) -> Self {
@@ -231,7 +237,7 @@ impl<S: InventorySource> Publisher<S> {
             }
             tracing::warn!(node = %self.config.node, "GpuNode deleted or its spec changed by another writer; applying it again");
         }
-        let object = GpuNode::from_manifest(&self.config.node, manifest, now());
+        let object = node_object(&self.config.node, manifest);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         let stored = self
             .api

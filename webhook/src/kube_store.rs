@@ -49,6 +49,10 @@ pub struct KubeOptions {
     /// selected by the API server, so without one every pod is watched and all but restore
     /// pods are dropped on arrival; with one, only matching pods are sent at all.
     pub restore_pod_selector: Option<String>,
+    /// The kubeconfig file (`--kubeconfig`); `None`: the environment's cluster.
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// The kubeconfig context (`--context`); `None`: its current context.
+    pub context: Option<String>,
 }
 
 /// Errors in a row, with nothing received between them, after which a watch counts as failing.

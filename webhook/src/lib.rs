@@ -18,6 +18,7 @@
 //! which runs them all.
 
 pub mod body;
+pub mod cluster;
 pub mod connections;
 pub mod decide;
 mod error;

@@ -116,10 +116,11 @@ pub async fn serve(
             (Store::File(store.clone()), Some(store))
         }
         StoreConfig::Kube(options) => {
-            let client = kube::Client::try_default().await.map_err(|why| Error::Kube {
-                what: "cannot build a Kubernetes client (in-cluster service account or KUBECONFIG)",
-                why: Box::new(why),
-            })?;
+            let client = crate::cluster::client(crate::cluster::ClusterArgs {
+                kubeconfig: options.kubeconfig.as_deref(),
+                context: options.context.as_deref(),
+            })
+            .await?;
             (Store::Kube(KubeStore::start(client, options, &metrics)), None)
         }
     };

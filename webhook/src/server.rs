@@ -254,7 +254,16 @@ fn answer(state: &AppState, body: &[u8]) -> Answer {
             decision.response.result.message
         );
     } else if decision.verdict != Verdict::Ignored {
-        tracing::info!(uid = %request.uid, verdict = decision.verdict.as_str(), dry_run = request.dry_run, inventory = source, request = what, "restore admitted");
+        tracing::info!(
+            uid = %request.uid,
+            namespace = request.namespace.as_deref().unwrap_or(""),
+            name = %escape_within(&request.name, 256),
+            verdict = decision.verdict.as_str(),
+            dry_run = request.dry_run,
+            inventory = source,
+            request = what,
+            "restore admitted"
+        );
     }
     let response = review_response(&decision.response.into_review());
     Answer {

@@ -440,6 +440,7 @@ async fn a_restore_pod_selector_is_sent_to_the_server() {
         fake,
         KubeOptions {
             restore_pod_selector: Some("miggate.io/restore=true".into()),
+            ..KubeOptions::default()
         },
     )
     .await;
