@@ -258,7 +258,7 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Siz
         inventory_warnings(n, inv, &mut warnings);
     }
     let target = match node.as_ref() {
-        Some(node) => Target::pod_on_node(&pod_facts, &node.manifest),
+        Some(node) => Target::pod_on_node(&pod_facts, &node.manifest).with_slices_listed(node.slices_listed),
         None => Target::pod(&pod_facts),
     };
     let options = Options {
@@ -465,7 +465,7 @@ fn decide_binding(
         skip,
         ..Options::mode(Mode::Offer)
     };
-    let report = evaluate_target(&checkpoint.manifest, Target::node(&inventory.manifest), &options);
+    let report = evaluate_target(&checkpoint.manifest, inventory.target(), &options);
     if restore.skip_checks.is_some() {
         let waived: Vec<&str> = report
             .results

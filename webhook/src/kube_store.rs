@@ -603,6 +603,7 @@ impl Lookup for KubeStore {
             source: i.source,
             notes: i.notes,
             passed_over: i.passed_over,
+            slices_listed: i.slices_listed,
         });
         memos.insert(
             node.to_string(),

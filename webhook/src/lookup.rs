@@ -22,6 +22,16 @@ pub struct NodeInventory {
     pub notes: Vec<String>,
     /// Why each better source present was passed over, for the refusal message.
     pub passed_over: Vec<String>,
+    /// Whether the inventory lists every MIG slice the node has, even where a device's kind
+    /// is unknown (GFD's counts): see `miggate_crds::inventory::Inventory::slices_listed`.
+    pub slices_listed: bool,
+}
+
+impl NodeInventory {
+    /// The inventory as a restore target, with what its source states for certain.
+    pub fn target(&self) -> miggate_compat::Target<'_> {
+        miggate_compat::Target::node(&self.manifest).with_slices_listed(self.slices_listed)
+    }
 }
 
 /// What the pod cache keeps of a restore pod: only what a binding decision needs, so a

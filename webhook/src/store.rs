@@ -116,6 +116,7 @@ impl Lookup for Snapshot {
                 source: Source::GpuNode,
                 notes: Vec::new(),
                 passed_over: Vec::new(),
+                slices_listed: false,
             }),
             None => Err(NoInventory {
                 passed_over: self.unusable_nodes.get(node).cloned().into_iter().collect(),

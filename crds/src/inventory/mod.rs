@@ -22,12 +22,13 @@ mod slices;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use miggate_compat::escape::escape_within;
-use miggate_compat::{GpuManifest, Host, VersionText};
+use miggate_compat::{GpuManifest, Host, MigStrategy, Target, VersionText};
 
 use crate::error::Error;
 use crate::node::GpuNode;
 
 pub use gfd::{MAX_GFD_LABELS, from_gfd_labels};
+
 pub use gpu_node::from_gpu_node;
 pub use product::{gfd_product_name, known_product};
 pub use slices::{DRA_DRIVER, MAX_DEVICES, MAX_SLICES, from_resource_slices};
@@ -76,6 +77,19 @@ pub struct Inventory {
     /// mid-update), as the source's error says it: a refusal message names them, since a
     /// decision read from a worse source than the operator expects must say why.
     pub passed_over: Vec<String>,
+    /// Whether the devices list every MIG slice the node has, even where a device's kind is
+    /// unknown (GFD's exact counts per profile, over GPUs that have no UUID): judge it with
+    /// [`Inventory::target`] so what the source cannot tell never masks a shortfall it states
+    /// for certain.
+    pub slices_listed: bool,
+}
+
+impl Inventory {
+    /// The inventory as a restore target for compat: a node, with what its source states for
+    /// certain ([`Target::with_slices_listed`]).
+    pub fn target(&self) -> Target<'_> {
+        Target::node(&self.manifest).with_slices_listed(self.slices_listed)
+    }
 }
 
 /// Why a node has no inventory: each source that was present but unreadable, with why.
@@ -114,29 +128,131 @@ pub fn best_or_why(
         .and_then(|n| n.metadata.name.as_deref())
         .or_else(|| gpu_node.and_then(|g| g.metadata.name.as_deref()));
 
+    let found = best_source(gpu_node, node, name, slices, &mut passed_over);
+    match found {
+        Some(inv) => Ok(settle(inv, node)),
+        None => {
+            passed_over.truncate(MAX_NOTES);
+            Err(NoInventory { passed_over })
+        }
+    }
+}
+
+/// The first source present and readable, best first; each one passed over says why.
+fn best_source(
+    gpu_node: Option<&GpuNode>,
+    node: Option<&Node>,
+    name: Option<&str>,
+    slices: &[&ResourceSlice],
+    passed_over: &mut Vec<String>,
+) -> Option<Inventory> {
     if let Some(g) = gpu_node {
         match from_gpu_node(g) {
-            Ok(Some(inv)) => return Ok(inv),
+            Ok(Some(inv)) => return Some(inv),
             Ok(None) => {}
             Err(e) => passed_over.push(e.to_string()),
         }
     }
     if let Some(name) = name {
         match from_resource_slices(name, node, slices) {
-            Ok(Some(inv)) => return Ok(with_notes(inv, passed_over)),
+            Ok(Some(inv)) => return Some(with_notes(inv, std::mem::take(passed_over))),
             Ok(None) => {}
             Err(e) => passed_over.push(e.to_string()),
         }
     }
     if let Some(n) = node {
         match from_gfd_labels(n) {
-            Ok(Some(inv)) => return Ok(with_notes(inv, passed_over)),
+            Ok(Some(inv)) => return Some(with_notes(inv, std::mem::take(passed_over))),
             Ok(None) => {}
             Err(e) => passed_over.push(e.to_string()),
         }
     }
-    passed_over.truncate(MAX_NOTES);
-    Err(NoInventory { passed_over })
+    None
+}
+
+/// What the `Node` says about any inventory of it, whichever source gave it:
+/// - a node mig-manager is reconfiguring has GPU facts in flux: none of them may refuse
+///   ([`reconfiguring`]);
+/// - the MIG strategy the cluster publishes (GFD's `nvidia.com/mig.strategy`) fills in one a
+///   source does not carry (a `GpuNode` from `miggate publish` run without `--mig-strategy`).
+fn settle(inv: Inventory, node: Option<&Node>) -> Inventory {
+    let Some(node) = node else {
+        return inv;
+    };
+    if let Some(state) = reconfiguring(node) {
+        return in_flux(inv, state);
+    }
+    let mut inv = inv;
+    if let (Some(strategy), Some(nvidia)) = (label_strategy(node), inv.manifest.nvidia.as_mut())
+        && nvidia.mig_strategy.is_none()
+    {
+        nvidia.mig_strategy = Some(strategy);
+    }
+    inv
+}
+
+/// mig-manager's `nvidia.com/mig.config.state` when it is present and not `success`: the
+/// node's MIG layout is being changed (`pending`, `rebooting`) or failed to apply (`failed`),
+/// so whatever a source read of its GPUs may no longer, or not yet, be the node's.
+pub fn reconfiguring(node: &Node) -> Option<&str> {
+    node.metadata
+        .labels
+        .as_ref()?
+        .get(MIG_CONFIG_STATE)
+        .map(|s| s.trim())
+        .filter(|s| *s != "success")
+}
+
+/// mig-manager's label for where it stands.
+pub const MIG_CONFIG_STATE: &str = "nvidia.com/mig.config.state";
+
+/// The device plugin's MIG strategy as GFD labels it, when it is one of the three.
+fn label_strategy(node: &Node) -> Option<MigStrategy> {
+    match node
+        .metadata
+        .labels
+        .as_ref()?
+        .get("nvidia.com/mig.strategy")?
+        .trim()
+    {
+        "none" => Some(MigStrategy::None),
+        "single" => Some(MigStrategy::Single),
+        "mixed" => Some(MigStrategy::Mixed),
+        _ => None,
+    }
+}
+
+/// An inventory of a node being reconfigured: its node name and nothing else, so every check
+/// that reads the node is unknown (a warning) and none refuses; the note says why.
+pub(crate) fn in_flux(mut inv: Inventory, state: &str) -> Inventory {
+    let node = inv.manifest.host.as_ref().and_then(|h| h.node_name.clone());
+    let shown = node.as_deref().map(quote).unwrap_or_default();
+    let note = if matches!(state, "pending" | "rebooting") {
+        format!(
+            "{}: node {shown} is being reconfigured ({MIG_CONFIG_STATE}={}): its GPU and host facts are unknown until mig-manager reports success",
+            inv.source,
+            quote(state)
+        )
+    } else {
+        format!(
+            "{}: node {shown} has {MIG_CONFIG_STATE}={}, not success: mig-manager did not apply its MIG layout, so its GPU and host facts are unknown",
+            inv.source,
+            quote(state)
+        )
+    };
+    inv.manifest = GpuManifest {
+        host: Some(Host {
+            node_name: node,
+            ..Host::default()
+        }),
+        ..GpuManifest::default()
+    };
+    inv.slices_listed = false;
+    if !inv.notes.contains(&note) {
+        inv.notes.insert(0, note);
+    }
+    inv.notes.truncate(MAX_NOTES);
+    inv
 }
 
 /// Puts the reasons better sources were passed over first: they matter more than what the

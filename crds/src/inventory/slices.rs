@@ -133,6 +133,7 @@ pub fn from_resource_slices(
         source: Source::ResourceSlice,
         notes,
         passed_over: Vec::new(),
+        slices_listed: false,
     }))
 }
 
