@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
-use miggate_compat::{CheckName, Gpu, GpuManifest, Mode, Options, Outcome, Report, evaluate_target};
+use miggate_compat::{CheckName, Gpu, GpuManifest, Mode, Options, Outcome, Report, Target, evaluate_target};
 use miggate_crds::GpuNode;
 use miggate_crds::inventory::{self, Inventory, Source};
 use rstest::rstest;
@@ -366,8 +366,13 @@ fn malformed_slices_are_errors_not_panics(#[case] how: &str) {
     };
     match how {
         "sharedCounters" => {
+            // DynamicMIG, with a device consuming from a counter set nobody declares.
             spec.shared_counters = Some(vec![k8s_openapi::api::resource::v1::CounterSet {
                 name: "gpu-0-counter-set".into(),
+                counters: Default::default(),
+            }]);
+            device.consumes_counters = Some(vec![k8s_openapi::api::resource::v1::DeviceCounterConsumption {
+                counter_set: "gpu-9-counter-set".into(),
                 counters: Default::default(),
             }]);
         }
@@ -655,4 +660,144 @@ fn the_strategy_reaches_the_inventory(
     let inv = inventory::best(Some(&g), Some(&n), &[]).unwrap();
     assert_eq!(inv.source, Source::GpuNode);
     assert_eq!(inv.manifest.nvidia.as_ref().unwrap().mig_strategy, want);
+}
+
+// ---------------------------------------------------------------------------------------------
+// DynamicMIG: slices that list what a GPU *can* supply.
+
+fn dynamic() -> Inventory {
+    let slices = serde_saphyr::from_str::<List<ResourceSlice>>(&fixture("dra-dynmig-gpu-node-8.yaml"))
+        .unwrap()
+        .items;
+    let refs: Vec<&ResourceSlice> = slices.iter().collect();
+    inventory::from_resource_slices("gpu-node-8", None, &refs)
+        .unwrap()
+        .unwrap()
+}
+
+#[test]
+fn a_dynamic_mig_pool_is_read_as_possible_supply() {
+    let inv = dynamic();
+    assert_eq!(inv.source, Source::ResourceSlice);
+    let supply = inv.supply.as_ref().expect("a DynamicMIG pool has a supply");
+    // Per GPU: the full GPU and 7 + 3 + 2 + 1 possible partitions.
+    assert_eq!(supply.offered(), 2 * 14);
+    assert_eq!(
+        inv.manifest.devices(),
+        None,
+        "no device exists until a claim is allocated"
+    );
+    assert!(
+        inv.notes[0].contains("partitions its GPUs on demand"),
+        "{:?}",
+        inv.notes
+    );
+    insta::assert_yaml_snapshot!("dynamic_mig", (&inv.manifest, &inv.notes));
+}
+
+/// Two H100s partitioned on demand, with 8 memory slices each: what fits their counters is
+/// admitted; a shape whose profiles exist one by one but not together is refused, naming
+/// the shape's check with both values.
+#[rstest]
+#[case::two_3g_and_a_1g_over_two_gpus(vec![Gpu::h100().cut(["3g.40gb", "3g.40gb", "1g.10gb"])], &[])]
+#[case::seven_1g_and_a_3g(
+    vec![Gpu::h100().cut(["1g.10gb"; 7]), Gpu::h100().cut(["3g.40gb"])],
+    &[]
+)]
+#[case::a_whole_gpu_and_a_3g(vec![Gpu::h100(), Gpu::h100().cut(["3g.40gb"])], &[])]
+#[case::a_3g_a_2g_and_a_1g_on_one_gpu(vec![Gpu::h100().cut(["3g.40gb", "2g.20gb", "1g.10gb"])], &[])]
+#[case::four_3g_and_a_1g(
+    vec![Gpu::h100().cut(["3g.40gb"; 4]), Gpu::h100().cut(["1g.10gb"])],
+    &["gpu-model", "gpu-count", "mig-profile"]
+)]
+#[case::two_whole_gpus_and_a_3g(
+    vec![Gpu::h100(), Gpu::h100(), Gpu::h100().cut(["3g.40gb"])],
+    &["gpu-model", "gpu-count"]
+)]
+#[case::fifteen_1g(
+    vec![Gpu::h100().cut(["1g.10gb"; 7]), Gpu::h100().cut(["1g.10gb"; 7]), Gpu::h100().cut(["1g.10gb"])],
+    &["gpu-model", "gpu-count", "mig-profile"]
+)]
+fn dynamic_mig_supply_decides_by_counters(
+    #[case] gpus: Vec<miggate_compat::GpuBuilder>,
+    #[case] refused: &[&str],
+) {
+    let inv = dynamic();
+    let source = checkpoint(KERNEL, "580.82.07", gpus);
+    let judged = inv.manifest_for(&source);
+    let report = evaluate_target(&source, Target::node(&judged), &Options::mode(Mode::Offer));
+    let (_, by) = verdict(&report);
+    assert_eq!(by, refused.to_vec(), "{}", table(&report));
+    if refused.contains(&"mig-profile") {
+        let row = report.result(CheckName::MIG_PROFILE).unwrap();
+        assert!(row.message.to_string().contains("short of"), "{}", table(&report));
+    }
+    // The devices judged are possible ones: slices without a UUID, so no device map.
+    assert!(
+        judged
+            .devices()
+            .unwrap()
+            .iter()
+            .filter(|d| d.mig_profile.is_some())
+            .all(|d| d.uuid.is_none())
+    );
+}
+
+#[test]
+fn dynamic_mig_shortfall_wording() {
+    let inv = dynamic();
+    let source = checkpoint(
+        KERNEL,
+        "580.82.07",
+        vec![Gpu::h100().cut(["3g.40gb"; 4]), Gpu::h100().cut(["1g.10gb"])],
+    );
+    let judged = inv.manifest_for(&source);
+    let report = evaluate_target(&source, Target::node(&judged), &Options::mode(Mode::Offer));
+    insta::assert_snapshot!("dynamic_mig_shortfall", report.reason);
+}
+
+/// A checkpoint whose devices are not known well enough to place stays unknown, never a
+/// refusal on a guess.
+#[test]
+fn dynamic_mig_with_an_unknown_source_shape_is_unknown() {
+    let inv = dynamic();
+    let mut source = checkpoint(KERNEL, "580.82.07", vec![Gpu::h100().cut(["3g.40gb"])]);
+    source.nvidia.as_mut().unwrap().devices.as_mut().unwrap()[0].mig_profile = None;
+    let judged = inv.manifest_for(&source);
+    assert_eq!(judged.devices(), None);
+    let report = evaluate_target(&source, Target::node(&judged), &Options::mode(Mode::Offer));
+    assert!(report.compatible, "{}", table(&report));
+}
+
+/// A hostile pool: a thousand possible partitions of one profile on one GPU, counters to hold
+/// them all. The search stops at its budget and the GPU checks stay unknown: no refusal on a
+/// guess, no unbounded work.
+#[test]
+fn a_dynamic_pool_past_the_search_budget_is_unknown() {
+    let slices = serde_saphyr::from_str::<List<ResourceSlice>>(&fixture("dra-dynmig-gpu-node-8.yaml"))
+        .unwrap()
+        .items;
+    let mut slices: Vec<ResourceSlice> = slices;
+    for set in slices[0].spec.shared_counters.as_mut().unwrap() {
+        for counter in set.counters.values_mut() {
+            counter.value = k8s_openapi::apimachinery::pkg::api::resource::Quantity("1000Ti".into());
+        }
+    }
+    let one = slices[1].spec.devices.as_ref().unwrap()[1].clone();
+    let mut many = vec![slices[1].spec.devices.as_ref().unwrap()[0].clone()];
+    for i in 0..1000 {
+        let mut d = one.clone();
+        d.name = format!("gpu-0-mig-1g10gb-19-{i}");
+        many.push(d);
+    }
+    slices[1].spec.devices = Some(many);
+    let refs: Vec<&ResourceSlice> = slices.iter().collect();
+    let inv = inventory::from_resource_slices("gpu-node-8", None, &refs)
+        .unwrap()
+        .unwrap();
+    let source = checkpoint(KERNEL, "580.82.07", vec![Gpu::h100().cut(["1g.10gb"; 7])]);
+    assert_eq!(inv.manifest_for(&source).devices(), None);
+    // A shape the budget allows is still placed.
+    let small = checkpoint(KERNEL, "580.82.07", vec![Gpu::h100().cut(["1g.10gb"])]);
+    assert_eq!(inv.manifest_for(&small).devices().map(<[_]>::len), Some(1));
 }

@@ -257,9 +257,12 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Siz
     if let (Some(n), Some(inv)) = (node_name, node.as_ref()) {
         inventory_warnings(n, inv, &mut warnings);
     }
-    let target = match node.as_ref() {
-        Some(node) => Target::pod_on_node(&pod_facts, &node.manifest).with_slices_listed(node.slices_listed),
-        None => Target::pod(&pod_facts),
+    let judged = node.as_ref().map(|n| n.manifest_for(&checkpoint.manifest));
+    let target = match (node.as_ref(), judged.as_deref()) {
+        (Some(node), Some(manifest)) => {
+            Target::pod_on_node(&pod_facts, manifest).with_slices_listed(node.slices_listed)
+        }
+        _ => Target::pod(&pod_facts),
     };
     let options = Options {
         skip,
@@ -465,7 +468,9 @@ fn decide_binding(
         skip,
         ..Options::mode(Mode::Offer)
     };
-    let report = evaluate_target(&checkpoint.manifest, inventory.target(), &options);
+    let judged = inventory.manifest_for(&checkpoint.manifest);
+    let target = Target::node(&judged).with_slices_listed(inventory.slices_listed);
+    let report = evaluate_target(&checkpoint.manifest, target, &options);
     if restore.skip_checks.is_some() {
         let waived: Vec<&str> = report
             .results

@@ -604,6 +604,7 @@ impl Lookup for KubeStore {
             notes: i.notes,
             passed_over: i.passed_over,
             slices_listed: i.slices_listed,
+            supply: i.supply,
         });
         memos.insert(
             node.to_string(),

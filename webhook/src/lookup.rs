@@ -25,12 +25,16 @@ pub struct NodeInventory {
     /// Whether the inventory lists every MIG slice the node has, even where a device's kind
     /// is unknown (GFD's counts): see `miggate_crds::inventory::Inventory::slices_listed`.
     pub slices_listed: bool,
+    /// Under the DRA driver's DynamicMIG: what the node's GPUs can supply on demand (see
+    /// `miggate_crds::inventory::Supply`); the manifest then lists no devices.
+    pub supply: Option<Arc<miggate_crds::inventory::Supply>>,
 }
 
 impl NodeInventory {
-    /// The inventory as a restore target, with what its source states for certain.
-    pub fn target(&self) -> miggate_compat::Target<'_> {
-        miggate_compat::Target::node(&self.manifest).with_slices_listed(self.slices_listed)
+    /// The inventory to judge `source` against: under DynamicMIG, with the devices of the
+    /// checkpoint's shape the node's counters can hold together.
+    pub fn manifest_for(&self, source: &GpuManifest) -> std::borrow::Cow<'_, GpuManifest> {
+        miggate_crds::inventory::manifest_for(&self.manifest, self.supply.as_deref(), source)
     }
 }
 

@@ -117,6 +117,7 @@ impl Lookup for Snapshot {
                 notes: Vec::new(),
                 passed_over: Vec::new(),
                 slices_listed: false,
+                supply: None,
             }),
             None => Err(NoInventory {
                 passed_over: self.unusable_nodes.get(node).cloned().into_iter().collect(),

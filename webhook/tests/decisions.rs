@@ -40,6 +40,7 @@ fn two_3g_one_1g() -> GpuManifest {
 /// One node, read from its `Node` object alone (GFD labels), and one restore pod.
 struct OneNode {
     node: Node,
+    slices: Vec<k8s_openapi::api::resource::v1::ResourceSlice>,
 }
 
 impl Lookup for OneNode {
@@ -56,12 +57,14 @@ impl Lookup for OneNode {
         if Some(node) != self.node.metadata.name.as_deref() {
             return Err(NoInventory::default());
         }
-        miggate_crds::inventory::best_or_why(None, Some(&self.node), &[]).map(|i| NodeInventory {
+        let refs: Vec<_> = self.slices.iter().collect();
+        miggate_crds::inventory::best_or_why(None, Some(&self.node), &refs).map(|i| NodeInventory {
             manifest: Arc::new(i.manifest),
             source: i.source,
             notes: i.notes,
             passed_over: i.passed_over,
             slices_listed: i.slices_listed,
+            supply: i.supply,
         })
     }
     fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
@@ -84,7 +87,45 @@ fn gfd_node(labels: &[(&str, &str)]) -> OneNode {
             map.insert((*k).into(), (*v).into());
         }
     }
-    OneNode { node }
+    OneNode {
+        node,
+        slices: Vec::new(),
+    }
+}
+
+/// gpu-node-8 under DynamicMIG: two H100s the DRA driver partitions on demand.
+fn dynamic_node() -> OneNode {
+    #[derive(serde::Deserialize)]
+    struct List {
+        items: Vec<k8s_openapi::api::resource::v1::ResourceSlice>,
+    }
+    let list: List = serde_saphyr::from_str(&testdata("inventory/dra-dynmig-gpu-node-8.yaml")).unwrap();
+    let mut node: Node = serde_saphyr::from_str(&testdata("inventory/node-gpu-node-7.yaml")).unwrap();
+    node.metadata.name = Some("gpu-node-8".into());
+    OneNode {
+        node,
+        slices: list.items,
+    }
+}
+
+/// The checkpoint (2×3g.40gb + 1×1g.10gb) fits what two H100s can supply on demand: the
+/// binding is admitted, and a warning says the node partitions on demand.
+#[test]
+fn a_dynamic_mig_node_is_judged_by_what_it_can_supply() {
+    let store = dynamic_node();
+    let d = decide(&binding("restore", "gpu-node-8"), &store);
+    assert_ne!(d.verdict, Verdict::Refused, "{}", text(&d));
+    let warnings = d.response.warnings.clone().unwrap_or_default();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("partitions its GPUs on demand")),
+        "{warnings:?}"
+    );
+    assert!(
+        !warnings.iter().any(|w| w.contains("mig-profile unknown")),
+        "{warnings:?}"
+    );
 }
 
 fn binding(pod: &str, node: &str) -> AdmissionRequest<DynamicObject> {

@@ -98,6 +98,7 @@ pub fn from_gfd_labels(node: &Node) -> Result<Option<Inventory>, Error> {
             notes: Vec::new(),
             passed_over: Vec::new(),
             slices_listed: false,
+            supply: None,
         };
         return Ok(Some(super::in_flux(inv, state)));
     }
@@ -236,6 +237,7 @@ pub fn from_gfd_labels(node: &Node) -> Result<Option<Inventory>, Error> {
         notes,
         passed_over: Vec::new(),
         slices_listed,
+        supply: None,
     }))
 }
 

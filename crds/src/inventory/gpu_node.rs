@@ -62,5 +62,6 @@ pub fn from_gpu_node(gpu_node: &GpuNode) -> Result<Option<Inventory>, Error> {
         notes,
         passed_over: Vec::new(),
         slices_listed: false,
+        supply: None,
     }))
 }

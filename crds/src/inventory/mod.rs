@@ -16,8 +16,12 @@
 
 mod gfd;
 mod gpu_node;
+mod partitions;
 mod product;
 mod slices;
+
+use std::borrow::Cow;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
@@ -30,6 +34,7 @@ use crate::node::GpuNode;
 pub use gfd::{MAX_GFD_LABELS, from_gfd_labels};
 
 pub use gpu_node::from_gpu_node;
+pub use partitions::{MAX_COUNTERS, SEARCH_BUDGET, Supply};
 pub use product::{gfd_product_name, known_product};
 pub use slices::{DRA_DRIVER, MAX_DEVICES, MAX_SLICES, from_resource_slices};
 
@@ -82,11 +87,23 @@ pub struct Inventory {
     /// [`Inventory::target`] so what the source cannot tell never masks a shortfall it states
     /// for certain.
     pub slices_listed: bool,
+    /// Under the DRA driver's DynamicMIG: what the node's GPUs can supply on demand. The
+    /// manifest then lists no devices; [`Inventory::manifest_for`] gives those a checkpoint
+    /// can have.
+    pub supply: Option<Arc<Supply>>,
 }
 
 impl Inventory {
+    /// The inventory to judge `source` against: the manifest, or under DynamicMIG the
+    /// manifest with the devices of `source`'s shape the node's counters can hold together
+    /// (all of them when it fits). Unknown devices stay unknown.
+    pub fn manifest_for(&self, source: &GpuManifest) -> Cow<'_, GpuManifest> {
+        manifest_for(&self.manifest, self.supply.as_deref(), source)
+    }
+
     /// The inventory as a restore target for compat: a node, with what its source states for
-    /// certain ([`Target::with_slices_listed`]).
+    /// certain ([`Target::with_slices_listed`]). Under DynamicMIG, judge
+    /// [`Inventory::manifest_for`] instead: this manifest lists no devices.
     pub fn target(&self) -> Target<'_> {
         Target::node(&self.manifest).with_slices_listed(self.slices_listed)
     }
@@ -248,11 +265,28 @@ pub(crate) fn in_flux(mut inv: Inventory, state: &str) -> Inventory {
         ..GpuManifest::default()
     };
     inv.slices_listed = false;
+    inv.supply = None;
     if !inv.notes.contains(&note) {
         inv.notes.insert(0, note);
     }
     inv.notes.truncate(MAX_NOTES);
     inv
+}
+
+/// [`Inventory::manifest_for`] on the parts, for callers that keep them apart.
+pub fn manifest_for<'a>(
+    manifest: &'a GpuManifest,
+    supply: Option<&Supply>,
+    source: &GpuManifest,
+) -> Cow<'a, GpuManifest> {
+    let Some(devices) = supply.and_then(|s| s.devices_for(source)) else {
+        return Cow::Borrowed(manifest);
+    };
+    let mut m = manifest.clone();
+    if let Some(nvidia) = m.nvidia.as_mut() {
+        nvidia.devices = Some(devices);
+    }
+    Cow::Owned(m)
 }
 
 /// Puts the reasons better sources were passed over first: they matter more than what the
