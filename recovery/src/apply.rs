@@ -1013,11 +1013,18 @@ impl Run<'_, '_> {
                 .inventory
                 .capture()
                 .map_err(self.err("capturing the node for the compat checks"))?;
-            let report = miggate_compat::evaluate_target(
-                source,
-                miggate_compat::Target::manifest(&now),
-                &miggate_compat::Options::default(),
-            );
+            // Under DynamicMIG the slices present are the claims' of the moment: not compared.
+            let mut options = miggate_compat::Options::default();
+            if self.layout.mig_managed_by.is_some() {
+                options.skip.extend([
+                    miggate_compat::CheckName::GPU_MODEL,
+                    miggate_compat::CheckName::GPU_COUNT,
+                    miggate_compat::CheckName::MIG_PARTITIONING,
+                    miggate_compat::CheckName::MIG_PROFILE,
+                ]);
+            }
+            let report =
+                miggate_compat::evaluate_target(source, miggate_compat::Target::manifest(&now), &options);
             if !report.compatible {
                 return Err(self.fail(format!(
                     "the node matches the layout, but checkpoints captured here would not restore (compat checks, \

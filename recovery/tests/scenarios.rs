@@ -985,3 +985,72 @@ fn s32_an_nvswitch_board_is_never_widened_onto_a_gpu_carrying_a_tenants_vgpu() {
     assert!(!ran.calls.iter().any(|c| c.contains(C)), "{:?}", ran.calls);
     assert_eq!(node.lock().gpus[2].vfs[3].current, 1414);
 }
+
+/// A layout recorded on a node whose MIG the DRA driver manages (DynamicMIG): MIG mode on,
+/// instances the driver created for claims at record time.
+fn dynamic_mig_layout() -> Layout {
+    let text = format!(
+        r#"apiVersion: miggate.io/v1alpha1
+kind: RecoveryLayout
+migManagedBy: dra-dynamic-mig
+gpus:
+- bus: "{A}"
+  uuid: GPU-a
+  migMode: enabled
+  gpuInstances:
+  - {{placement: "4:4", profileId: 9, profile: 3g.71gb, computeInstances: [{{profileId: 2}}]}}
+"#
+    );
+    Layout::from_yaml(&text, Path::new("test.yaml")).unwrap()
+}
+
+/// After a reboot the driver's partitions are gone, and the driver recreates them per claim
+/// (destroying any it did not create): recovery sets MIG mode and never creates an instance.
+#[test]
+fn s33_recovery_leaves_a_dynamic_mig_nodes_instances_to_the_dra_driver() {
+    let node = booted_node();
+    let layout = dynamic_mig_layout();
+    let ran = run(&node, &layout);
+    assert_eq!(ran.result, Ok(Outcome::Ready { changed: true }));
+    assert_eq!(
+        ran.calls,
+        [format!("nvidia-smi -i {A} -mig 1")],
+        "{:?}",
+        ran.calls
+    );
+    assert!(node.lock().gpus[0].gis.is_empty());
+    // Partitions the driver made since (other than the recorded ones) are not destroyed.
+    {
+        let mut s = node.lock();
+        s.gpus[0].gis.push(miggate_recovery::fake::FakeGi {
+            id: 7,
+            profile_id: 19,
+            placement: miggate_recovery::layout::Placement { start: 0, size: 1 },
+            cis: vec![0],
+        });
+    }
+    let again = run(&node, &layout);
+    assert_eq!(again.result, Ok(Outcome::Ready { changed: false }));
+    assert!(again.calls.is_empty(), "{:?}", again.calls);
+    assert_eq!(node.lock().gpus[0].gis.len(), 1);
+    let observed = observe(&node.host()).unwrap();
+    let p = plan(&layout, &observed);
+    assert!(
+        p.pictures
+            .iter()
+            .any(|l| l.contains("recovery leaves them alone")),
+        "{:?}",
+        p.pictures
+    );
+    // The same layout without the manager rebuilds the recorded instances.
+    let mut ours = layout.clone();
+    ours.mig_managed_by = None;
+    let p = plan(&ours, &observed);
+    assert!(
+        p.steps
+            .iter()
+            .any(|s| s.to_string().contains("create GPU instances")),
+        "{:?}",
+        p.steps
+    );
+}
