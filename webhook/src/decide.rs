@@ -348,11 +348,17 @@ fn no_inventory(missing: &NoInventory) -> String {
 }
 
 /// The tail of "inventory from X" when better sources were passed over for X.
+/// Under DynamicMIG the refusal says so too: the node's slices are what it could make.
 fn fallback(inventory: &NodeInventory) -> String {
-    if inventory.passed_over.is_empty() {
-        String::new()
+    let on_demand = if inventory.supply.is_some() {
+        ", DynamicMIG: partitions on demand"
     } else {
-        format!(", passed over: {}", inventory.passed_over.join("; "))
+        ""
+    };
+    if inventory.passed_over.is_empty() {
+        on_demand.to_string()
+    } else {
+        format!("{on_demand}, passed over: {}", inventory.passed_over.join("; "))
     }
 }
 

@@ -248,3 +248,39 @@ fn the_labelled_strategy_reaches_gpu_request(#[case] strategy: &str, #[case] ref
         );
     }
 }
+
+/// A shape the node's counters cannot hold together (4×3g.40gb + 1×1g.10gb on two H100s with
+/// 8 memory slices each) is refused at binding, and the refusal says the node partitions on
+/// demand.
+#[test]
+fn a_dynamic_mig_node_refuses_a_shape_its_counters_cannot_hold() {
+    struct Big(OneNode);
+    impl Lookup for Big {
+        fn checkpoint(&self, ns: &str, name: &str) -> Option<Arc<Checkpoint>> {
+            (ns == "ml" && name == "ckpt").then(|| {
+                Arc::new(Checkpoint {
+                    manifest: GpuManifest::builder()
+                        .kernel("5.15.0-1071-aws")
+                        .cpu_arch("amd64")
+                        .driver("580.82.07")
+                        .gpu(Gpu::h100().cut(["3g.40gb"; 2]))
+                        .gpu(Gpu::h100().cut(["3g.40gb", "3g.40gb", "1g.10gb"]))
+                        .build()
+                        .unwrap(),
+                    container_name: None,
+                    origin: "test".into(),
+                })
+            })
+        }
+        fn inventory(&self, node: &str) -> Result<NodeInventory, NoInventory> {
+            self.0.inventory(node)
+        }
+        fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
+            self.0.restore_pod(ns, name)
+        }
+    }
+    let d = decide(&binding("restore", "gpu-node-8"), &Big(dynamic_node()));
+    assert_eq!(d.verdict, Verdict::Refused, "{}", text(&d));
+    assert!(d.refused_by.contains(&"mig-profile"), "{:?}", d.refused_by);
+    insta::assert_snapshot!("dynamic_mig_refused", d.response.result.message);
+}

@@ -1,10 +1,16 @@
 //! A node's GPU inventory, read from whichever source the cluster has, best first:
 //!
 //! 1. the node's [`GpuNode`] (what `miggate publish` captured: UUIDs, kernel, every fact);
-//! 2. the NVIDIA DRA driver's `ResourceSlice`s for the node (driver `gpu.nvidia.com`, static
-//!    MIG), with kernel and architecture from `Node.status.nodeInfo`;
-//! 3. GPU Feature Discovery labels on the `Node`: counts per MIG profile and whole GPUs, no
-//!    UUIDs, product names mapped back from GFD's rewritten form.
+//! 2. the NVIDIA DRA driver's `ResourceSlice`s for the node (driver `gpu.nvidia.com`), with
+//!    kernel and architecture from `Node.status.nodeInfo`: static MIG as the slices that
+//!    exist, DynamicMIG as what each GPU's shared counters can supply ([`Supply`]);
+//! 3. GPU Feature Discovery labels on the `Node`: counts per MIG profile (exact: judged with
+//!    [`Inventory::target`], so what the labels cannot tell never masks a shortfall they
+//!    state) and whole GPUs, no UUIDs, product names mapped back from GFD's rewritten form.
+//!
+//! Whichever source is read, a node mig-manager is reconfiguring (`nvidia.com/mig.config.state`
+//! other than `success`) keeps only its name: nothing read from it may refuse. A MIG strategy
+//! the source does not carry comes from GFD's `nvidia.com/mig.strategy` label.
 //!
 //! Each gives a node inventory as compat's [`GpuManifest`] (host and nvidia facts, no pod), so
 //! the same checks run whatever the source. What a source cannot tell stays absent, which the
