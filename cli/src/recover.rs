@@ -98,6 +98,22 @@ struct RecordArgs {
     /// Write the layout here (atomically) instead of standard output.
     #[arg(short = 'o', long, value_name = "FILE")]
     output: Option<PathBuf>,
+    /// Who creates this node's MIG instances instead of recovery: `dra-dynamic-mig` (the NVIDIA
+    /// DRA driver's DynamicMIG gate). Recorded as `migManagedBy`: recovery then never creates
+    /// or destroys instances here.
+    #[arg(long, value_name = "MANAGER", value_parser = parse_mig_manager)]
+    mig_managed_by: Option<miggate_recovery::layout::MigManager>,
+}
+
+/// `dra-dynamic-mig`, the one manager a layout names.
+fn parse_mig_manager(text: &str) -> Result<miggate_recovery::layout::MigManager, String> {
+    match text.trim() {
+        "dra-dynamic-mig" => Ok(miggate_recovery::layout::MigManager::DraDynamicMig),
+        other => Err(format!(
+            "`{}` is not a MIG manager miggate knows; expected dra-dynamic-mig",
+            escape(other)
+        )),
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -211,8 +227,9 @@ fn print_lines(text: &str) -> anyhow::Result<()> {
 
 fn record(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let real = Real::new(&args.host)?;
-    let (layout, warnings) =
+    let (mut layout, warnings) =
         miggate_recovery::record::record(&real.host()).context("cannot read the node's layout")?;
+    layout.mig_managed_by = args.mig_managed_by;
     for w in &warnings {
         eprintln!("miggate: warning: {}", escape(w));
     }
