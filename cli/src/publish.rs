@@ -24,6 +24,12 @@ pub struct PublishArgs {
     /// `<root>/run/miggate/recovery.json` when present.
     #[arg(long, value_name = "PATH", default_value = "/")]
     pub root: PathBuf,
+    /// The device plugin's MIG strategy on this node (`none`, `single`, `mixed`: its
+    /// `migStrategy` setting), published in the inventory so `gpu-request` can judge
+    /// `nvidia.com/gpu`. Unset: unknown, unless the node's GFD label `nvidia.com/mig.strategy`
+    /// says it to the webhook.
+    #[arg(long, value_name = "STRATEGY", env = "MIG_STRATEGY", value_parser = parse_strategy)]
+    pub mig_strategy: Option<miggate_compat::MigStrategy>,
     /// How each capture reads the GPUs, as `miggate capture`.
     #[command(flatten)]
     pub source: CaptureSourceArgs,
@@ -77,6 +83,7 @@ pub fn run(args: &PublishArgs) -> anyhow::Result<ExitCode> {
         node: args.node.clone(),
         interval: args.interval,
         root: args.root.clone(),
+        mig_strategy: args.mig_strategy,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -98,4 +105,17 @@ pub fn run(args: &PublishArgs) -> anyhow::Result<ExitCode> {
     runtime.shutdown_background();
     result?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `none`, `single` or `mixed`, as the device plugin spells them.
+fn parse_strategy(text: &str) -> Result<miggate_compat::MigStrategy, String> {
+    match text.trim() {
+        "none" => Ok(miggate_compat::MigStrategy::None),
+        "single" => Ok(miggate_compat::MigStrategy::Single),
+        "mixed" => Ok(miggate_compat::MigStrategy::Mixed),
+        other => Err(format!(
+            "`{}` is not a MIG strategy; expected none, single or mixed",
+            miggate_compat::escape::escape(other)
+        )),
+    }
 }

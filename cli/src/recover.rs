@@ -100,6 +100,22 @@ struct RecordArgs {
     #[arg(long = "out", short = 'o', alias = "output", value_name = "FILE",
           value_parser = crate::cli::FlagParser(crate::cli::out_path))]
     output: Option<PathBuf>,
+    /// Who creates this node's MIG instances instead of recovery: `dra-dynamic-mig` (the NVIDIA
+    /// DRA driver's DynamicMIG gate). Recorded as `migManagedBy`: recovery then never creates
+    /// or destroys instances here.
+    #[arg(long, value_name = "MANAGER", value_parser = parse_mig_manager)]
+    mig_managed_by: Option<miggate_recovery::layout::MigManager>,
+}
+
+/// `dra-dynamic-mig`, the one manager a layout names.
+fn parse_mig_manager(text: &str) -> Result<miggate_recovery::layout::MigManager, String> {
+    match text.trim() {
+        "dra-dynamic-mig" => Ok(miggate_recovery::layout::MigManager::DraDynamicMig),
+        other => Err(format!(
+            "`{}` is not a MIG manager miggate knows; expected dra-dynamic-mig",
+            escape(other)
+        )),
+    }
 }
 
 #[derive(Debug, clap::Args)]
@@ -215,8 +231,9 @@ fn print_lines(text: &str) -> anyhow::Result<()> {
 
 fn record(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let real = Real::new(&args.host)?;
-    let (layout, warnings) =
+    let (mut layout, warnings) =
         miggate_recovery::record::record(&real.host()).context("cannot read the node's layout")?;
+    layout.mig_managed_by = args.mig_managed_by;
     for w in &warnings {
         eprintln!("miggate: warning: {}", escape(w));
     }

@@ -595,3 +595,45 @@ fn an_nvml_that_cannot_be_loaded_is_exit_2_naming_the_library() {
     }
     assert!(t.mutating_calls().is_empty());
 }
+
+/// `record --mig-managed-by dra-dynamic-mig`: the layout says the DRA driver's DynamicMIG
+/// makes the instances, and after a reboot `apply` sets MIG mode and VFs but creates none.
+#[test]
+fn a_layout_managed_by_dynamic_mig_never_recreates_instances() {
+    let t = tree(2);
+    assert_eq!(
+        t.miggate(&["apply", "--layout", &t.layout()]).status.code(),
+        Some(0)
+    );
+    let recorded = t.root.join("recorded.yaml");
+    let rec = t.miggate(&[
+        "record",
+        "--mig-managed-by",
+        "dra-dynamic-mig",
+        "-o",
+        recorded.to_str().unwrap(),
+    ]);
+    assert_eq!(rec.status.code(), Some(0), "{}", text(&rec.stderr));
+    let doc: serde_json::Value = serde_saphyr::from_str(&fs::read_to_string(&recorded).unwrap()).unwrap();
+    assert_eq!(doc["migManagedBy"], "dra-dynamic-mig");
+
+    reboot(&t);
+    let plan = t.miggate(&["plan", "--layout", recorded.to_str().unwrap()]);
+    let said = text(&plan.stdout);
+    assert!(said.contains("recovery leaves them alone"), "{said}");
+    assert!(!said.contains("create GPU instances"), "{said}");
+    let apply = t.miggate(&["apply", "--layout", recorded.to_str().unwrap()]);
+    let out = format!("{}{}", text(&apply.stdout), text(&apply.stderr));
+    assert!(!out.contains("create-instances"), "{out}");
+    assert_eq!(apply.status.code(), Some(0), "{out}");
+    let gis = fs::read_to_string(t.root.join("fake/gpus").join(PF).join("gis")).unwrap();
+    assert!(gis.trim().is_empty(), "instances were created: {gis}");
+
+    let bad = t.miggate(&["record", "--mig-managed-by", "mig-manager"]);
+    assert_eq!(bad.status.code(), Some(2));
+    assert!(
+        text(&bad.stderr).contains("expected dra-dynamic-mig"),
+        "{}",
+        text(&bad.stderr)
+    );
+}

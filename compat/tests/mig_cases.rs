@@ -669,6 +669,24 @@ fn restore_pod(devices: Vec<Device>, strategy: Option<MigStrategy>, requests: &[
     &[("nvidia.com/gpu", "1")],
     Outcome::Unknown
 )]
+#[case::two_profiles_through_gpu_with_unknown_strategy(
+    vec![s3g("MIG-s1"), s3g("MIG-s2"), s1g("MIG-s3")],
+    None,
+    &[("nvidia.com/gpu", "3")],
+    Outcome::Refuse
+)]
+#[case::two_profiles_partly_through_gpu_with_unknown_strategy(
+    vec![s3g("MIG-s1"), s3g("MIG-s2"), s1g("MIG-s3")],
+    None,
+    &[("nvidia.com/mig-3g.40gb", "2"), ("nvidia.com/gpu", "1")],
+    Outcome::Refuse
+)]
+#[case::one_profile_through_gpu_with_unknown_strategy(
+    vec![s3g("MIG-s1"), s3g("MIG-s2")],
+    None,
+    &[("nvidia.com/gpu", "2")],
+    Outcome::Unknown
+)]
 #[case::single_strategy_gives_a_slice(
     vec![s3g("MIG-s1")],
     Some(MigStrategy::Single),
@@ -747,6 +765,28 @@ fn gpu_request_reasons_name_resources() {
     assert_eq!(
         r.reason,
         "gpu-request: source nvidia.com/mig-3g.40gb x2, target nvidia.com/mig-3g.40gb x1"
+    );
+}
+
+/// No node needed: a checkpoint on slices of two profiles can never come through
+/// `nvidia.com/gpu`, so a pod not yet bound (no strategy known) is refused at creation.
+#[test]
+fn two_profiles_are_refused_through_nvidia_gpu_without_a_node() {
+    let s = vec![s3g("MIG-s1"), s3g("MIG-s2"), s1g("MIG-s3")];
+    let pod = restore_pod(s.clone(), None, &[("nvidia.com/gpu", "3")]);
+    let r = miggate_compat::evaluate_target(
+        &full(s).0,
+        miggate_compat::Target::pod(pod.0.pod.as_ref().unwrap()),
+        &miggate_compat::Options::mode(miggate_compat::Mode::Offer),
+    );
+    assert_refusing(&r, "gpu-request");
+    insta::assert_snapshot!(
+        "gpu_request_two_profiles_through_gpu",
+        row_of(&r, CheckName::GPU_REQUEST).message
+    );
+    assert_eq!(
+        r.reason,
+        "gpu-request: source nvidia.com/mig-1g.10gb x1, nvidia.com/mig-3g.40gb x2, target nvidia.com/gpu x3"
     );
 }
 
@@ -1013,4 +1053,90 @@ fn report_json_has_the_documented_shape() {
         serde_json::to_value(Outcome::NotApplicable).unwrap(),
         "not-applicable"
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A target that lists every slice (GFD's counts per profile) but whose GPUs have no UUID.
+
+/// A slice as GFD's counts give it: a profile and a model, no UUID.
+fn counted(profile: &str) -> Device {
+    Device {
+        product_name: Some(H100.into()),
+        mig_profile: Some(profile.parse().unwrap()),
+        ..Device::default()
+    }
+}
+
+/// A GPU GFD counts: a model, no UUID, so its kind is unknown (whole, or a cut parent).
+fn counted_gpu() -> Device {
+    Device {
+        product_name: Some(H100.into()),
+        ..Device::default()
+    }
+}
+
+/// With every slice listed, the GPUs of unknown kind cannot make up a slice shortfall: the
+/// refusal names the checks and both values. Without, they could be any slice: unknown.
+#[rstest]
+#[case::missing_profile(
+    vec![s3g("MIG-s1"), s3g("MIG-s2"), s1g("MIG-s3")],
+    true,
+    "gpu-model,gpu-count,mig-profile",
+    Some("mig-profile: source 1g.10gb x1, 3g.40gb x2, target 3g.40gb x2")
+)]
+#[case::missing_profile_not_listed(
+    vec![s3g("MIG-s1"), s3g("MIG-s2"), s1g("MIG-s3")],
+    false,
+    "",
+    None
+)]
+#[case::one_slice_too_many(
+    vec![s3g("MIG-s1"), s3g("MIG-s2"), s3g("MIG-s3")],
+    true,
+    "gpu-model,gpu-count,mig-profile",
+    Some("mig-profile: source 3g.40gb x3, target 3g.40gb x2")
+)]
+#[case::fits(vec![s3g("MIG-s1"), s3g("MIG-s2")], true, "", None)]
+#[case::whole_gpu_stays_unknown(vec![whole("GPU-a", H100)], true, "", None)]
+fn a_listed_shortfall_is_not_masked_by_gpus_of_unknown_kind(
+    #[case] source: Vec<Device>,
+    #[case] listed: bool,
+    #[case] refused: &str,
+    #[case] profile_reason: Option<&str>,
+) {
+    let target = node(vec![counted("3g.40gb"), counted("3g.40gb"), counted_gpu()]).0;
+    let r = miggate_compat::evaluate_target(
+        &full(source).0,
+        miggate_compat::Target::node(&target).with_slices_listed(listed),
+        &Options::mode(miggate_compat::Mode::Offer),
+    );
+    assert_refusing(&r, refused);
+    if let Some(want) = profile_reason {
+        assert!(r.reason.split("; ").any(|p| p == want), "{}", r.reason);
+    }
+    if refused.is_empty() {
+        // Whatever is admitted stays a warning where the GPUs' kind matters.
+        assert!(
+            r.results.iter().any(|x| x.outcome == Outcome::Unknown),
+            "{}",
+            table(&r)
+        );
+    }
+}
+
+/// A target that lists no slice at all has none: a checkpoint on slices is refused by
+/// mig-partitioning even though the target's GPUs are of unknown kind.
+#[test]
+fn a_listed_target_without_slices_has_none() {
+    let target = node(vec![counted_gpu(), counted_gpu()]).0;
+    let source = full(vec![s3g("MIG-s1")]).0;
+    let options = Options::mode(miggate_compat::Mode::Offer);
+    let listed = miggate_compat::evaluate_target(
+        &source,
+        miggate_compat::Target::node(&target).with_slices_listed(true),
+        &options,
+    );
+    assert_eq!(outcome(&listed, CheckName::MIG_PARTITIONING), Outcome::Refuse);
+    let not = miggate_compat::evaluate_target(&source, miggate_compat::Target::node(&target), &options);
+    assert_eq!(outcome(&not, CheckName::MIG_PARTITIONING), Outcome::Unknown);
 }

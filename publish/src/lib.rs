@@ -97,6 +97,10 @@ pub struct Config {
     /// The host root the recovery state file is found under (`/` on a node, a mount of it in
     /// a container).
     pub root: PathBuf,
+    /// The device plugin's MIG strategy on this node (its `migStrategy` setting, GFD's
+    /// `nvidia.com/mig.strategy`), written into each inventory that does not carry one: a
+    /// capture cannot see it, and `gpu-request` cannot judge `nvidia.com/gpu` without it.
+    pub mig_strategy: Option<miggate_compat::MigStrategy>,
 }
 
 /// Boot recovery's state file, read with recovery's own type so the two sides of the file
@@ -228,7 +232,10 @@ impl<S: InventorySource> Publisher<S> {
         Ok(round)
     }
 
-    async fn apply(&mut self, manifest: GpuManifest) -> Result<bool, Error> {
+    async fn apply(&mut self, mut manifest: GpuManifest) -> Result<bool, Error> {
+        if let (Some(strategy), Some(nvidia)) = (self.config.mig_strategy, manifest.nvidia.as_mut()) {
+            nvidia.mig_strategy.get_or_insert(strategy);
+        }
         let same = comparable(manifest.clone());
         if self.applied.as_ref() == Some(&same) {
             if self.server_has_ours().await? {

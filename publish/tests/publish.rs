@@ -52,15 +52,55 @@ fn patches(fake: &FakeApiServer) -> Vec<Recorded> {
 }
 
 async fn publisher(fake: &FakeApiServer, root: &Path, node: &Node) -> Publisher<Node> {
+    publisher_with(fake, root, node, None)
+}
+
+fn publisher_with(
+    fake: &FakeApiServer,
+    root: &Path,
+    node: &Node,
+    mig_strategy: Option<miggate_compat::MigStrategy>,
+) -> Publisher<Node> {
     Publisher::new(
         fake.client().unwrap(),
         Config {
             node: "gpu-node-7".into(),
             interval: Duration::from_millis(50),
             root: root.to_path_buf(),
+            mig_strategy,
         },
         node.clone(),
     )
+}
+
+/// A capture cannot see the device plugin's MIG strategy: the one the publisher is told
+/// goes into the `GpuNode`, so `gpu-request` can judge `nvidia.com/gpu` against it; one the
+/// inventory already carries is kept.
+#[rstest::rstest]
+#[case::told_and_unknown(Some(miggate_compat::MigStrategy::Single), None, Some("single"))]
+#[case::not_told(None, None, None)]
+#[case::inventory_has_one(
+    Some(miggate_compat::MigStrategy::Single),
+    Some(miggate_compat::MigStrategy::Mixed),
+    Some("mixed")
+)]
+#[tokio::test]
+async fn the_mig_strategy_is_published(
+    #[case] told: Option<miggate_compat::MigStrategy>,
+    #[case] captured: Option<miggate_compat::MigStrategy>,
+    #[case] want: Option<&str>,
+) {
+    let fake = FakeApiServer::start().await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let node = Node::default();
+    let mut m = manifest("webhook-store/nodes/gpu-node-7.yaml", "2026-11-30T10:00:00Z");
+    m.nvidia.as_mut().unwrap().mig_strategy = captured;
+    *node.manifest.lock().unwrap() = Some(m);
+    let mut p = publisher_with(&fake, root.path(), &node, told);
+    assert!(p.round().await.unwrap().applied);
+    let stored = fake.get("gpunodes", None, "gpu-node-7").unwrap();
+    let strategy = &stored["spec"]["manifest"]["nvidia"]["migStrategy"];
+    assert_eq!(strategy.as_str(), want, "{stored}");
 }
 
 #[tokio::test]

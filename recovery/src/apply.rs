@@ -585,6 +585,7 @@ impl Run<'_, '_> {
                 self.stop_unit(&unit)?;
             }
         }
+        let peers = self.nvlink_peers()?;
         let mut targets = gpus.clone();
         let mut widened = false;
         let mut pm_off = false;
@@ -599,9 +600,13 @@ impl Run<'_, '_> {
                 _ => ResetFailure::Other,
             };
             let message = miggate_compat::escape::escape(&e.to_string()).into_owned();
+            // The wording of a refusal cannot say why it was refused: on a board with NVLink
+            // peers, a partial reset refused as "in use" is first tried on every GPU together.
+            let board = matches!(kind, ResetFailure::InUse) && peers.is_some();
+            let widen = matches!(kind, ResetFailure::NvlinkGroup | ResetFailure::Other) || board;
             match kind {
                 ResetFailure::NotSupported => break Some(self.reboot_or_fail(&message)?),
-                ResetFailure::NvlinkGroup | ResetFailure::Other if !widened && targets.len() < all.len() => {
+                _ if widen && !widened && targets.len() < all.len() => {
                     // Never widen onto a GPU carrying a tenant's vGPU: its VMs may be running.
                     let node = self.observe()?;
                     let busy: Vec<String> = node
@@ -619,7 +624,12 @@ impl Run<'_, '_> {
                             busy.join(", ")
                         )));
                     }
-                    self.say(&format!("{message}; resetting every GPU together (NVLink group)"));
+                    match (&peers, board) {
+                        (Some(peers), true) => self.say(&format!(
+                            "{message}; the node has NVLink peers ({peers}), whose GPUs may only be reset together: resetting every GPU together before looking for a holder"
+                        )),
+                        _ => self.say(&format!("{message}; resetting every GPU together (NVLink group)")),
+                    }
                     targets = all.clone();
                     widened = true;
                 }
@@ -685,6 +695,27 @@ impl Run<'_, '_> {
         }
         self.end(t, "MIG mode current");
         Ok(None)
+    }
+
+    /// Whether the GPUs are NVLink peers that may have to be reset together, and how that is
+    /// known: NVSwitches on the PCI bus, or a fabric manager configured (here or in the
+    /// layout). `None` on a board without either.
+    fn nvlink_peers(&self) -> Flow<Option<String>> {
+        let switches = self
+            .host
+            .sysfs
+            .nvswitches()
+            .map_err(self.err("looking for NVSwitches"))?;
+        if switches > 0 {
+            return Ok(Some(format!("{switches} NVSwitches")));
+        }
+        let fabric = self
+            .host
+            .sysfs
+            .fabric_mode()
+            .map_err(self.err("reading the fabric manager configuration"))?;
+        Ok((fabric.is_some() || self.layout.fabric_mode.is_some())
+            .then(|| "a fabric manager configuration".to_string()))
     }
 
     fn reboot_or_fail(&mut self, message: &str) -> Flow<Outcome> {
@@ -982,11 +1013,18 @@ impl Run<'_, '_> {
                 .inventory
                 .capture()
                 .map_err(self.err("capturing the node for the compat checks"))?;
-            let report = miggate_compat::evaluate_target(
-                source,
-                miggate_compat::Target::manifest(&now),
-                &miggate_compat::Options::default(),
-            );
+            // Under DynamicMIG the slices present are the claims' of the moment: not compared.
+            let mut options = miggate_compat::Options::default();
+            if self.layout.mig_managed_by.is_some() {
+                options.skip.extend([
+                    miggate_compat::CheckName::GPU_MODEL,
+                    miggate_compat::CheckName::GPU_COUNT,
+                    miggate_compat::CheckName::MIG_PARTITIONING,
+                    miggate_compat::CheckName::MIG_PROFILE,
+                ]);
+            }
+            let report =
+                miggate_compat::evaluate_target(source, miggate_compat::Target::manifest(&now), &options);
             if !report.compatible {
                 return Err(self.fail(format!(
                     "the node matches the layout, but checkpoints captured here would not restore (compat checks, \

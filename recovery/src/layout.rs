@@ -49,6 +49,12 @@ pub struct Layout {
     /// fabric manager in that mode. Absent: no fabric manager (not an NVSwitch node).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fabric_mode: Option<u32>,
+    /// Who creates the node's MIG instances when it is not recovery: `dra-dynamic-mig`, the
+    /// NVIDIA DRA driver's DynamicMIG, which creates a partition when a claim is allocated and
+    /// destroys partitions it did not create. Then recovery sets MIG mode, VFs and vGPU types
+    /// but never creates or destroys instances, and verify does not compare them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_managed_by: Option<MigManager>,
     /// The GPUs, in bus order.
     pub gpus: Vec<GpuLayout>,
     /// What capture saw at record time (a manifest body). When present, verify also runs the
@@ -56,6 +62,14 @@ pub struct Layout {
     /// driver or kernel change still keeps the node's checkpoints from restoring.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manifest: Option<miggate_compat::GpuManifest>,
+}
+
+/// What manages a node's MIG instances instead of recovery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum MigManager {
+    /// The NVIDIA DRA driver under its `DynamicMIG` gate.
+    #[serde(rename = "dra-dynamic-mig")]
+    DraDynamicMig,
 }
 
 /// One physical GPU (a PF).

@@ -165,6 +165,7 @@ impl ObservedNode {
             kind: crate::layout::KIND.to_string(),
             recorded_at,
             fabric_mode,
+            mig_managed_by: None,
             gpus,
             manifest: None,
         }

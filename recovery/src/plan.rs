@@ -255,7 +255,12 @@ struct GpuDiff {
     writes: Vec<(u32, u32)>,
 }
 
-fn diff_gpu(want: &GpuLayout, have: &ObservedGpu, blockers: &mut Vec<Blocker>) -> GpuDiff {
+fn diff_gpu(
+    want: &GpuLayout,
+    have: &ObservedGpu,
+    instances_ours: bool,
+    blockers: &mut Vec<Blocker>,
+) -> GpuDiff {
     let bus = &want.bus;
     let mut d = GpuDiff {
         disable: None,
@@ -318,7 +323,8 @@ fn diff_gpu(want: &GpuLayout, have: &ObservedGpu, blockers: &mut Vec<Blocker>) -
     // A mode change, a reset and the PF rebind of `sriov-manage -e` all wipe GPU instances.
     let wiped = mode_wrong || d.enable.is_some();
     let current: &[GpuInstanceLayout] = if wiped { &[] } else { &have.instances };
-    if !same_instances(current, &want.gpu_instances) {
+    // Instances another manager creates (DynamicMIG) are never recreated nor destroyed here.
+    if instances_ours && !same_instances(current, &want.gpu_instances) {
         if !current.is_empty() {
             if !active.is_empty() {
                 blockers.push(Blocker::Busy {
@@ -384,7 +390,7 @@ pub fn plan(layout: &Layout, node: &ObservedNode) -> Plan {
             });
             continue;
         }
-        let d = diff_gpu(want, have, &mut blockers);
+        let d = diff_gpu(want, have, layout.mig_managed_by.is_none(), &mut blockers);
         pictures.push(picture(want, have));
         diffs.push((want.bus.clone(), d));
     }
@@ -429,6 +435,12 @@ pub fn plan(layout: &Layout, node: &ObservedNode) -> Plan {
                 type_id: *type_id,
             });
         }
+    }
+    if layout.mig_managed_by == Some(crate::layout::MigManager::DraDynamicMig) {
+        pictures.push(
+            "MIG instances are the DRA driver's (DynamicMIG: it creates a partition per allocated claim and destroys those it did not create): recovery leaves them alone"
+                .to_string(),
+        );
     }
     Plan {
         steps,

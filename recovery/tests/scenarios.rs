@@ -905,3 +905,152 @@ fn s26_a_crash_before_the_guarded_reboot_is_told_apart_from_a_reboot_that_did_no
     let after = run(&node, &layout);
     assert_failed(&node, &after, "reset", "did not take effect after rebooting");
 }
+
+/// An HGX board: its GPUs are NVLink peers behind NVSwitches and may only be reset together,
+/// but the refusal of a partial reset is nvidia-smi's generic `In use by another client`.
+fn nvswitch_board(switches: u32) -> FakeNode {
+    let node = booted_node();
+    {
+        let mut s = node.lock();
+        s.auto_activate = false;
+        s.board_refuses_partial_reset = true;
+        s.nvswitches = switches;
+    }
+    node
+}
+
+#[test]
+fn s30_an_nvswitch_board_refusing_a_partial_reset_is_reset_whole_once_then_converges() {
+    let node = nvswitch_board(4);
+    let layout = two_gpu_layout();
+    let ran = run(&node, &layout);
+    assert_eq!(ran.result, Ok(Outcome::Ready { changed: true }));
+    assert_recovered(&node, &layout);
+    let resets: Vec<_> = ran.calls.iter().filter(|c| c.contains(" -r ")).cloned().collect();
+    assert_eq!(
+        resets,
+        [
+            format!("nvidia-smi -r -i {A},{B} => in use by another client"),
+            format!("nvidia-smi -r -i {A},{B},{C}")
+        ],
+        "{:?}",
+        ran.calls
+    );
+    // Widened before any escalation: persistence and services were never touched for it.
+    assert!(!ran.calls.iter().any(|c| c.contains("-pm 0")), "{:?}", ran.calls);
+    assert!(
+        ran.lines
+            .iter()
+            .any(|l| l.contains("the node has NVLink peers (4 NVSwitches)")),
+        "{:?}",
+        ran.lines
+    );
+    insta::assert_snapshot!(ran.calls.join("\n"));
+}
+
+/// The same refusal with the fabric manager configured (no NVSwitch found on the bus) widens
+/// too; without NVLink peers it is what it says, and the escalation looks for a holder.
+#[rstest::rstest]
+#[case::fabric_manager(Some(3), true)]
+#[case::no_peers(None, false)]
+fn s31_only_nvlink_peers_widen_an_in_use_refusal(#[case] fabric: Option<u32>, #[case] widens: bool) {
+    let node = nvswitch_board(0);
+    node.lock().fabric_mode = fabric;
+    let layout = two_gpu_layout();
+    let ran = run(&node, &layout);
+    let widened = ran
+        .calls
+        .iter()
+        .any(|c| c.starts_with(&format!("nvidia-smi -r -i {A},{B},{C}")));
+    assert_eq!(widened, widens, "{:?}", ran.calls);
+    if widens {
+        assert_eq!(ran.result, Ok(Outcome::Ready { changed: true }));
+    } else {
+        assert_failed(&node, &ran, "reset", "In use by another client");
+    }
+}
+
+#[test]
+fn s32_an_nvswitch_board_is_never_widened_onto_a_gpu_carrying_a_tenants_vgpu() {
+    let node = nvswitch_board(4);
+    node.sriov_enable_now(C);
+    node.lock().gpus[2].vfs[3].current = 1414;
+    let ran = run(&node, &two_gpu_layout());
+    assert_failed(
+        &node,
+        &ran,
+        "reset",
+        "would take in GPUs carrying active vGPUs: 0000:3b:00.0 (VFs [3])",
+    );
+    assert!(!ran.calls.iter().any(|c| c.contains(C)), "{:?}", ran.calls);
+    assert_eq!(node.lock().gpus[2].vfs[3].current, 1414);
+}
+
+/// A layout recorded on a node whose MIG the DRA driver manages (DynamicMIG): MIG mode on,
+/// instances the driver created for claims at record time.
+fn dynamic_mig_layout() -> Layout {
+    let text = format!(
+        r#"apiVersion: miggate.io/v1alpha1
+kind: RecoveryLayout
+migManagedBy: dra-dynamic-mig
+gpus:
+- bus: "{A}"
+  uuid: GPU-a
+  migMode: enabled
+  gpuInstances:
+  - {{placement: "4:4", profileId: 9, profile: 3g.71gb, computeInstances: [{{profileId: 2}}]}}
+"#
+    );
+    Layout::from_yaml(&text, Path::new("test.yaml")).unwrap()
+}
+
+/// After a reboot the driver's partitions are gone, and the driver recreates them per claim
+/// (destroying any it did not create): recovery sets MIG mode and never creates an instance.
+#[test]
+fn s33_recovery_leaves_a_dynamic_mig_nodes_instances_to_the_dra_driver() {
+    let node = booted_node();
+    let layout = dynamic_mig_layout();
+    let ran = run(&node, &layout);
+    assert_eq!(ran.result, Ok(Outcome::Ready { changed: true }));
+    assert_eq!(
+        ran.calls,
+        [format!("nvidia-smi -i {A} -mig 1")],
+        "{:?}",
+        ran.calls
+    );
+    assert!(node.lock().gpus[0].gis.is_empty());
+    // Partitions the driver made since (other than the recorded ones) are not destroyed.
+    {
+        let mut s = node.lock();
+        s.gpus[0].gis.push(miggate_recovery::fake::FakeGi {
+            id: 7,
+            profile_id: 19,
+            placement: miggate_recovery::layout::Placement { start: 0, size: 1 },
+            cis: vec![0],
+        });
+    }
+    let again = run(&node, &layout);
+    assert_eq!(again.result, Ok(Outcome::Ready { changed: false }));
+    assert!(again.calls.is_empty(), "{:?}", again.calls);
+    assert_eq!(node.lock().gpus[0].gis.len(), 1);
+    let observed = observe(&node.host()).unwrap();
+    let p = plan(&layout, &observed);
+    assert!(
+        p.pictures
+            .iter()
+            .any(|l| l.contains("recovery leaves them alone")),
+        "{:?}",
+        p.pictures
+    );
+    // The same layout without the manager rebuilds the recorded instances.
+    let mut ours = layout.clone();
+    ours.mig_managed_by = None;
+    let p = plan(&ours, &observed);
+    assert!(
+        p.steps
+            .iter()
+            .any(|s| s.to_string().contains("create GPU instances")),
+        "{:?}",
+        p.steps
+    );
+}

@@ -257,9 +257,12 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Siz
     if let (Some(n), Some(inv)) = (node_name, node.as_ref()) {
         inventory_warnings(n, inv, &mut warnings);
     }
-    let target = match node.as_ref() {
-        Some(node) => Target::pod_on_node(&pod_facts, &node.manifest),
-        None => Target::pod(&pod_facts),
+    let judged = node.as_ref().map(|n| n.manifest_for(&checkpoint.manifest));
+    let target = match (node.as_ref(), judged.as_deref()) {
+        (Some(node), Some(manifest)) => {
+            Target::pod_on_node(&pod_facts, manifest).with_slices_listed(node.slices_listed)
+        }
+        _ => Target::pod(&pod_facts),
     };
     let options = Options {
         skip,
@@ -345,11 +348,17 @@ fn no_inventory(missing: &NoInventory) -> String {
 }
 
 /// The tail of "inventory from X" when better sources were passed over for X.
+/// Under DynamicMIG the refusal says so too: the node's slices are what it could make.
 fn fallback(inventory: &NodeInventory) -> String {
-    if inventory.passed_over.is_empty() {
-        String::new()
+    let on_demand = if inventory.supply.is_some() {
+        ", DynamicMIG: partitions on demand"
     } else {
-        format!(", passed over: {}", inventory.passed_over.join("; "))
+        ""
+    };
+    if inventory.passed_over.is_empty() {
+        on_demand.to_string()
+    } else {
+        format!("{on_demand}, passed over: {}", inventory.passed_over.join("; "))
     }
 }
 
@@ -465,7 +474,9 @@ fn decide_binding(
         skip,
         ..Options::mode(Mode::Offer)
     };
-    let report = evaluate_target(&checkpoint.manifest, Target::node(&inventory.manifest), &options);
+    let judged = inventory.manifest_for(&checkpoint.manifest);
+    let target = Target::node(&judged).with_slices_listed(inventory.slices_listed);
+    let report = evaluate_target(&checkpoint.manifest, target, &options);
     if restore.skip_checks.is_some() {
         let waived: Vec<&str> = report
             .results

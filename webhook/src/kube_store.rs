@@ -607,6 +607,8 @@ impl Lookup for KubeStore {
             source: i.source,
             notes: i.notes,
             passed_over: i.passed_over,
+            slices_listed: i.slices_listed,
+            supply: i.supply,
         });
         memos.insert(
             node.to_string(),

@@ -22,6 +22,20 @@ pub struct NodeInventory {
     pub notes: Vec<String>,
     /// Why each better source present was passed over, for the refusal message.
     pub passed_over: Vec<String>,
+    /// Whether the inventory lists every MIG slice the node has, even where a device's kind
+    /// is unknown (GFD's counts): see `miggate_crds::inventory::Inventory::slices_listed`.
+    pub slices_listed: bool,
+    /// Under the DRA driver's DynamicMIG: what the node's GPUs can supply on demand (see
+    /// `miggate_crds::inventory::Supply`); the manifest then lists no devices.
+    pub supply: Option<Arc<miggate_crds::inventory::Supply>>,
+}
+
+impl NodeInventory {
+    /// The inventory to judge `source` against: under DynamicMIG, with the devices of the
+    /// checkpoint's shape the node's counters can hold together.
+    pub fn manifest_for(&self, source: &GpuManifest) -> std::borrow::Cow<'_, GpuManifest> {
+        miggate_crds::inventory::manifest_for(&self.manifest, self.supply.as_deref(), source)
+    }
 }
 
 /// What the pod cache keeps of a restore pod: only what a binding decision needs, so a

@@ -116,6 +116,8 @@ impl Lookup for Snapshot {
                 source: Source::GpuNode,
                 notes: Vec::new(),
                 passed_over: Vec::new(),
+                slices_listed: false,
+                supply: None,
             }),
             None => Err(NoInventory {
                 passed_over: self.unusable_nodes.get(node).cloned().into_iter().collect(),

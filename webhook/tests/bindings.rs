@@ -62,6 +62,8 @@ fn memory() -> Memory {
         source,
         notes,
         passed_over: Vec::new(),
+        slices_listed: false,
+        supply: None,
     };
     let refused = "GpuNode inventory of node `other` cannot be read: GpuNode other holds the inventory of node gpu-node-1 (spec.manifest.host.nodeName)";
     let pod = |from: &str, skip: Option<&str>| {

@@ -92,10 +92,13 @@ pub(super) fn gpu_model(ctx: &Ctx<'_>) -> CheckResult {
         );
     }
     let mode = ctx.options.mode;
-    let kinds_known = !s.any(|d| d.kind == DeviceKind::Unknown) && !t.any(|d| d.kind == DeviceKind::Unknown);
+    let source_known = !s.any(|d| d.kind == DeviceKind::Unknown);
+    let kinds_known = source_known && !t.any(|d| d.kind == DeviceKind::Unknown);
     // Offer mode compares per (kind, model): a node's whole H100s cannot host a checkpoint
-    // taken on H100 slices, nor the other way round.
-    let (ms, mt) = if mode == Mode::Offer && kinds_known {
+    // taken on H100 slices, nor the other way round. Where the target lists every slice, its
+    // devices of unknown kind are GPUs (whole or cut), counted as whole: at most what it has.
+    let split = source_known && (kinds_known || ctx.target.slices_listed);
+    let (ms, mt) = if mode == Mode::Offer && split {
         (s.models_and_kinds(), t.models_and_kinds())
     } else {
         (s.models(), t.models())
@@ -134,6 +137,10 @@ pub(super) fn gpu_count(ctx: &Ctx<'_>) -> CheckResult {
                 .filter(|x| s.any(|y| y.kind == x.kind))
                 .map(|x| x.count)
                 .sum();
+            let listed = ctx.target.slices_listed && !s.any(|d| d.kind == DeviceKind::Unknown);
+            if any_unknown && listed {
+                return listed_count(ctx, s, t);
+            }
             if any_unknown {
                 let o = if t.len() < n {
                     Outcome::Refuse
@@ -155,6 +162,40 @@ pub(super) fn gpu_count(ctx: &Ctx<'_>) -> CheckResult {
             )
         }
     }
+}
+
+/// Offer-mode `gpu-count` against a target that lists every slice (see
+/// [`Target::with_slices_listed`](crate::Target::with_slices_listed)): its devices of unknown
+/// kind can stand for whole GPUs, never for slices, so a slice shortfall is certain.
+fn listed_count(ctx: &Ctx<'_>, s: &Devices<'_>, t: &Devices<'_>) -> CheckResult {
+    let n = s.len();
+    let source_has = |k: DeviceKind| s.any(|y| y.kind == k);
+    let whole = source_has(DeviceKind::Whole);
+    let eligible: usize = t
+        .tallies
+        .iter()
+        .filter(|x| match x.kind {
+            DeviceKind::Unknown => whole,
+            k => source_has(k),
+        })
+        .map(|x| x.count)
+        .sum();
+    let (o, m) = if eligible < n {
+        (
+            Outcome::Refuse,
+            format!(
+                "at most {eligible} target devices can be of the checkpoint's kinds (every slice is listed)"
+            ),
+        )
+    } else if whole {
+        (Outcome::Unknown, "not every device's kind is known".to_string())
+    } else {
+        (
+            Outcome::Pass,
+            format!("{eligible} target devices are of the checkpoint's kinds"),
+        )
+    };
+    ctx.row(o, count(s), Text::number(eligible), m)
 }
 
 /// A process checkpointed on a whole GPU cannot be restored onto a slice, or the other way round.
@@ -187,9 +228,14 @@ pub(super) fn mig_partitioning(ctx: &Ctx<'_>) -> CheckResult {
     // Kinds, not counts: how many devices there are is gpu-count's question (a checkpoint on two
     // whole GPUs against one whole GPU is the same partitioning). A refusal only where no
     // reading of the unknown devices could make the kinds match.
+    // A target that lists every slice has none beyond those listed, whatever its unknown
+    // devices are.
+    let listed = ctx.target.slices_listed;
     let short: Vec<String> = known
         .into_iter()
-        .filter(|k| ks.count(k) > 0 && kt.count(k) == 0 && !tu)
+        .filter(|k| {
+            ks.count(k) > 0 && kt.count(k) == 0 && (!tu || (listed && *k == DeviceKind::Slice.as_str()))
+        })
         .map(|k| format!("the checkpoint ran on {}; the target has none", plural(k)))
         .collect();
     let extra: Vec<String> = known
@@ -256,10 +302,13 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> CheckResult {
             unknown_sides(no_shape(all_s), no_shape(all_t))
         ));
     }
-    if no_kind(all_s) || no_kind(all_t) {
+    // A target that lists every slice (GFD's counts per profile) has no slice among its
+    // devices of unknown kind: they cannot make up a shortfall its counts state for certain.
+    let (ks, kt) = (no_kind(all_s), no_kind(all_t) && !ctx.target.slices_listed);
+    if ks || kt {
         return unknown(format!(
             "a device's kind is not known on {}, and it may be a slice",
-            unknown_sides(no_kind(all_s), no_kind(all_t))
+            unknown_sides(ks, kt)
         ));
     }
     let is_ci = |t: &Tally<'_>| t.profile.is_some_and(|p| p.is_compute_instance());

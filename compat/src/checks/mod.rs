@@ -107,6 +107,9 @@ pub struct Target<'a> {
     nvidia: Option<&'a Nvidia>,
     /// Where the node facts came from, for its warnings.
     node: Option<&'a GpuManifest>,
+    /// Whether the node facts list every MIG slice the node has (see
+    /// [`Target::with_slices_listed`]).
+    slices_listed: bool,
 }
 
 impl<'a> Target<'a> {
@@ -124,6 +127,7 @@ impl<'a> Target<'a> {
             pod: m.pod.as_ref(),
             nvidia: m.nvidia.as_ref(),
             node: Some(m),
+            slices_listed: false,
         }
     }
 
@@ -135,6 +139,7 @@ impl<'a> Target<'a> {
             pod: Some(pod),
             nvidia: None,
             node: None,
+            slices_listed: false,
         }
     }
 
@@ -146,6 +151,7 @@ impl<'a> Target<'a> {
             pod: None,
             nvidia: node.nvidia.as_ref(),
             node: Some(node),
+            slices_listed: false,
         }
     }
 
@@ -163,6 +169,19 @@ impl<'a> Target<'a> {
         Target { scope, ..self }
     }
 
+    /// Says that the target's devices list every MIG slice it has, counted per profile, even
+    /// where a device's kind is unknown: its devices of unknown kind are GPUs (whole, or the
+    /// parents of slices already listed), never further slices. GPU Feature Discovery's labels
+    /// are such a source: `nvidia.com/mig-<profile>.count` is exact while the GPUs it counts carry
+    /// no UUID. What such a source cannot tell then never masks a slice shortfall it states
+    /// for certain.
+    pub fn with_slices_listed(self, listed: bool) -> Self {
+        Target {
+            slices_listed: listed,
+            ..self
+        }
+    }
+
     /// Which facts the target has.
     pub fn scope(&self) -> TargetScope {
         self.scope
@@ -176,6 +195,7 @@ impl<'a> Target<'a> {
             host: self.host.filter(|_| node),
             pod: self.pod.filter(|_| pod),
             nvidia: self.nvidia.filter(|_| node),
+            slices_listed: self.slices_listed && node,
         }
     }
 
@@ -201,6 +221,8 @@ pub(crate) struct Side<'a> {
     pub host: Option<&'a Host>,
     pub pod: Option<&'a Pod>,
     pub nvidia: Option<&'a Nvidia>,
+    /// Every slice is listed: a device of unknown kind is not one.
+    pub slices_listed: bool,
 }
 
 impl<'a> Side<'a> {
@@ -209,6 +231,7 @@ impl<'a> Side<'a> {
             host: m.host.as_ref(),
             pod: m.pod.as_ref(),
             nvidia: m.nvidia.as_ref(),
+            slices_listed: false,
         }
     }
 

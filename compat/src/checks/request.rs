@@ -134,6 +134,25 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> CheckResult {
             format!("the {name} strategy advertises no {MIG_PREFIX}* resources"),
         );
     }
+    // Whatever the node's strategy, `nvidia.com/gpu` never serves slices of two profiles:
+    // under `single` every device it gives on a node has the one shape, under `mixed` and
+    // `none` it gives whole GPUs. No node needs to be known to refuse this (with a known
+    // strategy, the rows below say it in that strategy's words).
+    let profiles: Vec<&str> = need
+        .iter()
+        .map(|(k, _)| k)
+        .filter(|k| k.starts_with(MIG_PREFIX))
+        .collect();
+    if strategy.is_none() && gpus > 0 && profiles.len() > 1 {
+        return v(
+            Outcome::Refuse,
+            format!(
+                "the checkpoint used slices of {} profiles ({}), which {GPU} can never give: under the single strategy every device it gives on a node has one shape, under mixed and none it gives whole GPUs",
+                profiles.len(),
+                profiles.join(", ")
+            ),
+        );
+    }
     if maybe_claimed {
         return v(
             Outcome::Unknown,

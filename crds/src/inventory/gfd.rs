@@ -86,6 +86,25 @@ pub fn from_gfd_labels(node: &Node) -> Result<Option<Inventory>, Error> {
         }
     }
     let has_mig = profiles.iter().any(|(_, n)| *n > 0) || single_mig.is_some();
+    // mig-manager changing the layout (or failed to): the labels are not the node's. An
+    // inventory that knows nothing, with a note that says so, so nothing read here refuses.
+    if let Some(state) = super::reconfiguring(node) {
+        let inv = Inventory {
+            manifest: GpuManifest {
+                host: Some(host_from_node(name, None)),
+                ..GpuManifest::default()
+            },
+            source: Source::GfdLabels,
+            notes: Vec::new(),
+            passed_over: Vec::new(),
+            slices_listed: false,
+            supply: None,
+        };
+        return Ok(Some(super::in_flux(inv, state)));
+    }
+    // With the layout applied, the counts per profile are exact: every slice is listed, and
+    // the GPUs counted (no UUID, so of unknown kind) are whole ones or the slices' parents.
+    let slices_listed = has_mig || !profiles.is_empty();
     if has_mig && get("mig.config.state") != Some("success") {
         return Err(bad(format!(
             "nvidia.com/mig.config.state is {}, not success: the MIG layout is not known to be applied",
@@ -159,11 +178,19 @@ pub fn from_gfd_labels(node: &Node) -> Result<Option<Inventory>, Error> {
                 push(&mut devices, n, device)?;
             }
             None => {
-                devices = None;
-                notes.push(
-                    "GFD labels: cut and whole GPUs share nvidia.com/gpu.count and the node's nvidia.com/gpu capacity does not say how many are whole; devices unknown"
-                        .into(),
-                );
+                // At least one counted GPU is cut (slices exist): at most the others are
+                // whole. Listed as devices of unknown kind, an upper bound that never
+                // refuses a whole-GPU checkpoint, while the slices counted stay certain.
+                let most = gpus.saturating_sub(1);
+                let device = Device {
+                    product_name: product_label.and_then(|p| model_of(p, &mut notes)),
+                    memory_mib: get("gpu.memory").and_then(|m| m.parse().ok()),
+                    ..Device::default()
+                };
+                push(&mut devices, most, device)?;
+                notes.push(format!(
+                    "GFD labels: cut and whole GPUs share nvidia.com/gpu.count and the node's nvidia.com/gpu capacity does not say how many are whole; at most {most} counted"
+                ));
             }
         }
     }
@@ -209,6 +236,8 @@ pub fn from_gfd_labels(node: &Node) -> Result<Option<Inventory>, Error> {
         source: Source::GfdLabels,
         notes,
         passed_over: Vec::new(),
+        slices_listed,
+        supply: None,
     }))
 }
 

@@ -61,5 +61,7 @@ pub fn from_gpu_node(gpu_node: &GpuNode) -> Result<Option<Inventory>, Error> {
         source: Source::GpuNode,
         notes,
         passed_over: Vec::new(),
+        slices_listed: false,
+        supply: None,
     }))
 }

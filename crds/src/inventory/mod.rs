@@ -1,10 +1,16 @@
 //! A node's GPU inventory, read from whichever source the cluster has, best first:
 //!
 //! 1. the node's [`GpuNode`] (what `miggate publish` captured: UUIDs, kernel, every fact);
-//! 2. the NVIDIA DRA driver's `ResourceSlice`s for the node (driver `gpu.nvidia.com`, static
-//!    MIG), with kernel and architecture from `Node.status.nodeInfo`;
-//! 3. GPU Feature Discovery labels on the `Node`: counts per MIG profile and whole GPUs, no
-//!    UUIDs, product names mapped back from GFD's rewritten form.
+//! 2. the NVIDIA DRA driver's `ResourceSlice`s for the node (driver `gpu.nvidia.com`), with
+//!    kernel and architecture from `Node.status.nodeInfo`: static MIG as the slices that
+//!    exist, DynamicMIG as what each GPU's shared counters can supply ([`Supply`]);
+//! 3. GPU Feature Discovery labels on the `Node`: counts per MIG profile (exact: judged with
+//!    [`Inventory::target`], so what the labels cannot tell never masks a shortfall they
+//!    state) and whole GPUs, no UUIDs, product names mapped back from GFD's rewritten form.
+//!
+//! Whichever source is read, a node mig-manager is reconfiguring (`nvidia.com/mig.config.state`
+//! other than `success`) keeps only its name: nothing read from it may refuse. A MIG strategy
+//! the source does not carry comes from GFD's `nvidia.com/mig.strategy` label.
 //!
 //! Each gives a node inventory as compat's [`GpuManifest`] (host and nvidia facts, no pod), so
 //! the same checks run whatever the source. What a source cannot tell stays absent, which the
@@ -16,19 +22,25 @@
 
 mod gfd;
 mod gpu_node;
+mod partitions;
 mod product;
 mod slices;
+
+use std::borrow::Cow;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use miggate_compat::escape::escape_within;
-use miggate_compat::{GpuManifest, Host, VersionText};
+use miggate_compat::{GpuManifest, Host, MigStrategy, Target, VersionText};
 
 use crate::error::Error;
 use crate::node::GpuNode;
 
 pub use gfd::{MAX_GFD_LABELS, from_gfd_labels};
+
 pub use gpu_node::from_gpu_node;
+pub use partitions::{MAX_COUNTERS, SEARCH_BUDGET, Supply};
 pub use product::{gfd_product_name, known_product};
 pub use slices::{DRA_DRIVER, MAX_DEVICES, MAX_SLICES, from_resource_slices};
 
@@ -76,6 +88,31 @@ pub struct Inventory {
     /// mid-update), as the source's error says it: a refusal message names them, since a
     /// decision read from a worse source than the operator expects must say why.
     pub passed_over: Vec<String>,
+    /// Whether the devices list every MIG slice the node has, even where a device's kind is
+    /// unknown (GFD's exact counts per profile, over GPUs that have no UUID): judge it with
+    /// [`Inventory::target`] so what the source cannot tell never masks a shortfall it states
+    /// for certain.
+    pub slices_listed: bool,
+    /// Under the DRA driver's DynamicMIG: what the node's GPUs can supply on demand. The
+    /// manifest then lists no devices; [`Inventory::manifest_for`] gives those a checkpoint
+    /// can have.
+    pub supply: Option<Arc<Supply>>,
+}
+
+impl Inventory {
+    /// The inventory to judge `source` against: the manifest, or under DynamicMIG the
+    /// manifest with the devices of `source`'s shape the node's counters can hold together
+    /// (all of them when it fits). Unknown devices stay unknown.
+    pub fn manifest_for(&self, source: &GpuManifest) -> Cow<'_, GpuManifest> {
+        manifest_for(&self.manifest, self.supply.as_deref(), source)
+    }
+
+    /// The inventory as a restore target for compat: a node, with what its source states for
+    /// certain ([`Target::with_slices_listed`]). Under DynamicMIG, judge
+    /// [`Inventory::manifest_for`] instead: this manifest lists no devices.
+    pub fn target(&self) -> Target<'_> {
+        Target::node(&self.manifest).with_slices_listed(self.slices_listed)
+    }
 }
 
 /// Why a node has no inventory: each source that was present but unreadable, with why.
@@ -114,29 +151,148 @@ pub fn best_or_why(
         .and_then(|n| n.metadata.name.as_deref())
         .or_else(|| gpu_node.and_then(|g| g.metadata.name.as_deref()));
 
+    let found = best_source(gpu_node, node, name, slices, &mut passed_over);
+    match found {
+        Some(inv) => Ok(settle(inv, node)),
+        None => {
+            passed_over.truncate(MAX_NOTES);
+            Err(NoInventory { passed_over })
+        }
+    }
+}
+
+/// The first source present and readable, best first; each one passed over says why.
+fn best_source(
+    gpu_node: Option<&GpuNode>,
+    node: Option<&Node>,
+    name: Option<&str>,
+    slices: &[&ResourceSlice],
+    passed_over: &mut Vec<String>,
+) -> Option<Inventory> {
     if let Some(g) = gpu_node {
         match from_gpu_node(g) {
-            Ok(Some(inv)) => return Ok(inv),
+            Ok(Some(inv)) => return Some(inv),
             Ok(None) => {}
             Err(e) => passed_over.push(e.to_string()),
         }
     }
     if let Some(name) = name {
         match from_resource_slices(name, node, slices) {
-            Ok(Some(inv)) => return Ok(with_notes(inv, passed_over)),
+            Ok(Some(inv)) => return Some(with_notes(inv, std::mem::take(passed_over))),
             Ok(None) => {}
             Err(e) => passed_over.push(e.to_string()),
         }
     }
     if let Some(n) = node {
         match from_gfd_labels(n) {
-            Ok(Some(inv)) => return Ok(with_notes(inv, passed_over)),
+            Ok(Some(inv)) => return Some(with_notes(inv, std::mem::take(passed_over))),
             Ok(None) => {}
             Err(e) => passed_over.push(e.to_string()),
         }
     }
-    passed_over.truncate(MAX_NOTES);
-    Err(NoInventory { passed_over })
+    None
+}
+
+/// What the `Node` says about any inventory of it, whichever source gave it:
+/// - a node mig-manager is reconfiguring has GPU facts in flux: none of them may refuse
+///   ([`reconfiguring`]);
+/// - the MIG strategy the cluster publishes (GFD's `nvidia.com/mig.strategy`) fills in one a
+///   source does not carry (a `GpuNode` from `miggate publish` run without `--mig-strategy`).
+fn settle(inv: Inventory, node: Option<&Node>) -> Inventory {
+    let Some(node) = node else {
+        return inv;
+    };
+    if let Some(state) = reconfiguring(node) {
+        return in_flux(inv, state);
+    }
+    let mut inv = inv;
+    if let (Some(strategy), Some(nvidia)) = (label_strategy(node), inv.manifest.nvidia.as_mut())
+        && nvidia.mig_strategy.is_none()
+    {
+        nvidia.mig_strategy = Some(strategy);
+    }
+    inv
+}
+
+/// mig-manager's `nvidia.com/mig.config.state` when it is present and not `success`: the
+/// node's MIG layout is being changed (`pending`, `rebooting`) or failed to apply (`failed`),
+/// so whatever a source read of its GPUs may no longer, or not yet, be the node's.
+pub fn reconfiguring(node: &Node) -> Option<&str> {
+    node.metadata
+        .labels
+        .as_ref()?
+        .get(MIG_CONFIG_STATE)
+        .map(|s| s.trim())
+        .filter(|s| *s != "success")
+}
+
+/// mig-manager's label for where it stands.
+pub const MIG_CONFIG_STATE: &str = "nvidia.com/mig.config.state";
+
+/// The device plugin's MIG strategy as GFD labels it, when it is one of the three.
+fn label_strategy(node: &Node) -> Option<MigStrategy> {
+    match node
+        .metadata
+        .labels
+        .as_ref()?
+        .get("nvidia.com/mig.strategy")?
+        .trim()
+    {
+        "none" => Some(MigStrategy::None),
+        "single" => Some(MigStrategy::Single),
+        "mixed" => Some(MigStrategy::Mixed),
+        _ => None,
+    }
+}
+
+/// An inventory of a node being reconfigured: its node name and nothing else, so every check
+/// that reads the node is unknown (a warning) and none refuses; the note says why.
+pub(crate) fn in_flux(mut inv: Inventory, state: &str) -> Inventory {
+    let node = inv.manifest.host.as_ref().and_then(|h| h.node_name.clone());
+    let shown = node.as_deref().map(quote).unwrap_or_default();
+    let note = if matches!(state, "pending" | "rebooting") {
+        format!(
+            "{}: node {shown} is being reconfigured ({MIG_CONFIG_STATE}={}): its GPU and host facts are unknown until mig-manager reports success",
+            inv.source,
+            quote(state)
+        )
+    } else {
+        format!(
+            "{}: node {shown} has {MIG_CONFIG_STATE}={}, not success: mig-manager did not apply its MIG layout, so its GPU and host facts are unknown",
+            inv.source,
+            quote(state)
+        )
+    };
+    inv.manifest = GpuManifest {
+        host: Some(Host {
+            node_name: node,
+            ..Host::default()
+        }),
+        ..GpuManifest::default()
+    };
+    inv.slices_listed = false;
+    inv.supply = None;
+    if !inv.notes.contains(&note) {
+        inv.notes.insert(0, note);
+    }
+    inv.notes.truncate(MAX_NOTES);
+    inv
+}
+
+/// [`Inventory::manifest_for`] on the parts, for callers that keep them apart.
+pub fn manifest_for<'a>(
+    manifest: &'a GpuManifest,
+    supply: Option<&Supply>,
+    source: &GpuManifest,
+) -> Cow<'a, GpuManifest> {
+    let Some(devices) = supply.and_then(|s| s.devices_for(source)) else {
+        return Cow::Borrowed(manifest);
+    };
+    let mut m = manifest.clone();
+    if let Some(nvidia) = m.nvidia.as_mut() {
+        nvidia.devices = Some(devices);
+    }
+    Cow::Owned(m)
 }
 
 /// Puts the reasons better sources were passed over first: they matter more than what the

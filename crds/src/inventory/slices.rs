@@ -11,7 +11,8 @@
 //! changed three times.
 //!
 //! Under the `DynamicMIG` gate the slices list every *possible* partition, consuming shared
-//! counters, not the node's layout: such a pool is refused as a source.
+//! counters, not the node's layout: such a pool is read as what its GPUs can supply
+//! ([`partitions`](super::partitions)), never as slices that exist.
 
 use std::collections::BTreeMap;
 
@@ -21,6 +22,7 @@ use miggate_compat::{
     Device, DeviceUuid, Gpu, GpuManifest, GpuUuid, MigMode, MigProfile, Nvidia, Quantity, VersionText,
 };
 
+use super::partitions::{CounterSets, Supply};
 use super::{Inventory, MAX_TEXT_BYTES, Source, host_from_node, quote, unreadable};
 use crate::error::Error;
 
@@ -79,15 +81,16 @@ pub fn from_resource_slices(
             pool.resource_slice_count
         )));
     }
-    if current
+    // DynamicMIG: the slices list possible partitions over shared counters, not the layout.
+    let dynamic = current
         .iter()
-        .any(|s| s.spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty()))
-    {
-        return Err(bad(
-            "the pool declares shared counters (DynamicMIG): its slices list possible partitions, not the node's layout"
-                .into(),
-        ));
-    }
+        .any(|s| s.spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty()));
+    let sets = if dynamic {
+        Some(CounterSets::read(&current).map_err(|why| bad(format!("DynamicMIG pool: {why}")))?)
+    } else {
+        None
+    };
+    let mut supply = sets.as_ref().map(Supply::new);
 
     let mut read = Read::default();
     let mut count = 0usize;
@@ -98,13 +101,21 @@ pub fn from_resource_slices(
             if count > MAX_DEVICES {
                 return Err(bad(format!("more than {MAX_DEVICES} devices")));
             }
-            read.device(device).map_err(|why| {
+            let at = |why: String| {
                 bad(format!(
                     "slice {}, device {}: {why}",
                     quote(slice_name),
                     quote(&device.name)
                 ))
-            })?;
+            };
+            let before = read.devices.len();
+            read.device(device, supply.is_some()).map_err(at)?;
+            if let (Some((supply, index)), Some(sets)) = (supply.as_mut(), sets.as_ref())
+                && read.devices.len() > before
+                && let Some(d) = read.devices.pop()
+            {
+                supply.add(sets, index, device, d).map_err(at)?;
+            }
         }
     }
 
@@ -113,6 +124,16 @@ pub fn from_resource_slices(
         current.len(),
         quote(&pool.name)
     )];
+    if let Some((supply, _)) = &supply {
+        notes.insert(
+            0,
+            format!(
+                "ResourceSlice: DynamicMIG: node {} partitions its GPUs on demand; judged by what each GPU's shared counters can supply ({} possible devices), not by slices that exist",
+                quote(node_name),
+                supply.offered()
+            ),
+        );
+    }
     let host = host_from_node(node_name, node);
     if host.kernel_version.is_none() {
         notes.push("ResourceSlice: no Node.status.nodeInfo kernelVersion; kernel checks are unknown".into());
@@ -123,9 +144,17 @@ pub fn from_resource_slices(
             read.skipped
         ));
     }
+    let mut nvidia = read.nvidia();
+    if supply.is_some() {
+        // What exists is decided per claim: no device list, and MIG mode is the driver's.
+        nvidia.devices = None;
+        for gpu in nvidia.gpus.iter_mut().flatten() {
+            gpu.mig_mode = None;
+        }
+    }
     let manifest = GpuManifest {
         host: Some(host),
-        nvidia: Some(read.nvidia()),
+        nvidia: Some(nvidia),
         ..GpuManifest::default()
     };
     Ok(Some(Inventory {
@@ -133,6 +162,8 @@ pub fn from_resource_slices(
         source: Source::ResourceSlice,
         notes,
         passed_over: Vec::new(),
+        slices_listed: false,
+        supply: supply.map(|(s, _)| std::sync::Arc::new(s)),
     }))
 }
 
@@ -148,8 +179,10 @@ struct Read {
 }
 
 impl Read {
-    fn device(&mut self, device: &DraDevice) -> Result<(), String> {
-        if device.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()) {
+    /// Reads one device into the list. `dynamic`: a DynamicMIG pool, whose devices consume
+    /// shared counters (possible partitions, taken apart by the caller).
+    fn device(&mut self, device: &DraDevice, dynamic: bool) -> Result<(), String> {
+        if !dynamic && device.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()) {
             return Err(
                 "it consumes shared counters (DynamicMIG): a possible partition, not an existing one".into(),
             );

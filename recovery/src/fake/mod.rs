@@ -4,7 +4,8 @@
 //! - A reset is refused with VFs enabled, or while a client holds the GPU (a holder service
 //!   active, `nvidia_drm` loaded, compute processes, persistence on with persistenced
 //!   unreachable); unsupported when `reset_supported` is off; refused for a strict subset of
-//!   GPUs when `nvlink_group` is on. A reset makes the pending MIG mode current and wipes
+//!   GPUs when `nvlink_group` is on, and with the generic `In use by another client` when
+//!   `board_refuses_partial_reset` is (an NVSwitch board whose refusal does not say why). A reset makes the pending MIG mode current and wipes
 //!   instances.
 //! - `set_mig_mode` is refused with VFs enabled; it activates at once when `auto_activate`
 //!   (Hopper) and nothing holds the GPU, else stays pending (Ampere, or busy).
@@ -186,6 +187,12 @@ pub struct NodeState {
     pub reset_supported: bool,
     /// NVLink-connected GPUs must be reset together.
     pub nvlink_group: bool,
+    /// NVSwitches on the board (what the `nvswitches` seam read finds).
+    pub nvswitches: u32,
+    /// An NVSwitch board that refuses a reset of a strict subset of its GPUs with nvidia-smi's
+    /// generic `In use by another client`, as a real HGX board may: the wording does not say
+    /// the GPUs must be reset together.
+    pub board_refuses_partial_reset: bool,
     /// nvidia-smi can reach persistenced's socket.
     pub persistenced_reachable: bool,
     /// Loaded kernel modules.
@@ -266,6 +273,8 @@ impl FakeNode {
                 auto_activate: true,
                 reset_supported: true,
                 nvlink_group: false,
+                nvswitches: 0,
+                board_refuses_partial_reset: false,
                 persistenced_reachable: true,
                 modules: vec!["nvidia".to_string()],
                 driver_after: 0,
@@ -536,6 +545,14 @@ impl GpuControl for FakeNode {
                 "GPUs connected by NVLink must be reset together",
             );
         }
+        if s.board_refuses_partial_reset && gpus.len() < s.gpus.len() {
+            let bus = gpus.first().map_or("", Bdf::as_str).to_string();
+            return fail(
+                &mut s,
+                ResetFailure::InUse,
+                &format!("The following GPUs could not be reset:\n  GPU {bus}: In use by another client"),
+            );
+        }
         for bus in gpus {
             let g = s.gpu(bus)?.clone();
             if !g.vfs.is_empty() || s.held(&g) {
@@ -784,6 +801,12 @@ impl Sysfs for FakeNode {
         let s = self.lock();
         s.alive()?;
         Ok(s.fabric_mode)
+    }
+
+    fn nvswitches(&self) -> Result<u32> {
+        let s = self.lock();
+        s.alive()?;
+        Ok(s.nvswitches)
     }
 }
 

@@ -9,6 +9,9 @@ use crate::error::{Error, Result};
 use crate::files::read_bounded;
 use crate::seams::{SriovState, Sysfs, VfVgpu, VgpuType};
 
+/// The most PCI functions read when looking for NVSwitches.
+const MAX_PCI_FUNCTIONS: usize = 4096;
+
 /// The most a sysfs attribute is read (`creatable_vgpu_types` lists a few dozen lines).
 const MAX_ATTR_BYTES: u64 = 64 * 1024;
 
@@ -245,6 +248,29 @@ impl Sysfs for RootedSysfs {
         .any(|p| self.root.join(p).exists()))
     }
 
+    fn nvswitches(&self) -> Result<u32> {
+        let dir = self.root.join("sys/bus/pci/devices");
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(listing(&dir)(e)),
+        };
+        let mut found = 0u32;
+        // A host has a few hundred PCI functions; a listing past this is not read further.
+        for entry in entries.take(MAX_PCI_FUNCTIONS) {
+            let entry = entry.map_err(listing(&dir))?;
+            let dev = entry.path();
+            let vendor = self.read(&dev.join("vendor"))?;
+            let class = self.read(&dev.join("class"))?;
+            let nvidia = vendor.as_deref().is_some_and(|v| v.trim() == "0x10de");
+            let bridge = class.as_deref().is_some_and(|c| c.trim().starts_with("0x0680"));
+            if nvidia && bridge {
+                found = found.saturating_add(1);
+            }
+        }
+        Ok(found)
+    }
+
     fn fabric_mode(&self) -> Result<Option<u32>> {
         let path = self.root.join("usr/share/nvidia/nvswitch/fabricmanager.cfg");
         let Some(text) = read_bounded(&path, 1024 * 1024)? else {
@@ -275,6 +301,26 @@ mod tests {
             got.iter().map(|t| (t.id, t.name.as_str())).collect::<Vec<_>>(),
             [(1414, "NVIDIA H200X-1-18C"), (1415, "NVIDIA H200X-2-35C")]
         );
+    }
+
+    #[test]
+    fn nvswitches_are_nvidia_bridges_on_the_pci_bus() {
+        let dir = tempfile::tempdir().unwrap();
+        let sysfs = RootedSysfs::new(dir.path());
+        assert_eq!(sysfs.nvswitches().unwrap(), 0, "no sysfs tree: none");
+        let devs = dir.path().join("sys/bus/pci/devices");
+        for (bdf, vendor, class) in [
+            ("0000:05:00.0", "0x10de", "0x068000"), // NVSwitch
+            ("0000:06:00.0", "0x10de", "0x068000"), // NVSwitch
+            ("0000:18:00.0", "0x10de", "0x030200"), // a GPU
+            ("0000:19:00.0", "0x8086", "0x068000"), // another vendor's bridge
+        ] {
+            let d = devs.join(bdf);
+            fs::create_dir_all(&d).unwrap();
+            fs::write(d.join("vendor"), format!("{vendor}\n")).unwrap();
+            fs::write(d.join("class"), format!("{class}\n")).unwrap();
+        }
+        assert_eq!(sysfs.nvswitches().unwrap(), 2);
     }
 
     #[cfg(unix)]

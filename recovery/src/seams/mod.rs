@@ -111,6 +111,10 @@ pub trait Sysfs {
     fn persistenced_reachable(&self) -> Result<bool>;
     /// The fabric manager's configured `FABRIC_MODE`; `None` without a configuration.
     fn fabric_mode(&self) -> Result<Option<u32>>;
+    /// How many NVSwitches the host has: NVIDIA PCI functions (vendor `0x10de`) of class
+    /// `0x0680` (bridge, other) under `sys/bus/pci/devices`. On such a board (HGX) the GPUs are
+    /// NVLink peers that may only be reset together, whatever a refused reset says.
+    fn nvswitches(&self) -> Result<u32>;
 }
 
 /// `sriov-manage`: its exit status is not trusted; callers verify in sysfs.

@@ -1,0 +1,286 @@
+//! Decisions on cluster states the source tables do not cover, read through the real
+//! inventory sources (`miggate_crds::inventory::best`): a GFD count that is a certain
+//! shortfall, labels in flux, and a checkpoint `nvidia.com/gpu` can never serve.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::path::Path;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use miggate_compat::{Gpu, GpuManifest};
+use miggate_webhook::decide::{Verdict, decide};
+use miggate_webhook::lookup::{Lookup, NoInventory, NodeInventory, RestorePod};
+use miggate_webhook::store::Checkpoint;
+use rstest::rstest;
+use serde_json::{Value, json};
+
+fn testdata(rel: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../testdata")
+            .join(rel),
+    )
+    .unwrap()
+}
+
+/// A checkpoint on two 3g.40gb and one 1g.10gb slice of one H100.
+fn two_3g_one_1g() -> GpuManifest {
+    GpuManifest::builder()
+        .kernel("5.15.0-1071-aws")
+        .cpu_arch("amd64")
+        .driver("580.82.07")
+        .gpu(Gpu::h100().cut(["3g.40gb", "3g.40gb", "1g.10gb"]))
+        .build()
+        .unwrap()
+}
+
+/// One node, read from its `Node` object alone (GFD labels), and one restore pod.
+struct OneNode {
+    node: Node,
+    slices: Vec<k8s_openapi::api::resource::v1::ResourceSlice>,
+}
+
+impl Lookup for OneNode {
+    fn checkpoint(&self, ns: &str, name: &str) -> Option<Arc<Checkpoint>> {
+        (ns == "ml" && name == "ckpt").then(|| {
+            Arc::new(Checkpoint {
+                manifest: two_3g_one_1g(),
+                container_name: None,
+                origin: "test".into(),
+            })
+        })
+    }
+    fn inventory(&self, node: &str) -> Result<NodeInventory, NoInventory> {
+        if Some(node) != self.node.metadata.name.as_deref() {
+            return Err(NoInventory::default());
+        }
+        let refs: Vec<_> = self.slices.iter().collect();
+        miggate_crds::inventory::best_or_why(None, Some(&self.node), &refs).map(|i| NodeInventory {
+            manifest: Arc::new(i.manifest),
+            source: i.source,
+            notes: i.notes,
+            passed_over: i.passed_over,
+            slices_listed: i.slices_listed,
+            supply: i.supply,
+        })
+    }
+    fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
+        (ns == "ml" && name == "restore").then(|| {
+            Arc::new(RestorePod {
+                restore_from: "ckpt".into(),
+                skip_checks: None,
+            })
+        })
+    }
+}
+
+fn gfd_node(labels: &[(&str, &str)]) -> OneNode {
+    let mut node: Node = serde_saphyr::from_str(&testdata("inventory/gfd-mixed-gpu-node-7.yaml")).unwrap();
+    let map = node.metadata.labels.as_mut().unwrap();
+    for (k, v) in labels {
+        if v.is_empty() {
+            map.remove(*k);
+        } else {
+            map.insert((*k).into(), (*v).into());
+        }
+    }
+    OneNode {
+        node,
+        slices: Vec::new(),
+    }
+}
+
+/// gpu-node-8 under DynamicMIG: two H100s the DRA driver partitions on demand.
+fn dynamic_node() -> OneNode {
+    #[derive(serde::Deserialize)]
+    struct List {
+        items: Vec<k8s_openapi::api::resource::v1::ResourceSlice>,
+    }
+    let list: List = serde_saphyr::from_str(&testdata("inventory/dra-dynmig-gpu-node-8.yaml")).unwrap();
+    let mut node: Node = serde_saphyr::from_str(&testdata("inventory/node-gpu-node-7.yaml")).unwrap();
+    node.metadata.name = Some("gpu-node-8".into());
+    OneNode {
+        node,
+        slices: list.items,
+    }
+}
+
+/// The checkpoint (2×3g.40gb + 1×1g.10gb) fits what two H100s can supply on demand: the
+/// binding is admitted, and a warning says the node partitions on demand.
+#[test]
+fn a_dynamic_mig_node_is_judged_by_what_it_can_supply() {
+    let store = dynamic_node();
+    let d = decide(&binding("restore", "gpu-node-8"), &store);
+    assert_ne!(d.verdict, Verdict::Refused, "{}", text(&d));
+    let warnings = d.response.warnings.clone().unwrap_or_default();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("partitions its GPUs on demand")),
+        "{warnings:?}"
+    );
+    assert!(
+        !warnings.iter().any(|w| w.contains("mig-profile unknown")),
+        "{warnings:?}"
+    );
+}
+
+fn binding(pod: &str, node: &str) -> AdmissionRequest<DynamicObject> {
+    let mut review: Value = serde_json::from_str(&testdata("admission/binding-create.json")).unwrap();
+    review["request"]["name"] = json!(pod);
+    review["request"]["object"]["metadata"]["name"] = json!(pod);
+    review["request"]["object"]["target"]["name"] = json!(node);
+    let review: AdmissionReview<DynamicObject> = serde_json::from_value(review).unwrap();
+    review.try_into().unwrap()
+}
+
+fn pod_create(limits: Value, node: Option<&str>) -> AdmissionRequest<DynamicObject> {
+    let mut review: Value =
+        serde_json::from_str(&testdata("admission/pod-create-restore-allowed.json")).unwrap();
+    let obj = &mut review["request"]["object"];
+    obj["metadata"]["annotations"]["miggate.io/restore-from"] = json!("ckpt");
+    obj["spec"]["containers"][0]["resources"]["limits"] = limits;
+    if let Some(n) = node {
+        obj["spec"]["nodeName"] = json!(n);
+    }
+    let review: AdmissionReview<DynamicObject> = serde_json::from_value(review).unwrap();
+    review.try_into().unwrap()
+}
+
+fn text(d: &miggate_webhook::decide::Decision) -> String {
+    format!("{} {:?}", d.response.result.message, d.response.warnings)
+}
+
+/// GFD says the node has no 1g.10gb slice: the binding is refused naming mig-profile with
+/// both values, though the GPUs GFD counts have no UUID.
+#[test]
+fn a_gfd_shortfall_is_refused_at_binding() {
+    let store = gfd_node(&[("nvidia.com/mig-1g.10gb.count", "0")]);
+    let d = decide(&binding("restore", "gpu-node-7"), &store);
+    assert_eq!(d.verdict, Verdict::Refused, "{}", text(&d));
+    assert!(d.refused_by.contains(&"mig-profile"), "{:?}", d.refused_by);
+    assert!(
+        d.response
+            .result
+            .message
+            .contains("mig-profile: source 1g.10gb x1, 3g.40gb x2, target 3g.40gb x2"),
+        "{}",
+        text(&d)
+    );
+    insta::assert_snapshot!("gfd_shortfall_binding", d.response.result.message);
+}
+
+/// mig-manager mid-way: nothing read from the node refuses, at binding or at a pod created
+/// on the node, and a warning says the node is being reconfigured. `only-gpu-count` is the
+/// state that used to refuse on `gpu-model` (one GPU counted, no MIG labels yet).
+#[rstest]
+fn a_node_being_reconfigured_never_refuses(
+    #[values("pending", "rebooting")] state: &str,
+    #[values("mig-counts", "only-gpu-count")] labels: &str,
+    #[values("binding", "pod-on-node")] request: &str,
+) {
+    let mut set = vec![("nvidia.com/mig.config.state", state)];
+    if labels == "only-gpu-count" {
+        set.extend([
+            ("nvidia.com/mig-3g.40gb.count", ""),
+            ("nvidia.com/gpu.count", "1"),
+            ("nvidia.com/gpu.replicas", "1"),
+        ]);
+    }
+    let store = gfd_node(&set);
+    let req = match request {
+        "binding" => binding("restore", "gpu-node-7"),
+        _ => pod_create(
+            json!({"nvidia.com/mig-3g.40gb": "2", "nvidia.com/mig-1g.10gb": "1"}),
+            Some("gpu-node-7"),
+        ),
+    };
+    let d = decide(&req, &store);
+    assert_ne!(d.verdict, Verdict::Refused, "{}", text(&d));
+    let warnings = d.response.warnings.clone().unwrap_or_default();
+    assert!(
+        warnings.iter().any(|w| w.contains("is being reconfigured")),
+        "{warnings:?}"
+    );
+}
+
+/// A checkpoint on slices of two profiles can never come through `nvidia.com/gpu`: refused
+/// when the pod is created, with no node named and no strategy known.
+#[test]
+fn two_profiles_through_nvidia_gpu_are_refused_at_creation() {
+    let store = gfd_node(&[]);
+    let d = decide(&pod_create(json!({"nvidia.com/gpu": "3"}), None), &store);
+    assert_eq!(d.verdict, Verdict::Refused, "{}", text(&d));
+    assert_eq!(d.refused_by, ["gpu-request"]);
+    insta::assert_snapshot!("two_profiles_through_gpu", d.response.result.message);
+}
+
+/// The strategy the node's labels give reaches gpu-request for a pod created on the node:
+/// under `single` no `nvidia.com/mig-*` resource exists, so the requests are refused in that
+/// strategy's words; without the label the same requests pass gpu-request.
+#[rstest]
+#[case::single("single", true)]
+#[case::unlabelled("", false)]
+fn the_labelled_strategy_reaches_gpu_request(#[case] strategy: &str, #[case] refused: bool) {
+    let store = gfd_node(&[
+        ("nvidia.com/mig-1g.10gb.count", "1"),
+        ("nvidia.com/mig.strategy", strategy),
+    ]);
+    let d = decide(
+        &pod_create(
+            json!({"nvidia.com/mig-3g.40gb": "2", "nvidia.com/mig-1g.10gb": "1"}),
+            Some("gpu-node-7"),
+        ),
+        &store,
+    );
+    assert_eq!(d.refused_by.contains(&"gpu-request"), refused, "{}", text(&d));
+    if refused {
+        assert!(
+            d.response
+                .result
+                .message
+                .contains("gpu-request: source nvidia.com/mig-1g.10gb x1, nvidia.com/mig-3g.40gb x2"),
+            "{}",
+            text(&d)
+        );
+    }
+}
+
+/// A shape the node's counters cannot hold together (4×3g.40gb + 1×1g.10gb on two H100s with
+/// 8 memory slices each) is refused at binding, and the refusal says the node partitions on
+/// demand.
+#[test]
+fn a_dynamic_mig_node_refuses_a_shape_its_counters_cannot_hold() {
+    struct Big(OneNode);
+    impl Lookup for Big {
+        fn checkpoint(&self, ns: &str, name: &str) -> Option<Arc<Checkpoint>> {
+            (ns == "ml" && name == "ckpt").then(|| {
+                Arc::new(Checkpoint {
+                    manifest: GpuManifest::builder()
+                        .kernel("5.15.0-1071-aws")
+                        .cpu_arch("amd64")
+                        .driver("580.82.07")
+                        .gpu(Gpu::h100().cut(["3g.40gb"; 2]))
+                        .gpu(Gpu::h100().cut(["3g.40gb", "3g.40gb", "1g.10gb"]))
+                        .build()
+                        .unwrap(),
+                    container_name: None,
+                    origin: "test".into(),
+                })
+            })
+        }
+        fn inventory(&self, node: &str) -> Result<NodeInventory, NoInventory> {
+            self.0.inventory(node)
+        }
+        fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
+            self.0.restore_pod(ns, name)
+        }
+    }
+    let d = decide(&binding("restore", "gpu-node-8"), &Big(dynamic_node()));
+    assert_eq!(d.verdict, Verdict::Refused, "{}", text(&d));
+    assert!(d.refused_by.contains(&"mig-profile"), "{:?}", d.refused_by);
+    insta::assert_snapshot!("dynamic_mig_refused", d.response.result.message);
+}
