@@ -272,3 +272,68 @@ fn a_quote_in_a_product_name_stays_inside_its_string() {
         request.selector
     );
 }
+
+/// The devices a request's class and selector pick, by device name (a DynamicMIG partition has
+/// no `uuid`: it does not exist until allocated).
+fn picked_names(request: &ClaimRequest, devices: &[Device]) -> BTreeSet<String> {
+    let selector = selector_for_test(&request.selector);
+    let class = class_selector(request.device_class);
+    devices
+        .iter()
+        .filter(|d| {
+            let v = cel_device(d);
+            eval(&class, &v) && eval(&selector, &v)
+        })
+        .map(|d| d.name.clone())
+        .collect()
+}
+
+#[test]
+fn on_a_dynamic_mig_node_the_selectors_pick_every_possible_partition_of_the_class() {
+    // The scheduler then picks among them under the GPUs' shared counters (KEP-4815), so the
+    // claim asks for shapes and the counters decide which combinations exist.
+    let text = testdata("inventory/dra-dynmig-gpu-node-8.yaml");
+    let slices = serde_saphyr::from_str::<List<ResourceSlice>>(&text)
+        .unwrap()
+        .items;
+    let devices: Vec<Device> = slices
+        .iter()
+        .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+        .collect();
+    let checkpoint = checkpoint(json!([
+        slice("3g.40gb", 1),
+        slice("3g.40gb", 2),
+        slice("1g.10gb", 3)
+    ]));
+    let requests = claim::requests(&checkpoint).unwrap();
+    let by_name = |name: &str| requests.iter().find(|r| r.name == name).unwrap();
+    let names = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+    assert_eq!(
+        picked_names(by_name("mig-3g-40gb"), &devices),
+        names(&[
+            "gpu-0-mig-3g40gb-9-0",
+            "gpu-0-mig-3g40gb-9-4",
+            "gpu-1-mig-3g40gb-9-0",
+            "gpu-1-mig-3g40gb-9-4"
+        ])
+    );
+    let ones: Vec<String> = (0..7)
+        .flat_map(|i| {
+            [
+                format!("gpu-0-mig-1g10gb-19-{i}"),
+                format!("gpu-1-mig-1g10gb-19-{i}"),
+            ]
+        })
+        .collect();
+    assert_eq!(
+        picked_names(by_name("mig-1g-10gb"), &devices),
+        ones.into_iter().collect()
+    );
+    // A whole GPU is picked as the full GPU device, which consumes every counter of its GPU.
+    let whole = claim::requests(&checkpoint_whole()).unwrap();
+    assert_eq!(picked_names(&whole[0], &devices), names(&["gpu-0", "gpu-1"]));
+}
+
+fn checkpoint_whole() -> GpuManifest {
+    checkpoint(json!([whole("NVIDIA H100 80GB HBM3", 1)]))
+}
