@@ -19,20 +19,44 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     if stdout_is_closed() {
         anyhow::bail!("standard output is closed: the report would be lost (use >/dev/null to discard it)");
     }
-    if args.source.as_os_str() == "-" && args.target.as_os_str() == "-" {
+    if args.source.as_os_str() == "-" && args.target.as_ref().is_some_and(|t| t.as_os_str() == "-") {
         anyhow::bail!("source and target cannot both be `-`: standard input holds one manifest");
     }
     let read = args.read.options();
-    let source = read_manifest(&args.source, "source", read)?;
-    if source.kind == StoredKind::Node {
-        anyhow::bail!(
-            "source manifest {}: it is a GpuNode (a node's inventory), not a checkpoint",
-            escape(&args.source.display().to_string())
-        );
-    }
-    let source = source.manifest;
-    let target = read_manifest(&args.target, "target", read)?.manifest;
-    let mut view = Target::manifest(&target);
+    let source = match &args.namespace {
+        Some(ns) => crate::cluster_read::checkpoint(&args.cluster, ns, &args.source.to_string_lossy())?,
+        None => {
+            let stored = read_manifest(&args.source, "source", read)?;
+            if stored.kind == StoredKind::Node {
+                anyhow::bail!(
+                    "source manifest {}: it is a GpuNode (a node's inventory), not a checkpoint",
+                    escape(&args.source.display().to_string())
+                );
+            }
+            stored.manifest
+        }
+    };
+    // A cluster node is judged as the webhook judges it: in offer mode, by what its inventory
+    // can supply this checkpoint, a listed shortfall certain.
+    let (target, slices_listed, options) = match (&args.target, &args.node) {
+        (Some(path), _) => (read_manifest(path, "target", read)?.manifest, false, options),
+        (None, Some(node)) => {
+            let (name, inventory) = crate::cluster_read::node(&args.cluster, node)?;
+            let inventory = inventory.map_err(|why| {
+                let reasons = if why.passed_over.is_empty() {
+                    "no source describes its GPUs (no GpuNode, no DRA ResourceSlice, no GFD labels)"
+                        .to_string()
+                } else {
+                    why.passed_over.join("; ")
+                };
+                anyhow::anyhow!("node {} has no inventory: {}", escape(&name), escape(&reasons))
+            })?;
+            let judged = inventory.manifest_for(&source).into_owned();
+            (judged, inventory.slices_listed, args.policy.options(Mode::Offer))
+        }
+        (None, None) => anyhow::bail!("a target is needed: a manifest file, or --node NAME"),
+    };
+    let mut view = Target::manifest(&target).with_slices_listed(slices_listed);
     if let Some(scope) = args.target_scope {
         view = view.with_scope(match scope {
             ScopeArg::Pod => TargetScope::Pod,
@@ -63,19 +87,24 @@ pub const NOTHING_COMPARED: &str = "nothing was compared: every check is not app
      target (exit status 3); is it the right file, and the right --target-scope?";
 
 fn print(report: &miggate_compat::Report, args: &CheckArgs) -> std::io::Result<()> {
+    // What the header names each side by: the file, or what was read from the cluster.
+    let source = match &args.namespace {
+        Some(ns) => std::path::PathBuf::from(format!("GpuCheckpoint {ns}/{}", args.source.display())),
+        None => args.source.clone(),
+    };
+    let target = match (&args.target, &args.node) {
+        (Some(path), _) => path.clone(),
+        (None, node) => std::path::PathBuf::from(format!("node {}", node.as_deref().unwrap_or_default())),
+    };
     let mut out = anstream::stdout().lock();
     match args.output {
         CheckOutput::Json => write_json(&mut out, report)?,
         CheckOutput::Yaml => write_yaml(&mut out, report)?,
-        CheckOutput::Table => crate::table::write_report(
-            &mut out,
-            report,
-            &args.source,
-            &args.target,
-            crate::table::VALUE_WIDTH,
-        )?,
+        CheckOutput::Table => {
+            crate::table::write_report(&mut out, report, &source, &target, crate::table::VALUE_WIDTH)?
+        }
         CheckOutput::Wide => {
-            crate::table::write_report(&mut out, report, &args.source, &args.target, crate::table::WIDE)?;
+            crate::table::write_report(&mut out, report, &source, &target, crate::table::WIDE)?;
         }
     }
     out.flush()

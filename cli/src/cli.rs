@@ -75,10 +75,23 @@ enum Command {
 /// Flags of `miggate check`.
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
-    /// The checkpoint's manifest (JSON or YAML); `-` reads standard input.
+    /// The checkpoint's manifest (JSON or YAML); `-` reads standard input. With `-n`, the
+    /// name of a GpuCheckpoint in the cluster.
     pub source: PathBuf,
-    /// The target's manifest: a restore container's devices (exact) or a node inventory (offer).
-    pub target: PathBuf,
+    /// The target's manifest: a restore container's devices (exact) or a node inventory
+    /// (offer). Not with `--node`.
+    #[arg(required_unless_present = "node", conflicts_with = "node")]
+    pub target: Option<PathBuf>,
+    /// Read the checkpoint from the cluster: the GpuCheckpoint SOURCE in NAMESPACE.
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// The target is this node of the cluster, its inventory read as the webhook reads it
+    /// (GpuNode, ResourceSlices, GFD labels), compared in offer mode.
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
+    /// Which cluster, as kubectl takes it (with `-n` or `--node`).
+    #[command(flatten)]
+    pub cluster: crate::service::ClusterFlags,
     /// exact: the target is what a restore container got; offer: a node's whole inventory.
     #[arg(long, value_enum, default_value_t = ModeArg::Exact)]
     pub mode: ModeArg,
@@ -164,12 +177,19 @@ pub enum ConvertOutput {
 #[derive(Debug, clap::Args)]
 pub struct WhereArgs {
     /// The checkpoint: a manifest, a GpuCheckpoint object or a Go peer artifact; `-` reads
-    /// standard input.
+    /// standard input. With `-n`, the name of a GpuCheckpoint in the cluster.
     pub checkpoint: PathBuf,
+    /// Read the checkpoint from the cluster: the GpuCheckpoint CHECKPOINT in NAMESPACE.
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
     /// Where the node inventories are: `dir:PATH`, a file store whose `nodes/<node>.yaml`
-    /// files are read (the webhook's layout).
+    /// files are read (the webhook's layout). Without it, the cluster's: every node's
+    /// GpuNode, ResourceSlices and GFD labels, read as the webhook reads them.
     #[arg(long, value_name = "dir:PATH", value_parser = crate::webhook::store_dir)]
-    pub store: PathBuf,
+    pub store: Option<PathBuf>,
+    /// Which cluster, as kubectl takes it (with `-n` or without `--store`).
+    #[command(flatten)]
+    pub cluster: crate::service::ClusterFlags,
     /// The policy: strict, skips, floors.
     #[command(flatten)]
     pub policy: PolicyArgs,

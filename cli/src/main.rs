@@ -6,6 +6,7 @@ mod capture;
 mod check;
 mod claim;
 mod cli;
+mod cluster_read;
 mod convert;
 mod crds;
 mod deploy;

@@ -30,8 +30,14 @@ pub fn run(args: &WhereArgs) -> anyhow::Result<ExitCode> {
     }
     let options = args.policy.options(Mode::Offer);
     let read = args.read.options();
-    let checkpoint = read_checkpoint(&args.checkpoint, read)?;
-    let (nodes, problems) = read_nodes(&args.store, read)?;
+    let checkpoint = match &args.namespace {
+        Some(ns) => crate::cluster_read::checkpoint(&args.cluster, ns, &args.checkpoint.to_string_lossy())?,
+        None => read_checkpoint(&args.checkpoint, read)?,
+    };
+    let (nodes, problems) = match &args.store {
+        Some(store) => read_nodes(store, read)?,
+        None => cluster_nodes(&args.cluster, &checkpoint)?,
+    };
     let placements = place(&checkpoint, nodes.iter().map(|(n, m)| (n.as_str(), m)), &options);
     let fits = placements.iter().filter(|p| p.fits()).count();
     let mut out = anstream::stdout().lock();
@@ -79,6 +85,28 @@ pub(crate) fn read_checkpoint(path: &Path, options: ReadOptions) -> anyhow::Resu
 
 /// A node's name and inventory.
 type Named = (String, GpuManifest);
+
+/// The cluster's nodes, each judged by what its inventory can supply this checkpoint (as the
+/// webhook judges it); a node whose sources are present but unreadable as a problem naming
+/// why. Nodes no source knows anything GPU about (CPU nodes) are left out.
+fn cluster_nodes(
+    flags: &crate::service::ClusterFlags,
+    checkpoint: &GpuManifest,
+) -> anyhow::Result<(Vec<Named>, Vec<Problem>)> {
+    let mut nodes = Vec::new();
+    let mut problems = Vec::new();
+    for (name, inventory) in crate::cluster_read::nodes(flags)? {
+        match inventory {
+            Ok(inv) => nodes.push((name, inv.manifest_for(checkpoint).into_owned())),
+            Err(why) if !why.passed_over.is_empty() => problems.push(Problem {
+                file: format!("node {}", escape(&name)),
+                error: escape(&why.passed_over.join("; ")).into_owned(),
+            }),
+            Err(_) => {}
+        }
+    }
+    Ok((nodes, problems))
+}
 
 /// Every `nodes/<node>.{yaml,yml,json}` file, by name; unusable ones as problems. A missing or
 /// unreadable `nodes/` directory is an error: a typo in `--store` must not read as "no node fits".
