@@ -59,7 +59,24 @@ pub async fn config(args: ClusterArgs<'_>) -> Result<Config, Error> {
 /// A client for `args`.
 pub async fn client(args: ClusterArgs<'_>) -> Result<kube::Client, Error> {
     let config = config(args).await?;
-    kube::Client::try_from(config).map_err(|e| cluster(format!("cannot set up the Kubernetes client: {e}")))
+    kube::Client::try_from(config).map_err(|e| cluster(client_words(&e.to_string())))
+}
+
+/// Why the client could not be set up, in words. kube reports the TLS library's own error;
+/// the cases people meet are said in theirs, the rest once, without the library's prefix.
+fn client_words(text: &str) -> String {
+    let hint = if text.contains("UnsupportedCertVersion") {
+        "the kubeconfig's client certificate is an X.509 v1 certificate, which miggate's TLS \
+         (rustls) does not accept; reissue it as v3 (openssl x509 -req with -extfile, or the \
+         cluster's own CA tooling)"
+            .to_string()
+    } else if text.contains("invalid private key") || text.contains("no private key") {
+        "the kubeconfig's client key cannot be read (a PEM private key matching its certificate)".to_string()
+    } else {
+        let tail = text.rsplit(": ").next().unwrap_or(text);
+        format!("the kubeconfig's TLS settings cannot be used: {}", escape(tail))
+    };
+    format!("cannot set up the Kubernetes client: {hint}")
 }
 
 fn cluster(why: String) -> Error {
@@ -109,4 +126,27 @@ fn io_words(e: &std::io::Error) -> String {
     let text = e.to_string();
     text.rsplit_once(" (os error ")
         .map_or(text.clone(), |(words, _)| words.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::client_words;
+
+    #[test]
+    fn tls_failures_are_said_in_words() {
+        assert_eq!(
+            client_words(
+                "rustls tls error: invalid private key: invalid peer certificate: Other(OtherError(UnsupportedCertVersion))"
+            ),
+            "cannot set up the Kubernetes client: the kubeconfig's client certificate is an X.509 v1 certificate, which miggate's TLS (rustls) does not accept; reissue it as v3 (openssl x509 -req with -extfile, or the cluster's own CA tooling)"
+        );
+        assert_eq!(
+            client_words("rustls tls error: invalid private key: no private key"),
+            "cannot set up the Kubernetes client: the kubeconfig's client key cannot be read (a PEM private key matching its certificate)"
+        );
+        assert_eq!(
+            client_words("rustls tls error: bad thing"),
+            "cannot set up the Kubernetes client: the kubeconfig's TLS settings cannot be used: bad thing"
+        );
+    }
 }
