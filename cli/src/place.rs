@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use miggate_compat::escape::escape;
 use miggate_compat::{
-    GpuManifest, MAX_MANIFEST_BYTES, Mode, Placement, ReadOptions, StoredKind, place, read_stored_with,
+    GpuManifest, MAX_MANIFEST_BYTES, Mode, Placement, ReadOptions, StoredKind, place_listed, read_stored_with,
 };
 use serde::Serialize;
 
@@ -38,7 +38,11 @@ pub fn run(args: &WhereArgs) -> anyhow::Result<ExitCode> {
         Some(store) => read_nodes(store, read)?,
         None => cluster_nodes(&args.cluster, &checkpoint)?,
     };
-    let placements = place(&checkpoint, nodes.iter().map(|(n, m)| (n.as_str(), m)), &options);
+    let placements = place_listed(
+        &checkpoint,
+        nodes.iter().map(|(n, m, listed)| (n.as_str(), m, *listed)),
+        &options,
+    );
     let fits = placements.iter().filter(|p| p.fits()).count();
     let mut out = anstream::stdout().lock();
     let written = match args.output {
@@ -83,8 +87,8 @@ pub(crate) fn read_checkpoint(path: &Path, options: ReadOptions) -> anyhow::Resu
     Ok(stored.manifest)
 }
 
-/// A node's name and inventory.
-type Named = (String, GpuManifest);
+/// A node's name, its inventory, and whether that lists every slice exactly (GFD's counts).
+type Named = (String, GpuManifest, bool);
 
 /// The cluster's nodes, each judged by what its inventory can supply this checkpoint (as the
 /// webhook judges it); a node whose sources are present but unreadable as a problem naming
@@ -97,7 +101,7 @@ fn cluster_nodes(
     let mut problems = Vec::new();
     for (name, inventory) in crate::cluster_read::nodes(flags)? {
         match inventory {
-            Ok(inv) => nodes.push((name, inv.manifest_for(checkpoint).into_owned())),
+            Ok(inv) => nodes.push((name, inv.manifest_for(checkpoint).into_owned(), inv.slices_listed)),
             Err(why) if !why.passed_over.is_empty() => problems.push(Problem {
                 file: format!("node {}", escape(&name)),
                 error: escape(&why.passed_over.join("; ")).into_owned(),
@@ -162,7 +166,7 @@ fn read_nodes(root: &Path, options: ReadOptions) -> anyhow::Result<(Vec<Named>, 
                 file: format!("nodes/{}", escape(&file)),
                 error: format!("another file already defines node {}", escape(&name)),
             }),
-            Ok(m) => nodes.push((name, m)),
+            Ok(m) => nodes.push((name, m, false)),
             Err(why) => problems.push(Problem {
                 file: format!("nodes/{}", escape(&file)),
                 error: escape(&why).into_owned(),

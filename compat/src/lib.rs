@@ -37,7 +37,7 @@ pub use manifest::{
     API_VERSION, ApiVersion, CapturedBy, Device, Gpu, GpuManifest, Host, KIND, Kind, MigMode, MigStrategy,
     Nvidia, PathSegment, Pod, UnknownField, UnknownFields, render_path,
 };
-pub use placement::{Placement, place};
+pub use placement::{Placement, place, place_listed};
 pub use profile::MigProfile;
 pub use quantity::Quantity;
 pub use read::{MAX_MANIFEST_BYTES, MAX_YAML_DEPTH, from_slice, from_slice_with, from_str, from_str_with};

@@ -47,6 +47,21 @@ pub fn place<'a>(
     nodes: impl IntoIterator<Item = (&'a str, &'a GpuManifest)>,
     options: &Options,
 ) -> Vec<Placement<'a>> {
+    place_listed(
+        source,
+        nodes.into_iter().map(|(node, m)| (node, m, false)),
+        options,
+    )
+}
+
+/// [`place`], with each node saying whether its inventory lists every slice exactly (see
+/// [`Target::with_slices_listed`]): a node judged from GPU Feature Discovery's counts, where a
+/// shortfall is certain though some devices' kind is unknown.
+pub fn place_listed<'a>(
+    source: &GpuManifest,
+    nodes: impl IntoIterator<Item = (&'a str, &'a GpuManifest, bool)>,
+    options: &Options,
+) -> Vec<Placement<'a>> {
     let options = Options {
         mode: Mode::Offer,
         ..options.clone()
@@ -54,8 +69,9 @@ pub fn place<'a>(
     let wanted = source.devices().map(Devices::read);
     let mut out: Vec<Placement<'a>> = nodes
         .into_iter()
-        .map(|(node, inventory)| {
-            let report = evaluate_target(source, Target::node(inventory), &options);
+        .map(|(node, inventory, listed)| {
+            let target = Target::node(inventory).with_slices_listed(listed);
+            let report = evaluate_target(source, target, &options);
             let spare = match (&wanted, inventory.devices()) {
                 (Some(w), Some(list)) if report.compatible => Some(spare(w, &Devices::read(list))),
                 _ => None,
