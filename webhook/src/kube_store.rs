@@ -602,14 +602,7 @@ impl Lookup for KubeStore {
             return m.inventory.clone();
         }
         let refs: Vec<&ResourceSlice> = slices.iter().map(|s| &**s).collect();
-        let inventory = best_or_why(gpu_node.as_deref(), n.as_deref(), &refs).map(|i| NodeInventory {
-            manifest: Arc::new(i.manifest),
-            source: i.source,
-            notes: i.notes,
-            passed_over: i.passed_over,
-            slices_listed: i.slices_listed,
-            supply: i.supply,
-        });
+        let inventory = best_or_why(gpu_node.as_deref(), n.as_deref(), &refs).map(NodeInventory::from);
         memos.insert(
             node.to_string(),
             Memo {

@@ -30,6 +30,20 @@ pub struct NodeInventory {
     pub supply: Option<Arc<miggate_crds::inventory::Supply>>,
 }
 
+impl From<miggate_crds::inventory::Inventory> for NodeInventory {
+    /// An inventory as a source reads it, held for decisions.
+    fn from(i: miggate_crds::inventory::Inventory) -> Self {
+        NodeInventory {
+            manifest: Arc::new(i.manifest),
+            source: i.source,
+            notes: i.notes,
+            passed_over: i.passed_over,
+            slices_listed: i.slices_listed,
+            supply: i.supply,
+        }
+    }
+}
+
 impl NodeInventory {
     /// The inventory to judge `source` against: under DynamicMIG, with the devices of the
     /// checkpoint's shape the node's counters can hold together.

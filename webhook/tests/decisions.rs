@@ -58,14 +58,7 @@ impl Lookup for OneNode {
             return Err(NoInventory::default());
         }
         let refs: Vec<_> = self.slices.iter().collect();
-        miggate_crds::inventory::best_or_why(None, Some(&self.node), &refs).map(|i| NodeInventory {
-            manifest: Arc::new(i.manifest),
-            source: i.source,
-            notes: i.notes,
-            passed_over: i.passed_over,
-            slices_listed: i.slices_listed,
-            supply: i.supply,
-        })
+        miggate_crds::inventory::best_or_why(None, Some(&self.node), &refs).map(NodeInventory::from)
     }
     fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
         (ns == "ml" && name == "restore").then(|| {
