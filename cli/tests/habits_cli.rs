@@ -455,7 +455,7 @@ fn the_binary_works_as_a_kubectl_plugin() {
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
     assert!(
-        stdout(&out).contains("Usage: kubectl miggate check [OPTIONS] <SOURCE> <TARGET>"),
+        stdout(&out).contains("Usage: kubectl miggate check [OPTIONS] <SOURCE> [TARGET]"),
         "{}",
         stdout(&out)
     );
