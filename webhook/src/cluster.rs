@@ -59,22 +59,32 @@ pub async fn config(args: ClusterArgs<'_>) -> Result<Config, Error> {
 /// A client for `args`.
 pub async fn client(args: ClusterArgs<'_>) -> Result<kube::Client, Error> {
     let config = config(args).await?;
-    kube::Client::try_from(config).map_err(|e| cluster(client_words(&e.to_string())))
+    kube::Client::try_from(config).map_err(|e| cluster(client_words(&e)))
 }
 
-/// Why the client could not be set up, in words. kube reports the TLS library's own error;
-/// the cases people meet are said in theirs, the rest once, without the library's prefix.
-fn client_words(text: &str) -> String {
-    let hint = if text.contains("UnsupportedCertVersion") {
-        "the kubeconfig's client certificate is an X.509 v1 certificate, which miggate's TLS \
-         (rustls) does not accept; reissue it as v3 (openssl x509 -req with -extfile, or the \
-         cluster's own CA tooling)"
-            .to_string()
-    } else if text.contains("invalid private key") || text.contains("no private key") {
-        "the kubeconfig's client key cannot be read (a PEM private key matching its certificate)".to_string()
-    } else {
-        let tail = text.rsplit(": ").next().unwrap_or(text);
-        format!("the kubeconfig's TLS settings cannot be used: {}", escape(tail))
+/// Why the client could not be set up, in words, by what kube says failed. The TLS library's
+/// own text is kept only as the last cause, once; an X.509 v1 client certificate, which
+/// kubectl accepts and rustls does not, is named as such.
+fn client_words(e: &kube::Error) -> String {
+    use kube::client::RustlsTlsError as Tls;
+    let hint = match e {
+        kube::Error::RustlsTls(tls) => match tls {
+            Tls::InvalidPrivateKey(inner) if format!("{inner:?}").contains("UnsupportedCertVersion") => {
+                "the kubeconfig's client certificate is an X.509 v1 certificate, which miggate's TLS \
+                 (rustls) does not accept; reissue it as v3 (openssl x509 -req with -extfile, or the \
+                 cluster's own CA tooling)"
+                    .to_string()
+            }
+            Tls::InvalidPrivateKey(_) | Tls::MissingPrivateKey | Tls::UnknownPrivateKeyFormat => {
+                "the kubeconfig's client key cannot be read (a PEM private key matching its certificate)"
+                    .to_string()
+            }
+            other => format!(
+                "the kubeconfig's TLS settings cannot be used: {}",
+                escape(&other.to_string())
+            ),
+        },
+        other => escape(&other.to_string()).into_owned(),
     };
     format!("cannot set up the Kubernetes client: {hint}")
 }
@@ -131,22 +141,24 @@ fn io_words(e: &std::io::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::client_words;
+    use kube::client::RustlsTlsError as Tls;
 
     #[test]
     fn tls_failures_are_said_in_words() {
+        let v1 = rustls::Error::InvalidCertificate(rustls::CertificateError::Other(rustls::OtherError(
+            std::sync::Arc::new(std::io::Error::other("UnsupportedCertVersion")),
+        )));
         assert_eq!(
-            client_words(
-                "rustls tls error: invalid private key: invalid peer certificate: Other(OtherError(UnsupportedCertVersion))"
-            ),
+            client_words(&kube::Error::RustlsTls(Tls::InvalidPrivateKey(v1))),
             "cannot set up the Kubernetes client: the kubeconfig's client certificate is an X.509 v1 certificate, which miggate's TLS (rustls) does not accept; reissue it as v3 (openssl x509 -req with -extfile, or the cluster's own CA tooling)"
         );
         assert_eq!(
-            client_words("rustls tls error: invalid private key: no private key"),
+            client_words(&kube::Error::RustlsTls(Tls::MissingPrivateKey)),
             "cannot set up the Kubernetes client: the kubeconfig's client key cannot be read (a PEM private key matching its certificate)"
         );
         assert_eq!(
-            client_words("rustls tls error: bad thing"),
-            "cannot set up the Kubernetes client: the kubeconfig's TLS settings cannot be used: bad thing"
+            client_words(&kube::Error::RustlsTls(Tls::MissingCertificate)),
+            "cannot set up the Kubernetes client: the kubeconfig's TLS settings cannot be used: identity PEM is missing certificate"
         );
     }
 }

@@ -10,7 +10,6 @@
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
-use k8s_openapi::api::core::v1::PodSpec;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use kube::core::response::Status;
@@ -70,12 +69,6 @@ pub struct Decision {
     pub refused_by: Vec<&'static str>,
     /// The node inventory's source, when the decision read one.
     pub inventory_source: Option<Source>,
-}
-
-#[derive(Deserialize)]
-struct PodObject {
-    #[serde(default)]
-    spec: Option<PodSpec>,
 }
 
 /// The checks a pod's `miggate.io/skip-checks` annotation waives, read strictly (a typo never
@@ -167,9 +160,8 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Siz
             Vec::new(),
         );
     };
-    let spec = match PodObject::deserialize(&obj.data) {
-        Ok(PodObject { spec: Some(spec) }) => spec,
-        Ok(PodObject { spec: None }) => PodSpec::default(),
+    let spec = match pod::spec_of(obj) {
+        Ok(spec) => spec.unwrap_or_default(),
         Err(e) => {
             return refuse(
                 base,

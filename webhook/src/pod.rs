@@ -9,6 +9,17 @@ use miggate_compat::{Pod, Quantity};
 /// The resource-name prefix of NVIDIA's device plugin (`nvidia.com/gpu`, `nvidia.com/mig-…`).
 const NVIDIA_PREFIX: &str = "nvidia.com/";
 
+/// A pod object's spec, read from the review's object in place (no copy of the rest).
+pub(crate) fn spec_of(obj: &kube::core::DynamicObject) -> Result<Option<PodSpec>, serde_json::Error> {
+    #[derive(serde::Deserialize)]
+    struct PodObject {
+        #[serde(default)]
+        spec: Option<PodSpec>,
+    }
+    use serde::Deserialize as _;
+    PodObject::deserialize(&obj.data).map(|p| p.spec)
+}
+
 /// Which container of the pod is the restore target.
 #[derive(Debug)]
 pub(crate) enum Choice<'a> {

@@ -9,7 +9,6 @@ use tokio::time::Instant as TokioInstant;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -101,40 +100,11 @@ fn plain(status: StatusCode, message: String) -> Response {
         .into_response()
 }
 
-/// The body, or the answer to a body that could not be read (counted as `bad-request`).
-fn body_or_answer(
-    state: &AppState,
-    body: Result<Bytes, BytesRejection>,
-    started: Instant,
-) -> Result<Bytes, Box<Response>> {
-    body.map_err(|rejection| {
-        state.metrics.record("bad-request", &[], started.elapsed());
-        let status = rejection.status();
-        let message = if status == StatusCode::PAYLOAD_TOO_LARGE {
-            format!("AdmissionReview body over the {MAX_BODY_BYTES}-byte limit\n")
-        } else {
-            format!(
-                "cannot read AdmissionReview body: {}\n",
-                escape_within(&rejection.body_text(), 1024)
-            )
-        };
-        tracing::warn!(
-            status = status.as_u16(),
-            "bad admission request: {}",
-            message.trim_end()
-        );
-        Box::new(plain(status, message))
-    })
-}
-
-async fn validate(State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {
+/// `POST /validate`. The body was read whole by the [`deadline`] layer, under its limits
+/// (size, rate, budget), which answers a body it cannot read; the decision is synchronous and
+/// bounded by the body limit.
+async fn validate(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     let started = Instant::now();
-    let body = match body_or_answer(&state, body, started) {
-        Ok(b) => b,
-        Err(response) => return *response,
-    };
-    // The body was read whole by the deadline layer, under its limits; the decision is
-    // synchronous and bounded by the body limit.
     let answer = answer(&state, &body);
     state
         .metrics
@@ -194,12 +164,8 @@ fn review_response(review: &AdmissionReview<DynamicObject>) -> Response {
 
 /// `POST /mutate`: steering ([`crate::steer`]). Always allowed; bad input is a 400, which the
 /// API server treats as a failed call (the registration's failure policy is Ignore).
-async fn mutate(State(state): State<Arc<AppState>>, body: Result<Bytes, BytesRejection>) -> Response {
+async fn mutate(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     let started = Instant::now();
-    let body = match body_or_answer(&state, body, started) {
-        Ok(b) => b,
-        Err(response) => return *response,
-    };
     let request = match parse_review(&body) {
         Ok(r) => r,
         Err(message) => {
@@ -281,8 +247,8 @@ async fn deadline(
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    let started = Instant::now();
     let head_at = TokioInstant::now();
+    let started = head_at.into_std();
     let (parts, body) = req.into_parts();
     let declared = parts
         .headers

@@ -12,7 +12,7 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm, Pod};
+use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
 use miggate_compat::escape::escape_within;
@@ -47,6 +47,47 @@ pub type Requirement = (String, Vec<String>);
 /// Requirements a node must meet together (one node selector term).
 pub type RequirementSet = Vec<Requirement>;
 
+/// What a checkpoint asks of a node's labels: requirements every node must meet, and the
+/// driver major, which GFD writes under one of two label names (so one term per name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Requirements {
+    /// The product and, when recorded, the architecture.
+    pub common: Vec<Requirement>,
+    /// The driver's major version, when recorded.
+    pub driver_major: Option<String>,
+}
+
+impl Requirements {
+    /// The alternatives a node may meet: one set per driver label, or the common ones alone.
+    pub fn sets(&self) -> Vec<RequirementSet> {
+        match &self.driver_major {
+            Some(major) => DRIVER_MAJOR_LABELS
+                .iter()
+                .map(|label| {
+                    let mut set = self.common.clone();
+                    set.push(((*label).to_string(), vec![major.clone()]));
+                    set
+                })
+                .collect(),
+            None => vec![self.common.clone()],
+        }
+    }
+
+    /// What steering adds, in one line: `nvidia.com/gpu.product in (…), kubernetes.io/arch in
+    /// (amd64), nvidia.com/cuda.driver-version.major|nvidia.com/cuda.driver.major in (580)`.
+    pub fn describe(&self) -> String {
+        let mut parts: Vec<String> = self
+            .common
+            .iter()
+            .map(|(key, values)| format!("{key} in ({})", values.join(", ")))
+            .collect();
+        if let Some(major) = &self.driver_major {
+            parts.push(format!("{} in ({major})", DRIVER_MAJOR_LABELS.join("|")));
+        }
+        parts.join(", ")
+    }
+}
+
 /// How a mutation request was answered, for metrics and logs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -78,9 +119,8 @@ pub struct Steering {
     pub outcome: Outcome,
 }
 
-/// The node requirements a checkpoint's devices and host give, as (label, values) pairs, one
-/// set per driver label (the node carries either); or why there are none.
-pub fn requirements(manifest: &GpuManifest) -> Result<Vec<RequirementSet>, String> {
+/// The node requirements a checkpoint's devices and host give; or why there are none.
+pub fn requirements(manifest: &GpuManifest) -> Result<Requirements, String> {
     let nvidia = manifest
         .nvidia
         .as_ref()
@@ -130,16 +170,9 @@ pub fn requirements(manifest: &GpuManifest) -> Result<Vec<RequirementSet>, Strin
         .as_ref()
         .and_then(|v| v.as_str().split('.').next().map(str::to_string))
         .filter(|m| !m.is_empty() && m.len() <= 9 && m.bytes().all(|b| b.is_ascii_digit()));
-    Ok(match major {
-        Some(major) => DRIVER_MAJOR_LABELS
-            .iter()
-            .map(|label| {
-                let mut set = common.clone();
-                set.push(((*label).to_string(), vec![major.clone()]));
-                set
-            })
-            .collect(),
-        None => vec![common],
+    Ok(Requirements {
+        common,
+        driver_major: major,
     })
 }
 
@@ -209,17 +242,15 @@ pub fn steer(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Size
             ),
         );
     };
-    let pod: Pod = match serde_json::to_value(obj).and_then(serde_json::from_value) {
-        Ok(p) => p,
+    let spec = match crate::pod::spec_of(obj) {
+        Ok(Some(spec)) => spec,
+        Ok(None) => return not_steered(base, "the pod has no spec".into()),
         Err(e) => {
             return not_steered(
                 base,
                 format!("the pod cannot be read: {}", escape_within(&e.to_string(), 128)),
             );
         }
-    };
-    let Some(spec) = pod.spec.as_ref() else {
-        return not_steered(base, "the pod has no spec".into());
     };
     let uses_dra = spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty());
     if uses_dra {
@@ -229,8 +260,8 @@ pub fn steer(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Size
                 .into(),
         );
     }
-    let sets = match requirements(&checkpoint.manifest) {
-        Ok(sets) => sets,
+    let wanted = match requirements(&checkpoint.manifest) {
+        Ok(wanted) => wanted,
         Err(why) => return not_steered(base, why),
     };
     let existing: Vec<NodeSelectorTerm> = spec
@@ -240,7 +271,7 @@ pub fn steer(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Size
         .and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref())
         .map(|r| r.node_selector_terms.clone())
         .unwrap_or_default();
-    let terms = crossed(&existing, &sets);
+    let terms = crossed(&existing, &wanted.sets());
     if terms.len() > MAX_TERMS {
         return not_steered(
             base,
@@ -250,8 +281,8 @@ pub fn steer(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Size
             ),
         );
     }
-    let described = describe(&sets);
-    let patch = patch(spec, &terms, &described);
+    let described = wanted.describe();
+    let patch = patch(&spec, &terms, &described);
     let patch: json_patch::Patch = match serde_json::from_value(patch) {
         Ok(p) => p,
         Err(e) => return not_steered(base, format!("cannot write the patch: {e}")),
@@ -297,34 +328,6 @@ fn crossed(existing: &[NodeSelectorTerm], sets: &[RequirementSet]) -> Vec<NodeSe
         }
     }
     out
-}
-
-/// What steering added, in one line: `nvidia.com/gpu.product in (…), kubernetes.io/arch in
-/// (amd64), nvidia.com/cuda.driver-version.major|nvidia.com/cuda.driver.major in (580)`.
-fn describe(sets: &[RequirementSet]) -> String {
-    let Some(first) = sets.first() else {
-        return String::new();
-    };
-    first
-        .iter()
-        .enumerate()
-        .map(|(i, (key, values))| {
-            let keys: Vec<&str> = sets
-                .iter()
-                .filter_map(|s| s.get(i))
-                .map(|(k, _)| k.as_str())
-                .collect::<BTreeSet<_>>()
-                .into_iter()
-                .collect();
-            let key = if keys.len() > 1 {
-                keys.join("|")
-            } else {
-                key.clone()
-            };
-            format!("{key} in ({})", values.join(", "))
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// The JSON patch that sets the required node affinity to `terms` and adds the [`STEERED`]
