@@ -138,12 +138,10 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> CheckResult {
     // under `single` every device it gives on a node has the one shape, under `mixed` and
     // `none` it gives whole GPUs. No node needs to be known to refuse this (with a known
     // strategy, the rows below say it in that strategy's words).
-    let profiles: Vec<&str> = need
-        .iter()
-        .map(|(k, _)| k)
-        .filter(|k| k.starts_with(MIG_PREFIX))
-        .collect();
-    if strategy.is_none() && gpus > 0 && profiles.len() > 1 {
+    let mig = |k: &&str| k.starts_with(MIG_PREFIX);
+    // Counted before anything is collected: the refusal's list is built only when it is said.
+    if strategy.is_none() && gpus > 0 && need.iter().map(|(k, _)| k).filter(mig).nth(1).is_some() {
+        let profiles: Vec<&str> = need.iter().map(|(k, _)| k).filter(mig).collect();
         return v(
             Outcome::Refuse,
             format!(
