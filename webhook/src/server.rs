@@ -22,6 +22,7 @@ use crate::decide::{self, Verdict};
 use crate::kube_store::KubeStore;
 use crate::lookup::Lookup;
 use crate::metrics::Metrics;
+use crate::review;
 use crate::store::FileStore;
 
 pub use crate::body::MAX_BODY_BYTES;
@@ -193,49 +194,62 @@ async fn mutate(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
 }
 
 fn answer(state: &AppState, body: &[u8]) -> Answer {
-    let request = match parse_review(body) {
+    let review = match review::parse(body) {
         Ok(r) => r,
-        Err(message) => return bad_request(message),
+        Err(bad) => return bad_request(bad.to_string()),
     };
     let decision = match &state.store {
-        Store::File(files) => decide::decide(&request, &*files.snapshot()),
-        Store::Kube(kube) => decide::decide(&request, &**kube),
+        Store::File(files) => decide::decide_review(&review, &*files.snapshot()),
+        Store::Kube(kube) => decide::decide_review(&review, &**kube),
     };
+    log_decision(&review, &decision);
+    let response = match review::render(&decision.response) {
+        Ok(json) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Err(e) => plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot write AdmissionReview: {e}\n"),
+        ),
+    };
+    Answer {
+        response,
+        outcome: decision.verdict.as_str(),
+        refused_by: decision.refused_by,
+    }
+}
+
+/// One line per restore decided; nothing for requests not looked at (every binding in the
+/// cluster passes through here).
+fn log_decision(review: &review::Review<'_>, decision: &decide::Decision) {
+    if decision.verdict == Verdict::Ignored {
+        return;
+    }
     let source = decision.inventory_source.map_or("none", |s| s.as_str());
-    let what = if request.sub_resource.as_deref() == Some("binding") {
-        "binding"
-    } else {
-        "pod"
-    };
+    let what = if review.is_binding() { "binding" } else { "pod" };
+    let namespace = review.namespace.as_deref().unwrap_or("");
+    let name = escape_within(&review.name, 256);
     if decision.verdict == Verdict::Refused {
         tracing::info!(
-            uid = %request.uid,
-            namespace = request.namespace.as_deref().unwrap_or(""),
-            name = %escape_within(&request.name, 256),
-            dry_run = request.dry_run,
+            uid = %escape_within(&review.uid, 128),
+            namespace,
+            name = %name,
+            dry_run = review.dry_run,
             refused_by = ?decision.refused_by,
             inventory = source,
             request = what,
             "refused: {}",
             decision.response.result.message
         );
-    } else if decision.verdict != Verdict::Ignored {
+    } else {
         tracing::info!(
-            uid = %request.uid,
-            namespace = request.namespace.as_deref().unwrap_or(""),
-            name = %escape_within(&request.name, 256),
+            uid = %escape_within(&review.uid, 128),
+            namespace,
+            name = %name,
             verdict = decision.verdict.as_str(),
-            dry_run = request.dry_run,
+            dry_run = review.dry_run,
             inventory = source,
             request = what,
             "restore admitted"
         );
-    }
-    let response = review_response(&decision.response.into_review());
-    Answer {
-        response,
-        outcome: decision.verdict.as_str(),
-        refused_by: decision.refused_by,
     }
 }
 
