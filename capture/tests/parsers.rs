@@ -8,12 +8,12 @@ use std::fs;
 use std::path::Path;
 
 use insta::{assert_snapshot, assert_yaml_snapshot, glob};
-use miggate_capture::Error;
-use miggate_capture::internal::assemble;
-use miggate_capture::internal::list::{self, Listing};
-use miggate_capture::internal::query::{self, QueryRow, QueryTable};
-use miggate_capture::internal::{failure, mig_table};
+use miggate_capture::assemble;
 use miggate_compat::DeviceKind;
+use miggate_smi::Error;
+use miggate_smi::list::{self, Listing};
+use miggate_smi::query::{self, QueryRow, QueryTable};
+use miggate_smi::{failure, mig_table};
 use rstest::rstest;
 
 fn testdata(rel: &str) -> String {

@@ -3,13 +3,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use miggate_capture::Error;
-use miggate_capture::internal::failure;
-use miggate_capture::internal::list::{self, Listing};
-use miggate_capture::internal::mig_table::{self, NoneFound, Placement};
-use miggate_capture::internal::query::{self, QueryTable};
-use miggate_capture::internal::{NvidiaFacts, assemble};
+use miggate_capture::{NvidiaFacts, assemble};
 use miggate_compat::{DeviceKind, MigMode};
+use miggate_smi::Error;
+use miggate_smi::failure;
+use miggate_smi::list::{self, Listing};
+use miggate_smi::mig_table::{self, NoneFound, Placement};
+use miggate_smi::query::{self, QueryTable};
 use rstest::rstest;
 
 const GPU_A: &str = "GPU-932bfb2c-849a-2a22-1e84-9eff6bc02b39";

@@ -42,7 +42,7 @@ pub enum Error {
     Bdf(String),
     /// A command (nvidia-smi, sriov-manage, systemctl) could not run or timed out.
     #[error(transparent)]
-    Run(#[from] miggate_capture::RunError),
+    Run(#[from] miggate_smi::RunError),
     /// A command ran and failed.
     #[error("`{}` failed ({status}): {}", escape(.command), escape(.output.trim()))]
     Command {

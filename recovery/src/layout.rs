@@ -128,8 +128,8 @@ impl fmt::Display for Placement {
     }
 }
 
-impl From<miggate_capture::internal::mig_table::Placement> for Placement {
-    fn from(p: miggate_capture::internal::mig_table::Placement) -> Self {
+impl From<miggate_smi::mig_table::Placement> for Placement {
+    fn from(p: miggate_smi::mig_table::Placement) -> Self {
         Placement {
             start: p.start,
             size: p.size,

@@ -1,5 +1,5 @@
 //! The real seams: nvidia-smi (or NVML with nvidia-smi for what NVML cannot do), sysfs under a root, sriov-manage and systemctl by path, each
-//! command under a deadline with bounded output (capture's runner).
+//! command under a deadline with bounded output (`miggate-smi`'s runner).
 
 mod clock;
 mod inventory;
@@ -12,7 +12,7 @@ mod sysfs;
 use std::path::Path;
 use std::time::Duration;
 
-use miggate_capture::internal::process::{Deadline, Output, run};
+use miggate_smi::{Deadline, Output, run};
 
 pub use clock::SystemClock;
 pub use inventory::CaptureInventory;

@@ -14,8 +14,9 @@ use miggate_compat::GpuUuid;
 use regex::Regex;
 use serde::Serialize;
 
-use super::{failure, nothing_parsed, number, numbered_lines, quote};
 use crate::Error;
+use crate::failure;
+use crate::text::{nothing_parsed, number, numbered_lines, quote};
 
 /// The command this parser reads, as named in errors and warnings.
 pub const COMMAND: &str = "nvidia-smi --query-gpu";

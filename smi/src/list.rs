@@ -21,8 +21,9 @@ use std::collections::hash_map::Entry;
 use miggate_compat::{DeviceUuid, GpuUuid, MigProfile, UuidForm};
 use serde::Serialize;
 
-use super::{failure, nothing_parsed, number, numbered_lines, quote};
 use crate::Error;
+use crate::failure;
+use crate::text::{nothing_parsed, number, numbered_lines, quote};
 
 /// The command this parser reads, as named in errors and warnings.
 pub const COMMAND: &str = "nvidia-smi -L";

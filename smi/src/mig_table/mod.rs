@@ -22,8 +22,9 @@ pub use profiles::{
     ComputeInstanceProfile, GpuInstanceProfile, parse_compute_instance_profiles, parse_gpu_instance_profiles,
 };
 
-use super::{failure, nothing_parsed, number, numbered_lines, quote};
 use crate::Error;
+use crate::failure;
+use crate::text::{nothing_parsed, number, numbered_lines, quote};
 
 /// Rows read from one MIG listing, with why it is empty when it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

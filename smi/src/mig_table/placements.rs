@@ -11,7 +11,8 @@ use serde::Serialize;
 
 use super::{MigTable, Placement, none_found, number};
 use crate::Error;
-use crate::parse::{failure, nothing_parsed, numbered_lines, quote};
+use crate::failure;
+use crate::text::{nothing_parsed, numbered_lines, quote};
 
 /// The command, as named in errors and warnings.
 pub const LGIPP: &str = "nvidia-smi mig -lgipp";

@@ -1,18 +1,6 @@
-//! Parsers for nvidia-smi output: pure functions over text.
-//!
-//! Each parser takes the text a command printed and returns typed rows plus warnings for what
-//! it had to skip. None of them runs a process, and none panics on any input: recorded output
-//! from issues and blogs arrives mangled (stripped UUIDs, lost indentation, concatenated logs),
-//! and a capture must say what it could not read rather than stop or guess.
-//!
-//! Known failure messages (`No devices were found`, a driver that cannot be reached, …) become
-//! the typed errors of [`failure::classify`] in every parser, so a caller never mistakes a
-//! failure for an empty listing.
+//! Line handling and quoting the parsers share.
 
-pub mod failure;
-pub mod list;
-pub mod mig_table;
-pub mod query;
+use crate::Error;
 
 /// The lines of `text`, numbered from 1, with a leading byte-order mark and any `\r` line ends
 /// removed, so CRLF captures read like LF ones.
@@ -35,15 +23,15 @@ pub(crate) fn first_non_blank(text: &str) -> Option<(usize, &str)> {
 }
 
 /// The error for output with nothing of the expected shape in it.
-pub(crate) fn nothing_parsed(command: &'static str, text: &str, expected: &str) -> crate::Error {
+pub(crate) fn nothing_parsed(command: &'static str, text: &str, expected: &str) -> Error {
     match first_non_blank(text) {
-        Some((line, l)) => crate::Error::Parse {
+        Some((line, l)) => Error::Parse {
             command,
             line,
             message: format!("nothing in this output has the expected shape ({expected})"),
             text: l.to_string(),
         },
-        None => crate::Error::Parse {
+        None => Error::Parse {
             command,
             line: 1,
             message: format!("the output is empty (expected {expected})"),

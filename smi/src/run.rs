@@ -1,4 +1,4 @@
-//! Running nvidia-smi: a child process under the capture's one deadline.
+//! Running nvidia-smi: a child process under one deadline.
 //!
 //! A wedged GPU can hang nvidia-smi forever, and a checkpoint agent must not hang with it, so
 //! every command runs against a [`Deadline`] shared by the whole capture: a command still running
@@ -20,12 +20,12 @@ use std::time::{Duration, Instant};
 use crate::error::{RunError, Stream};
 
 /// How long a whole capture may take unless the caller says otherwise.
-pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The most of one stream that is read. nvidia-smi prints kilobytes (a 10,000-GPU listing is
 /// about 6 MiB); a child that prints more is not nvidia-smi, and memory stays bounded whatever it
 /// does.
-pub(crate) const MAX_OUTPUT_BYTES: usize = 8 * 1024 * 1024;
+pub const MAX_OUTPUT_BYTES: usize = 8 * 1024 * 1024;
 
 /// How long output is still collected after the command ended; only a descendant that left its
 /// process group (`setsid`) can hold a pipe open that long.
@@ -310,7 +310,7 @@ fn collect(pipe: Option<&Pipe>, until: Instant) -> Collected {
 }
 
 /// The nvidia-smi to run: the path given, else `nvidia-smi` on PATH.
-pub(crate) fn nvidia_smi_path(explicit: Option<&Path>) -> PathBuf {
+pub fn nvidia_smi_path(explicit: Option<&Path>) -> PathBuf {
     explicit.map_or_else(|| PathBuf::from("nvidia-smi"), Path::to_path_buf)
 }
 
