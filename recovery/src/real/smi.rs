@@ -49,10 +49,9 @@ impl NvidiaSmi {
 }
 
 fn table<T>(command: String, parsed: std::result::Result<MigTable<T>, miggate_smi::Error>) -> Result<Vec<T>> {
-    parsed.map(|t| t.rows).map_err(|e| Error::Output {
-        command,
-        message: e.to_string(),
-    })
+    parsed
+        .map(|t| t.rows)
+        .map_err(|source| Error::Listing { command, source })
 }
 
 fn mode(text: &str) -> Option<MigMode> {
