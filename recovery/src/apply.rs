@@ -11,12 +11,13 @@ use std::time::Duration;
 
 use crate::bdf::Bdf;
 use crate::error::{Error, ResetFailure};
-use crate::gate::{Phase, RecoveryState};
 use crate::journal::Journal;
 use crate::layout::{GpuInstanceLayout, Layout, MigMode};
 use crate::observe::{ObservedNode, observe, physical_gpus};
 use crate::plan::{Plan, Step, plan};
 use crate::seams::Host;
+use crate::steps::StepName;
+use miggate_wire::recovery::{Phase, RecoveryState};
 
 /// Limits and policies of a run.
 #[derive(Debug, Clone)]
@@ -81,7 +82,7 @@ pub struct Progress<'a> {
     /// Time since the run started.
     pub at: Duration,
     /// The step.
-    pub step: &'a str,
+    pub step: StepName,
     /// What is happening (outside text already escaped).
     pub message: &'a str,
     /// Set when the step ended: how long it took.
@@ -102,10 +103,14 @@ pub enum Outcome {
 }
 
 /// Why a run failed: the step and what happened. The gate is closed.
+///
+/// This is a run's one failure, and [`Error`] the failure of one effect on the host: a step
+/// that meets an [`Error`] fails with its message, together with what was being done
+/// (`reading the node: …`) and what to do about it, which the error alone cannot say.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
     /// The step.
-    pub step: String,
+    pub step: StepName,
     /// What happened and what to do.
     pub message: String,
 }
@@ -132,7 +137,7 @@ pub fn apply(
         progress,
         journal: Journal::default(),
         journal_read: false,
-        step: "start",
+        step: StepName::Start,
         changed: false,
     };
     match run.go() {
@@ -158,7 +163,7 @@ pub fn apply(
             };
             let _ = run.host.gate.publish(&RecoveryState {
                 state: Phase::Failed,
-                step: Some(failure.step.clone()),
+                step: Some(failure.step.to_string()),
                 message: Some(failure.message.clone()),
                 updated_at: run.host.clock.utc_now(),
             });
@@ -168,7 +173,7 @@ pub fn apply(
             }
             (run.progress)(&Progress {
                 at: run.host.clock.elapsed(),
-                step: &failure.step,
+                step: failure.step,
                 message: &format!("FAILED: {}", failure.message),
                 took: None,
             });
@@ -185,7 +190,7 @@ struct Run<'a, 'p> {
     journal: Journal,
     /// The journal was read (or there was none): only then may it be written back.
     journal_read: bool,
-    step: &'static str,
+    step: StepName,
     changed: bool,
 }
 
@@ -194,7 +199,7 @@ type Flow<T> = Result<T, Failure>;
 impl Run<'_, '_> {
     fn fail(&self, message: impl Into<String>) -> Failure {
         Failure {
-            step: self.step.to_string(),
+            step: self.step,
             message: message.into(),
         }
     }
@@ -209,20 +214,14 @@ impl Run<'_, '_> {
     }
 
     /// Starts a step: journal, state file, progress line. Gives its start time.
-    fn begin(&mut self, step: &'static str, message: &str) -> Flow<Duration> {
+    fn begin(&mut self, step: StepName, message: &str) -> Flow<Duration> {
         self.step = step;
         self.journal.step = Some(step.to_string());
         self.save()?;
-        // Waiting for preconditions changes nothing yet: pending. From the plan on: recovering.
-        let state = if step == "start" || step.starts_with("wait-") {
-            Phase::Pending
-        } else {
-            Phase::Recovering
-        };
         self.host
             .gate
             .publish(&RecoveryState {
-                state,
+                state: step.phase(),
                 step: Some(step.to_string()),
                 message: Some(message.to_string()),
                 updated_at: self.host.clock.utc_now(),
@@ -299,7 +298,7 @@ impl Run<'_, '_> {
             .unwrap_or_default();
         self.journal_read = true;
         let interrupted = self.journal.step.clone();
-        let started = self.begin("start", "recovery started")?;
+        let started = self.begin(StepName::Start, "recovery started")?;
         if let Some(step) = interrupted {
             self.say(&format!(
                 "resuming after an interrupted run (it was at step {})",
@@ -318,7 +317,10 @@ impl Run<'_, '_> {
         self.wait_units()?;
         self.wait_fabric()?;
         self.wait_persistenced()?;
-        let t = self.begin("plan", "reading the node and comparing it with the layout")?;
+        let t = self.begin(
+            StepName::Plan,
+            "reading the node and comparing it with the layout",
+        )?;
         let first = self.replan()?;
         let summary = if first.steps.is_empty() {
             "nothing to do".to_string()
@@ -340,7 +342,7 @@ impl Run<'_, '_> {
             self.save()?;
         }
         self.verify()?;
-        let t = self.begin("open-gate", "opening the gate")?;
+        let t = self.begin(StepName::OpenGate, "opening the gate")?;
         self.host
             .gate
             .open()
@@ -368,7 +370,7 @@ impl Run<'_, '_> {
 
     fn wait_driver(&mut self) -> Flow<()> {
         let t = self.begin(
-            "wait-driver",
+            StepName::WaitDriver,
             "waiting for the nvidia module and every GPU of the layout",
         )?;
         let limit = self.options.driver_timeout;
@@ -412,7 +414,7 @@ impl Run<'_, '_> {
             return Ok(());
         }
         let units = self.options.wait_units.clone();
-        let t = self.begin("wait-units", &format!("waiting for {}", units.join(", ")))?;
+        let t = self.begin(StepName::WaitUnits, &format!("waiting for {}", units.join(", ")))?;
         let limit = self.options.fabric_timeout;
         self.wait(limit, |run| {
             for unit in &units {
@@ -432,7 +434,7 @@ impl Run<'_, '_> {
             return Ok(());
         };
         let t = self.begin(
-            "wait-fabric",
+            StepName::WaitFabric,
             &format!("waiting for the fabric manager in FABRIC_MODE={mode}"),
         )?;
         let unit = self.options.fabric_unit.clone();
@@ -461,7 +463,10 @@ impl Run<'_, '_> {
     }
 
     fn wait_persistenced(&mut self) -> Flow<()> {
-        let t = self.begin("wait-persistenced", "waiting for nvidia-persistenced's socket")?;
+        let t = self.begin(
+            StepName::WaitPersistenced,
+            "waiting for nvidia-persistenced's socket",
+        )?;
         let limit = self.options.persistenced_timeout;
         let reached = self.wait(limit, |run| match run.host.sysfs.persistenced_reachable() {
             Ok(true) => Ok(()),
@@ -482,7 +487,7 @@ impl Run<'_, '_> {
             let Step::SriovDisable { pf, .. } = &step else {
                 continue;
             };
-            let t = self.begin("sriov-disable", &step.to_string())?;
+            let t = self.begin(StepName::SriovDisable, &step.to_string())?;
             self.changed = true;
             let ran = self.host.sriov.disable(pf);
             let num = self
@@ -509,7 +514,7 @@ impl Run<'_, '_> {
             let Step::SetMigMode { gpu, mode } = step else {
                 continue;
             };
-            let t = self.begin("mig-mode", &step.to_string())?;
+            let t = self.begin(StepName::MigMode, &step.to_string())?;
             self.changed = true;
             self.host
                 .gpu
@@ -552,7 +557,7 @@ impl Run<'_, '_> {
         let gpus: Vec<Bdf> = pending.iter().map(|(b, _)| b.clone()).collect();
         let names: Vec<String> = gpus.iter().map(ToString::to_string).collect();
         let t = self.begin(
-            "reset",
+            StepName::Reset,
             &format!("MIG mode still pending on {}: reset", names.join(",")),
         )?;
         if self
@@ -744,12 +749,12 @@ impl Run<'_, '_> {
         self.unquiesce();
         self.journal.reboot_attempted = true;
         self.journal.reboot_boot_id = boot_id;
-        self.step = "reboot";
-        self.journal.step = Some("reboot".to_string());
+        self.step = StepName::Reboot;
+        self.journal.step = Some(self.step.to_string());
         self.save()?;
         let _ = self.host.gate.publish(&RecoveryState {
-            state: Phase::Recovering,
-            step: Some("reboot".to_string()),
+            state: self.step.phase(),
+            step: Some(self.step.to_string()),
             message: Some(format!("{message}; rebooting once to make MIG mode effective")),
             updated_at: self.host.clock.utc_now(),
         });
@@ -792,7 +797,7 @@ impl Run<'_, '_> {
             let Step::SriovEnable { pf, num_vfs } = step else {
                 continue;
             };
-            let t = self.begin("sriov-enable", &step.to_string())?;
+            let t = self.begin(StepName::SriovEnable, &step.to_string())?;
             self.changed = true;
             self.enable_vfs(pf, *num_vfs)?;
             self.end(t, &format!("sriov_numvfs {num_vfs}"));
@@ -802,7 +807,7 @@ impl Run<'_, '_> {
                 continue;
             }
             let t = self.begin(
-                "vf-sysfs",
+                StepName::VfSysfs,
                 &format!("{}: waiting for every VF's nvidia/ directory", gpu.bus),
             )?;
             let limit = self.options.vf_dir_timeout;
@@ -859,7 +864,7 @@ impl Run<'_, '_> {
         for step in &p.steps {
             match step {
                 Step::DestroyInstances { gpu } => {
-                    let t = self.begin("destroy-instances", &step.to_string())?;
+                    let t = self.begin(StepName::DestroyInstances, &step.to_string())?;
                     self.changed = true;
                     self.host
                         .gpu
@@ -868,7 +873,7 @@ impl Run<'_, '_> {
                     self.end(t, "ok");
                 }
                 Step::CreateInstances { gpu, instances } => {
-                    let t = self.begin("create-instances", &step.to_string())?;
+                    let t = self.begin(StepName::CreateInstances, &step.to_string())?;
                     self.changed = true;
                     self.create(gpu, instances)?;
                     self.end(t, &format!("{} GPU instances", instances.len()));
@@ -948,7 +953,7 @@ impl Run<'_, '_> {
             else {
                 continue;
             };
-            let t = self.begin("vgpu-type", &step.to_string())?;
+            let t = self.begin(StepName::VgpuType, &step.to_string())?;
             self.changed = true;
             if !listed.contains_key(pf) {
                 let vfs = self.host.sysfs.vfs(pf).map_err(self.err("listing VFs"))?;
@@ -999,7 +1004,7 @@ impl Run<'_, '_> {
     }
 
     fn verify(&mut self) -> Flow<()> {
-        let t = self.begin("verify", "comparing the node with the layout")?;
+        let t = self.begin(StepName::Verify, "comparing the node with the layout")?;
         let node = self.observe()?;
         let p = plan(self.layout, &node);
         if !p.is_noop() {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use miggate_compat::escape::escape;
 
-use crate::bdf::Bdf;
+use crate::bdf::{Bdf, BdfError};
 
 /// Why a recovery step, a read of the node or a layout file failed.
 #[derive(Debug, thiserror::Error)]
@@ -38,8 +38,8 @@ pub enum Error {
         message: String,
     },
     /// A PCI address that is not of the form `dddd:bb:dd.f`.
-    #[error("{}: not a PCI address (expected dddd:bb:dd.f)", escape(.0))]
-    Bdf(String),
+    #[error(transparent)]
+    Bdf(#[from] BdfError),
     /// A command (nvidia-smi, sriov-manage, systemctl) could not run or timed out.
     #[error(transparent)]
     Run(#[from] miggate_smi::RunError),

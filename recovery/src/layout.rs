@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::files;
 
 /// The `apiVersion` a layout carries.
-pub const API_VERSION: &str = "miggate.io/v1alpha1";
+pub const API_VERSION: &str = miggate_wire::API_VERSION;
 /// The `kind` a layout carries.
 pub const KIND: &str = "RecoveryLayout";
 

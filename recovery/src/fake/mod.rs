@@ -29,13 +29,13 @@ use std::time::Duration;
 
 use crate::bdf::Bdf;
 use crate::error::{Error, ResetFailure, Result};
-use crate::gate::{Phase, RecoveryState};
 use crate::journal::Journal;
 use crate::layout::{ComputeInstanceLayout, GpuInstanceLayout, MigMode, Placement};
 use crate::seams::{
     Clock, Gate, GpuControl, GpuInfo, Host, Inventory, MigModeState, Services, SriovManage, SriovState,
     StateStore, Sysfs, VfVgpu, VgpuType,
 };
+use miggate_wire::recovery::{Phase, RecoveryState};
 
 /// A vGPU type the fake knows: which GPU instance profile backs it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use miggate_smi::mig_table::{
 };
 use regex::Regex;
 
-use super::{exec, exec_ok, failed};
+use super::command::{exec, exec_ok, failed};
 use crate::bdf::Bdf;
 use crate::error::{Error, ResetFailure, Result};
 use crate::layout::{ComputeInstanceLayout, GpuInstanceLayout, MigMode, Placement};

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-pub use miggate_wire::recovery::{Phase, READY_FILE, RecoveryState, STATE_FILE};
+use miggate_wire::recovery::{READY_FILE, RecoveryState, STATE_FILE};
 
 use crate::error::Result;
 use crate::files;
@@ -71,6 +71,8 @@ impl Gate for FileGate {
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
+    use miggate_wire::recovery::Phase;
+
     use super::*;
 
     #[test]
