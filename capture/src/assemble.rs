@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet};
 use miggate_compat::{Device, Gpu, GpuUuid, MigMode, VersionText};
 
 use crate::facts::NvidiaFacts;
-use crate::quote;
+use crate::quote::quote;
 use miggate_smi::list::{self, ListedGpu, ListedSlice, Listing};
 use miggate_smi::query::{self, QueryRow, QueryTable};
 

@@ -11,6 +11,7 @@ mod error;
 mod facts;
 mod host;
 mod nvml;
+mod quote;
 mod smi;
 
 pub use assemble::assemble;
@@ -18,9 +19,3 @@ pub use capture::{Backend, Options, capture};
 pub use error::{Error, RunError, Stream};
 pub use facts::NvidiaFacts;
 pub use nvml::read as read_nvml;
-
-/// Outside text as a warning quotes it: in backticks, with terminal controls neutralised and cut
-/// to 4 KiB (see [`miggate_compat::escape::escape`]).
-pub(crate) fn quote(text: &str) -> String {
-    format!("`{}`", miggate_compat::escape::escape(text))
-}

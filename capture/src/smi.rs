@@ -18,7 +18,7 @@ use miggate_smi::{Deadline, Output, cuda_version, failure, list, query, run};
 use crate::assemble::assemble;
 use crate::error::{Error, RunError};
 use crate::facts::NvidiaFacts;
-use crate::quote;
+use crate::quote::quote;
 
 /// Runs nvidia-smi at `program` and reads the facts, all before `deadline`.
 ///

@@ -9,7 +9,7 @@
 //! Matching is on lower-cased text, so `In use by another client` and `in use by another
 //! process` read the same wherever they are asked about.
 
-use crate::Error;
+use crate::error::Error;
 
 /// What kind of failure nvidia-smi reported, for a caller that decides what to do next (a
 /// reset in use is escalated, one not supported is not) rather than reporting it.

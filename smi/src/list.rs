@@ -21,7 +21,7 @@ use std::collections::hash_map::Entry;
 use miggate_compat::{DeviceUuid, GpuUuid, MigProfile, UuidForm};
 use serde::Serialize;
 
-use crate::Error;
+use crate::error::Error;
 use crate::failure;
 use crate::text::{nothing_parsed, number, numbered_lines, quote};
 

@@ -14,7 +14,7 @@ use miggate_compat::GpuUuid;
 use regex::Regex;
 use serde::Serialize;
 
-use crate::Error;
+use crate::error::Error;
 use crate::failure;
 use crate::text::{nothing_parsed, number, numbered_lines, quote};
 

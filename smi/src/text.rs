@@ -1,6 +1,6 @@
 //! Line handling and quoting the parsers share.
 
-use crate::Error;
+use crate::error::Error;
 
 /// The lines of `text`, numbered from 1, with a leading byte-order mark and any `\r` line ends
 /// removed, so CRLF captures read like LF ones.

@@ -18,7 +18,7 @@ pub fn read_state(path: &Path) -> Result<Option<RecoveryState>> {
     };
     serde_json::from_str(&text)
         .map(Some)
-        .map_err(|e| crate::Error::Sysfs {
+        .map_err(|e| crate::error::Error::Sysfs {
             path: path.to_path_buf(),
             content: format!("not a recovery state: {e}"),
         })
@@ -51,7 +51,7 @@ impl FileGate {
 
 impl Gate for FileGate {
     fn publish(&self, state: &RecoveryState) -> Result<()> {
-        let mut text = serde_json::to_string_pretty(state).map_err(|e| crate::Error::Sysfs {
+        let mut text = serde_json::to_string_pretty(state).map_err(|e| crate::error::Error::Sysfs {
             path: self.state_path(),
             content: e.to_string(),
         })?;

@@ -3,8 +3,9 @@
 use miggate_compat::MigProfile;
 use serde::Serialize;
 
-use super::{BoxRow, MigTable, Placement, build, need, profile, quote};
-use crate::Error;
+use super::table::{BoxRow, MigTable, Placement, build, need, profile};
+use crate::error::Error;
+use crate::text::quote;
 
 /// The `-lgi` command, as named in errors and warnings.
 pub const LGI: &str = "nvidia-smi mig -lgi";

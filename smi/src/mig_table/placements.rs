@@ -9,9 +9,10 @@ use std::sync::LazyLock;
 use regex::Regex;
 use serde::Serialize;
 
-use super::{MigTable, Placement, none_found, number};
-use crate::Error;
+use super::table::{MigTable, Placement, none_found};
+use crate::error::Error;
 use crate::failure;
+use crate::text::number;
 use crate::text::{nothing_parsed, numbered_lines, quote};
 
 /// The command, as named in errors and warnings.

@@ -7,8 +7,9 @@
 use miggate_compat::MigProfile;
 use serde::Serialize;
 
-use super::{BoxRow, MigTable, build, free_total, maybe, need, number, profile, quote};
-use crate::Error;
+use super::table::{BoxRow, MigTable, build, free_total, maybe, need, profile};
+use crate::error::Error;
+use crate::text::{number, quote};
 
 /// The `-lgip` command, as named in errors and warnings.
 pub const LGIP: &str = "nvidia-smi mig -lgip";
