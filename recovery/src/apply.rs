@@ -196,6 +196,35 @@ struct Run<'a, 'p> {
 
 type Flow<T> = Result<T, Failure>;
 
+/// The rungs of a refused reset's escalation already climbed; each is climbed at most once.
+#[derive(Debug, Default)]
+struct Escalation {
+    /// The reset was widened to every GPU.
+    widened: bool,
+    /// Persistence mode was turned off on the targets.
+    persistence_off: bool,
+    /// nvidia-persistenced was stopped.
+    persistenced_stopped: bool,
+}
+
+/// What to try after a refused reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rung {
+    /// Reset every GPU together (an NVLink group, or a board whose refusal does not say why).
+    Widen {
+        /// Widened because the board has NVLink peers, before looking for a holder.
+        board: bool,
+    },
+    /// Turn persistence mode off around the reset.
+    PersistenceOff,
+    /// Stop nvidia-persistenced for the reset.
+    StopPersistenced,
+    /// No reset here: the one guarded reboot, or a failure saying why not.
+    Reboot,
+    /// Nothing left to try.
+    GiveUp,
+}
+
 impl Run<'_, '_> {
     fn fail(&self, message: impl Into<String>) -> Failure {
         Failure {
@@ -552,7 +581,8 @@ impl Run<'_, '_> {
             .collect())
     }
 
-    /// Resets the GPUs whose MIG mode stayed pending, escalating as the reference lists.
+    /// Resets the GPUs whose MIG mode stayed pending, escalating as the reference lists, and
+    /// waits for the mode to show as current.
     fn reset(&mut self, pending: &[(Bdf, MigMode)]) -> Flow<Option<Outcome>> {
         let gpus: Vec<Bdf> = pending.iter().map(|(b, _)| b.clone()).collect();
         let names: Vec<String> = gpus.iter().map(ToString::to_string).collect();
@@ -560,6 +590,25 @@ impl Run<'_, '_> {
             StepName::Reset,
             &format!("MIG mode still pending on {}: reset", names.join(",")),
         )?;
+        self.refuse_with_nvidia_drm()?;
+        let all = self.all_gpus()?;
+        self.quiesce()?;
+        let peers = self.nvlink_peers()?;
+        let outcome = self.reset_escalating(gpus, &all, peers.as_deref())?;
+        self.unquiesce();
+        if !self.journal.stopped_units.is_empty() || !self.journal.persistence_off.is_empty() {
+            return Err(self.fail("the reset succeeded but stopped services could not be started again"));
+        }
+        if outcome.is_some() {
+            return Ok(outcome);
+        }
+        self.await_mode(pending)?;
+        self.end(t, "MIG mode current");
+        Ok(None)
+    }
+
+    /// `nvidia_drm` holds the GPUs: a reset would only be refused as "in use".
+    fn refuse_with_nvidia_drm(&self) -> Flow<()> {
         if self
             .host
             .sysfs
@@ -571,15 +620,22 @@ impl Run<'_, '_> {
                  unload it (modprobe -r nvidia_drm) or keep it from loading (blacklist nvidia_drm) and run again",
             ));
         }
-        let all: Vec<Bdf> = {
-            let mut all: Vec<Bdf> = physical_gpus(&self.host)
-                .map_err(self.err("listing GPUs"))?
-                .into_iter()
-                .map(|g| g.bus)
-                .collect();
-            all.sort();
-            all
-        };
+        Ok(())
+    }
+
+    /// Every physical GPU, in bus order: what a reset widens to.
+    fn all_gpus(&self) -> Flow<Vec<Bdf>> {
+        let mut all: Vec<Bdf> = physical_gpus(&self.host)
+            .map_err(self.err("listing GPUs"))?
+            .into_iter()
+            .map(|g| g.bus)
+            .collect();
+        all.sort();
+        Ok(all)
+    }
+
+    /// Stops the quiesce units that are active (journalled, so they are started again).
+    fn quiesce(&mut self) -> Flow<()> {
         for unit in self.options.quiesce_units.clone() {
             if self
                 .host
@@ -590,14 +646,22 @@ impl Run<'_, '_> {
                 self.stop_unit(&unit)?;
             }
         }
-        let peers = self.nvlink_peers()?;
-        let mut targets = gpus.clone();
-        let mut widened = false;
-        let mut pm_off = false;
-        let mut stopped_persistenced = false;
-        let outcome = loop {
+        Ok(())
+    }
+
+    /// Resets `gpus`, climbing one rung of [`Escalation`] after each refusal: at most one try
+    /// per rung, so the loop ends. `Some` when a reboot replaced the reset.
+    fn reset_escalating(
+        &mut self,
+        gpus: Vec<Bdf>,
+        all: &[Bdf],
+        peers: Option<&str>,
+    ) -> Flow<Option<Outcome>> {
+        let mut targets = gpus;
+        let mut climbed = Escalation::default();
+        loop {
             let e = match self.host.gpu.reset(&targets) {
-                Ok(()) => break None,
+                Ok(()) => return Ok(None),
                 Err(e) => e,
             };
             let kind = match &e {
@@ -605,81 +669,104 @@ impl Run<'_, '_> {
                 _ => ResetFailure::Other,
             };
             let message = miggate_compat::escape::escape(&e.to_string()).into_owned();
-            // The wording of a refusal cannot say why it was refused: on a board with NVLink
-            // peers, a partial reset refused as "in use" is first tried on every GPU together.
-            let board = matches!(kind, ResetFailure::InUse) && peers.is_some();
-            let widen = matches!(kind, ResetFailure::NvlinkGroup | ResetFailure::Other) || board;
-            match kind {
-                ResetFailure::NotSupported => break Some(self.reboot_or_fail(&message)?),
-                _ if widen && !widened && targets.len() < all.len() => {
-                    // Never widen onto a GPU carrying a tenant's vGPU: its VMs may be running.
-                    let node = self.observe()?;
-                    let busy: Vec<String> = node
-                        .gpus
-                        .iter()
-                        .filter(|g| !targets.contains(&g.bus))
-                        .filter_map(|g| {
-                            let vfs: Vec<u32> = g.active_vgpus().map(|v| v.index).collect();
-                            (!vfs.is_empty()).then(|| format!("{} (VFs {vfs:?})", g.bus))
-                        })
-                        .collect();
-                    if !busy.is_empty() {
-                        return Err(self.fail(format!(
-                            "{message}. Resetting every GPU together (NVLink group) would take in GPUs carrying active vGPUs: {}; refusing (VMs may be running): stop them first",
-                            busy.join(", ")
-                        )));
-                    }
-                    match (&peers, board) {
-                        (Some(peers), true) => self.say(&format!(
-                            "{message}; the node has NVLink peers ({peers}), whose GPUs may only be reset together: resetting every GPU together before looking for a holder"
-                        )),
-                        _ => self.say(&format!("{message}; resetting every GPU together (NVLink group)")),
-                    }
-                    targets = all.clone();
-                    widened = true;
+            match self.next_rung(kind, &climbed, targets.len() < all.len(), peers.is_some()) {
+                Rung::Reboot => return self.reboot_or_fail(&message).map(Some),
+                Rung::Widen { board } => {
+                    self.widen(&targets, &message, peers, board)?;
+                    targets = all.to_vec();
+                    climbed.widened = true;
                 }
-                ResetFailure::InUse if !pm_off => {
-                    self.say(&format!(
-                        "{message}; turning persistence mode off around the reset"
-                    ));
-                    for gpu in targets.clone() {
-                        self.journal.persistence_off.push(gpu.clone());
-                        self.save()?;
-                        self.host
-                            .gpu
-                            .set_persistence(&gpu, false)
-                            .map_err(self.err("turning persistence off"))?;
-                    }
-                    pm_off = true;
+                Rung::PersistenceOff => {
+                    self.persistence_off(&targets, &message)?;
+                    climbed.persistence_off = true;
                 }
-                ResetFailure::InUse
-                    if !stopped_persistenced
-                        && self
-                            .host
-                            .services
-                            .is_active(&self.options.persistenced_unit)
-                            .unwrap_or(false) =>
-                {
+                Rung::StopPersistenced => {
                     let unit = self.options.persistenced_unit.clone();
                     self.say(&format!("{message}; stopping {unit} for the reset"));
                     self.stop_unit(&unit)?;
-                    stopped_persistenced = true;
+                    climbed.persistenced_stopped = true;
                 }
-                _ => {
+                Rung::GiveUp => {
                     return Err(self.fail(format!(
                         "{message}. Find what holds the GPU (nvidia-smi --query-compute-apps=pid, DCGM, a device \
                          plugin) and add its unit to the quiesce list, or reboot"
                     )));
                 }
             }
-        };
-        self.unquiesce();
-        if !self.journal.stopped_units.is_empty() || !self.journal.persistence_off.is_empty() {
-            return Err(self.fail("the reset succeeded but stopped services could not be started again"));
         }
-        if outcome.is_some() {
-            return Ok(outcome);
+    }
+
+    /// The next rung after a refusal of `kind`. The wording of a refusal cannot say why it was
+    /// refused: on a board with NVLink peers, a partial reset refused as "in use" is first
+    /// tried on every GPU together (`board`).
+    fn next_rung(&self, kind: ResetFailure, climbed: &Escalation, partial: bool, peers: bool) -> Rung {
+        let board = kind == ResetFailure::InUse && peers;
+        let widen = matches!(kind, ResetFailure::NvlinkGroup | ResetFailure::Other) || board;
+        match kind {
+            ResetFailure::NotSupported => Rung::Reboot,
+            _ if widen && !climbed.widened && partial => Rung::Widen { board },
+            ResetFailure::InUse if !climbed.persistence_off => Rung::PersistenceOff,
+            ResetFailure::InUse
+                if !climbed.persistenced_stopped
+                    && self
+                        .host
+                        .services
+                        .is_active(&self.options.persistenced_unit)
+                        .unwrap_or(false) =>
+            {
+                Rung::StopPersistenced
+            }
+            _ => Rung::GiveUp,
         }
+    }
+
+    /// Widens a reset to every GPU, unless that would take in a GPU carrying a tenant's vGPU
+    /// (its VMs may be running).
+    fn widen(&mut self, targets: &[Bdf], message: &str, peers: Option<&str>, board: bool) -> Flow<()> {
+        let node = self.observe()?;
+        let busy: Vec<String> = node
+            .gpus
+            .iter()
+            .filter(|g| !targets.contains(&g.bus))
+            .filter_map(|g| {
+                let vfs: Vec<u32> = g.active_vgpus().map(|v| v.index).collect();
+                (!vfs.is_empty()).then(|| format!("{} (VFs {vfs:?})", g.bus))
+            })
+            .collect();
+        if !busy.is_empty() {
+            return Err(self.fail(format!(
+                "{message}. Resetting every GPU together (NVLink group) would take in GPUs carrying active vGPUs: {}; refusing (VMs may be running): stop them first",
+                busy.join(", ")
+            )));
+        }
+        match (peers, board) {
+            (Some(peers), true) => self.say(&format!(
+                "{message}; the node has NVLink peers ({peers}), whose GPUs may only be reset together: resetting every GPU together before looking for a holder"
+            )),
+            _ => self.say(&format!("{message}; resetting every GPU together (NVLink group)")),
+        }
+        Ok(())
+    }
+
+    /// Turns persistence mode off on `targets` for the reset (journalled, so it is turned back
+    /// on).
+    fn persistence_off(&mut self, targets: &[Bdf], message: &str) -> Flow<()> {
+        self.say(&format!(
+            "{message}; turning persistence mode off around the reset"
+        ));
+        for gpu in targets {
+            self.journal.persistence_off.push(gpu.clone());
+            self.save()?;
+            self.host
+                .gpu
+                .set_persistence(gpu, false)
+                .map_err(self.err("turning persistence off"))?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the MIG mode a reset made effective to show as current.
+    fn await_mode(&mut self, pending: &[(Bdf, MigMode)]) -> Flow<()> {
         let limit = self.options.mode_timeout;
         let left = self.wait(limit, |run| {
             let still = run.still_pending(pending).map_err(|f| f.message)?;
@@ -693,13 +780,11 @@ impl Run<'_, '_> {
                     .join(", "))
             }
         });
-        if let Err(why) = left {
-            return Err(self.fail(format!(
+        left.map_err(|why| {
+            self.fail(format!(
                 "the reset reported success but MIG mode did not take effect: {why}"
-            )));
-        }
-        self.end(t, "MIG mode current");
-        Ok(None)
+            ))
+        })
     }
 
     /// Whether the GPUs are NVLink peers that may have to be reset together, and how that is
