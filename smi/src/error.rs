@@ -101,7 +101,8 @@ impl fmt::Display for Stream {
 }
 
 /// Why running a command failed, as a type a caller can match on (a timeout is not a missing
-/// binary). Command lines and paths are quoted escaped.
+/// binary). Command lines and paths are quoted escaped. The messages name the deadline "the
+/// capture's", the job they were first written for; boot recovery's commands say the same.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum RunError {

@@ -1,7 +1,8 @@
 //! Running nvidia-smi: a child process under one deadline.
 //!
 //! A wedged GPU can hang nvidia-smi forever, and a checkpoint agent must not hang with it, so
-//! every command runs against a [`Deadline`] shared by the whole capture: a command still running
+//! every command runs against a [`Deadline`] shared by the whole job (a capture, one recovery
+//! command): a command still running
 //! when it passes is killed, and a command that would start after it is not started. No async
 //! runtime is needed for a handful of short commands: a thread per output pipe and a polling
 //! wait are enough.
@@ -19,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use crate::error::{RunError, Stream};
 
-/// How long a whole capture may take unless the caller says otherwise.
+/// How long a whole job (a capture: every command and retry) may take unless the caller says
+/// otherwise.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The most of one stream that is read. nvidia-smi prints kilobytes (a 10,000-GPU listing is
@@ -35,7 +37,7 @@ const DRAIN_GRACE: Duration = Duration::from_secs(2);
 /// before exiting (already in the pipe) is read rather than raced against the clock.
 const MIN_GRACE: Duration = Duration::from_millis(100);
 
-/// The one deadline of a capture: every command, retries included, must finish before it.
+/// The one deadline of a job: every command, retries included, must finish before it.
 #[derive(Debug, Clone, Copy)]
 pub struct Deadline {
     /// When it passes; `None` when the limit is past what `Instant` can hold (no deadline).
@@ -114,7 +116,7 @@ impl Output {
 ///
 /// The command runs in a process group of its own, and whatever is left of that group when the
 /// command ends or is killed is killed too, so a wrapper's stray background process can neither
-/// outlive the capture nor hold its output pipes open. A descendant that escaped the group
+/// outlive the job nor hold its output pipes open. A descendant that escaped the group
 /// (`setsid`) and holds a pipe open costs at most a 2 s grace: what was read by then is kept,
 /// and [`Output::held_open`] says so.
 pub fn run(program: &Path, args: &[&str], deadline: &Deadline) -> Result<Output, RunError> {
