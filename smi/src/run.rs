@@ -2,10 +2,9 @@
 //!
 //! A wedged GPU can hang nvidia-smi forever, and a checkpoint agent must not hang with it, so
 //! every command runs against a [`Deadline`] shared by the whole job (a capture, one recovery
-//! command): a command still running
-//! when it passes is killed, and a command that would start after it is not started. No async
-//! runtime is needed for a handful of short commands: a thread per output pipe and a polling
-//! wait are enough.
+//! command): a command still running when it passes is killed, and a command that would start
+//! after it is not started. No async runtime is needed for a handful of short commands: a thread
+//! per output pipe and a polling wait are enough.
 //!
 //! What a command prints is bounded ([`MAX_OUTPUT_BYTES`] per stream). Output over the bound is
 //! an error, never parsed: a cut-off listing can end in half a GPU line that would read as a GPU
