@@ -38,9 +38,9 @@ pub const KIND: &str = "RecoveryLayout";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Layout {
-    /// Always [`API_VERSION`]; another version is refused rather than misread.
+    /// Always [`miggate_wire::API_VERSION`]; another version is refused rather than misread.
     pub api_version: String,
-    /// Always [`KIND`].
+    /// Always `RecoveryLayout`.
     pub kind: String,
     /// When it was recorded (RFC 3339), for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -247,7 +247,7 @@ impl Layout {
         Ok(layout)
     }
 
-    /// Reads a layout file (at most [`files::MAX_FILE_BYTES`]).
+    /// Reads a layout file (at most 4 MiB).
     pub fn read(path: &Path) -> Result<Layout> {
         let text = files::read_bounded(path, files::MAX_FILE_BYTES)?.ok_or_else(|| Error::Layout {
             path: path.to_path_buf(),
