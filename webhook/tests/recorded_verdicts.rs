@@ -103,3 +103,19 @@ fn every_recorded_review_has_a_row() {
         "recorded reviews without a stated verdict: {missing:?}"
     );
 }
+
+/// The metric labels operators alert on are listed in the docs: a reason added to `Refusal`
+/// without its line there fails here.
+#[test]
+fn the_docs_list_every_refusal_label() {
+    let docs = include_str!("../../docs/webhook.md");
+    let row = docs
+        .lines()
+        .find(|l| l.starts_with("| `miggate_admission_refusals_total{check}`"))
+        .expect("docs/webhook.md has the refusals metric row");
+    let missing: Vec<&str> = miggate_webhook::decide::Refusal::LABELS
+        .into_iter()
+        .filter(|l| !row.contains(&format!("`{l}`")))
+        .collect();
+    assert!(missing.is_empty(), "docs/webhook.md does not list {missing:?}");
+}
