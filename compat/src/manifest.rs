@@ -14,9 +14,10 @@ use crate::quantity::Quantity;
 use crate::text::VersionText;
 use crate::uuid::{DeviceUuid, GpuUuid};
 
-/// The only `apiVersion` this crate reads; anything else (a Pod's `v1`) is refused outright so a
-/// wrong file cannot pass as a manifest with every fact unknown.
-pub const API_VERSION: &str = "miggate.io/v1alpha1";
+/// The only `apiVersion` this crate reads (its one home is `miggate-wire`); anything else (a
+/// Pod's `v1`) is refused outright so a wrong file cannot pass as a manifest with every fact
+/// unknown.
+pub use miggate_wire::API_VERSION;
 /// The only `kind` this crate reads.
 pub const KIND: &str = "GpuManifest";
 

@@ -42,10 +42,7 @@ pub use node::{
 };
 pub use summary::{MAX_SUMMARY_ENTRIES, SUMMARY_MESSAGE, SUMMARY_RULE, Summary};
 
-/// The API group of every miggate resource.
-pub const GROUP: &str = "miggate.io";
-/// The one version served and stored.
-pub const VERSION: &str = "v1alpha1";
+pub use miggate_wire::{GROUP, VERSION};
 
 /// Every CRD miggate installs, in the order they are written out: checkpoints, then nodes.
 pub fn crds() -> Vec<CustomResourceDefinition> {

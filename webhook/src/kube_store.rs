@@ -40,7 +40,7 @@ use crate::store::Checkpoint;
 use miggate_crds::inventory::best_or_why;
 
 /// The DRA driver whose `ResourceSlice`s describe NVIDIA GPUs.
-pub const NVIDIA_DRA_DRIVER: &str = "gpu.nvidia.com";
+pub use miggate_wire::dra::DRIVER as NVIDIA_DRA_DRIVER;
 
 /// How the caches select what they watch.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

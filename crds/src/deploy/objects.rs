@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use super::cert_manager::{Certificate, Issuer};
 use super::{Config, Object, typed};
+use crate::GROUP;
 use crate::error::Error;
 
 /// The namespace of the webhook (and, by default, the checkpoint agent's service account). It
@@ -146,7 +147,7 @@ fn webhook(config: &Config) -> Result<Vec<Object>, Error> {
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": cluster_meta(WEBHOOK, WEBHOOK),
             "rules": [
-                {"apiGroups": ["miggate.io"], "resources": ["gpucheckpoints", "gpunodes"], "verbs": read},
+                {"apiGroups": [GROUP], "resources": ["gpucheckpoints", "gpunodes"], "verbs": read},
                 {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": read},
                 {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": read},
             ]}),
@@ -280,8 +281,8 @@ fn publisher(config: &Config) -> Result<Vec<Object>, Error> {
             "metadata": cluster_meta(PUBLISHER, PUBLISHER),
             "rules": [
                 // Server-side apply is a PATCH; it creates the object the first time.
-                {"apiGroups": ["miggate.io"], "resources": ["gpunodes"], "verbs": ["get", "create", "patch"]},
-                {"apiGroups": ["miggate.io"], "resources": ["gpunodes/status"], "verbs": ["get", "patch"]},
+                {"apiGroups": [GROUP], "resources": ["gpunodes"], "verbs": ["get", "create", "patch"]},
+                {"apiGroups": [GROUP], "resources": ["gpunodes/status"], "verbs": ["get", "patch"]},
             ]}),
         )?,
         typed::<ClusterRoleBinding>(
@@ -298,7 +299,7 @@ fn publisher(config: &Config) -> Result<Vec<Object>, Error> {
                 "spec": {
                     "failurePolicy": "Fail",
                     "matchConstraints": {"resourceRules": [{
-                        "apiGroups": ["miggate.io"], "apiVersions": ["*"],
+                        "apiGroups": [GROUP], "apiVersions": ["*"],
                         "operations": ["CREATE", "UPDATE"],
                         "resources": ["gpunodes", "gpunodes/status"]}]},
                     "matchConditions": [{"name": "publisher-only",
@@ -376,9 +377,9 @@ fn checkpoint_agent(config: &Config) -> Result<Vec<Object>, Error> {
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": cluster_meta(name, "miggate-checkpoint-agent"),
             "rules": [
-                {"apiGroups": ["miggate.io"], "resources": ["gpucheckpoints"],
+                {"apiGroups": [GROUP], "resources": ["gpucheckpoints"],
                  "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-                {"apiGroups": ["miggate.io"], "resources": ["gpucheckpoints/status"],
+                {"apiGroups": [GROUP], "resources": ["gpucheckpoints/status"],
                  "verbs": ["get", "update", "patch"]},
             ]}),
         )?,
@@ -397,7 +398,7 @@ fn checkpoint_agent(config: &Config) -> Result<Vec<Object>, Error> {
                 "spec": {
                     "failurePolicy": "Fail",
                     "matchConstraints": {"resourceRules": [{
-                        "apiGroups": ["miggate.io"], "apiVersions": ["*"],
+                        "apiGroups": [GROUP], "apiVersions": ["*"],
                         "operations": ["CREATE", "UPDATE"],
                         "resources": ["gpucheckpoints", "gpucheckpoints/status"]}]},
                     // The garbage collector updates owner references of any object.
@@ -475,4 +476,33 @@ fn steering_configuration() -> Result<Object, Error> {
             "clientConfig": {"service": {"name": WEBHOOK, "namespace": NAMESPACE, "path": "/mutate", "port": 443}},
         }]}),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::Resource;
+    use miggate_wire::annotations::{RESTORE_FROM, STEER};
+
+    use super::*;
+    use crate::{GpuCheckpoint, GpuNode};
+
+    // The match conditions are CEL text and stay `&str` constants for the deploy tests; these pin
+    // them to the annotation names' one home, so a rename there cannot leave them behind.
+    #[test]
+    fn match_conditions_name_the_wire_annotations() {
+        let restore = format!("has(object.metadata.annotations) && '{RESTORE_FROM}' in object.metadata.annotations");
+        assert_eq!(RESTORE_MATCH, restore);
+        assert_eq!(
+            STEER_MATCH,
+            format!("{restore} && '{STEER}' in object.metadata.annotations && object.metadata.annotations['{STEER}'] == 'true'")
+        );
+    }
+
+    // kube's derive takes the group as a literal; this holds it to the constant.
+    #[test]
+    fn derived_resources_use_the_wire_group() {
+        assert_eq!(GpuCheckpoint::group(&()), GROUP);
+        assert_eq!(GpuNode::group(&()), GROUP);
+        assert_eq!(GpuCheckpoint::api_version(&()), miggate_wire::API_VERSION);
+    }
 }
