@@ -11,7 +11,7 @@ use miggate_compat::{
 };
 use serde::Serialize;
 
-use crate::cli::{CheckOutput, WhereArgs};
+use crate::args::{CheckOutput, WhereArgs};
 use crate::input::{closed_pipe_is_fine, stdout_is_closed};
 
 /// A node file that could not be used: listed, never fatal, so one bad file does not hide the

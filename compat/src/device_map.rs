@@ -16,7 +16,7 @@ use std::hash::BuildHasher;
 
 use foldhash::{HashMap, HashMapExt};
 
-use crate::checks::{Devices, Tally};
+use crate::checks::devices::{Devices, Tally};
 use crate::device::DeviceKind;
 use crate::manifest::Device;
 use crate::matching::{Problem, TooVaried, place};

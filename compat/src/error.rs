@@ -1,7 +1,7 @@
 //! The one error type of this crate.
 
 use crate::escape::escape;
-use crate::manifest::{PathSegment, render_path};
+use crate::field_path::{PathSegment, render_path};
 
 /// What went wrong reading a manifest or setting up a comparison. Every variant names what
 /// failed and where, so a caller can print it as is.

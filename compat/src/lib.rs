@@ -6,11 +6,13 @@ mod device;
 mod device_map;
 mod error;
 pub mod escape;
+mod field_path;
 mod fields;
 pub use fields::MAX_UNKNOWN_DEPTH;
 mod manifest;
 mod matching;
 mod multiset;
+mod parse_words;
 mod peer;
 mod placement;
 mod profile;
@@ -33,9 +35,10 @@ pub use checks::{
 };
 pub use device::{DeviceKind, SliceShape};
 pub use error::Error;
+pub use field_path::{PathSegment, render_path};
 pub use manifest::{
     API_VERSION, ApiVersion, CapturedBy, Device, Gpu, GpuManifest, Host, KIND, Kind, MigMode, MigStrategy,
-    Nvidia, PathSegment, Pod, UnknownField, UnknownFields, render_path,
+    Nvidia, Pod, UnknownField, UnknownFields,
 };
 pub use placement::{Placement, place, place_listed};
 pub use profile::MigProfile;

@@ -9,8 +9,9 @@ use serde_json::Value;
 
 use crate::Error;
 use crate::escape::escape;
+use crate::field_path::{PathSegment, render_path};
 use crate::fields::Document;
-use crate::manifest::{API_VERSION, GpuManifest, KIND, PathSegment, render_path};
+use crate::manifest::{API_VERSION, GpuManifest, KIND};
 use crate::validation::{ReadOptions, Scope, take_refused};
 
 /// Manifests larger than this are refused before parsing: no real manifest comes near it, and

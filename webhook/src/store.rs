@@ -18,19 +18,9 @@ use miggate_compat::GpuManifest;
 use serde::Serialize;
 
 use crate::Error;
+pub use crate::lookup::Checkpoint;
 use crate::lookup::{Lookup, NoInventory, NodeInventory, RestorePod, Source};
 use crate::resource::{self, Stored, StoredKind};
-
-/// A checkpoint's manifest and the container it was taken from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Checkpoint {
-    /// The source manifest body.
-    pub manifest: GpuManifest,
-    /// The container the checkpoint names (`spec.containerName`), when it does.
-    pub container_name: Option<String>,
-    /// Where it came from, for logs: a file under the store root, or `GpuCheckpoint ns/name`.
-    pub origin: String,
-}
 
 /// A node's inventory.
 #[derive(Debug, Clone, PartialEq)]

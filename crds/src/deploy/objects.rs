@@ -13,22 +13,10 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use serde_json::{Value, json};
 
 use super::cert_manager::{Certificate, Issuer};
+use super::names::{NAMESPACE, NODE_NAMESPACE, PUBLISHER, WEBHOOK};
 use super::{Config, Object, typed};
 use crate::GROUP;
 use crate::error::Error;
-
-/// The namespace of the webhook (and, by default, the checkpoint agent's service account). It
-/// enforces the `restricted` Pod Security level, which the webhook meets.
-pub const NAMESPACE: &str = "miggate-system";
-/// The namespace of the publisher DaemonSet. Its pods read boot recovery's state through a
-/// read-only `hostPath`, which every Pod Security level but `privileged` forbids, so they live
-/// apart from the webhook and this namespace enforces `privileged`. The tests hold the
-/// publisher to `restricted` in every other respect.
-pub const NODE_NAMESPACE: &str = "miggate-node";
-/// The webhook's name: its Deployment, Service, ServiceAccount and ClusterRole.
-pub const WEBHOOK: &str = "miggate-webhook";
-/// The publisher's name: its DaemonSet, ServiceAccount and ClusterRole.
-pub const PUBLISHER: &str = "miggate-publish";
 
 /// The restore-pod webhook's match condition: only pods naming a checkpoint reach it.
 pub const RESTORE_MATCH: &str =
@@ -490,11 +478,14 @@ mod tests {
     // them to the annotation names' one home, so a rename there cannot leave them behind.
     #[test]
     fn match_conditions_name_the_wire_annotations() {
-        let restore = format!("has(object.metadata.annotations) && '{RESTORE_FROM}' in object.metadata.annotations");
+        let restore =
+            format!("has(object.metadata.annotations) && '{RESTORE_FROM}' in object.metadata.annotations");
         assert_eq!(RESTORE_MATCH, restore);
         assert_eq!(
             STEER_MATCH,
-            format!("{restore} && '{STEER}' in object.metadata.annotations && object.metadata.annotations['{STEER}'] == 'true'")
+            format!(
+                "{restore} && '{STEER}' in object.metadata.annotations && object.metadata.annotations['{STEER}'] == 'true'"
+            )
         );
     }
 
