@@ -7,7 +7,8 @@ use std::process::ExitCode;
 use anyhow::{Context, bail};
 use miggate_compat::escape::escape;
 use miggate_compat::{
-    GpuManifest, MAX_MANIFEST_BYTES, Mode, Placement, ReadOptions, StoredKind, place_listed, read_stored_with,
+    GpuManifest, MAX_MANIFEST_BYTES, Mode, NodeFit, ReadOptions, StoredKind, rank_nodes_listed,
+    read_stored_with,
 };
 use serde::Serialize;
 
@@ -38,7 +39,7 @@ pub fn run(args: &WhereArgs) -> anyhow::Result<ExitCode> {
         Some(store) => read_nodes(store, read)?,
         None => cluster_nodes(&args.cluster, &checkpoint)?,
     };
-    let placements = place_listed(
+    let placements = rank_nodes_listed(
         &checkpoint,
         nodes.iter().map(|(n, m, listed)| (n.as_str(), m, *listed)),
         &options,
@@ -177,7 +178,7 @@ fn read_nodes(root: &Path, options: ReadOptions) -> anyhow::Result<(Vec<Named>, 
 }
 
 /// What a fitting node would give the checkpoint, or why a node refuses, in one cell.
-fn detail(p: &Placement<'_>) -> String {
+fn detail(p: &NodeFit<'_>) -> String {
     if let Some(r) = p.first_refusal() {
         let (s, t) = r
             .mismatches
@@ -203,7 +204,7 @@ fn detail(p: &Placement<'_>) -> String {
 }
 
 /// `-o wide`'s cell: every refusal in the reason format, or the fit with its device map.
-fn detail_wide(p: &Placement<'_>) -> String {
+fn detail_wide(p: &NodeFit<'_>) -> String {
     if p.first_refusal().is_some() {
         return escape(&p.report.reason).into_owned();
     }
@@ -217,7 +218,7 @@ fn detail_wide(p: &Placement<'_>) -> String {
 fn write_text(
     out: &mut impl Write,
     checkpoint: &GpuManifest,
-    placements: &[Placement<'_>],
+    placements: &[NodeFit<'_>],
     problems: &[Problem],
     wide: bool,
 ) -> io::Result<()> {
@@ -278,7 +279,7 @@ struct Refusal<'a> {
 
 fn answer<'a>(
     checkpoint: &'a GpuManifest,
-    placements: &'a [Placement<'_>],
+    placements: &'a [NodeFit<'_>],
     problems: &'a [Problem],
 ) -> Answer<'a> {
     Answer {

@@ -14,9 +14,9 @@ mod matching;
 mod multiset;
 mod parse_words;
 mod peer;
-mod placement;
 mod profile;
 mod quantity;
+mod ranking;
 mod read;
 mod report;
 mod schema;
@@ -40,9 +40,9 @@ pub use manifest::{
     API_VERSION, ApiVersion, CapturedBy, Device, Gpu, GpuManifest, Host, KIND, Kind, MigMode, MigStrategy,
     Nvidia, Pod, UnknownField, UnknownFields,
 };
-pub use placement::{Placement, place, place_listed};
 pub use profile::MigProfile;
 pub use quantity::Quantity;
+pub use ranking::{NodeFit, rank_nodes, rank_nodes_listed};
 pub use read::{MAX_MANIFEST_BYTES, MAX_YAML_DEPTH, from_slice, from_slice_with, from_str, from_str_with};
 pub use report::{CheckResult, Report, Text};
 pub use schema::{manifest_body_schema, manifest_schema, structural_problems};
