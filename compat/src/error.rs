@@ -100,12 +100,6 @@ pub enum Error {
         /// Why not.
         why: &'static str,
     },
-    /// A store file whose object is not one of miggate's.
-    #[error("{why}")]
-    Store {
-        /// What is wrong, outside text already escaped.
-        why: String,
-    },
     /// A check name that does not exist (in `--skip`, say).
     #[error("unknown check `{name}`; known checks: {known}")]
     UnknownCheck {

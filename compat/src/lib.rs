@@ -20,7 +20,6 @@ mod ranking;
 mod read;
 mod report;
 mod schema;
-mod stored;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod text;
@@ -43,10 +42,11 @@ pub use manifest::{
 pub use profile::MigProfile;
 pub use quantity::Quantity;
 pub use ranking::{NodeFit, rank_nodes, rank_nodes_listed};
-pub use read::{MAX_MANIFEST_BYTES, MAX_YAML_DEPTH, from_slice, from_slice_with, from_str, from_str_with};
+pub use read::{
+    MAX_MANIFEST_BYTES, MAX_YAML_DEPTH, from_slice, from_slice_with, from_str, from_str_with, read_document,
+};
 pub use report::{CheckResult, Report, Text};
 pub use schema::{manifest_body_schema, manifest_schema, structural_problems};
-pub use stored::{Stored, StoredKind, read_stored, read_stored_with};
 pub use text::{VersionText, kernel_major_minor, versions_equal};
 pub use uuid::{DeviceUuid, GpuUuid, MAX_UUID_BYTES, UuidForm};
 pub use validation::{FieldValidation, ReadOptions};

@@ -30,6 +30,7 @@ mod error;
 pub mod inventory;
 mod node;
 mod schema;
+mod stored;
 mod summary;
 
 pub use checkpoint::{GpuCheckpoint, GpuCheckpointSpec, GpuCheckpointStatus};
@@ -40,6 +41,7 @@ pub use miggate_compat::GpuManifest;
 pub use node::{
     GpuNode, GpuNodeSpec, GpuNodeStatus, NODE_NAME_MESSAGE, NODE_NAME_RULE, RECOVERED, RecoveredReason,
 };
+pub use stored::{Stored, StoredKind, read_stored, read_stored_with};
 pub use summary::{MAX_SUMMARY_ENTRIES, SUMMARY_MESSAGE, SUMMARY_RULE, Summary};
 
 pub use miggate_wire::{GROUP, VERSION};

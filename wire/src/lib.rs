@@ -23,6 +23,8 @@ pub mod annotations {
     pub const STEERED: &str = "miggate.io/steered";
 }
 
+pub mod store;
+
 /// The NVIDIA DRA driver's names.
 pub mod dra {
     /// The driver name in `ResourceSlice`s and the attributes' domain.
