@@ -13,7 +13,7 @@ pub enum Error {
     TooLarge {
         /// The input's size.
         size: usize,
-        /// The limit.
+        /// [`MAX_MANIFEST_BYTES`](crate::MAX_MANIFEST_BYTES), named so the message says it.
         limit: usize,
     },
     /// The input is empty or only white space.
