@@ -18,6 +18,7 @@
 //! which runs them all.
 
 pub mod body;
+mod cache_status;
 pub mod cluster;
 pub mod connections;
 pub mod decide;
