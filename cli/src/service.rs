@@ -49,27 +49,35 @@ pub(crate) async fn stop_signal() -> &'static str {
 /// Logs to stderr; `MIGGATE_LOG` sets the filter (default `info`), `MIGGATE_LOG_FORMAT=json`
 /// writes one JSON object per line for log collectors.
 ///
-/// Lines are formatted where they happen and written by a worker thread through a buffer,
-/// flushed whenever it has nothing more to write: a request never waits on a `write(2)`, and
-/// under load many lines share one. The writer is not lossy: when the queue is full, logging
-/// waits rather than dropping a line. Keep the guard until exit: dropping it flushes the rest.
+/// Lines are formatted where they happen and written in batches by a flusher thread
+/// ([`crate::log_writer`]): a request never waits on a `write(2)`, and a line reaches stderr
+/// within 20 ms. Keep the guard until exit: dropping it writes the rest. Without a thread
+/// (the system refuses one), lines go straight to stderr.
 #[must_use = "dropping the guard stops the log writer"]
-pub(crate) fn init_logging() -> tracing_appender::non_blocking::WorkerGuard {
+pub(crate) fn init_logging() -> Option<crate::log_writer::Guard> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MIGGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
-        .lossy(false)
-        .thread_name("miggate-log")
-        .finish(std::io::BufWriter::new(std::io::stderr()));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(ansi)
-        .with_writer(writer);
-    let _ = if std::env::var("MIGGATE_LOG_FORMAT").is_ok_and(|f| f == "json") {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
-    };
-    guard
+    let json = std::env::var("MIGGATE_LOG_FORMAT").is_ok_and(|f| f == "json");
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi);
+    match crate::log_writer::batched(std::io::stderr()) {
+        Ok((writer, guard)) => {
+            let builder = builder.with_writer(writer);
+            let _ = if json {
+                builder.json().try_init()
+            } else {
+                builder.try_init()
+            };
+            Some(guard)
+        }
+        Err(_) => {
+            let builder = builder.with_writer(std::io::stderr);
+            let _ = if json {
+                builder.json().try_init()
+            } else {
+                builder.try_init()
+            };
+            None
+        }
+    }
 }

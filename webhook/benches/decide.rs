@@ -49,6 +49,9 @@ fn bench(c: &mut Criterion) {
                 serde_json::to_vec(&d.response.into_review()).unwrap()
             });
         });
+        g.bench_function("miggate-parse-only", |b| {
+            b.iter(|| review::parse(&body).unwrap().uid.len());
+        });
         g.bench_function("miggate", |b| {
             b.iter(|| {
                 let review = review::parse(&body).unwrap();
