@@ -466,9 +466,36 @@ fn decide_binding(
         skip,
         ..Options::mode(Mode::Offer)
     };
-    let judged = inventory.manifest_for(&checkpoint.manifest);
-    let target = Target::node(&judged).with_slices_listed(inventory.slices_listed);
-    let report = evaluate_target(&checkpoint.manifest, target, &options);
+    // --- DRA (issue 20): exact mode on the devices the pod's claims were allocated, when
+    // known (crate::allocation); otherwise offer mode against the whole node.
+    let at = crate::allocation::at_binding(
+        store,
+        namespace,
+        &restore,
+        &node,
+        &checkpoint.manifest,
+        &inventory,
+        &options.skip,
+    );
+    let (report, allocated) = crate::allocation::binding_report(
+        at,
+        || {
+            let judged = inventory.manifest_for(&checkpoint.manifest);
+            let target = Target::node(&judged).with_slices_listed(inventory.slices_listed);
+            evaluate_target(&checkpoint.manifest, target, &options)
+        },
+        &mut warnings,
+    );
+    let on_devices = allocated
+        .as_deref()
+        .map(|d| {
+            format!(
+                ", exact check on the allocated devices {}",
+                escape_within(d, 1024)
+            )
+        })
+        .unwrap_or_default();
+    // --- end DRA
     if restore.skip_checks.is_some() {
         let waived: Vec<&str> = report
             .results
@@ -491,13 +518,15 @@ fn decide_binding(
     }
     let source = Some(inventory.source);
     if report.compatible {
-        return allow(base, warnings, source);
+        let mut decision = allow(base, warnings, source);
+        crate::allocation::audit(&mut decision.response, allocated.as_deref());
+        return decision;
     }
     let refused_by = report.refusals().map(|r| r.check.as_str()).collect();
     let mut decision = refuse(
         base,
         format!(
-            "miggate: checkpoint {checkpoint_ref} of pod {pod_name} cannot be restored on node {node_esc} (inventory from {}{}): {}",
+            "miggate: checkpoint {checkpoint_ref} of pod {pod_name} cannot be restored on node {node_esc} (inventory from {}{}{on_devices}): {}",
             inventory.source.as_str(),
             fallback(&inventory),
             report.reason
@@ -506,6 +535,7 @@ fn decide_binding(
         warnings,
     );
     with_source(&mut decision, source);
+    crate::allocation::audit(&mut decision.response, allocated.as_deref());
     decision
 }
 

@@ -17,10 +17,12 @@
 //! (the cap on open connections), [`tls`] (rustls with reloads), [`metrics`], and [`serve`],
 //! which runs them all.
 
+pub mod allocation;
 pub mod body;
 pub mod cluster;
 pub mod connections;
 pub mod decide;
+pub mod device_map;
 mod error;
 pub mod kube_store;
 pub mod lookup;

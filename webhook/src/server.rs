@@ -77,6 +77,7 @@ pub fn admission_router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/validate", post(validate))
         .route("/mutate", post(mutate))
+        .route("/mutate-binding", post(mutate_binding))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(state.clone(), deadline))
         .with_state(state)
@@ -105,7 +106,13 @@ fn plain(status: StatusCode, message: String) -> Response {
 /// bounded by the body limit.
 async fn validate(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     let started = Instant::now();
-    let answer = answer(&state, &body);
+    let answer = match parse_review(&body) {
+        Ok(request) => {
+            settle_claims(&state, &request).await;
+            answer(&state, request)
+        }
+        Err(message) => bad_request(message),
+    };
     state
         .metrics
         .record(answer.outcome, &answer.refused_by, started.elapsed());
@@ -192,11 +199,61 @@ async fn mutate(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     review_response(&steering.response.into_review())
 }
 
-fn answer(state: &AppState, body: &[u8]) -> Answer {
-    let request = match parse_review(body) {
-        Ok(r) => r,
-        Err(message) => return bad_request(message),
+/// How long a binding's admission waits for its pod's claims to be seen allocated: the
+/// scheduler writes a claim's allocation just before it binds, and the claim's watch event
+/// can arrive a moment after the binding. Well inside the deadline.
+pub const CLAIM_WAIT: Duration = Duration::from_secs(1);
+
+/// Waits (at most [`CLAIM_WAIT`]) until every claim of the restore pod a binding places is in
+/// the kube store's cache and allocated. Returns at once for anything else.
+async fn settle_claims(state: &AppState, request: &AdmissionRequest<DynamicObject>) {
+    let Store::Kube(kube) = &state.store else {
+        return;
     };
+    if !crate::device_map::is_binding(request) {
+        return;
+    }
+    let Some((namespace, name)) = crate::device_map::bound_pod(request) else {
+        return;
+    };
+    let until = Instant::now() + CLAIM_WAIT;
+    while !kube.claims_allocated(namespace, name) && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `POST /mutate-binding`: the device map annotation on a DRA restore pod's Binding
+/// ([`crate::device_map`]). Never refuses; a malformed review is a 400.
+async fn mutate_binding(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
+    let started = Instant::now();
+    let request = match parse_review(&body) {
+        Ok(r) => r,
+        Err(message) => {
+            state.metrics.record("bad-request", &[], started.elapsed());
+            return bad_request(message).response;
+        }
+    };
+    settle_claims(&state, &request).await;
+    let mapping = match &state.store {
+        Store::File(files) => crate::device_map::map(&request, &*files.snapshot()),
+        Store::Kube(kube) => crate::device_map::map(&request, &**kube),
+    };
+    let outcome = mapping.outcome.as_str();
+    if mapping.outcome != crate::device_map::Outcome::Ignored {
+        tracing::info!(
+            uid = %request.uid,
+            namespace = request.namespace.as_deref().unwrap_or(""),
+            name = %escape_within(&request.name, 256),
+            outcome,
+            device_map = mapping.response.audit_annotations.get(crate::device_map::DEVICE_MAP_AUDIT).map_or("", String::as_str),
+            "device map"
+        );
+    }
+    state.metrics.record(outcome, &[], started.elapsed());
+    review_response(&mapping.response.into_review())
+}
+
+fn answer(state: &AppState, request: AdmissionRequest<DynamicObject>) -> Answer {
     let decision = match &state.store {
         Store::File(files) => decide::decide(&request, &*files.snapshot()),
         Store::Kube(kube) => decide::decide(&request, &**kube),
