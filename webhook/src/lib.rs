@@ -32,6 +32,7 @@ mod resource;
 mod run;
 pub mod server;
 pub mod steer;
+pub mod steer_claim;
 pub mod store;
 pub mod tls;
 
