@@ -285,6 +285,7 @@ fn answer(state: &AppState, request: AdmissionRequest<DynamicObject>) -> Answer 
             dry_run = request.dry_run,
             inventory = source,
             request = what,
+            exact_on = decision.response.audit_annotations.get(crate::allocation::EXACT_ON_AUDIT).map_or("", String::as_str),
             "restore admitted"
         );
     }

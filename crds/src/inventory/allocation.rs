@@ -198,3 +198,20 @@ pub fn restricted(manifest: &GpuManifest, allocated: &Allocated) -> GpuManifest 
     m.nvidia.get_or_insert_with(Nvidia::default).devices = Some(devices);
     m
 }
+
+/// Each device of node `node_name`'s pool of driver `gpu.nvidia.com` by UUID, named as the
+/// slices name it (`pool/device`): how `miggate where` says which devices a claim would take.
+/// Devices without a UUID (DynamicMIG's possible partitions) have no entry; an unreadable pool
+/// gives none.
+pub fn device_names(node_name: &str, slices: &[&ResourceSlice]) -> HashMap<String, String> {
+    let Ok(Some((pool, devices))) = pool_devices(node_name, slices) else {
+        return HashMap::new();
+    };
+    devices
+        .into_iter()
+        .filter_map(|(name, d)| {
+            let uuid = d.attributes.as_ref()?.get("uuid")?.string.clone()?;
+            Some((uuid, format!("{pool}/{name}")))
+        })
+        .collect()
+}

@@ -38,7 +38,7 @@ use miggate_compat::{GpuManifest, Host, MigStrategy, Target, VersionText};
 use crate::error::Error;
 use crate::node::GpuNode;
 
-pub use allocation::{Allocated, AllocatedDevice, MAX_RESULTS, allocated, restricted};
+pub use allocation::{Allocated, AllocatedDevice, MAX_RESULTS, allocated, device_names, restricted};
 pub use gfd::{MAX_GFD_LABELS, from_gfd_labels};
 
 pub use gpu_node::from_gpu_node;
