@@ -62,10 +62,10 @@ impl Lookup for Cluster {
     }
     fn inventory(&self, node: &str) -> Result<NodeInventory, NoInventory> {
         let refs: Vec<&ResourceSlice> = self.slices.iter().map(|s| &**s).collect();
-        (node == "gpu-node-7")
-            .then(|| miggate_crds::inventory::best_or_why(None, Some(&self.node), &refs))
-            .unwrap_or(Err(NoInventory::default()))
-            .map(NodeInventory::from)
+        if node != "gpu-node-7" {
+            return Err(NoInventory::default());
+        }
+        miggate_crds::inventory::best_or_why(None, Some(&self.node), &refs).map(NodeInventory::from)
     }
     fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
         self.pods.get(&format!("{ns}/{name}")).cloned()

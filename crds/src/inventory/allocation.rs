@@ -132,12 +132,12 @@ pub fn allocated(
     })
 }
 
+/// A pool's name and its devices by name.
+type Pool<'a> = (String, HashMap<&'a str, &'a DraDevice>);
+
 /// The node's pool of driver `gpu.nvidia.com` at its newest generation: its name and its
 /// devices by name. `None` when the node has no slice of the driver.
-fn pool_devices<'a>(
-    node_name: &str,
-    slices: &[&'a ResourceSlice],
-) -> Result<Option<(String, HashMap<&'a str, &'a DraDevice>)>, String> {
+fn pool_devices<'a>(node_name: &str, slices: &[&'a ResourceSlice]) -> Result<Option<Pool<'a>>, String> {
     let ours: Vec<&ResourceSlice> = slices
         .iter()
         .copied()
