@@ -800,6 +800,23 @@ mod tests {
     }
 
     #[test]
+    fn a_restore_pod_keeps_its_claim_names_from_spec_and_status() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ml", "annotations": {"miggate.io/restore-from": "ck"}},
+            "spec": {"containers": [], "resourceClaims": [
+                {"name": "own", "resourceClaimName": "shared-gpus"},
+                {"name": "made", "resourceClaimTemplateName": "t"}]},
+            "status": {"resourceClaimStatuses": [
+                {"name": "made", "resourceClaimName": "p-made-x7k2"},
+                {"name": "own", "resourceClaimName": "shared-gpus"}]}}))
+        .unwrap();
+        assert_eq!(
+            restore_pod_of(pod).unwrap().claims,
+            vec!["shared-gpus".to_string(), "p-made-x7k2".to_string()]
+        );
+    }
+
+    #[test]
     fn only_restore_pods_are_kept_and_nodes_are_stripped() {
         let mut p = Pod::default();
         assert!(restore_pod_of(p.clone()).is_none());
