@@ -342,7 +342,8 @@ fn steer_by_claim(
         return Some(not_steered(escape_within(&e.to_string(), 200).into_owned()));
     }
     let described = describe(&template, &c.name);
-    let patch: json_patch::Patch = match serde_json::from_value(patch(spec, index, &template, &described)) {
+    let patch: json_patch::Patch = match serde_json::from_value(patch(spec, index, c, &template, &described))
+    {
         Ok(p) => p,
         Err(e) => return Some(not_steered(format!("cannot write the patch: {e}"))),
     };

@@ -51,14 +51,13 @@ pub fn describe(template: &str, container: &str) -> String {
 
 /// The JSON patch: the pod's `resourceClaims` entry, the container's `resources.claims`
 /// entry (adding each missing parent), and the `miggate.io/steered` annotation.
-pub fn patch(spec: &PodSpec, index: usize, template: &str, described: &str) -> Value {
+pub fn patch(spec: &PodSpec, index: usize, container: &Container, template: &str, described: &str) -> Value {
     let entry = json!({"name": CLAIM_NAME, "resourceClaimTemplateName": template});
     let claims = if spec.resource_claims.is_some() {
         json!({"op": "add", "path": "/spec/resourceClaims/-", "value": entry})
     } else {
         json!({"op": "add", "path": "/spec/resourceClaims", "value": [entry]})
     };
-    let container = &spec.containers[index];
     let claim = json!({"name": CLAIM_NAME});
     let resources = container.resources.as_ref();
     let uses = match (resources, resources.and_then(|r| r.claims.as_ref())) {

@@ -154,7 +154,10 @@ fn pool_devices<'a>(node_name: &str, slices: &[&'a ResourceSlice]) -> Result<Opt
         .into_iter()
         .filter(|s| s.spec.pool.generation == generation)
         .collect();
-    let name = current[0].spec.pool.name.clone();
+    let Some(first) = current.first() else {
+        return Ok(None);
+    };
+    let name = first.spec.pool.name.clone();
     if current.iter().any(|s| s.spec.pool.name != name) {
         return Err("its slices name more than one pool".into());
     }
