@@ -9,7 +9,8 @@ use std::fmt::Write as _;
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use miggate_capture::internal::{assemble, list, query};
+use miggate_capture::assemble;
+use miggate_smi::{list, query};
 
 const H100: &str = "NVIDIA H100 80GB HBM3";
 const GPUS: u32 = 8;

@@ -18,9 +18,9 @@ use std::collections::{HashMap, HashSet};
 use miggate_compat::{Device, Gpu, GpuUuid, MigMode, VersionText};
 
 use crate::facts::NvidiaFacts;
-use crate::parse::list::{self, ListedGpu, ListedSlice, Listing};
-use crate::parse::query::{self, QueryRow, QueryTable};
-use crate::parse::quote;
+use crate::quote::quote;
+use miggate_smi::list::{self, ListedGpu, ListedSlice, Listing};
+use miggate_smi::query::{self, QueryRow, QueryTable};
 
 /// One physical GPU as both commands saw it.
 struct Joined<'a> {

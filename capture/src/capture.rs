@@ -9,8 +9,8 @@ use miggate_compat::{CapturedBy, GpuManifest};
 
 use crate::error::{Error, RunError};
 use crate::facts::NvidiaFacts;
-use crate::run::{self, Deadline};
 use crate::{host, nvml, smi};
+use miggate_smi::{self as run, Deadline};
 
 /// Which reader to use.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

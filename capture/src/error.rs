@@ -9,68 +9,21 @@
 //! These messages say what happened, never which flag to change: the library has no flags. The
 //! `miggate` CLI adds that context.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use miggate_compat::escape::escape;
+pub use miggate_smi::{RunError, Stream};
 
 /// What went wrong capturing GPU facts. Every variant says what failed and keeps the text a
 /// person needs to act on it (nvidia-smi's own words, the line that did not parse).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// nvidia-smi could not reach the kernel driver (not loaded, or mismatched).
-    #[error("nvidia-smi cannot communicate with the NVIDIA driver: {}", escape(.output))]
-    DriverUnreachable {
-        /// nvidia-smi's output, unchanged.
-        output: String,
-    },
-    /// The driver is loaded but sees no GPU.
-    #[error("nvidia-smi found no devices: {}", escape(.output))]
-    NoDevices {
-        /// nvidia-smi's output, unchanged.
-        output: String,
-    },
-    /// nvidia-smi could not open a GPU (fallen off the bus, or being reset).
-    #[error("nvidia-smi cannot get a handle to a GPU: {}", escape(.output))]
-    DeviceHandle {
-        /// nvidia-smi's output, unchanged.
-        output: String,
-    },
-    /// The caller lacks the privileges the query needs (MIG listings in a container).
-    #[error("nvidia-smi: insufficient permissions: {}", escape(.output))]
-    InsufficientPermissions {
-        /// nvidia-smi's output, unchanged.
-        output: String,
-    },
-    /// Another client holds the GPU or instance.
-    #[error("nvidia-smi: in use by another client: {}", escape(.output))]
-    InUseByAnotherClient {
-        /// nvidia-smi's output, unchanged.
-        output: String,
-    },
-    /// An older driver refused a `--query-gpu` field it does not know (`compute_cap` on R470);
-    /// the runner asks again without that field.
-    #[error("nvidia-smi does not know the query field `{}`: {}", escape(.field), escape(.output))]
-    QueryFieldRejected {
-        /// The refused field, as nvidia-smi named it.
-        field: String,
-        /// nvidia-smi's output, unchanged.
-        output: String,
-    },
-    /// Output that does not have the shape of the command that produced it.
-    #[error("cannot read `{command}` output at line {line}: {message}: `{}`", escape(.text))]
-    Parse {
-        /// Which nvidia-smi invocation produced the text (`nvidia-smi -L`).
-        command: &'static str,
-        /// 1-based line number in that output.
-        line: usize,
-        /// What was expected.
-        message: String,
-        /// The offending line, unchanged.
-        text: String,
-    },
+    /// What nvidia-smi printed says it failed (no devices, a driver it cannot reach, …), or its
+    /// output could not be read; `miggate-smi`'s error, unchanged, so a caller can tell which.
+    #[error(transparent)]
+    Smi(miggate_smi::Error),
     /// A UUID that is not in a form nvidia-smi prints (`GPU-<id>`, `MIG-<id>`,
     /// `MIG-GPU-<id>/<gi>/<ci>`), or not of the kind expected where it was read. Such a UUID
     /// could carry a separator into cuda-checkpoint's device map, so it is never recorded.
@@ -131,15 +84,26 @@ pub enum Error {
     },
 }
 
+/// nvidia-smi's errors, with a refused UUID lifted to [`Error::InvalidUuid`]: the same fact from
+/// either backend is one variant here.
+impl From<miggate_smi::Error> for Error {
+    fn from(e: miggate_smi::Error) -> Error {
+        match e {
+            miggate_smi::Error::InvalidUuid { at, error } => Error::InvalidUuid { at, error },
+            e => Error::Smi(e),
+        }
+    }
+}
+
 impl Error {
     /// Whether the capture ran out of time: a command killed at the deadline, one that could not
     /// start before it, or an NVML read that did not return. A caller may offer a longer limit.
     pub fn is_timeout(&self) -> bool {
-        matches!(
-            self,
-            Error::NvmlTimeout { .. }
-                | Error::Run(RunError::TimedOut { .. } | RunError::DeadlinePassed { .. })
-        )
+        match self {
+            Error::NvmlTimeout { .. } => true,
+            Error::Run(e) => e.is_timeout(),
+            _ => false,
+        }
     }
 
     /// Whether no nvidia-smi binary could be found (and, for [`Error::NoDriver`], no NVML
@@ -150,102 +114,6 @@ impl Error {
             Error::NoDriver { .. } | Error::Run(RunError::NotFound { .. })
         )
     }
-}
-
-/// Which output stream of a command.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Stream {
-    /// Standard output.
-    Stdout,
-    /// Standard error.
-    Stderr,
-}
-
-impl fmt::Display for Stream {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Stream::Stdout => "stdout",
-            Stream::Stderr => "stderr",
-        })
-    }
-}
-
-/// Why running a command failed, as a type a caller can match on (a timeout is not a missing
-/// binary). Command lines and paths are quoted escaped.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum RunError {
-    /// The binary does not exist: no driver is installed on this machine.
-    #[error("nvidia-smi not found at {}: no NVIDIA driver here?", shown(.program))]
-    NotFound {
-        /// The program that was looked for.
-        program: PathBuf,
-    },
-    /// The binary exists but could not be started (not executable, say).
-    #[error("cannot run {}: {error}", shown(.program))]
-    Spawn {
-        /// The program.
-        program: PathBuf,
-        /// Why.
-        error: std::io::Error,
-    },
-    /// Waiting for a started command failed.
-    #[error("cannot wait for `{}`: {error}", escape(.command))]
-    Wait {
-        /// The command line.
-        command: String,
-        /// Why.
-        error: std::io::Error,
-    },
-    /// The command was still running when the capture's deadline passed and was killed (a
-    /// wedged GPU can hang nvidia-smi).
-    #[error(
-        "`{}` was still running at the capture's {} deadline and was killed",
-        escape(.command),
-        seconds(*.limit)
-    )]
-    TimedOut {
-        /// The command line.
-        command: String,
-        /// The capture's whole limit (retries and every other command included).
-        limit: Duration,
-    },
-    /// The capture's deadline passed before the command could start (earlier commands, or
-    /// retries of this one, used the time up).
-    #[error(
-        "the capture's {} deadline passed before `{}` could start",
-        seconds(*.limit),
-        escape(.command)
-    )]
-    DeadlinePassed {
-        /// The command line.
-        command: String,
-        /// The capture's whole limit.
-        limit: Duration,
-    },
-    /// The command printed more than the bound on one stream. Its output is not read at all: a
-    /// cut-off listing can end in half a line that reads as a GPU that does not exist.
-    #[error(
-        "`{}` printed more than {} MiB on {stream}; output over that bound is not read",
-        escape(.command),
-        .limit / (1024 * 1024)
-    )]
-    OutputTooLarge {
-        /// The command line.
-        command: String,
-        /// The stream that went over.
-        stream: Stream,
-        /// The bound, in bytes.
-        limit: usize,
-    },
-    /// The command was killed by a signal (it crashed, or something killed it).
-    #[error("`{}` was killed by signal {signal}", escape(.command))]
-    Signalled {
-        /// The command line.
-        command: String,
-        /// The signal number.
-        signal: i32,
-    },
 }
 
 /// A path as a message quotes it: escaped and bounded.

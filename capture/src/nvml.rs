@@ -26,7 +26,7 @@ use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 use nvml_wrapper::struct_wrappers::device::PciInfo;
 
-use crate::Error;
+use crate::error::Error;
 use crate::facts::NvidiaFacts;
 
 /// The library loaded when no path is given: the name the NVIDIA driver installs, found by the

@@ -10,14 +10,15 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::thread;
 
-use miggate_compat::{Device, Gpu, GpuUuid, VersionText};
+use miggate_compat::{Device, Gpu, GpuUuid};
+
+use miggate_smi::mig_table::{ComputeInstance, parse_compute_instances};
+use miggate_smi::{Deadline, Output, cuda_version, failure, list, query, run};
 
 use crate::assemble::assemble;
 use crate::error::{Error, RunError};
 use crate::facts::NvidiaFacts;
-use crate::parse::mig_table::{ComputeInstance, parse_compute_instances};
-use crate::parse::{failure, list, query, quote};
-use crate::run::{Deadline, Output, run};
+use crate::quote::quote;
 
 /// Runs nvidia-smi at `program` and reads the facts, all before `deadline`.
 ///
@@ -40,7 +41,7 @@ pub(crate) fn read(program: &Path, deadline: &Deadline) -> Result<NvidiaFacts, E
             if out.status.success() {
                 match list::parse(&out.stdout) {
                     Ok(listing) => Some(listing),
-                    Err(e @ Error::InvalidUuid { .. }) => return Err(e),
+                    Err(e @ miggate_smi::Error::InvalidUuid { .. }) => return Err(e.into()),
                     Err(e) => {
                         warnings.push(format!("{}: {e}", list::COMMAND));
                         None
@@ -143,18 +144,21 @@ fn query_gpus(program: &Path, deadline: &Deadline) -> Result<Queried, Error> {
         }
         if !out.status.success() {
             let text = out.combined();
-            return Err(failure::classify(&text).unwrap_or(Error::Failed {
-                command: out.command,
-                status: out.status.to_string(),
-                output: text,
-            }));
+            return Err(match failure::classify(&text) {
+                Some(known) => known.into(),
+                None => Error::Failed {
+                    command: out.command,
+                    status: out.status.to_string(),
+                    output: text,
+                },
+            });
         }
         let mut held = Vec::new();
         held_open(&out, &mut held);
         // A rejected field was dealt with above (the parser finds it the same way), so what is
         // left to map is a failure text that only stderr carried.
         let table = query::parse(&out.stdout, &fields).map_err(|e| match e {
-            Error::InvalidUuid { .. } => e,
+            miggate_smi::Error::InvalidUuid { .. } => e,
             e => failure::classify(&out.combined()).unwrap_or(e),
         })?;
         return Ok(Queried {
@@ -162,16 +166,6 @@ fn query_gpus(program: &Path, deadline: &Deadline) -> Result<Queried, Error> {
             held_open: held,
         });
     }
-}
-
-/// The CUDA version from `nvidia-smi --version` (`CUDA Version : 13.0`).
-pub fn cuda_version(text: &str) -> Option<VersionText> {
-    text.lines().find_map(|line| {
-        let (key, value) = line.split_once(':')?;
-        let value = value.trim();
-        (key.trim().eq_ignore_ascii_case("CUDA Version") && !value.is_empty())
-            .then(|| VersionText::new(value))
-    })
 }
 
 /// Fills in GPU and compute instance ids from `nvidia-smi mig -lci`. `-L` numbers a GPU's MIG
@@ -289,12 +283,5 @@ esac
         assert_eq!(gpus[0].product_name.as_deref(), Some("Tesla T4"));
         assert_eq!(gpus[0].compute_capability, None);
         assert_eq!(facts.devices.unwrap().len(), 1);
-    }
-
-    #[test]
-    fn reads_the_cuda_version() {
-        let text = "NVIDIA-SMI version  : 580.82.07\nNVML version        : 580.82\nDRIVER version      : 580.82.07\nCUDA Version        : 13.0\n";
-        assert_eq!(cuda_version(text).map(|v| v.to_string()).as_deref(), Some("13.0"));
-        assert_eq!(cuda_version("nvidia-smi: unrecognized option"), None);
     }
 }

@@ -8,8 +8,9 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use miggate_capture::internal::{assemble, list, query, read_nvml};
 use miggate_capture::{Backend, Error, Options, RunError, Stream, capture};
+use miggate_capture::{assemble, read_nvml};
+use miggate_smi::{list, query};
 
 #[path = "support/fake_nvml.rs"]
 mod fake_nvml;

@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use miggate_capture::Error;
-use miggate_capture::internal::{NvidiaFacts, read_nvml};
+use miggate_capture::{NvidiaFacts, read_nvml};
 use miggate_compat::{Device, GpuManifest, MigMode, Options, evaluate};
 
 const H100: &str = "NVIDIA H100 80GB HBM3";

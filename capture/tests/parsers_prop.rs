@@ -9,10 +9,10 @@ use std::fs;
 use std::path::Path;
 use std::sync::LazyLock;
 
-use miggate_capture::internal::assemble;
-use miggate_capture::internal::query::{self, QueryTable};
-use miggate_capture::internal::{failure, list, mig_table};
+use miggate_capture::assemble;
 use miggate_compat::DeviceKind;
+use miggate_smi::query::{self, QueryTable};
+use miggate_smi::{failure, list, mig_table};
 use proptest::prelude::*;
 
 /// Every recorded file under `testdata/nvidia-smi/`, as (subdirectory, text).

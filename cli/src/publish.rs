@@ -77,7 +77,7 @@ pub fn run(args: &PublishArgs) -> anyhow::Result<ExitCode> {
     if args.once {
         return once(args);
     }
-    crate::service::init_logging();
+    let _log = crate::service::init_logging();
     let capture = Capture(args.source.options(Some(args.node.clone())));
     let config = Config {
         node: args.node.clone(),

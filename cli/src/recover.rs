@@ -10,13 +10,12 @@ use std::time::Duration;
 
 use anyhow::Context;
 use miggate_compat::escape::escape;
-use miggate_recovery::gate::FileGate;
-use miggate_recovery::journal::FileStore;
 use miggate_recovery::real::{
-    CaptureInventory, NvidiaSmi, NvmlControl, RootedSysfs, SriovManageScript, SystemClock, Systemctl,
+    CaptureInventory, FileGate, FileStore, NvidiaSmi, NvmlControl, RootedSysfs, SriovManageScript,
+    SystemClock, Systemctl,
 };
 use miggate_recovery::seams::{GpuControl, Host};
-use miggate_recovery::{Layout, Options, Outcome, Progress, apply, observe::observe, plan};
+use miggate_recovery::{Layout, MigManager, Options, Outcome, Progress, apply, observe, plan};
 
 use crate::input::closed_pipe_is_fine;
 
@@ -104,13 +103,13 @@ struct RecordArgs {
     /// DRA driver's DynamicMIG gate). Recorded as `migManagedBy`: recovery then never creates
     /// or destroys instances here.
     #[arg(long, value_name = "MANAGER", value_parser = parse_mig_manager)]
-    mig_managed_by: Option<miggate_recovery::layout::MigManager>,
+    mig_managed_by: Option<MigManager>,
 }
 
 /// `dra-dynamic-mig`, the one manager a layout names.
-fn parse_mig_manager(text: &str) -> Result<miggate_recovery::layout::MigManager, String> {
+fn parse_mig_manager(text: &str) -> Result<MigManager, String> {
     match text.trim() {
-        "dra-dynamic-mig" => Ok(miggate_recovery::layout::MigManager::DraDynamicMig),
+        "dra-dynamic-mig" => Ok(MigManager::DraDynamicMig),
         other => Err(format!(
             "`{}` is not a MIG manager miggate knows; expected dra-dynamic-mig",
             escape(other)
@@ -232,7 +231,7 @@ fn print_lines(text: &str) -> anyhow::Result<()> {
 fn record(args: &RecordArgs) -> anyhow::Result<ExitCode> {
     let real = Real::new(&args.host)?;
     let (mut layout, warnings) =
-        miggate_recovery::record::record(&real.host()).context("cannot read the node's layout")?;
+        miggate_recovery::record(&real.host()).context("cannot read the node's layout")?;
     layout.mig_managed_by = args.mig_managed_by;
     for w in &warnings {
         eprintln!("miggate: warning: {}", escape(w));
@@ -305,7 +304,7 @@ fn apply_cmd(args: &ApplyArgs) -> anyhow::Result<ExitCode> {
             out,
             "[{:>8.2}s] {}: {}{took}",
             p.at.as_secs_f64(),
-            escape(p.step),
+            escape(p.step.as_str()),
             escape(p.message)
         );
         let _ = out.flush();

@@ -48,16 +48,28 @@ pub(crate) async fn stop_signal() -> &'static str {
 
 /// Logs to stderr; `MIGGATE_LOG` sets the filter (default `info`), `MIGGATE_LOG_FORMAT=json`
 /// writes one JSON object per line for log collectors.
-pub(crate) fn init_logging() {
+///
+/// Lines are formatted where they happen and written by a worker thread through a buffer,
+/// flushed whenever it has nothing more to write: a request never waits on a `write(2)`, and
+/// under load many lines share one. The writer is not lossy: when the queue is full, logging
+/// waits rather than dropping a line. Keep the guard until exit: dropping it flushes the rest.
+#[must_use = "dropping the guard stops the log writer"]
+pub(crate) fn init_logging() -> tracing_appender::non_blocking::WorkerGuard {
     let filter = tracing_subscriber::EnvFilter::try_from_env("MIGGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let (writer, guard) = tracing_appender::non_blocking::NonBlockingBuilder::default()
+        .lossy(false)
+        .thread_name("miggate-log")
+        .finish(std::io::BufWriter::new(std::io::stderr()));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_writer(std::io::stderr);
+        .with_ansi(ansi)
+        .with_writer(writer);
     let _ = if std::env::var("MIGGATE_LOG_FORMAT").is_ok_and(|f| f == "json") {
         builder.json().try_init()
     } else {
         builder.try_init()
     };
+    guard
 }

@@ -111,7 +111,7 @@ fn store(args: &WebhookArgs) -> anyhow::Result<StoreConfig> {
 
 /// Runs the webhook until SIGTERM or Ctrl-C, then drains in-flight requests and exits 0.
 pub fn run(args: &WebhookArgs) -> anyhow::Result<ExitCode> {
-    crate::service::init_logging();
+    let _log = crate::service::init_logging();
     let mut config = miggate_webhook::Config::new(
         CertPaths {
             cert: args.tls_cert.clone(),

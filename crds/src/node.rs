@@ -7,6 +7,7 @@ use std::str::FromStr;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use miggate_compat::GpuManifest;
+use miggate_wire::recovery::Phase;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -184,6 +185,20 @@ impl RecoveredReason {
     }
 }
 
+/// The one place a recovery phase (the state file `miggate recover` writes, see
+/// `miggate_wire::recovery`) becomes the condition's reason: one reason per phase, so a phase
+/// added there fails to build here until it is given one.
+impl From<Phase> for RecoveredReason {
+    fn from(phase: Phase) -> RecoveredReason {
+        match phase {
+            Phase::Pending => RecoveredReason::Pending,
+            Phase::Recovering => RecoveredReason::Recovering,
+            Phase::Ready => RecoveredReason::Ready,
+            Phase::Failed => RecoveredReason::Failed,
+        }
+    }
+}
+
 impl fmt::Display for RecoveredReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -207,6 +222,14 @@ mod tests {
 
     fn at(secs: i64) -> Time {
         Time(Timestamp::from_second(secs).unwrap())
+    }
+
+    /// Every phase has its own reason, in the same order, and every reason stands for a
+    /// phase: the condition can say everything the state file can.
+    #[test]
+    fn every_recovery_phase_maps_to_its_own_reason() {
+        let mapped: Vec<RecoveredReason> = Phase::ALL.into_iter().map(RecoveredReason::from).collect();
+        assert_eq!(mapped, RecoveredReason::ALL);
     }
 
     #[test]

@@ -4,7 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use miggate_capture::internal::{assemble, list, query};
+use miggate_capture::assemble;
+use miggate_smi::{list, query};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);

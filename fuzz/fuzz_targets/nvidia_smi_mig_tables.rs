@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use miggate_capture::internal::mig_table::{
+use miggate_smi::mig_table::{
     parse_compute_instance_profiles, parse_compute_instances, parse_gpu_instance_profiles,
     parse_gpu_instances, parse_placements,
 };

@@ -4,7 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use miggate_capture::internal::{assemble, failure, query};
+use miggate_capture::assemble;
+use miggate_smi::{failure, query};
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
@@ -21,5 +22,5 @@ fuzz_target!(|data: &[u8]| {
     if let Ok(table) = query::parse(&text, &[]) {
         assert!(table.header, "no fields requested and no header, yet a table");
     }
-    let _ = miggate_capture::internal::cuda_version(&text);
+    let _ = miggate_smi::cuda_version(&text);
 });

@@ -15,6 +15,7 @@
 //! ends [`Publisher::run`].
 
 use std::future::Future;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -22,12 +23,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use miggate_compat::GpuManifest;
+use miggate_compat::escape::escape;
 use miggate_crds::{GpuNode, GpuNodeStatus, RecoveredReason};
 
 /// The field manager every write of the publisher uses.
 pub const FIELD_MANAGER: &str = "miggate-publish";
 /// Boot recovery's state file, under the host root.
-pub const RECOVERY_STATE: &str = miggate_recovery::gate::STATE_FILE;
+pub const RECOVERY_STATE: &str = miggate_wire::recovery::STATE_FILE;
 /// The default time between rounds.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
 
@@ -35,9 +37,18 @@ pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The inventory could not be captured.
+    /// The inventory could not be captured: the source's own error (capture's, for
+    /// [`Capture`]: downcast it to tell a missing driver from a timeout).
     #[error("capture failed: {0}")]
-    Capture(String),
+    Capture(#[source] Box<dyn std::error::Error + Send + Sync>),
+    /// The previous round's capture never returned (it panicked), so there is no source to
+    /// capture with.
+    #[error("capture failed: a previous capture never returned")]
+    CaptureLost,
+    /// The blocking task the capture ran on failed (it panicked, or the runtime is shutting
+    /// down).
+    #[error("capture failed: {0}")]
+    CaptureTask(#[source] tokio::task::JoinError),
     /// The API server refused or could not be reached.
     // `why`, not `source`: the message carries it once, where a source would be printed again
     // by every reader that walks the chain.
@@ -54,19 +65,52 @@ pub enum Error {
     #[error("cannot build a Kubernetes client (in-cluster service account or KUBECONFIG): {0}")]
     Client(Box<kube::Error>),
     /// Boot recovery's state file exists but cannot be used.
-    #[error("recovery state: {why}")]
-    State {
+    #[error("recovery state: {0}")]
+    State(#[source] StateError),
+}
+
+/// Why boot recovery's state file cannot be used. Paths and outside text are quoted escaped.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// It could not be read.
+    #[error("{}: reading: {source}", shown(.path))]
+    Io {
         /// The file.
         path: PathBuf,
-        /// What is wrong.
-        why: String,
+        /// The OS error.
+        source: std::io::Error,
     },
+    /// It is larger than any state recovery writes.
+    #[error("{}: larger than {limit} bytes; refusing to read it", shown(.path))]
+    TooLarge {
+        /// The file.
+        path: PathBuf,
+        /// The bound.
+        limit: u64,
+    },
+    /// It is not a recovery state (a phase this release does not know, a missing field).
+    #[error("{}: unexpected content {}", shown(.path), escape(&format!("not a recovery state: {source}")))]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What the JSON reader found.
+        source: serde_json::Error,
+    },
+}
+
+/// A path as a message quotes it: escaped and bounded.
+fn shown(path: &Path) -> String {
+    escape(&path.display().to_string()).into_owned()
 }
 
 /// Where inventories come from. Blocking: called off the async executor.
 pub trait InventorySource: Send + 'static {
+    /// Why a capture failed; carried as the source of [`Error::Capture`].
+    type Error: std::error::Error + Send + Sync + 'static;
+
     /// Captures the node's inventory now.
-    fn capture(&mut self) -> Result<GpuManifest, String>;
+    fn capture(&mut self) -> Result<GpuManifest, Self::Error>;
 }
 
 /// The capture crate as a source: the same backends and options as `miggate capture`.
@@ -74,8 +118,10 @@ pub trait InventorySource: Send + 'static {
 pub struct Capture(pub miggate_capture::Options);
 
 impl InventorySource for Capture {
-    fn capture(&mut self) -> Result<GpuManifest, String> {
-        miggate_capture::capture(&self.0).map_err(|e| e.to_string())
+    type Error = miggate_capture::Error;
+
+    fn capture(&mut self) -> Result<GpuManifest, miggate_capture::Error> {
+        miggate_capture::capture(&self.0)
     }
 }
 
@@ -103,18 +149,13 @@ pub struct Config {
     pub mig_strategy: Option<miggate_compat::MigStrategy>,
 }
 
-/// Boot recovery's state file, read with recovery's own type so the two sides of the file
-/// cannot drift apart.
-pub use miggate_recovery::gate::{Phase, RecoveryState};
+/// Boot recovery's state file, read with the type recovery writes (their one contract, in
+/// `miggate-wire`) so the two sides of the file cannot drift apart.
+pub use miggate_wire::recovery::{Phase, RecoveryState};
 
 /// The condition reason a recovery state stands for.
 pub fn reason_of(state: &RecoveryState) -> RecoveredReason {
-    match state.state {
-        Phase::Pending => RecoveredReason::Pending,
-        Phase::Recovering => RecoveredReason::Recovering,
-        Phase::Ready => RecoveredReason::Ready,
-        Phase::Failed => RecoveredReason::Failed,
-    }
+    RecoveredReason::from(state.state)
 }
 
 /// The condition message: the step and the message, escaped and bounded.
@@ -128,13 +169,37 @@ pub fn condition_message(state: &RecoveryState) -> String {
     miggate_compat::escape::escape_within(&text, 1024).into_owned()
 }
 
-/// Reads the state file under `root`: `Ok(None)` when there is none.
+/// Reads the state file under `root`: `Ok(None)` when there is none. At most
+/// [`MAX_STATE_BYTES`](miggate_wire::recovery::MAX_STATE_BYTES) are read.
 pub fn read_recovery_state(root: &Path) -> Result<Option<RecoveryState>, Error> {
-    let path = root.join(RECOVERY_STATE);
-    RecoveryState::read(&path).map_err(|e| Error::State {
-        why: miggate_compat::escape::escape(&e.to_string()).into_owned(),
-        path,
-    })
+    read_state(&root.join(RECOVERY_STATE)).map_err(Error::State)
+}
+
+fn read_state(path: &Path) -> Result<Option<RecoveryState>, StateError> {
+    let limit = miggate_wire::recovery::MAX_STATE_BYTES;
+    let io = |source| StateError::Io {
+        path: path.to_path_buf(),
+        source,
+    };
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io(e)),
+    };
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes).map_err(io)?;
+    if bytes.len() as u64 > limit {
+        return Err(StateError::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+        });
+    }
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|source| StateError::Invalid {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 /// The manifest as compared between rounds: without its capture time.
@@ -203,18 +268,15 @@ impl<S: InventorySource> Publisher<S> {
     }
 
     async fn capture(&mut self) -> Result<GpuManifest, Error> {
-        let mut source = self
-            .source
-            .take()
-            .ok_or_else(|| Error::Capture("a previous capture never returned".into()))?;
+        let mut source = self.source.take().ok_or(Error::CaptureLost)?;
         let (source, result) = tokio::task::spawn_blocking(move || {
             let result = source.capture();
             (source, result)
         })
         .await
-        .map_err(|e| Error::Capture(e.to_string()))?;
+        .map_err(Error::CaptureTask)?;
         self.source = Some(source);
-        result.map_err(Error::Capture)
+        result.map_err(|e| Error::Capture(Box::new(e)))
     }
 
     /// One round: capture, apply when changed, then the recovery state. The state is

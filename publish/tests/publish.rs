@@ -22,13 +22,15 @@ struct Node {
 }
 
 impl InventorySource for Node {
-    fn capture(&mut self) -> Result<GpuManifest, String> {
+    type Error = std::io::Error;
+
+    fn capture(&mut self) -> Result<GpuManifest, std::io::Error> {
         *self.captures.lock().unwrap() += 1;
         self.manifest
             .lock()
             .unwrap()
             .clone()
-            .ok_or_else(|| "nvidia-smi: no devices were found".to_string())
+            .ok_or_else(|| std::io::Error::other("nvidia-smi: no devices were found"))
     }
 }
 
@@ -174,6 +176,23 @@ async fn applies_first_then_only_changes() {
         2
     );
     assert_eq!(*node.captures.lock().unwrap(), 4);
+}
+
+/// The source's own error is the round's error's source, not its text: a caller can ask what
+/// kind of failure it was.
+#[tokio::test]
+async fn a_failed_capture_carries_the_sources_error() {
+    let fake = FakeApiServer::start().await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let node = Node::default();
+    let mut p = publisher(&fake, root.path(), &node).await;
+    let err = p.round().await.unwrap_err();
+    let source = std::error::Error::source(&err).and_then(|s| s.downcast_ref::<std::io::Error>());
+    assert_eq!(
+        source.map(std::io::Error::kind),
+        Some(std::io::ErrorKind::Other),
+        "{err:?}"
+    );
 }
 
 #[tokio::test]

@@ -11,12 +11,13 @@ use std::time::Duration;
 
 use crate::bdf::Bdf;
 use crate::error::{Error, ResetFailure};
-use crate::gate::{Phase, RecoveryState};
 use crate::journal::Journal;
 use crate::layout::{GpuInstanceLayout, Layout, MigMode};
 use crate::observe::{ObservedNode, observe, physical_gpus};
 use crate::plan::{Plan, Step, plan};
 use crate::seams::Host;
+use crate::steps::StepName;
+use miggate_wire::recovery::{Phase, RecoveryState};
 
 /// Limits and policies of a run.
 #[derive(Debug, Clone)]
@@ -81,7 +82,7 @@ pub struct Progress<'a> {
     /// Time since the run started.
     pub at: Duration,
     /// The step.
-    pub step: &'a str,
+    pub step: StepName,
     /// What is happening (outside text already escaped).
     pub message: &'a str,
     /// Set when the step ended: how long it took.
@@ -102,10 +103,14 @@ pub enum Outcome {
 }
 
 /// Why a run failed: the step and what happened. The gate is closed.
+///
+/// This is a run's one failure, and [`Error`] the failure of one effect on the host: a step
+/// that meets an [`Error`] fails with its message, together with what was being done
+/// (`reading the node: …`) and what to do about it, which the error alone cannot say.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
     /// The step.
-    pub step: String,
+    pub step: StepName,
     /// What happened and what to do.
     pub message: String,
 }
@@ -132,7 +137,7 @@ pub fn apply(
         progress,
         journal: Journal::default(),
         journal_read: false,
-        step: "start",
+        step: StepName::Start,
         changed: false,
     };
     match run.go() {
@@ -158,7 +163,7 @@ pub fn apply(
             };
             let _ = run.host.gate.publish(&RecoveryState {
                 state: Phase::Failed,
-                step: Some(failure.step.clone()),
+                step: Some(failure.step.to_string()),
                 message: Some(failure.message.clone()),
                 updated_at: run.host.clock.utc_now(),
             });
@@ -168,7 +173,7 @@ pub fn apply(
             }
             (run.progress)(&Progress {
                 at: run.host.clock.elapsed(),
-                step: &failure.step,
+                step: failure.step,
                 message: &format!("FAILED: {}", failure.message),
                 took: None,
             });
@@ -185,16 +190,45 @@ struct Run<'a, 'p> {
     journal: Journal,
     /// The journal was read (or there was none): only then may it be written back.
     journal_read: bool,
-    step: &'static str,
+    step: StepName,
     changed: bool,
 }
 
 type Flow<T> = Result<T, Failure>;
 
+/// The rungs of a refused reset's escalation already climbed; each is climbed at most once.
+#[derive(Debug, Default)]
+struct Escalation {
+    /// The reset was widened to every GPU.
+    widened: bool,
+    /// Persistence mode was turned off on the targets.
+    persistence_off: bool,
+    /// nvidia-persistenced was stopped.
+    persistenced_stopped: bool,
+}
+
+/// What to try after a refused reset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rung {
+    /// Reset every GPU together (an NVLink group, or a board whose refusal does not say why).
+    Widen {
+        /// Widened because the board has NVLink peers, before looking for a holder.
+        board: bool,
+    },
+    /// Turn persistence mode off around the reset.
+    PersistenceOff,
+    /// Stop nvidia-persistenced for the reset.
+    StopPersistenced,
+    /// No reset here: the one guarded reboot, or a failure saying why not.
+    Reboot,
+    /// Nothing left to try.
+    GiveUp,
+}
+
 impl Run<'_, '_> {
     fn fail(&self, message: impl Into<String>) -> Failure {
         Failure {
-            step: self.step.to_string(),
+            step: self.step,
             message: message.into(),
         }
     }
@@ -209,20 +243,14 @@ impl Run<'_, '_> {
     }
 
     /// Starts a step: journal, state file, progress line. Gives its start time.
-    fn begin(&mut self, step: &'static str, message: &str) -> Flow<Duration> {
+    fn begin(&mut self, step: StepName, message: &str) -> Flow<Duration> {
         self.step = step;
         self.journal.step = Some(step.to_string());
         self.save()?;
-        // Waiting for preconditions changes nothing yet: pending. From the plan on: recovering.
-        let state = if step == "start" || step.starts_with("wait-") {
-            Phase::Pending
-        } else {
-            Phase::Recovering
-        };
         self.host
             .gate
             .publish(&RecoveryState {
-                state,
+                state: step.phase(),
                 step: Some(step.to_string()),
                 message: Some(message.to_string()),
                 updated_at: self.host.clock.utc_now(),
@@ -299,7 +327,7 @@ impl Run<'_, '_> {
             .unwrap_or_default();
         self.journal_read = true;
         let interrupted = self.journal.step.clone();
-        let started = self.begin("start", "recovery started")?;
+        let started = self.begin(StepName::Start, "recovery started")?;
         if let Some(step) = interrupted {
             self.say(&format!(
                 "resuming after an interrupted run (it was at step {})",
@@ -318,7 +346,10 @@ impl Run<'_, '_> {
         self.wait_units()?;
         self.wait_fabric()?;
         self.wait_persistenced()?;
-        let t = self.begin("plan", "reading the node and comparing it with the layout")?;
+        let t = self.begin(
+            StepName::Plan,
+            "reading the node and comparing it with the layout",
+        )?;
         let first = self.replan()?;
         let summary = if first.steps.is_empty() {
             "nothing to do".to_string()
@@ -340,7 +371,7 @@ impl Run<'_, '_> {
             self.save()?;
         }
         self.verify()?;
-        let t = self.begin("open-gate", "opening the gate")?;
+        let t = self.begin(StepName::OpenGate, "opening the gate")?;
         self.host
             .gate
             .open()
@@ -368,7 +399,7 @@ impl Run<'_, '_> {
 
     fn wait_driver(&mut self) -> Flow<()> {
         let t = self.begin(
-            "wait-driver",
+            StepName::WaitDriver,
             "waiting for the nvidia module and every GPU of the layout",
         )?;
         let limit = self.options.driver_timeout;
@@ -412,7 +443,7 @@ impl Run<'_, '_> {
             return Ok(());
         }
         let units = self.options.wait_units.clone();
-        let t = self.begin("wait-units", &format!("waiting for {}", units.join(", ")))?;
+        let t = self.begin(StepName::WaitUnits, &format!("waiting for {}", units.join(", ")))?;
         let limit = self.options.fabric_timeout;
         self.wait(limit, |run| {
             for unit in &units {
@@ -432,7 +463,7 @@ impl Run<'_, '_> {
             return Ok(());
         };
         let t = self.begin(
-            "wait-fabric",
+            StepName::WaitFabric,
             &format!("waiting for the fabric manager in FABRIC_MODE={mode}"),
         )?;
         let unit = self.options.fabric_unit.clone();
@@ -461,7 +492,10 @@ impl Run<'_, '_> {
     }
 
     fn wait_persistenced(&mut self) -> Flow<()> {
-        let t = self.begin("wait-persistenced", "waiting for nvidia-persistenced's socket")?;
+        let t = self.begin(
+            StepName::WaitPersistenced,
+            "waiting for nvidia-persistenced's socket",
+        )?;
         let limit = self.options.persistenced_timeout;
         let reached = self.wait(limit, |run| match run.host.sysfs.persistenced_reachable() {
             Ok(true) => Ok(()),
@@ -482,7 +516,7 @@ impl Run<'_, '_> {
             let Step::SriovDisable { pf, .. } = &step else {
                 continue;
             };
-            let t = self.begin("sriov-disable", &step.to_string())?;
+            let t = self.begin(StepName::SriovDisable, &step.to_string())?;
             self.changed = true;
             let ran = self.host.sriov.disable(pf);
             let num = self
@@ -509,7 +543,7 @@ impl Run<'_, '_> {
             let Step::SetMigMode { gpu, mode } = step else {
                 continue;
             };
-            let t = self.begin("mig-mode", &step.to_string())?;
+            let t = self.begin(StepName::MigMode, &step.to_string())?;
             self.changed = true;
             self.host
                 .gpu
@@ -547,14 +581,34 @@ impl Run<'_, '_> {
             .collect())
     }
 
-    /// Resets the GPUs whose MIG mode stayed pending, escalating as the reference lists.
+    /// Resets the GPUs whose MIG mode stayed pending, escalating as the reference lists, and
+    /// waits for the mode to show as current.
     fn reset(&mut self, pending: &[(Bdf, MigMode)]) -> Flow<Option<Outcome>> {
         let gpus: Vec<Bdf> = pending.iter().map(|(b, _)| b.clone()).collect();
         let names: Vec<String> = gpus.iter().map(ToString::to_string).collect();
         let t = self.begin(
-            "reset",
+            StepName::Reset,
             &format!("MIG mode still pending on {}: reset", names.join(",")),
         )?;
+        self.refuse_with_nvidia_drm()?;
+        let all = self.all_gpus()?;
+        self.quiesce()?;
+        let peers = self.nvlink_peers()?;
+        let outcome = self.reset_escalating(gpus, &all, peers.as_deref())?;
+        self.unquiesce();
+        if !self.journal.stopped_units.is_empty() || !self.journal.persistence_off.is_empty() {
+            return Err(self.fail("the reset succeeded but stopped services could not be started again"));
+        }
+        if outcome.is_some() {
+            return Ok(outcome);
+        }
+        self.await_mode(pending)?;
+        self.end(t, "MIG mode current");
+        Ok(None)
+    }
+
+    /// `nvidia_drm` holds the GPUs: a reset would only be refused as "in use".
+    fn refuse_with_nvidia_drm(&self) -> Flow<()> {
         if self
             .host
             .sysfs
@@ -566,15 +620,22 @@ impl Run<'_, '_> {
                  unload it (modprobe -r nvidia_drm) or keep it from loading (blacklist nvidia_drm) and run again",
             ));
         }
-        let all: Vec<Bdf> = {
-            let mut all: Vec<Bdf> = physical_gpus(&self.host)
-                .map_err(self.err("listing GPUs"))?
-                .into_iter()
-                .map(|g| g.bus)
-                .collect();
-            all.sort();
-            all
-        };
+        Ok(())
+    }
+
+    /// Every physical GPU, in bus order: what a reset widens to.
+    fn all_gpus(&self) -> Flow<Vec<Bdf>> {
+        let mut all: Vec<Bdf> = physical_gpus(&self.host)
+            .map_err(self.err("listing GPUs"))?
+            .into_iter()
+            .map(|g| g.bus)
+            .collect();
+        all.sort();
+        Ok(all)
+    }
+
+    /// Stops the quiesce units that are active (journalled, so they are started again).
+    fn quiesce(&mut self) -> Flow<()> {
         for unit in self.options.quiesce_units.clone() {
             if self
                 .host
@@ -585,14 +646,22 @@ impl Run<'_, '_> {
                 self.stop_unit(&unit)?;
             }
         }
-        let peers = self.nvlink_peers()?;
-        let mut targets = gpus.clone();
-        let mut widened = false;
-        let mut pm_off = false;
-        let mut stopped_persistenced = false;
-        let outcome = loop {
+        Ok(())
+    }
+
+    /// Resets `gpus`, climbing one rung of [`Escalation`] after each refusal: at most one try
+    /// per rung, so the loop ends. `Some` when a reboot replaced the reset.
+    fn reset_escalating(
+        &mut self,
+        gpus: Vec<Bdf>,
+        all: &[Bdf],
+        peers: Option<&str>,
+    ) -> Flow<Option<Outcome>> {
+        let mut targets = gpus;
+        let mut climbed = Escalation::default();
+        loop {
             let e = match self.host.gpu.reset(&targets) {
-                Ok(()) => break None,
+                Ok(()) => return Ok(None),
                 Err(e) => e,
             };
             let kind = match &e {
@@ -600,81 +669,104 @@ impl Run<'_, '_> {
                 _ => ResetFailure::Other,
             };
             let message = miggate_compat::escape::escape(&e.to_string()).into_owned();
-            // The wording of a refusal cannot say why it was refused: on a board with NVLink
-            // peers, a partial reset refused as "in use" is first tried on every GPU together.
-            let board = matches!(kind, ResetFailure::InUse) && peers.is_some();
-            let widen = matches!(kind, ResetFailure::NvlinkGroup | ResetFailure::Other) || board;
-            match kind {
-                ResetFailure::NotSupported => break Some(self.reboot_or_fail(&message)?),
-                _ if widen && !widened && targets.len() < all.len() => {
-                    // Never widen onto a GPU carrying a tenant's vGPU: its VMs may be running.
-                    let node = self.observe()?;
-                    let busy: Vec<String> = node
-                        .gpus
-                        .iter()
-                        .filter(|g| !targets.contains(&g.bus))
-                        .filter_map(|g| {
-                            let vfs: Vec<u32> = g.active_vgpus().map(|v| v.index).collect();
-                            (!vfs.is_empty()).then(|| format!("{} (VFs {vfs:?})", g.bus))
-                        })
-                        .collect();
-                    if !busy.is_empty() {
-                        return Err(self.fail(format!(
-                            "{message}. Resetting every GPU together (NVLink group) would take in GPUs carrying active vGPUs: {}; refusing (VMs may be running): stop them first",
-                            busy.join(", ")
-                        )));
-                    }
-                    match (&peers, board) {
-                        (Some(peers), true) => self.say(&format!(
-                            "{message}; the node has NVLink peers ({peers}), whose GPUs may only be reset together: resetting every GPU together before looking for a holder"
-                        )),
-                        _ => self.say(&format!("{message}; resetting every GPU together (NVLink group)")),
-                    }
-                    targets = all.clone();
-                    widened = true;
+            match self.next_rung(kind, &climbed, targets.len() < all.len(), peers.is_some()) {
+                Rung::Reboot => return self.reboot_or_fail(&message).map(Some),
+                Rung::Widen { board } => {
+                    self.widen(&targets, &message, peers, board)?;
+                    targets = all.to_vec();
+                    climbed.widened = true;
                 }
-                ResetFailure::InUse if !pm_off => {
-                    self.say(&format!(
-                        "{message}; turning persistence mode off around the reset"
-                    ));
-                    for gpu in targets.clone() {
-                        self.journal.persistence_off.push(gpu.clone());
-                        self.save()?;
-                        self.host
-                            .gpu
-                            .set_persistence(&gpu, false)
-                            .map_err(self.err("turning persistence off"))?;
-                    }
-                    pm_off = true;
+                Rung::PersistenceOff => {
+                    self.persistence_off(&targets, &message)?;
+                    climbed.persistence_off = true;
                 }
-                ResetFailure::InUse
-                    if !stopped_persistenced
-                        && self
-                            .host
-                            .services
-                            .is_active(&self.options.persistenced_unit)
-                            .unwrap_or(false) =>
-                {
+                Rung::StopPersistenced => {
                     let unit = self.options.persistenced_unit.clone();
                     self.say(&format!("{message}; stopping {unit} for the reset"));
                     self.stop_unit(&unit)?;
-                    stopped_persistenced = true;
+                    climbed.persistenced_stopped = true;
                 }
-                _ => {
+                Rung::GiveUp => {
                     return Err(self.fail(format!(
                         "{message}. Find what holds the GPU (nvidia-smi --query-compute-apps=pid, DCGM, a device \
                          plugin) and add its unit to the quiesce list, or reboot"
                     )));
                 }
             }
-        };
-        self.unquiesce();
-        if !self.journal.stopped_units.is_empty() || !self.journal.persistence_off.is_empty() {
-            return Err(self.fail("the reset succeeded but stopped services could not be started again"));
         }
-        if outcome.is_some() {
-            return Ok(outcome);
+    }
+
+    /// The next rung after a refusal of `kind`. The wording of a refusal cannot say why it was
+    /// refused: on a board with NVLink peers, a partial reset refused as "in use" is first
+    /// tried on every GPU together (`board`).
+    fn next_rung(&self, kind: ResetFailure, climbed: &Escalation, partial: bool, peers: bool) -> Rung {
+        let board = kind == ResetFailure::InUse && peers;
+        let widen = matches!(kind, ResetFailure::NvlinkGroup | ResetFailure::Other) || board;
+        match kind {
+            ResetFailure::NotSupported => Rung::Reboot,
+            _ if widen && !climbed.widened && partial => Rung::Widen { board },
+            ResetFailure::InUse if !climbed.persistence_off => Rung::PersistenceOff,
+            ResetFailure::InUse
+                if !climbed.persistenced_stopped
+                    && self
+                        .host
+                        .services
+                        .is_active(&self.options.persistenced_unit)
+                        .unwrap_or(false) =>
+            {
+                Rung::StopPersistenced
+            }
+            _ => Rung::GiveUp,
         }
+    }
+
+    /// Widens a reset to every GPU, unless that would take in a GPU carrying a tenant's vGPU
+    /// (its VMs may be running).
+    fn widen(&mut self, targets: &[Bdf], message: &str, peers: Option<&str>, board: bool) -> Flow<()> {
+        let node = self.observe()?;
+        let busy: Vec<String> = node
+            .gpus
+            .iter()
+            .filter(|g| !targets.contains(&g.bus))
+            .filter_map(|g| {
+                let vfs: Vec<u32> = g.active_vgpus().map(|v| v.index).collect();
+                (!vfs.is_empty()).then(|| format!("{} (VFs {vfs:?})", g.bus))
+            })
+            .collect();
+        if !busy.is_empty() {
+            return Err(self.fail(format!(
+                "{message}. Resetting every GPU together (NVLink group) would take in GPUs carrying active vGPUs: {}; refusing (VMs may be running): stop them first",
+                busy.join(", ")
+            )));
+        }
+        match (peers, board) {
+            (Some(peers), true) => self.say(&format!(
+                "{message}; the node has NVLink peers ({peers}), whose GPUs may only be reset together: resetting every GPU together before looking for a holder"
+            )),
+            _ => self.say(&format!("{message}; resetting every GPU together (NVLink group)")),
+        }
+        Ok(())
+    }
+
+    /// Turns persistence mode off on `targets` for the reset (journalled, so it is turned back
+    /// on).
+    fn persistence_off(&mut self, targets: &[Bdf], message: &str) -> Flow<()> {
+        self.say(&format!(
+            "{message}; turning persistence mode off around the reset"
+        ));
+        for gpu in targets {
+            self.journal.persistence_off.push(gpu.clone());
+            self.save()?;
+            self.host
+                .gpu
+                .set_persistence(gpu, false)
+                .map_err(self.err("turning persistence off"))?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the MIG mode a reset made effective to show as current.
+    fn await_mode(&mut self, pending: &[(Bdf, MigMode)]) -> Flow<()> {
         let limit = self.options.mode_timeout;
         let left = self.wait(limit, |run| {
             let still = run.still_pending(pending).map_err(|f| f.message)?;
@@ -688,13 +780,11 @@ impl Run<'_, '_> {
                     .join(", "))
             }
         });
-        if let Err(why) = left {
-            return Err(self.fail(format!(
+        left.map_err(|why| {
+            self.fail(format!(
                 "the reset reported success but MIG mode did not take effect: {why}"
-            )));
-        }
-        self.end(t, "MIG mode current");
-        Ok(None)
+            ))
+        })
     }
 
     /// Whether the GPUs are NVLink peers that may have to be reset together, and how that is
@@ -744,12 +834,12 @@ impl Run<'_, '_> {
         self.unquiesce();
         self.journal.reboot_attempted = true;
         self.journal.reboot_boot_id = boot_id;
-        self.step = "reboot";
-        self.journal.step = Some("reboot".to_string());
+        self.step = StepName::Reboot;
+        self.journal.step = Some(self.step.to_string());
         self.save()?;
         let _ = self.host.gate.publish(&RecoveryState {
-            state: Phase::Recovering,
-            step: Some("reboot".to_string()),
+            state: self.step.phase(),
+            step: Some(self.step.to_string()),
             message: Some(format!("{message}; rebooting once to make MIG mode effective")),
             updated_at: self.host.clock.utc_now(),
         });
@@ -792,7 +882,7 @@ impl Run<'_, '_> {
             let Step::SriovEnable { pf, num_vfs } = step else {
                 continue;
             };
-            let t = self.begin("sriov-enable", &step.to_string())?;
+            let t = self.begin(StepName::SriovEnable, &step.to_string())?;
             self.changed = true;
             self.enable_vfs(pf, *num_vfs)?;
             self.end(t, &format!("sriov_numvfs {num_vfs}"));
@@ -802,7 +892,7 @@ impl Run<'_, '_> {
                 continue;
             }
             let t = self.begin(
-                "vf-sysfs",
+                StepName::VfSysfs,
                 &format!("{}: waiting for every VF's nvidia/ directory", gpu.bus),
             )?;
             let limit = self.options.vf_dir_timeout;
@@ -859,7 +949,7 @@ impl Run<'_, '_> {
         for step in &p.steps {
             match step {
                 Step::DestroyInstances { gpu } => {
-                    let t = self.begin("destroy-instances", &step.to_string())?;
+                    let t = self.begin(StepName::DestroyInstances, &step.to_string())?;
                     self.changed = true;
                     self.host
                         .gpu
@@ -868,7 +958,7 @@ impl Run<'_, '_> {
                     self.end(t, "ok");
                 }
                 Step::CreateInstances { gpu, instances } => {
-                    let t = self.begin("create-instances", &step.to_string())?;
+                    let t = self.begin(StepName::CreateInstances, &step.to_string())?;
                     self.changed = true;
                     self.create(gpu, instances)?;
                     self.end(t, &format!("{} GPU instances", instances.len()));
@@ -948,7 +1038,7 @@ impl Run<'_, '_> {
             else {
                 continue;
             };
-            let t = self.begin("vgpu-type", &step.to_string())?;
+            let t = self.begin(StepName::VgpuType, &step.to_string())?;
             self.changed = true;
             if !listed.contains_key(pf) {
                 let vfs = self.host.sysfs.vfs(pf).map_err(self.err("listing VFs"))?;
@@ -999,7 +1089,7 @@ impl Run<'_, '_> {
     }
 
     fn verify(&mut self) -> Flow<()> {
-        let t = self.begin("verify", "comparing the node with the layout")?;
+        let t = self.begin(StepName::Verify, "comparing the node with the layout")?;
         let node = self.observe()?;
         let p = plan(self.layout, &node);
         if !p.is_noop() {

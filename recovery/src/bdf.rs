@@ -3,9 +3,13 @@
 
 use std::fmt;
 
+use miggate_compat::escape::escape;
 use serde::{Deserialize, Serialize};
 
-use crate::error::Error;
+/// A PCI address that is not of the form `dddd:bb:dd.f`; the text as read, quoted escaped.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}: not a PCI address (expected dddd:bb:dd.f)", escape(.0))]
+pub struct BdfError(pub String);
 
 /// A canonical PCI address, `0000:18:00.0`: 4-digit domain (more only when the domain needs
 /// it), lowercase hex.
@@ -15,8 +19,8 @@ pub struct Bdf(String);
 impl Bdf {
     /// Reads a PCI address as nvidia-smi (`00000000:18:00.0`), sysfs (`0000:18:00.0`) or lspci
     /// (`18:00.0`) spell it.
-    pub fn parse(text: &str) -> Result<Bdf, Error> {
-        let bad = || Error::Bdf(text.to_string());
+    pub fn parse(text: &str) -> Result<Bdf, BdfError> {
+        let bad = || BdfError(text.to_string());
         let t = text.trim();
         let (domain, rest) = match t.matches(':').count() {
             2 => t.split_once(':').ok_or_else(bad)?,
@@ -25,7 +29,7 @@ impl Bdf {
         };
         let (bus, devfn) = rest.split_once(':').ok_or_else(bad)?;
         let (dev, func) = devfn.split_once('.').ok_or_else(bad)?;
-        let hex = |s: &str, max: usize| -> Result<u32, Error> {
+        let hex = |s: &str, max: usize| -> Result<u32, BdfError> {
             if s.is_empty() || s.len() > max || !s.chars().all(|c| c.is_ascii_hexdigit()) {
                 return Err(bad());
             }

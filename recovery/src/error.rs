@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use miggate_compat::escape::escape;
 
-use crate::bdf::Bdf;
+use crate::bdf::{Bdf, BdfError};
 
 /// Why a recovery step, a read of the node or a layout file failed.
 #[derive(Debug, thiserror::Error)]
@@ -38,11 +38,11 @@ pub enum Error {
         message: String,
     },
     /// A PCI address that is not of the form `dddd:bb:dd.f`.
-    #[error("{}: not a PCI address (expected dddd:bb:dd.f)", escape(.0))]
-    Bdf(String),
+    #[error(transparent)]
+    Bdf(#[from] BdfError),
     /// A command (nvidia-smi, sriov-manage, systemctl) could not run or timed out.
     #[error(transparent)]
-    Run(#[from] miggate_capture::RunError),
+    Run(#[from] miggate_smi::RunError),
     /// A command ran and failed.
     #[error("`{}` failed ({status}): {}", escape(.command), escape(.output.trim()))]
     Command {
@@ -52,6 +52,16 @@ pub enum Error {
         status: String,
         /// What it printed.
         output: String,
+    },
+    /// nvidia-smi's MIG listing could not be read, or said nvidia-smi failed: `miggate-smi`'s
+    /// error, so a caller can tell a driver that cannot be reached from a table it cannot read.
+    #[error("`{}`: unreadable output: {}", escape(.command), escape(&.source.to_string()))]
+    Listing {
+        /// The command line.
+        command: String,
+        /// What the parser found.
+        #[source]
+        source: miggate_smi::Error,
     },
     /// A command's output could not be read.
     #[error("`{}`: unreadable output: {}", escape(.command), escape(.message))]
@@ -110,12 +120,14 @@ pub enum Error {
         /// NVML's own text for it.
         message: String,
     },
-    /// Capturing the node's manifest failed.
+    /// Capturing the node's manifest failed: capture's error, so a caller can tell a missing
+    /// driver from a timeout.
     #[error("capturing the node's manifest: {0}")]
-    Capture(String),
-    /// The fake node was told to crash after a number of mutating calls (tests only).
-    #[error("injected crash: the process is gone")]
-    Crashed,
+    Capture(#[source] miggate_capture::Error),
+    /// A seam implemented outside this crate failed in a way of its own (the test fake's
+    /// injected crash, say); its error, unchanged.
+    #[error(transparent)]
+    Seam(Box<dyn std::error::Error + Send + Sync>),
 }
 
 /// How a GPU reset failed: each kind has its own escalation.

@@ -6,14 +6,9 @@
 //! and the reboot guard (at most one automatic reboot, ever, until the mode is seen right). It
 //! lives under `<root>/var/lib/miggate/`, which survives a reboot, unlike `/run`.
 
-use std::path::{Path, PathBuf};
-
 use serde::{Deserialize, Serialize};
 
 use crate::bdf::Bdf;
-use crate::error::{Error, Result};
-use crate::files;
-use crate::seams::StateStore;
 
 /// The journal file, under the root.
 pub const JOURNAL_FILE: &str = "var/lib/miggate/recovery-journal.json";
@@ -39,39 +34,4 @@ pub struct Journal {
     /// which is not the same failure as a reboot that did not help.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reboot_boot_id: Option<String>,
-}
-
-/// The journal as a file under a root.
-#[derive(Debug, Clone)]
-pub struct FileStore {
-    path: PathBuf,
-}
-
-impl FileStore {
-    /// The store under `root`.
-    pub fn new(root: &Path) -> FileStore {
-        FileStore {
-            path: root.join(JOURNAL_FILE),
-        }
-    }
-}
-
-impl StateStore for FileStore {
-    fn load(&self) -> Result<Option<Journal>> {
-        let Some(text) = files::read_bounded(&self.path, files::MAX_FILE_BYTES)? else {
-            return Ok(None);
-        };
-        serde_json::from_str(&text).map(Some).map_err(|e| Error::Sysfs {
-            path: self.path.clone(),
-            content: format!("not a recovery journal ({e}); remove it to start afresh"),
-        })
-    }
-
-    fn save(&self, journal: &Journal) -> Result<()> {
-        let text = serde_json::to_vec_pretty(journal).map_err(|e| Error::Sysfs {
-            path: self.path.clone(),
-            content: e.to_string(),
-        })?;
-        files::write_atomic(&self.path, &text)
-    }
 }

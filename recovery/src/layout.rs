@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::files;
 
 /// The `apiVersion` a layout carries.
-pub const API_VERSION: &str = "miggate.io/v1alpha1";
+pub const API_VERSION: &str = miggate_wire::API_VERSION;
 /// The `kind` a layout carries.
 pub const KIND: &str = "RecoveryLayout";
 
@@ -38,9 +38,9 @@ pub const KIND: &str = "RecoveryLayout";
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Layout {
-    /// Always [`API_VERSION`]; another version is refused rather than misread.
+    /// Always [`miggate_wire::API_VERSION`]; another version is refused rather than misread.
     pub api_version: String,
-    /// Always [`KIND`].
+    /// Always `RecoveryLayout`.
     pub kind: String,
     /// When it was recorded (RFC 3339), for people.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -128,8 +128,8 @@ impl fmt::Display for Placement {
     }
 }
 
-impl From<miggate_capture::internal::mig_table::Placement> for Placement {
-    fn from(p: miggate_capture::internal::mig_table::Placement) -> Self {
+impl From<miggate_smi::mig_table::Placement> for Placement {
+    fn from(p: miggate_smi::mig_table::Placement) -> Self {
         Placement {
             start: p.start,
             size: p.size,
@@ -247,7 +247,7 @@ impl Layout {
         Ok(layout)
     }
 
-    /// Reads a layout file (at most [`files::MAX_FILE_BYTES`]).
+    /// Reads a layout file (at most 4 MiB).
     pub fn read(path: &Path) -> Result<Layout> {
         let text = files::read_bounded(path, files::MAX_FILE_BYTES)?.ok_or_else(|| Error::Layout {
             path: path.to_path_buf(),

@@ -9,11 +9,11 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use miggate_recovery::error::NvmlFailure;
-use miggate_recovery::layout::{MigMode, Placement};
+use miggate_recovery::NvmlFailure;
 use miggate_recovery::real::{Activation, NvidiaSmi, NvmlControl};
 use miggate_recovery::seams::{GpuControl, GpuInfo, MigModeState};
 use miggate_recovery::{Bdf, Error};
+use miggate_recovery::{MigMode, Placement};
 
 #[path = "../../capture/tests/support/fake_nvml.rs"]
 mod fake_nvml;

@@ -6,11 +6,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use miggate_recovery::fake::{FakeGpu, FakeNode};
-use miggate_recovery::gate::Phase;
-use miggate_recovery::layout::{Layout, MigMode};
-use miggate_recovery::observe::observe;
 use miggate_recovery::seams::{GpuControl, SriovManage, Sysfs};
-use miggate_recovery::{Bdf, Failure, Options, Outcome, apply, plan};
+use miggate_recovery::{Bdf, Failure, Layout, MigMode, Options, Outcome, Phase, apply, observe, plan};
 
 const A: &str = "0000:18:00.0";
 const B: &str = "0000:2a:00.0";
@@ -386,12 +383,8 @@ fn s11_the_fake_encodes_the_order_gpu_instances_before_vfs_lose_them_and_the_wri
     let node = booted_node();
     let (gpu, pf) = (bdf(A), bdf(A));
     node.set_mig_mode(&gpu, MigMode::Enabled).unwrap();
-    node.create_gpu_instance(
-        &gpu,
-        19,
-        miggate_recovery::layout::Placement { start: 0, size: 1 },
-    )
-    .unwrap();
+    node.create_gpu_instance(&gpu, 19, miggate_recovery::Placement { start: 0, size: 1 })
+        .unwrap();
     assert_eq!(node.instances(&gpu).unwrap().len(), 1);
     node.enable(&pf).unwrap();
     assert!(
@@ -588,9 +581,9 @@ fn misplaced_node(layout: &Layout) -> FakeNode {
         }
         for gi in &mut g.gis {
             gi.placement = match (gi.profile_id, gi.placement.start) {
-                (14, _) => miggate_recovery::layout::Placement { start: 2, size: 2 },
-                (19, 2) => miggate_recovery::layout::Placement { start: 0, size: 1 },
-                (19, 3) => miggate_recovery::layout::Placement { start: 1, size: 1 },
+                (14, _) => miggate_recovery::Placement { start: 2, size: 2 },
+                (19, 2) => miggate_recovery::Placement { start: 0, size: 1 },
+                (19, 3) => miggate_recovery::Placement { start: 1, size: 1 },
                 _ => gi.placement,
             };
         }
@@ -652,7 +645,7 @@ fn s18_a_layout_recorded_on_another_gpu_model_is_refused_before_creating_instanc
 fn recorded_then_rebooted(layout: &Layout) -> (FakeNode, Layout) {
     let node = booted_node();
     assert!(run(&node, layout).result.is_ok());
-    let (recorded, warnings) = miggate_recovery::record::record(&node.host()).unwrap();
+    let (recorded, warnings) = miggate_recovery::record(&node.host()).unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
     assert!(recorded.manifest.is_some());
     node.take_calls();
@@ -746,7 +739,7 @@ fn s22_vfs_in_the_gpu_listing_are_neither_recorded_nor_reset() {
     node.lock().lists_vfs = true;
     node.lock().nvlink_group = true;
     assert!(run(&node, &layout).result.is_ok());
-    let (recorded, _) = miggate_recovery::record::record(&node.host()).unwrap();
+    let (recorded, _) = miggate_recovery::record(&node.host()).unwrap();
     let buses: Vec<&str> = recorded.gpus.iter().map(|g| g.bus.as_str()).collect();
     assert_eq!(buses, [A, B, C]);
     // A recovered node keeps recovering cleanly with VFs listed.
@@ -756,7 +749,8 @@ fn s22_vfs_in_the_gpu_listing_are_neither_recorded_nor_reset() {
 
 #[test]
 fn s23_an_unreadable_journal_fails_at_start_and_is_left_for_the_operator() {
-    use miggate_recovery::journal::{FileStore, JOURNAL_FILE};
+    use miggate_recovery::JOURNAL_FILE;
+    use miggate_recovery::real::FileStore;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join(JOURNAL_FILE);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -1025,7 +1019,7 @@ fn s33_recovery_leaves_a_dynamic_mig_nodes_instances_to_the_dra_driver() {
         s.gpus[0].gis.push(miggate_recovery::fake::FakeGi {
             id: 7,
             profile_id: 19,
-            placement: miggate_recovery::layout::Placement { start: 0, size: 1 },
+            placement: miggate_recovery::Placement { start: 0, size: 1 },
             cis: vec![0],
         });
     }

@@ -1,24 +1,35 @@
-//! The admission decision: an `AdmissionRequest` and a store's lookups in, a response out.
-//! Pure and synchronous: no I/O, no clock, so every answer can be tested from recorded reviews.
+//! The admission decision in three stages, shared by a restore pod's CREATE and its
+//! `pods/binding`: **parse** (the review, and for a binding the pod cache, into a
+//! [`RestoreRequest`], or a [`Refusal`] of the request itself), **evaluate** (the checkpoint
+//! and the node's inventory looked up, `miggate-compat`'s checks run, a [`Judgement`]) and
+//! **render** (the judgement as kube's `AdmissionResponse`, warnings bounded). Pure and
+//! synchronous: no I/O, no clock, so every answer can be tested from recorded reviews.
 //!
-//! Two requests are decided: a restore pod's CREATE (pod checks, and node checks when the pod
-//! names its node) and a `pods/binding` CREATE of a restore pod (node checks in offer mode
-//! against the chosen node's inventory). Every decision that reads a node inventory names its
-//! source: in the refusal message, in a warning when the source is not a `GpuNode`, in the
-//! `inventory-source` audit annotation and in the log.
+//! A pod's CREATE gets the pod checks, and the node checks when the pod names its node; a
+//! binding of a restore pod gets the node checks in offer mode against the chosen node's
+//! inventory. Every decision that reads a node inventory names its source: in the refusal
+//! message, in a warning when the source is not a `GpuNode`, in the `inventory-source` audit
+//! annotation and in the log.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use kube::core::response::Status;
 use miggate_compat::escape::{escape, escape_within};
-use miggate_compat::{CheckName, Mode, Options, Outcome, Target, evaluate_target, parse_skip, reduce_digest};
-use serde::Deserialize;
+use miggate_compat::{
+    CheckName, Mode, Options, Outcome, Report, Scope, Target, evaluate_target, parse_skip, reduce_digest,
+};
 
 use crate::lookup::{Lookup, NoInventory, NodeInventory, Source};
 use crate::pod::{self, Choice};
+pub use crate::pod::{Container, Spec as PodSpec};
+pub use crate::refusal::Refusal;
+use crate::review::{Operation, Review, Text};
+use crate::store::Checkpoint;
 
 /// The annotation naming the `GpuCheckpoint` a pod restores (same namespace).
 pub const RESTORE_FROM: &str = "miggate.io/restore-from";
@@ -65,135 +76,297 @@ pub struct Decision {
     pub response: AdmissionResponse,
     /// How it was answered.
     pub verdict: Verdict,
-    /// What refused: check names, or a reason such as `checkpoint-not-found`.
+    /// What refused: check names, or a reason such as `checkpoint-not-found`
+    /// ([`Refusal::refused_by`]).
     pub refused_by: Vec<&'static str>,
     /// The node inventory's source, when the decision read one.
     pub inventory_source: Option<Source>,
 }
 
-/// The checks a pod's `miggate.io/skip-checks` annotation waives, read strictly (a typo never
-/// looks like a waiver); the error says why it waives nothing, for the refusal.
-fn waived(annotation: Option<&str>) -> Result<BTreeSet<CheckName>, String> {
-    annotation.map_or(Ok(BTreeSet::new()), |list| {
-        parse_skip(list).map_err(|e| {
-            format!(
-                "annotation {SKIP_CHECKS} waives nothing: {}",
-                escape(&e.to_string())
-            )
-        })
-    })
+/// Decides one admission request, decoded with kube's types, against a store's lookups.
+pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Sized)) -> Decision {
+    decide_review(&Review::from(req), store)
 }
 
-/// Decides one admission request against a store's lookups.
-pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Sized)) -> Decision {
-    let base = AdmissionResponse::from(req);
-    if req.operation != Operation::Create {
-        return ignored(base);
+/// Decides one admission request, read in place from its body ([`crate::review::parse`]).
+pub fn decide_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Decision {
+    let judgement = match parse(review, store) {
+        Ok(Parsed::Ignored) => return render(review, None),
+        Ok(Parsed::Unchecked(warnings)) => Judgement {
+            refusal: None,
+            warnings,
+            source: None,
+            exact_on: None,
+        },
+        Ok(Parsed::Restore(restore)) => evaluate(&restore, store),
+        Err(refusal) => Judgement {
+            refusal: Some(refusal),
+            warnings: Vec::new(),
+            source: None,
+            exact_on: None,
+        },
+    };
+    render(review, Some(judgement))
+}
+
+/// What a request asks for: which pod restores which checkpoint, with which waiver, where.
+#[derive(Debug)]
+pub struct RestoreRequest<'a> {
+    /// A pod's creation, or its binding to a node.
+    pub subject: Subject<'a>,
+    /// `namespace/name` of the pod, escaped, for messages.
+    pub pod: String,
+    /// The namespace of the pod and of its checkpoint.
+    pub namespace: &'a str,
+    /// The checkpoint's name (`miggate.io/restore-from`, trimmed).
+    pub checkpoint: Cow<'a, str>,
+    /// `namespace/name` of the checkpoint, escaped, for messages.
+    pub checkpoint_ref: String,
+    /// The checks `miggate.io/skip-checks` waives.
+    pub waiver: Waiver,
+    /// The node the pod names (its `spec.nodeName`) or is being bound to.
+    pub node: Option<Text<'a>>,
+}
+
+/// A pod's creation or its binding, with what each path reads.
+#[derive(Debug)]
+pub enum Subject<'a> {
+    /// A restore pod's CREATE, with its spec.
+    Pod(PodSpec<'a>),
+    /// A `pods/binding` CREATE of a restore pod the pod cache knows (what the cache keeps of
+    /// it: its claims, for the exact check on a DRA allocation).
+    Binding(Arc<crate::lookup::RestorePod>),
+}
+
+/// The checks a pod waives, and whether it carries the annotation at all (an annotation that
+/// waives only what does not apply still gets its warning).
+#[derive(Debug, Default)]
+pub struct Waiver {
+    /// The waived checks.
+    pub checks: BTreeSet<CheckName>,
+    /// Whether `miggate.io/skip-checks` is present.
+    pub annotated: bool,
+}
+
+/// The result of [`parse`].
+#[derive(Debug)]
+pub enum Parsed<'a> {
+    /// Not a restore: allowed without a look.
+    Ignored,
+    /// A restore binding that cannot be checked (caches not synced, no node named): allowed,
+    /// with these warnings.
+    Unchecked(Vec<String>),
+    /// A restore to evaluate.
+    Restore(RestoreRequest<'a>),
+}
+
+/// The result of [`evaluate`]: allowed (no refusal) with warnings, or refused.
+#[derive(Debug)]
+pub struct Judgement {
+    /// Why it is refused; `None` when allowed.
+    pub refusal: Option<Refusal>,
+    /// Unknown facts, waivers, inventory notes.
+    pub warnings: Vec<String>,
+    /// The node inventory's source, when one was read.
+    pub source: Option<Source>,
+    /// A DRA pod's binding judged in exact mode: the allocated devices (`pool/device`, …),
+    /// for the `exact-on-allocated` audit annotation.
+    pub exact_on: Option<String>,
+}
+
+/// The checks a `miggate.io/skip-checks` value waives, read strictly (a typo never looks like
+/// a waiver); the error says why it waives nothing, for the refusal.
+fn waiver(annotation: Option<&str>) -> Result<Waiver, String> {
+    let Some(list) = annotation else {
+        return Ok(Waiver::default());
+    };
+    match parse_skip(list) {
+        Ok(checks) => Ok(Waiver {
+            checks,
+            annotated: true,
+        }),
+        Err(e) => Err(format!(
+            "annotation {SKIP_CHECKS} waives nothing: {}",
+            escape(&e.to_string())
+        )),
     }
-    let core = req.resource.group.is_empty();
-    let pods_binding =
-        core && req.resource.resource == "pods" && req.sub_resource.as_deref() == Some("binding");
+}
+
+fn checkpoint_ref(namespace: &str, name: &str) -> String {
+    format!("{}/{}", escape_within(namespace, 256), escape_within(name, 256))
+}
+
+/// Stage one: what the request asks, or why the request itself is refused. Reads the store
+/// only for what the request cannot say: whether its caches are synced, and for a binding
+/// (a Binding carries no annotations) the restore pod the pod cache knows.
+pub fn parse<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> Result<Parsed<'a>, Refusal> {
+    if review.operation != Operation::Create {
+        return Ok(Parsed::Ignored);
+    }
+    let core = review.resource.group.is_empty();
+    let pods_binding = core && review.resource.resource == "pods" && review.is_binding();
     // The legacy `bindings` resource places a pod just as `pods/binding` does.
-    let legacy_binding = core && req.resource.resource == "bindings" && req.sub_resource.is_none();
+    let legacy_binding = core && review.resource.resource == "bindings" && review.sub_resource.is_none();
     if pods_binding || legacy_binding {
-        return decide_binding(req, base, store);
+        return parse_binding(review, store);
     }
-    let is_pod = req.kind.group.is_empty() && req.kind.kind == "Pod" && req.sub_resource.is_none();
-    if !is_pod {
-        return ignored(base);
-    }
-    let Some(obj) = req.object.as_ref() else {
-        return ignored(base);
+    let is_pod = review.kind.group.is_empty() && review.kind.kind == "Pod" && review.sub_resource.is_none();
+    let Some(obj) = review.object.as_ref().filter(|_| is_pod) else {
+        return Ok(Parsed::Ignored);
     };
-    let annotations = obj.metadata.annotations.as_ref();
-    let Some(from) = annotations.and_then(|a| a.get(RESTORE_FROM)) else {
-        return ignored(base);
+    let Some(from) = obj.meta.restore_from.as_deref() else {
+        return Ok(Parsed::Ignored);
     };
-    let pod_name = req_pod_name(req, obj);
+    let pod = pod_name(review);
     let from = from.trim();
     if from.is_empty() {
-        return refuse(
-            base,
-            format!("miggate: pod {pod_name}: annotation {RESTORE_FROM} is empty; name a GpuCheckpoint"),
-            vec!["restore-from-invalid"],
-            Vec::new(),
-        );
+        return Err(Refusal::RestoreFromEmpty { pod });
     }
-    let Some(namespace) = req.namespace.as_deref().or(obj.metadata.namespace.as_deref()) else {
-        return refuse(
-            base,
-            "miggate: the request names no namespace to find the checkpoint in".into(),
-            vec!["no-namespace"],
-            Vec::new(),
-        );
+    let Some(namespace) = review.namespace.as_deref().or(obj.meta.namespace.as_deref()) else {
+        return Err(Refusal::NoNamespace);
     };
-    let checkpoint_ref = format!("{}/{}", escape_within(namespace, 256), escape_within(from, 256));
+    let checkpoint_ref = checkpoint_ref(namespace, from);
     if !store.synced() {
-        return refuse(
-            base,
-            format!(
-                "miggate: cannot check checkpoint {checkpoint_ref} yet: the webhook's caches have not finished their first list; retry shortly"
-            ),
-            vec!["store-not-synced"],
-            Vec::new(),
-        );
+        return Err(Refusal::StoreNotSynced {
+            checkpoint: checkpoint_ref,
+        });
     }
-    let mut skip = match waived(annotations.and_then(|a| a.get(SKIP_CHECKS)).map(String::as_str)) {
-        Ok(skip) => skip,
-        Err(why) => {
-            return refuse(
-                base,
-                format!("miggate: {why}"),
-                vec!["skip-checks-invalid"],
-                Vec::new(),
-            );
-        }
-    };
-    let Some(checkpoint) = store.checkpoint(namespace, from) else {
-        return refuse(
-            base,
-            format!(
-                "miggate: checkpoint {checkpoint_ref} named by annotation {RESTORE_FROM} does not exist (no GpuCheckpoint of that name in namespace {})",
-                escape_within(namespace, 256)
-            ),
-            vec!["checkpoint-not-found"],
-            Vec::new(),
-        );
-    };
-    let spec = match pod::spec_of(obj) {
+    let waiver = waiver(obj.meta.skip_checks.as_deref())
+        .map_err(|why| Refusal::SkipChecksInvalid { pod: None, why })?;
+    let spec: PodSpec<'a> = match obj.spec.map(|raw| raw.decode()).transpose() {
         Ok(spec) => spec.unwrap_or_default(),
         Err(e) => {
-            return refuse(
-                base,
-                format!(
-                    "miggate: pod {pod_name}: spec cannot be read: {}",
-                    escape(&e.to_string())
-                ),
-                vec!["pod-unreadable"],
-                Vec::new(),
-            );
+            return Err(Refusal::PodUnreadable {
+                pod,
+                error: escape(&e.to_string()).into_owned(),
+            });
         }
     };
+    let node = spec.node_name.clone().filter(|n| !n.is_empty());
+    Ok(Parsed::Restore(RestoreRequest {
+        subject: Subject::Pod(spec),
+        pod,
+        namespace,
+        checkpoint: Cow::Borrowed(from),
+        checkpoint_ref,
+        waiver,
+        node,
+    }))
+}
 
+/// A `pods/binding` CREATE: the scheduler (or a client) chose a node. The store says whether
+/// the pod restores a checkpoint; everything else is ignored at the cost of one map lookup,
+/// since every binding in the cluster passes through here.
+fn parse_binding<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> Result<Parsed<'a>, Refusal> {
+    #[derive(serde::Deserialize)]
+    struct BindingTarget<'a> {
+        #[serde(borrow, default)]
+        name: Text<'a>,
+    }
+    let Some(namespace) = review.namespace.as_deref() else {
+        return Ok(Parsed::Ignored);
+    };
+    let obj = review.object.as_ref();
+    let name = Some(review.name.as_ref())
+        .filter(|n| !n.is_empty())
+        .or_else(|| obj.and_then(|o| o.meta.name.as_deref()));
+    let Some(name) = name else {
+        return Ok(Parsed::Ignored);
+    };
+    if !store.synced() {
+        return Ok(Parsed::Unchecked(vec![
+            "miggate: binding not checked: the webhook's caches have not finished their first list".into(),
+        ]));
+    }
+    let Some(restore) = store.restore_pod(namespace, name) else {
+        return Ok(Parsed::Ignored);
+    };
+    let pod = escape_within(&format!("{namespace}/{name}"), 512).into_owned();
+    let node = obj
+        .and_then(|o| o.target)
+        .and_then(|t| t.decode::<BindingTarget<'a>>().ok())
+        .map(|t| t.name)
+        .filter(|n| !n.is_empty());
+    let Some(node) = node else {
+        return Ok(Parsed::Unchecked(vec![format!(
+            "miggate: binding of restore pod {pod} names no node; not checked"
+        )]));
+    };
+    let from = restore.restore_from.trim();
+    let checkpoint_ref = checkpoint_ref(namespace, from);
+    let waiver = waiver(restore.skip_checks.as_deref()).map_err(|why| Refusal::SkipChecksInvalid {
+        pod: Some(pod.clone()),
+        why,
+    })?;
+    Ok(Parsed::Restore(RestoreRequest {
+        subject: Subject::Binding(restore.clone()),
+        pod,
+        namespace,
+        checkpoint: Cow::Owned(from.to_string()),
+        checkpoint_ref,
+        waiver,
+        node: Some(node),
+    }))
+}
+
+/// Stage two: the checkpoint and the node's inventory looked up, the checks run.
+pub fn evaluate(restore: &RestoreRequest<'_>, store: &(impl Lookup + ?Sized)) -> Judgement {
+    let refused = |refusal, warnings| Judgement {
+        refusal: Some(refusal),
+        warnings,
+        source: None,
+        exact_on: None,
+    };
+    let Some(checkpoint) = store.checkpoint(restore.namespace, &restore.checkpoint) else {
+        let binding = match (&restore.subject, restore.node.as_deref()) {
+            (Subject::Binding(_), Some(node)) => {
+                Some((restore.pod.clone(), escape_within(node, 256).into_owned()))
+            }
+            _ => None,
+        };
+        let refusal = Refusal::CheckpointNotFound {
+            checkpoint: restore.checkpoint_ref.clone(),
+            namespace: escape_within(restore.namespace, 256).into_owned(),
+            binding,
+        };
+        return refused(refusal, Vec::new());
+    };
+    match &restore.subject {
+        Subject::Pod(spec) => evaluate_pod(restore, spec, &checkpoint, store),
+        Subject::Binding(pod) => evaluate_binding(restore, pod, &checkpoint, store),
+    }
+}
+
+/// A restore pod's creation: the pod checks on its restore container, and the node checks
+/// when it names a node.
+fn evaluate_pod(
+    restore: &RestoreRequest<'_>,
+    spec: &PodSpec<'_>,
+    checkpoint: &Arc<Checkpoint>,
+    store: &(impl Lookup + ?Sized),
+) -> Judgement {
     let mut warnings = Vec::new();
-    let pod_facts = match pod::choose(&spec, checkpoint.container_name.as_deref()) {
+    let refused = |refusal, warnings| Judgement {
+        refusal: Some(refusal),
+        warnings,
+        source: None,
+        exact_on: None,
+    };
+    let checkpoint_ref = &restore.checkpoint_ref;
+    let pod_facts = match pod::choose(spec, checkpoint.container_name.as_deref()) {
         Choice::Container(c) => pod::facts(c),
         Choice::Missing(name) => {
-            let names: Vec<String> = spec
-                .containers
-                .iter()
-                .map(|c| escape_within(&c.name, 128).into_owned())
-                .collect();
-            return refuse(
-                base,
-                format!(
-                    "miggate: checkpoint {checkpoint_ref} was taken from container `{}`, which pod {pod_name} does not have (containers: {})",
-                    escape_within(name, 256),
-                    names.join(", ")
-                ),
-                vec!["container-not-found"],
-                Vec::new(),
-            );
+            let refusal = Refusal::ContainerNotFound {
+                checkpoint: checkpoint_ref.clone(),
+                container: escape_within(name, 256).into_owned(),
+                pod: restore.pod.clone(),
+                containers: spec
+                    .containers
+                    .iter()
+                    .map(|c| escape_within(&c.name, 128).into_owned())
+                    .collect(),
+            };
+            return refused(refusal, Vec::new());
         }
         Choice::Unknown(n) => {
             warnings.push(format!(
@@ -214,6 +387,7 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Siz
         .and_then(|p| p.image_digest.as_deref())
         .and_then(reduce_digest);
     let target_digest = pod_facts.image_digest.as_deref().and_then(reduce_digest);
+    let mut skip = restore.waiver.checks.clone();
     let mut digest_waived = false;
     if let (Some(s), Some(t)) = (&source_digest, &target_digest)
         && s != t
@@ -226,22 +400,19 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Siz
         ));
     }
 
-    let node_name = spec.node_name.as_deref().filter(|n| !n.is_empty());
+    let node_name = restore.node.as_deref();
     let node = match node_name {
         Some(n) => match store.inventory(n) {
             Ok(node) => Some(node),
             Err(missing) => {
                 passed_over_warnings(n, &missing.passed_over, &mut warnings);
-                return refuse(
-                    base,
-                    format!(
-                        "miggate: pod {pod_name} is bound to node {}, which has {}; cannot check checkpoint {checkpoint_ref} against it",
-                        escape_within(n, 256),
-                        no_inventory(&missing)
-                    ),
-                    vec!["node-not-found"],
-                    warnings,
-                );
+                let refusal = Refusal::NodeNotFound {
+                    pod: restore.pod.clone(),
+                    node: escape_within(n, 256).into_owned(),
+                    has: no_inventory(&missing),
+                    checkpoint: checkpoint_ref.clone(),
+                };
+                return refused(refusal, warnings);
             }
         },
         None => None,
@@ -262,24 +433,13 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Siz
     };
     let report = evaluate_target(&checkpoint.manifest, target, &options);
 
-    let waived: Vec<&str> = annotations
-        .and_then(|a| a.get(SKIP_CHECKS))
-        .map(|_| {
-            report
-                .results
-                .iter()
-                .filter(|r| {
-                    r.outcome == Outcome::Skipped && !(digest_waived && r.check == CheckName::IMAGE_DIGEST)
-                })
-                .map(|r| r.check.as_str())
-                .collect()
-        })
-        .unwrap_or_default();
-    if !waived.is_empty() {
-        warnings.push(format!("miggate: waived by {SKIP_CHECKS}: {}", waived.join(", ")));
+    if restore.waiver.annotated {
+        waived_warning(&report, &mut warnings, |r| {
+            !(digest_waived && r.check == CheckName::IMAGE_DIGEST)
+        });
     }
     for r in report.results.iter().filter(|r| r.outcome == Outcome::Unknown) {
-        if !pod_known && r.check.scope() == miggate_compat::Scope::Pod {
+        if !pod_known && r.check.scope() == Scope::Pod {
             continue;
         }
         if r.check == CheckName::IMAGE_DIGEST && target_digest.is_none() && source_digest.is_some() {
@@ -288,40 +448,161 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Siz
             );
             continue;
         }
-        warnings.push(format!(
-            "miggate: {} unknown: {} (source {}, target {})",
-            r.check, r.message, r.source, r.target
-        ));
+        unknown_warning(r, &mut warnings);
     }
-    for w in &report.warnings {
-        warnings.push(format!("miggate: {w}"));
-    }
+    report_warnings(&report, &mut warnings);
 
     let source = node.as_ref().map(|n| n.source);
-    if report.compatible {
-        allow(base, warnings, source)
-    } else {
-        let refused_by = report.refusals().map(|r| r.check.as_str()).collect();
-        let place = match (node_name, source) {
-            (Some(n), Some(src)) => format!(
+    let refusal = (!report.compatible).then(|| {
+        let place = match (node_name, node.as_ref()) {
+            (Some(n), Some(inv)) => format!(
                 "on node {} (inventory from {}{})",
                 escape_within(n, 256),
-                src.as_str(),
-                node.as_ref().map(fallback).unwrap_or_default()
+                inv.source.as_str(),
+                fallback(inv)
             ),
             _ => "in this pod".to_string(),
         };
-        let mut decision = refuse(
-            base,
+        Refusal::Incompatible {
+            checkpoint: checkpoint_ref.clone(),
+            of_pod: None,
+            place,
+            reason: report.reason.clone(),
+            checks: report.refusals().map(|r| r.check.as_str()).collect(),
+        }
+    });
+    Judgement {
+        refusal,
+        warnings,
+        source,
+        exact_on: None,
+    }
+}
+
+/// A restore pod's binding: the node checks in offer mode against the chosen node's
+/// inventory. A node without one is allowed with warnings: the node agent decides.
+fn evaluate_binding(
+    restore: &RestoreRequest<'_>,
+    pod_cached: &crate::lookup::RestorePod,
+    checkpoint: &Arc<Checkpoint>,
+    store: &(impl Lookup + ?Sized),
+) -> Judgement {
+    let node = restore.node.as_deref().unwrap_or_default();
+    let node_esc = escape_within(node, 256);
+    let pod = &restore.pod;
+    let inventory = match store.inventory(node) {
+        Ok(inventory) => inventory,
+        Err(missing) => {
+            // Warnings are cut to 256 bytes each: the reasons follow one per warning.
+            let has = if missing.passed_over.is_empty() {
+                format!("no GPU inventory ({NO_INVENTORY})")
+            } else {
+                "no usable GPU inventory (the sources present cannot be read, as follows)".to_string()
+            };
+            let mut warnings = vec![format!(
+                "miggate: node {node_esc} has {has}; binding of restore pod {pod} not checked, the node agent decides"
+            )];
+            passed_over_warnings(node, &missing.passed_over, &mut warnings);
+            return Judgement {
+                refusal: None,
+                warnings,
+                source: None,
+                exact_on: None,
+            };
+        }
+    };
+    let mut warnings = Vec::new();
+    inventory_warnings(node, &inventory, &mut warnings);
+    let options = Options {
+        skip: restore.waiver.checks.clone(),
+        ..Options::mode(Mode::Offer)
+    };
+    // --- DRA (issue 20): exact mode on the devices the pod's claims were allocated, when
+    // known (crate::allocation); otherwise offer mode against the whole node.
+    let at = crate::allocation::at_binding(
+        store,
+        restore.namespace,
+        pod_cached,
+        node,
+        &checkpoint.manifest,
+        &inventory,
+        &options.skip,
+    );
+    let (report, exact_on) = crate::allocation::binding_report(
+        at,
+        || {
+            let judged = inventory.manifest_for(&checkpoint.manifest);
+            let target = Target::node(&judged).with_slices_listed(inventory.slices_listed);
+            evaluate_target(&checkpoint.manifest, target, &options)
+        },
+        &mut warnings,
+    );
+    let on_devices = exact_on
+        .as_deref()
+        .map(|d| {
             format!(
-                "miggate: checkpoint {checkpoint_ref} cannot be restored {place}: {}",
-                report.reason
-            ),
-            refused_by,
-            warnings,
-        );
-        with_source(&mut decision, source);
-        decision
+                ", exact check on the allocated devices {}",
+                escape_within(d, 1024)
+            )
+        })
+        .unwrap_or_default();
+    // --- end DRA
+    if restore.waiver.annotated {
+        waived_warning(&report, &mut warnings, |r| r.check.scope() != Scope::Pod);
+    }
+    for r in report.results.iter().filter(|r| r.outcome == Outcome::Unknown) {
+        unknown_warning(r, &mut warnings);
+    }
+    report_warnings(&report, &mut warnings);
+    let refusal = (!report.compatible).then(|| Refusal::Incompatible {
+        checkpoint: restore.checkpoint_ref.clone(),
+        of_pod: Some(pod.clone()),
+        place: format!(
+            "on node {node_esc} (inventory from {}{}{on_devices})",
+            inventory.source.as_str(),
+            fallback(&inventory)
+        ),
+        reason: report.reason.clone(),
+        checks: report.refusals().map(|r| r.check.as_str()).collect(),
+    });
+    Judgement {
+        refusal,
+        warnings,
+        source: Some(inventory.source),
+        exact_on,
+    }
+}
+
+/// "waived by …" naming the skipped checks `keep` accepts, when there are any.
+fn waived_warning(
+    report: &Report,
+    warnings: &mut Vec<String>,
+    keep: impl Fn(&miggate_compat::CheckResult) -> bool,
+) {
+    let mut line = String::new();
+    for r in report
+        .results
+        .iter()
+        .filter(|r| r.outcome == Outcome::Skipped && keep(r))
+    {
+        line.push_str(if line.is_empty() { "" } else { ", " });
+        line.push_str(r.check.as_str());
+    }
+    if !line.is_empty() {
+        warnings.push(format!("miggate: waived by {SKIP_CHECKS}: {line}"));
+    }
+}
+
+fn unknown_warning(r: &miggate_compat::CheckResult, warnings: &mut Vec<String>) {
+    warnings.push(format!(
+        "miggate: {} unknown: {} (source {}, target {})",
+        r.check, r.message, r.source, r.target
+    ));
+}
+
+fn report_warnings(report: &Report, warnings: &mut Vec<String>) {
+    for w in &report.warnings {
+        warnings.push(format!("miggate: {w}"));
     }
 }
 
@@ -361,184 +642,6 @@ fn passed_over_warnings(node: &str, passed_over: &[String], warnings: &mut Vec<S
     }
 }
 
-#[derive(Deserialize)]
-struct BindingObject {
-    #[serde(default)]
-    target: Option<BindingTarget>,
-}
-
-#[derive(Deserialize)]
-struct BindingTarget {
-    #[serde(default)]
-    name: String,
-}
-
-/// A `pods/binding` CREATE: the scheduler (or a client) chose a node. A Binding carries no
-/// annotations, so the store says whether the pod restores a checkpoint; only then do the
-/// node checks run, in offer mode, against the node's inventory. Everything else is allowed
-/// at the cost of one map lookup: every binding in the cluster passes through here.
-fn decide_binding(
-    req: &AdmissionRequest<DynamicObject>,
-    base: AdmissionResponse,
-    store: &(impl Lookup + ?Sized),
-) -> Decision {
-    let Some(namespace) = req.namespace.as_deref() else {
-        return ignored(base);
-    };
-    let obj = req.object.as_ref();
-    let pod = Some(req.name.as_str())
-        .filter(|n| !n.is_empty())
-        .or_else(|| obj.and_then(|o| o.metadata.name.as_deref()));
-    let Some(pod) = pod else {
-        return ignored(base);
-    };
-    if !store.synced() {
-        return allow(
-            base,
-            vec![
-                "miggate: binding not checked: the webhook's caches have not finished their first list"
-                    .into(),
-            ],
-            None,
-        );
-    }
-    let Some(restore) = store.restore_pod(namespace, pod) else {
-        return ignored(base);
-    };
-    let pod_name = escape_within(&format!("{namespace}/{pod}"), 512).into_owned();
-    let node = obj
-        .and_then(|o| BindingObject::deserialize(&o.data).ok())
-        .and_then(|b| b.target)
-        .map(|t| t.name)
-        .filter(|n| !n.is_empty());
-    let Some(node) = node else {
-        return allow(
-            base,
-            vec![format!(
-                "miggate: binding of restore pod {pod_name} names no node; not checked"
-            )],
-            None,
-        );
-    };
-    let node_esc = escape_within(&node, 256).into_owned();
-    let from = restore.restore_from.trim();
-    let checkpoint_ref = format!("{}/{}", escape_within(namespace, 256), escape_within(from, 256));
-    let skip = match waived(restore.skip_checks.as_deref()) {
-        Ok(skip) => skip,
-        Err(why) => {
-            return refuse(
-                base,
-                format!("miggate: pod {pod_name}: {why}"),
-                vec!["skip-checks-invalid"],
-                Vec::new(),
-            );
-        }
-    };
-    let Some(checkpoint) = store.checkpoint(namespace, from) else {
-        return refuse(
-            base,
-            format!(
-                "miggate: cannot bind pod {pod_name} to node {node_esc}: checkpoint {checkpoint_ref} named by annotation {RESTORE_FROM} does not exist"
-            ),
-            vec!["checkpoint-not-found"],
-            Vec::new(),
-        );
-    };
-    let inventory = match store.inventory(&node) {
-        Ok(inventory) => inventory,
-        Err(missing) => {
-            // Warnings are cut to 256 bytes each: the reasons follow one per warning.
-            let has = if missing.passed_over.is_empty() {
-                format!("no GPU inventory ({NO_INVENTORY})")
-            } else {
-                "no usable GPU inventory (the sources present cannot be read, as follows)".to_string()
-            };
-            let mut warnings = vec![format!(
-                "miggate: node {node_esc} has {has}; binding of restore pod {pod_name} not checked, the node agent decides"
-            )];
-            passed_over_warnings(&node, &missing.passed_over, &mut warnings);
-            return allow(base, warnings, None);
-        }
-    };
-    let mut warnings = Vec::new();
-    inventory_warnings(&node, &inventory, &mut warnings);
-    let options = Options {
-        skip,
-        ..Options::mode(Mode::Offer)
-    };
-    // --- DRA (issue 20): exact mode on the devices the pod's claims were allocated, when
-    // known (crate::allocation); otherwise offer mode against the whole node.
-    let at = crate::allocation::at_binding(
-        store,
-        namespace,
-        &restore,
-        &node,
-        &checkpoint.manifest,
-        &inventory,
-        &options.skip,
-    );
-    let (report, allocated) = crate::allocation::binding_report(
-        at,
-        || {
-            let judged = inventory.manifest_for(&checkpoint.manifest);
-            let target = Target::node(&judged).with_slices_listed(inventory.slices_listed);
-            evaluate_target(&checkpoint.manifest, target, &options)
-        },
-        &mut warnings,
-    );
-    let on_devices = allocated
-        .as_deref()
-        .map(|d| {
-            format!(
-                ", exact check on the allocated devices {}",
-                escape_within(d, 1024)
-            )
-        })
-        .unwrap_or_default();
-    // --- end DRA
-    if restore.skip_checks.is_some() {
-        let waived: Vec<&str> = report
-            .results
-            .iter()
-            .filter(|r| r.outcome == Outcome::Skipped && r.check.scope() != miggate_compat::Scope::Pod)
-            .map(|r| r.check.as_str())
-            .collect();
-        if !waived.is_empty() {
-            warnings.push(format!("miggate: waived by {SKIP_CHECKS}: {}", waived.join(", ")));
-        }
-    }
-    for r in report.results.iter().filter(|r| r.outcome == Outcome::Unknown) {
-        warnings.push(format!(
-            "miggate: {} unknown: {} (source {}, target {})",
-            r.check, r.message, r.source, r.target
-        ));
-    }
-    for w in &report.warnings {
-        warnings.push(format!("miggate: {w}"));
-    }
-    let source = Some(inventory.source);
-    if report.compatible {
-        let mut decision = allow(base, warnings, source);
-        crate::allocation::audit(&mut decision.response, allocated.as_deref());
-        return decision;
-    }
-    let refused_by = report.refusals().map(|r| r.check.as_str()).collect();
-    let mut decision = refuse(
-        base,
-        format!(
-            "miggate: checkpoint {checkpoint_ref} of pod {pod_name} cannot be restored on node {node_esc} (inventory from {}{}{on_devices}): {}",
-            inventory.source.as_str(),
-            fallback(&inventory),
-            report.reason
-        ),
-        refused_by,
-        warnings,
-    );
-    with_source(&mut decision, source);
-    crate::allocation::audit(&mut decision.response, allocated.as_deref());
-    decision
-}
-
 /// Warnings an inventory brings: its source when it is not a `GpuNode` (a partial view), and
 /// what the source could not say.
 fn inventory_warnings(node: &str, inventory: &NodeInventory, warnings: &mut Vec<String>) {
@@ -559,80 +662,69 @@ fn inventory_warnings(node: &str, inventory: &NodeInventory, warnings: &mut Vec<
     }
 }
 
-fn allow(base: AdmissionResponse, warnings: Vec<String>, source: Option<Source>) -> Decision {
-    let verdict = if warnings.is_empty() {
-        Verdict::Allowed
-    } else {
-        Verdict::Warned
+/// Stage three: the judgement as the response to send; `None` for a request not looked at.
+pub fn render(review: &Review<'_>, judgement: Option<Judgement>) -> Decision {
+    // kube's response is not constructible field by field (non-exhaustive): an invalid one,
+    // turned into the allowed answer to this uid.
+    let mut response = AdmissionResponse::invalid("");
+    response.uid = review.uid.to_string();
+    response.allowed = true;
+    response.result = Status::default();
+    let Some(judgement) = judgement else {
+        return Decision {
+            response,
+            verdict: Verdict::Ignored,
+            refused_by: Vec::new(),
+            inventory_source: None,
+        };
     };
-    let mut response = base;
-    response.warnings = bounded(warnings);
-    let mut decision = Decision {
-        response,
-        verdict,
-        refused_by: Vec::new(),
-        inventory_source: None,
+    response.warnings = bounded(judgement.warnings);
+    let (verdict, refused_by) = match &judgement.refusal {
+        Some(refusal) => {
+            response.allowed = false;
+            response.result = Status::failure(
+                &escape_within(&refusal.to_string(), MAX_MESSAGE_BYTES),
+                "Forbidden",
+            )
+            .with_code(403);
+            (Verdict::Refused, refusal.refused_by())
+        }
+        None if response.warnings.is_none() => (Verdict::Allowed, Vec::new()),
+        None => (Verdict::Warned, Vec::new()),
     };
-    with_source(&mut decision, source);
-    decision
-}
-
-/// Records the inventory source on the decision and as an audit annotation.
-fn with_source(decision: &mut Decision, source: Option<Source>) {
-    if let Some(src) = source {
-        decision.inventory_source = Some(src);
-        decision
-            .response
+    if let Some(src) = judgement.source {
+        response
             .audit_annotations
             .insert(INVENTORY_SOURCE.to_string(), src.as_str().to_string());
+    }
+    crate::allocation::audit(&mut response, judgement.exact_on.as_deref());
+    Decision {
+        response,
+        verdict,
+        refused_by,
+        inventory_source: judgement.source,
     }
 }
 
 /// `namespace/name` of the pod, or its generateName, for messages.
-fn req_pod_name(req: &AdmissionRequest<DynamicObject>, obj: &DynamicObject) -> String {
-    let ns = req
+fn pod_name(review: &Review<'_>) -> String {
+    let meta = review.object.as_ref().map(|o| &o.meta);
+    let ns = review
         .namespace
         .as_deref()
-        .or(obj.metadata.namespace.as_deref())
+        .or(meta.and_then(|m| m.namespace.as_deref()))
         .unwrap_or("");
-    let name = obj
-        .metadata
-        .name
-        .as_deref()
+    let name = meta
+        .and_then(|m| m.name.as_deref())
         .filter(|n| !n.is_empty())
-        .or((!req.name.is_empty()).then_some(req.name.as_str()))
+        .or((!review.name.is_empty()).then_some(review.name.as_ref()))
         .map(|n| n.to_string())
-        .or_else(|| obj.metadata.generate_name.as_ref().map(|g| format!("{g}*")))
+        .or_else(|| {
+            meta.and_then(|m| m.generate_name.as_ref())
+                .map(|g| format!("{g}*"))
+        })
         .unwrap_or_else(|| "(unnamed)".to_string());
     escape_within(&format!("{ns}/{name}"), 512).into_owned()
-}
-
-fn ignored(response: AdmissionResponse) -> Decision {
-    Decision {
-        response,
-        verdict: Verdict::Ignored,
-        refused_by: Vec::new(),
-        inventory_source: None,
-    }
-}
-
-fn refuse(
-    base: AdmissionResponse,
-    message: String,
-    refused_by: Vec<&'static str>,
-    warnings: Vec<String>,
-) -> Decision {
-    let mut response = base;
-    response.allowed = false;
-    response.result =
-        Status::failure(&escape_within(&message, MAX_MESSAGE_BYTES), "Forbidden").with_code(403);
-    response.warnings = bounded(warnings);
-    Decision {
-        response,
-        verdict: Verdict::Refused,
-        refused_by,
-        inventory_source: None,
-    }
 }
 
 /// At most [`MAX_WARNINGS`] warnings of at most [`MAX_WARNING_BYTES`] each, escaped; the last

@@ -3,13 +3,16 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, PodSpec};
+use k8s_openapi::api::core::v1::PodSpec;
 use miggate_compat::{Pod, Quantity};
+
+use crate::review::Text;
 
 /// The resource-name prefix of NVIDIA's device plugin (`nvidia.com/gpu`, `nvidia.com/mig-…`).
 const NVIDIA_PREFIX: &str = "nvidia.com/";
 
-/// A pod object's spec, read from the review's object in place (no copy of the rest).
+/// A pod object's whole spec, as kube's types read it: steering patches fields (affinity,
+/// claims) a decision never reads, so it reads them all.
 pub(crate) fn spec_of(obj: &kube::core::DynamicObject) -> Result<Option<PodSpec>, serde_json::Error> {
     #[derive(serde::Deserialize)]
     struct PodObject {
@@ -20,23 +23,82 @@ pub(crate) fn spec_of(obj: &kube::core::DynamicObject) -> Result<Option<PodSpec>
     PodObject::deserialize(&obj.data).map(|p| p.spec)
 }
 
+/// What a decision reads of a pod's spec: its containers' names, images, resources and
+/// mounts, and the node it names. Decoded in place from the review (strings borrowed where
+/// they carry no escapes); every other field is skipped unread. Required fields are those the
+/// API's types require (`containers`, a container's `name`, a mount's `name` and `mountPath`).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Spec<'a> {
+    /// The pod's containers.
+    #[serde(borrow)]
+    pub containers: Vec<Container<'a>>,
+    /// `spec.nodeName`: set when the pod is created bound to a node.
+    #[serde(borrow, default)]
+    pub node_name: Option<Text<'a>>,
+}
+
+/// A container as a decision reads it.
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Container<'a> {
+    /// The container's name, which a checkpoint records.
+    #[serde(borrow)]
+    pub name: Text<'a>,
+    #[serde(borrow, default)]
+    image: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    resources: Option<Resources<'a>>,
+    #[serde(borrow, default)]
+    volume_mounts: Option<Vec<VolumeMount<'a>>>,
+}
+
+/// Quantities by resource name (the API's `map[ResourceName]Quantity`).
+type Quantities<'a> = BTreeMap<Text<'a>, Text<'a>>;
+
+#[derive(Debug, serde::Deserialize)]
+struct Resources<'a> {
+    #[serde(borrow, default)]
+    limits: Option<Quantities<'a>>,
+    #[serde(borrow, default)]
+    requests: Option<Quantities<'a>>,
+    #[serde(borrow, default)]
+    claims: Option<Vec<ClaimRef<'a>>>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct ClaimRef<'a> {
+    #[serde(borrow)]
+    name: Text<'a>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct VolumeMount<'a> {
+    // Required by the API's types; not read.
+    #[serde(borrow, rename = "name")]
+    _name: Text<'a>,
+    #[serde(borrow)]
+    mount_path: Text<'a>,
+}
+
 /// Which container of the pod is the restore target.
 #[derive(Debug)]
-pub(crate) enum Choice<'a> {
+pub(crate) enum Choice<'a, 's> {
     /// Found.
-    Container(&'a Container),
+    Container(&'s Container<'a>),
     /// The checkpoint names a container the pod does not have.
-    Missing(&'a str),
+    Missing(&'s str),
     /// No name, and not exactly one container asks for GPUs.
     Unknown(usize),
 }
 
 /// Whether a container asks for GPUs: NVIDIA extended resources or a resource claim (DRA).
-fn asks_for_gpus(c: &Container) -> bool {
+fn asks_for_gpus(c: &Container<'_>) -> bool {
     let Some(r) = c.resources.as_ref() else {
         return false;
     };
-    let nvidia = |m: &Option<BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>| {
+    let nvidia = |m: &Option<Quantities<'_>>| {
         m.as_ref()
             .is_some_and(|m| m.keys().any(|k| k.starts_with(NVIDIA_PREFIX)))
     };
@@ -44,7 +106,7 @@ fn asks_for_gpus(c: &Container) -> bool {
 }
 
 /// The restore container: the one the checkpoint names, else the only one asking for GPUs.
-pub(crate) fn choose<'a>(spec: &'a PodSpec, named: Option<&'a str>) -> Choice<'a> {
+pub(crate) fn choose<'a, 's>(spec: &'s Spec<'a>, named: Option<&'s str>) -> Choice<'a, 's> {
     if let Some(name) = named {
         return spec
             .containers
@@ -68,36 +130,36 @@ pub(crate) fn image_digest(image: &str) -> Option<&str> {
 
 /// The container's facts. Lists the spec leaves out are known to be empty: no mounts, no GPU
 /// limits and no claims are facts, not unknowns.
-pub(crate) fn facts(c: &Container) -> Pod {
+pub(crate) fn facts(c: &Container<'_>) -> Pod {
     let resources = c.resources.as_ref();
     let limits = resources.and_then(|r| r.limits.as_ref());
     let requests = resources.and_then(|r| r.requests.as_ref());
     let limit = |name: &str| {
         limits
             .and_then(|l| l.get(name))
-            .map(|q| Quantity::new(q.0.as_str()))
+            .map(|q| Quantity::new(q.as_ref()))
     };
     let mut gpu_requests = BTreeMap::new();
     // Extended resources are limits; a request alone stands for an equal limit.
     for map in [requests, limits].into_iter().flatten() {
         for (k, v) in map.iter().filter(|(k, _)| k.starts_with(NVIDIA_PREFIX)) {
-            gpu_requests.insert(k.clone(), Quantity::new(v.0.as_str()));
+            gpu_requests.insert(k.to_string(), Quantity::new(v.as_ref()));
         }
     }
     let claims = resources
         .and_then(|r| r.claims.as_ref())
-        .map(|cs| cs.iter().map(|c| c.name.clone()).collect())
+        .map(|cs| cs.iter().map(|c| c.name.to_string()).collect())
         .unwrap_or_default();
     let mounts = c
         .volume_mounts
         .iter()
         .flatten()
-        .map(|m| m.mount_path.clone())
+        .map(|m| m.mount_path.to_string())
         .collect();
-    let image = c.image.clone();
+    let image = c.image.as_deref();
     Pod {
-        image_digest: image.as_deref().and_then(image_digest).map(str::to_string),
-        image,
+        image_digest: image.and_then(image_digest).map(str::to_string),
+        image: image.map(str::to_string),
         cpu_limit: limit("cpu"),
         memory_limit: limit("memory"),
         mounts: Some(mounts),

@@ -22,6 +22,7 @@ use crate::decide::{self, Verdict};
 use crate::kube_store::KubeStore;
 use crate::lookup::Lookup;
 use crate::metrics::Metrics;
+use crate::review;
 use crate::store::FileStore;
 
 pub use crate::body::MAX_BODY_BYTES;
@@ -106,12 +107,12 @@ fn plain(status: StatusCode, message: String) -> Response {
 /// bounded by the body limit.
 async fn validate(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     let started = Instant::now();
-    let answer = match parse_review(&body) {
-        Ok(request) => {
-            settle_claims(&state, &request).await;
-            answer(&state, request)
+    let answer = match review::parse(&body) {
+        Ok(review) => {
+            settle_claims(&state, bound_pod(&review)).await;
+            answer(&state, &review)
         }
-        Err(message) => bad_request(message),
+        Err(bad) => bad_request(bad.to_string()),
     };
     state
         .metrics
@@ -204,16 +205,28 @@ async fn mutate(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
 /// can arrive a moment after the binding. Well inside the deadline.
 pub const CLAIM_WAIT: Duration = Duration::from_secs(1);
 
+/// The pod a binding CREATE places (`pods/binding` or the legacy `bindings`), as
+/// `(namespace, name)`; `None` for any other request.
+fn bound_pod<'r>(review: &'r review::Review<'_>) -> Option<(&'r str, &'r str)> {
+    let core = review.resource.group.is_empty();
+    let binding = review.operation == review::Operation::Create
+        && core
+        && ((review.resource.resource == "pods" && review.is_binding())
+            || (review.resource.resource == "bindings" && review.sub_resource.is_none()));
+    if !binding {
+        return None;
+    }
+    let namespace = review.namespace.as_deref()?;
+    let name = Some(review.name.as_ref())
+        .filter(|n| !n.is_empty())
+        .or_else(|| review.object.as_ref().and_then(|o| o.meta.name.as_deref()))?;
+    Some((namespace, name))
+}
+
 /// Waits (at most [`CLAIM_WAIT`]) until every claim of the restore pod a binding places is in
 /// the kube store's cache and allocated. Returns at once for anything else.
-async fn settle_claims(state: &AppState, request: &AdmissionRequest<DynamicObject>) {
-    let Store::Kube(kube) = &state.store else {
-        return;
-    };
-    if !crate::device_map::is_binding(request) {
-        return;
-    }
-    let Some((namespace, name)) = crate::device_map::bound_pod(request) else {
+async fn settle_claims(state: &AppState, pod: Option<(&str, &str)>) {
+    let (Store::Kube(kube), Some((namespace, name))) = (&state.store, pod) else {
         return;
     };
     let until = Instant::now() + CLAIM_WAIT;
@@ -233,7 +246,9 @@ async fn mutate_binding(State(state): State<Arc<AppState>>, body: Bytes) -> Resp
             return bad_request(message).response;
         }
     };
-    settle_claims(&state, &request).await;
+    if crate::device_map::is_binding(&request) {
+        settle_claims(&state, crate::device_map::bound_pod(&request)).await;
+    }
     let mapping = match &state.store {
         Store::File(files) => crate::device_map::map(&request, &*files.snapshot()),
         Store::Kube(kube) => crate::device_map::map(&request, &**kube),
@@ -253,47 +268,60 @@ async fn mutate_binding(State(state): State<Arc<AppState>>, body: Bytes) -> Resp
     review_response(&mapping.response.into_review())
 }
 
-fn answer(state: &AppState, request: AdmissionRequest<DynamicObject>) -> Answer {
+fn answer(state: &AppState, review: &review::Review<'_>) -> Answer {
     let decision = match &state.store {
-        Store::File(files) => decide::decide(&request, &*files.snapshot()),
-        Store::Kube(kube) => decide::decide(&request, &**kube),
+        Store::File(files) => decide::decide_review(review, &*files.snapshot()),
+        Store::Kube(kube) => decide::decide_review(review, &**kube),
     };
+    log_decision(review, &decision);
+    let response = match review::render(&decision.response) {
+        Ok(json) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Err(e) => plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot write AdmissionReview: {e}\n"),
+        ),
+    };
+    Answer {
+        response,
+        outcome: decision.verdict.as_str(),
+        refused_by: decision.refused_by,
+    }
+}
+
+/// One line per restore decided; nothing for requests not looked at (every binding in the
+/// cluster passes through here).
+fn log_decision(review: &review::Review<'_>, decision: &decide::Decision) {
+    if decision.verdict == Verdict::Ignored {
+        return;
+    }
     let source = decision.inventory_source.map_or("none", |s| s.as_str());
-    let what = if request.sub_resource.as_deref() == Some("binding") {
-        "binding"
-    } else {
-        "pod"
-    };
+    let what = if review.is_binding() { "binding" } else { "pod" };
+    let namespace = review.namespace.as_deref().unwrap_or("");
+    let name = escape_within(&review.name, 256);
     if decision.verdict == Verdict::Refused {
         tracing::info!(
-            uid = %request.uid,
-            namespace = request.namespace.as_deref().unwrap_or(""),
-            name = %escape_within(&request.name, 256),
-            dry_run = request.dry_run,
+            uid = %escape_within(&review.uid, 128),
+            namespace,
+            name = %name,
+            dry_run = review.dry_run,
             refused_by = ?decision.refused_by,
             inventory = source,
             request = what,
             "refused: {}",
             decision.response.result.message
         );
-    } else if decision.verdict != Verdict::Ignored {
+    } else {
         tracing::info!(
-            uid = %request.uid,
-            namespace = request.namespace.as_deref().unwrap_or(""),
-            name = %escape_within(&request.name, 256),
+            uid = %escape_within(&review.uid, 128),
+            namespace,
+            name = %name,
             verdict = decision.verdict.as_str(),
-            dry_run = request.dry_run,
+            dry_run = review.dry_run,
             inventory = source,
             request = what,
             exact_on = decision.response.audit_annotations.get(crate::allocation::EXACT_ON_AUDIT).map_or("", String::as_str),
             "restore admitted"
         );
-    }
-    let response = review_response(&decision.response.into_review());
-    Answer {
-        response,
-        outcome: decision.verdict.as_str(),
-        refused_by: decision.refused_by,
     }
 }
 

@@ -11,6 +11,8 @@ pub const VERSION: &str = "v1alpha1";
 /// `apiVersion` of miggate's resources and documents (manifests, layouts).
 pub const API_VERSION: &str = "miggate.io/v1alpha1";
 
+pub mod recovery;
+
 /// Annotations a restore pod carries or is given.
 pub mod annotations {
     /// Names the `GpuCheckpoint` a pod restores (same namespace).

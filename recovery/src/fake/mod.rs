@@ -29,13 +29,13 @@ use std::time::Duration;
 
 use crate::bdf::Bdf;
 use crate::error::{Error, ResetFailure, Result};
-use crate::gate::{Phase, RecoveryState};
 use crate::journal::Journal;
 use crate::layout::{ComputeInstanceLayout, GpuInstanceLayout, MigMode, Placement};
 use crate::seams::{
     Clock, Gate, GpuControl, GpuInfo, Host, Inventory, MigModeState, Services, SriovManage, SriovState,
     StateStore, Sysfs, VfVgpu, VgpuType,
 };
+use miggate_wire::recovery::{Phase, RecoveryState};
 
 /// A vGPU type the fake knows: which GPU instance profile backs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -407,7 +407,11 @@ impl NodeState {
 
     /// Checks the crash switch before a read.
     fn alive(&self) -> Result<()> {
-        if self.crashed { Err(Error::Crashed) } else { Ok(()) }
+        if self.crashed {
+            Err(FakeError::Crashed.into())
+        } else {
+            Ok(())
+        }
     }
 
     /// Logs a mutating call, or dies before it.
@@ -415,7 +419,7 @@ impl NodeState {
         self.alive()?;
         if self.crash_after == Some(self.calls.len()) {
             self.crashed = true;
-            return Err(Error::Crashed);
+            return Err(FakeError::Crashed.into());
         }
         self.calls.push(call);
         Ok(())
@@ -448,6 +452,24 @@ impl NodeState {
                 name: t.name.clone(),
             })
             .collect()
+    }
+}
+
+/// The fake's own failures, which no real seam has: they reach callers as [`Error::Seam`].
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FakeError {
+    /// The node was told to crash after a number of mutating calls (`crash_after`).
+    #[error("injected crash: the process is gone")]
+    Crashed,
+    /// The fake's manifest did not build (a fake set up with facts capture would refuse).
+    #[error("capturing the node's manifest: {0}")]
+    Manifest(#[source] miggate_compat::Error),
+}
+
+impl From<FakeError> for Error {
+    fn from(e: FakeError) -> Error {
+        Error::Seam(Box::new(e))
     }
 }
 
@@ -980,6 +1002,6 @@ impl Inventory for FakeNode {
             }
             builder = builder.gpu(gpu);
         }
-        builder.build().map_err(|e| Error::Capture(e.to_string()))
+        builder.build().map_err(|e| FakeError::Manifest(e).into())
     }
 }

@@ -42,7 +42,7 @@ impl Inventory for CaptureInventory {
             node_name: None,
             timeout: Some(self.timeout),
         };
-        let mut manifest = capture(&options).map_err(|e| Error::Capture(e.to_string()))?;
+        let mut manifest = capture(&options).map_err(Error::Capture)?;
         // `--root` prefixes every host path: the kernel release is the root's, unknown when the
         // root has no procfs.
         let release = read_bounded(&self.root.join(OSRELEASE), 4096)?
@@ -52,5 +52,32 @@ impl Inventory for CaptureInventory {
             host.kernel_version = release.map(VersionText::new);
         }
         Ok(manifest)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+    use super::*;
+
+    /// Capture's error is kept whole: boot recovery's caller can tell a node without
+    /// nvidia-smi from one whose nvidia-smi hung.
+    #[test]
+    fn a_missing_nvidia_smi_is_told_apart() {
+        let dir = tempfile::tempdir().unwrap();
+        let inventory = CaptureInventory::new(
+            dir.path().join("no-nvidia-smi"),
+            dir.path(),
+            Duration::from_secs(5),
+        );
+        let err = inventory.capture().unwrap_err();
+        let Error::Capture(capture) = &err else {
+            panic!("not a capture error: {err:?}");
+        };
+        assert!(capture.is_not_found() && !capture.is_timeout(), "{err}");
+        assert!(
+            err.to_string().starts_with("capturing the node's manifest: "),
+            "{err}"
+        );
     }
 }

@@ -17,7 +17,7 @@ use miggate_compat::escape::escape;
 use nvml_wrapper::Nvml;
 use nvml_wrapper::error::NvmlError;
 
-use super::NvidiaSmi;
+use super::smi::NvidiaSmi;
 use crate::bdf::Bdf;
 use crate::error::{Error, NvmlFailure, Result};
 use crate::layout::{GpuInstanceLayout, MigMode, Placement};

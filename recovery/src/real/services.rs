@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::{exec, exec_ok};
+use super::command::{exec, exec_ok};
 use crate::error::Result;
 use crate::seams::Services;
 

@@ -1,16 +1,18 @@
-//! GPU control through nvidia-smi. MIG listings are read with capture's parsers (`mig -lgi`,
-//! `-lci`, `-lgipp`), so recovery and capture agree on every layout nvidia-smi prints.
+//! GPU control through nvidia-smi. MIG listings are read with `miggate-smi`'s parsers (`mig -lgi`,
+//! `-lci`, `-lgipp`) and failures told by its one classifier, so recovery and capture agree on
+//! every layout and failure message nvidia-smi prints.
 
 use std::path::PathBuf;
 use std::sync::LazyLock;
 use std::time::Duration;
 
-use miggate_capture::internal::mig_table::{
+use miggate_smi::Failure;
+use miggate_smi::mig_table::{
     MigTable, parse_compute_instances, parse_gpu_instance_profiles, parse_gpu_instances, parse_placements,
 };
 use regex::Regex;
 
-use super::{exec, exec_ok, failed};
+use super::command::{exec, exec_ok, failed};
 use crate::bdf::Bdf;
 use crate::error::{Error, ResetFailure, Result};
 use crate::layout::{ComputeInstanceLayout, GpuInstanceLayout, MigMode, Placement};
@@ -46,14 +48,10 @@ impl NvidiaSmi {
     }
 }
 
-fn table<T>(
-    command: String,
-    parsed: std::result::Result<MigTable<T>, miggate_capture::Error>,
-) -> Result<Vec<T>> {
-    parsed.map(|t| t.rows).map_err(|e| Error::Output {
-        command,
-        message: e.to_string(),
-    })
+fn table<T>(command: String, parsed: std::result::Result<MigTable<T>, miggate_smi::Error>) -> Result<Vec<T>> {
+    parsed
+        .map(|t| t.rows)
+        .map_err(|source| Error::Listing { command, source })
 }
 
 fn mode(text: &str) -> Option<MigMode> {
@@ -108,12 +106,10 @@ impl GpuControl for NvidiaSmi {
             return Ok(());
         }
         let text = out.combined();
-        let kind = if text.contains("is not supported") {
-            ResetFailure::NotSupported
-        } else if text.contains("In use by another client") || text.contains("in use by another process") {
-            ResetFailure::InUse
-        } else {
-            ResetFailure::Other
+        let kind = match Failure::of(&text) {
+            Some(Failure::NotSupported) => ResetFailure::NotSupported,
+            Some(Failure::InUseByAnotherClient) => ResetFailure::InUse,
+            _ => ResetFailure::Other,
         };
         Err(Error::Reset {
             gpus: gpus.to_vec(),
@@ -203,8 +199,8 @@ impl GpuControl for NvidiaSmi {
     fn destroy_instances(&self, gpu: &Bdf) -> Result<()> {
         for flag in ["-dci", "-dgi"] {
             let out = exec(&self.path, &["mig", "-i", gpu.as_str(), flag], self.timeout)?;
-            // "No compute instances found" / "No GPU instances found": nothing to destroy.
-            if !out.status.success() && !out.combined().contains("Not Found") {
+            // `… : Not Found`: no instances of that kind, so nothing to destroy.
+            if !out.status.success() && Failure::of(&out.combined()) != Some(Failure::NotFound) {
                 return Err(failed(&out));
             }
         }
@@ -233,6 +229,59 @@ mod tests {
         .unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
         NvidiaSmi::new(script, Duration::from_secs(30), Duration::from_secs(30))
+    }
+
+    /// An nvidia-smi that prints `text` and exits with `code`.
+    fn printing(dir: &Path, text: &str, code: i32) -> NvidiaSmi {
+        let script = dir.join("nvidia-smi");
+        std::fs::write(
+            &script,
+            format!("#!/bin/sh\nprintf '%s\\n' '{text}'\nexit {code}\n"),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        NvidiaSmi::new(script, Duration::from_secs(30), Duration::from_secs(30))
+    }
+
+    /// Recovery asks the one classifier capture asks, which reads lower-cased text: a holder
+    /// of the GPU is told however a release capitalises the message.
+    #[test]
+    fn a_reset_in_use_is_told_whatever_the_capitalisation() {
+        let dir = tempfile::tempdir().unwrap();
+        let smi = printing(
+            dir.path(),
+            "Unable to reset GPU 00000000:01:00.0: in use by another client",
+            255,
+        );
+        let err = smi.reset(&[Bdf::parse("0000:01:00.0").unwrap()]).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::Reset {
+                    kind: ResetFailure::InUse,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+    }
+
+    /// `Not Found` destroying instances that are not there is nothing to destroy; any other
+    /// failure is one.
+    #[rstest::rstest]
+    #[case(
+        "Unable to destroy compute instance ID  0 from GPU  0 GPU instance ID  1: Not Found",
+        true
+    )]
+    #[case(
+        "Unable to destroy GPU instance ID  1 from GPU  0: In use by another client",
+        false
+    )]
+    fn destroying_no_instances_is_not_a_failure(#[case] text: &str, #[case] ok: bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let smi = printing(dir.path(), text, 6);
+        let result = smi.destroy_instances(&Bdf::parse("0000:01:00.0").unwrap());
+        assert_eq!(result.is_ok(), ok, "{result:?}");
     }
 
     #[rstest::rstest]

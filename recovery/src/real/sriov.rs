@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::exec_ok;
+use super::command::exec_ok;
 use crate::bdf::Bdf;
 use crate::error::Result;
 use crate::seams::SriovManage;

@@ -11,9 +11,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::bdf::Bdf;
 use crate::error::Result;
-use crate::gate::RecoveryState;
 use crate::journal::Journal;
 use crate::layout::{GpuInstanceLayout, MigMode, Placement};
+use miggate_wire::recovery::RecoveryState;
 
 /// MIG mode as the driver reports it: what is in force and what takes effect at the next reset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

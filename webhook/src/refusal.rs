@@ -1,0 +1,250 @@
+//! Why a restore is refused, typed: one variant per reason, its metric label from
+//! [`Refusal::as_str`] and its message from `Display`, so the label operators alert on and the
+//! words a user reads cannot drift apart.
+
+use std::fmt;
+
+use crate::decide::RESTORE_FROM;
+
+/// The reason a restore pod or its binding is refused. Every text field is escaped for
+/// messages already (names from the request are untrusted).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// `miggate.io/restore-from` is present but names nothing.
+    RestoreFromEmpty {
+        /// `namespace/name` of the pod.
+        pod: String,
+    },
+    /// Neither the request nor the object names a namespace.
+    NoNamespace,
+    /// The webhook's caches have not listed everything once: absent cannot be told from
+    /// not seen yet.
+    StoreNotSynced {
+        /// `namespace/name` of the checkpoint.
+        checkpoint: String,
+    },
+    /// `miggate.io/skip-checks` does not parse: a typo never waives.
+    SkipChecksInvalid {
+        /// `namespace/name` of the pod, named on the binding path (the pod is not the
+        /// request's object there).
+        pod: Option<String>,
+        /// Why it waives nothing.
+        why: String,
+    },
+    /// No `GpuCheckpoint` of that name.
+    CheckpointNotFound {
+        /// `namespace/name` of the checkpoint.
+        checkpoint: String,
+        /// The namespace looked in.
+        namespace: String,
+        /// On the binding path: the pod and the node it was being bound to.
+        binding: Option<(String, String)>,
+    },
+    /// The pod's spec does not decode.
+    PodUnreadable {
+        /// `namespace/name` of the pod.
+        pod: String,
+        /// The decoder's words.
+        error: String,
+    },
+    /// The checkpoint names a container the pod does not have.
+    ContainerNotFound {
+        /// `namespace/name` of the checkpoint.
+        checkpoint: String,
+        /// The container the checkpoint was taken from.
+        container: String,
+        /// `namespace/name` of the pod.
+        pod: String,
+        /// The pod's containers.
+        containers: Vec<String>,
+    },
+    /// The pod names a node no source describes.
+    NodeNotFound {
+        /// `namespace/name` of the pod.
+        pod: String,
+        /// The node.
+        node: String,
+        /// What the node has instead of an inventory.
+        has: String,
+        /// `namespace/name` of the checkpoint.
+        checkpoint: String,
+    },
+    /// Checks refused.
+    Incompatible {
+        /// `namespace/name` of the checkpoint.
+        checkpoint: String,
+        /// On the binding path, the pod (the request's object is a Binding).
+        of_pod: Option<String>,
+        /// Where: `in this pod`, or `on node N (inventory from S…)`.
+        place: String,
+        /// The report's reason: each failing check with both values.
+        reason: String,
+        /// The failing checks' names.
+        checks: Vec<&'static str>,
+    },
+}
+
+impl Refusal {
+    /// The metric label (`miggate_admission_refusals_total{check}`) of a refusal that is not
+    /// a check's; `incompatible` for checks, which count under each check's name
+    /// ([`Refusal::refused_by`]).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Refusal::RestoreFromEmpty { .. } => "restore-from-invalid",
+            Refusal::NoNamespace => "no-namespace",
+            Refusal::StoreNotSynced { .. } => "store-not-synced",
+            Refusal::SkipChecksInvalid { .. } => "skip-checks-invalid",
+            Refusal::CheckpointNotFound { .. } => "checkpoint-not-found",
+            Refusal::PodUnreadable { .. } => "pod-unreadable",
+            Refusal::ContainerNotFound { .. } => "container-not-found",
+            Refusal::NodeNotFound { .. } => "node-not-found",
+            Refusal::Incompatible { .. } => "incompatible",
+        }
+    }
+
+    /// What refused, as counted and logged: the failing checks, or the reason.
+    pub fn refused_by(&self) -> Vec<&'static str> {
+        match self {
+            Refusal::Incompatible { checks, .. } => checks.clone(),
+            other => vec![other.as_str()],
+        }
+    }
+
+    /// Every label [`Refusal::as_str`] can give except `incompatible`, for docs and tests.
+    pub const LABELS: [&'static str; 8] = [
+        "restore-from-invalid",
+        "no-namespace",
+        "store-not-synced",
+        "skip-checks-invalid",
+        "checkpoint-not-found",
+        "pod-unreadable",
+        "container-not-found",
+        "node-not-found",
+    ];
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::RestoreFromEmpty { pod } => write!(
+                f,
+                "miggate: pod {pod}: annotation {RESTORE_FROM} is empty; name a GpuCheckpoint"
+            ),
+            Refusal::NoNamespace => {
+                f.write_str("miggate: the request names no namespace to find the checkpoint in")
+            }
+            Refusal::StoreNotSynced { checkpoint } => write!(
+                f,
+                "miggate: cannot check checkpoint {checkpoint} yet: the webhook's caches have not finished their first list; retry shortly"
+            ),
+            Refusal::SkipChecksInvalid { pod: None, why } => write!(f, "miggate: {why}"),
+            Refusal::SkipChecksInvalid { pod: Some(pod), why } => write!(f, "miggate: pod {pod}: {why}"),
+            Refusal::CheckpointNotFound {
+                checkpoint,
+                namespace,
+                binding: None,
+            } => write!(
+                f,
+                "miggate: checkpoint {checkpoint} named by annotation {RESTORE_FROM} does not exist (no GpuCheckpoint of that name in namespace {namespace})"
+            ),
+            Refusal::CheckpointNotFound {
+                checkpoint,
+                binding: Some((pod, node)),
+                ..
+            } => write!(
+                f,
+                "miggate: cannot bind pod {pod} to node {node}: checkpoint {checkpoint} named by annotation {RESTORE_FROM} does not exist"
+            ),
+            Refusal::PodUnreadable { pod, error } => {
+                write!(f, "miggate: pod {pod}: spec cannot be read: {error}")
+            }
+            Refusal::ContainerNotFound {
+                checkpoint,
+                container,
+                pod,
+                containers,
+            } => write!(
+                f,
+                "miggate: checkpoint {checkpoint} was taken from container `{container}`, which pod {pod} does not have (containers: {})",
+                containers.join(", ")
+            ),
+            Refusal::NodeNotFound {
+                pod,
+                node,
+                has,
+                checkpoint,
+            } => write!(
+                f,
+                "miggate: pod {pod} is bound to node {node}, which has {has}; cannot check checkpoint {checkpoint} against it"
+            ),
+            Refusal::Incompatible {
+                checkpoint,
+                of_pod,
+                place,
+                reason,
+                ..
+            } => {
+                write!(f, "miggate: checkpoint {checkpoint}")?;
+                if let Some(pod) = of_pod {
+                    write!(f, " of pod {pod}")?;
+                }
+                write!(f, " cannot be restored {place}: {reason}")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn labels_list_every_reason_but_checks() {
+        let all = [
+            Refusal::RestoreFromEmpty { pod: "p".into() },
+            Refusal::NoNamespace,
+            Refusal::StoreNotSynced {
+                checkpoint: "c".into(),
+            },
+            Refusal::SkipChecksInvalid {
+                pod: None,
+                why: "w".into(),
+            },
+            Refusal::CheckpointNotFound {
+                checkpoint: "c".into(),
+                namespace: "n".into(),
+                binding: None,
+            },
+            Refusal::PodUnreadable {
+                pod: "p".into(),
+                error: "e".into(),
+            },
+            Refusal::ContainerNotFound {
+                checkpoint: "c".into(),
+                container: "w".into(),
+                pod: "p".into(),
+                containers: vec![],
+            },
+            Refusal::NodeNotFound {
+                pod: "p".into(),
+                node: "n".into(),
+                has: "h".into(),
+                checkpoint: "c".into(),
+            },
+        ];
+        let labels: Vec<&str> = all.iter().map(Refusal::as_str).collect();
+        assert_eq!(labels, Refusal::LABELS);
+        let checks = Refusal::Incompatible {
+            checkpoint: "c".into(),
+            of_pod: None,
+            place: "in this pod".into(),
+            reason: "r".into(),
+            checks: vec!["memory-limit", "mount"],
+        };
+        assert_eq!(checks.refused_by(), ["memory-limit", "mount"]);
+        assert_eq!(
+            checks.to_string(),
+            "miggate: checkpoint c cannot be restored in this pod: r"
+        );
+    }
+}

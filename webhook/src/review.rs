@@ -1,0 +1,518 @@
+//! The `admission.k8s.io/v1` AdmissionReview on the wire, read in place and written back.
+//!
+//! A decision reads a dozen fields of a review that carries the whole pod: kilobytes of spec,
+//! managed fields and status. Decoding it into kube's `AdmissionReview<DynamicObject>` builds
+//! a `serde_json::Value` of every one of them through serde's flatten buffer, and costs more
+//! than deciding (`benches/decide.rs` measures both). Here the fields a decision reads are
+//! borrowed from the body, and the object's `spec` and `target` stay raw JSON until a decision
+//! reads them: a pod that restores nothing is never decoded past its annotations.
+//!
+//! The envelope is held to what kube's types require (`apiVersion`, `kind`, and a request's
+//! `uid`, `kind`, `resource`, `operation` and `userInfo`), so a review kube would refuse is
+//! refused here too, with serde's own words.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse};
+use miggate_compat::escape::escape_within;
+use serde::de::{self, IgnoredAny, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use crate::decide::{RESTORE_FROM, SKIP_CHECKS};
+
+/// A string read from a review: borrowed from the body where it carries no escapes, owned
+/// where it must be unescaped. (serde borrows a bare `Cow<str>` field only; inside an
+/// `Option`, a map or a hand-written visitor it would always copy.)
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Text<'a>(pub Cow<'a, str>);
+
+impl std::ops::Deref for Text<'_> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for Text<'_> {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::borrow::Borrow<str> for Text<'_> {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for Text<'_> {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for Text<'_> {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl fmt::Display for Text<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> Result<Text<'de>, E> {
+                Ok(Text(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(TextVisitor)
+    }
+}
+
+impl<'a> Text<'a> {
+    /// Borrows `s`.
+    pub fn borrowed(s: &'a str) -> Self {
+        Text(Cow::Borrowed(s))
+    }
+}
+
+/// The only review version served: the API server sends what the registration names.
+pub const API_VERSION: &str = "admission.k8s.io/v1";
+/// The review's kind.
+pub const KIND: &str = "AdmissionReview";
+
+/// Why a body is not a review a decision can answer: the 400's message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadReview {
+    /// Not JSON, or not the shape of a review.
+    #[error("malformed AdmissionReview JSON: {0}")]
+    Malformed(String),
+    /// Another version or kind.
+    #[error("expected apiVersion admission.k8s.io/v1 kind AdmissionReview, got `{api_version}` `{kind}`")]
+    Version {
+        /// The `apiVersion` sent, escaped and bounded.
+        api_version: String,
+        /// The `kind` sent, escaped and bounded.
+        kind: String,
+    },
+    /// A review without a request (a response sent back, say).
+    #[error("AdmissionReview has no request")]
+    NoRequest,
+    /// A request whose uid is empty: its answer could not be matched to it.
+    #[error("AdmissionReview request has no uid")]
+    NoUid,
+}
+
+/// What the API server asks to do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum Operation {
+    /// An object is created (a pod, a binding).
+    Create,
+    /// An object is replaced or patched.
+    Update,
+    /// An object is deleted.
+    Delete,
+    /// A connection (exec, attach, port-forward).
+    Connect,
+}
+
+/// A request's kind: group, version and kind.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Gvk<'a> {
+    /// The API group; empty for the core group.
+    #[serde(borrow)]
+    pub group: Text<'a>,
+    /// The version.
+    #[serde(borrow)]
+    pub version: Text<'a>,
+    /// The kind.
+    #[serde(borrow)]
+    pub kind: Text<'a>,
+}
+
+/// A request's resource: group, version and plural name.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Gvr<'a> {
+    /// The API group; empty for the core group.
+    #[serde(borrow)]
+    pub group: Text<'a>,
+    /// The version.
+    #[serde(borrow)]
+    pub version: Text<'a>,
+    /// The plural resource name (`pods`, `bindings`).
+    #[serde(borrow)]
+    pub resource: Text<'a>,
+}
+
+/// A JSON value a decision may read later: raw text from a body, or a value already decoded
+/// (a caller holding kube's types).
+#[derive(Debug, Clone, Copy)]
+pub enum Raw<'a> {
+    /// Text borrowed from the body.
+    Json(&'a RawValue),
+    /// A decoded value.
+    Value(&'a Value),
+}
+
+impl<'a> Raw<'a> {
+    /// Decodes the value as `T`, borrowing strings from it where it can.
+    pub fn decode<T: Deserialize<'a>>(self) -> Result<T, serde_json::Error> {
+        match self {
+            Raw::Json(raw) => serde_json::from_str(raw.get()),
+            Raw::Value(value) => T::deserialize(value),
+        }
+    }
+}
+
+/// What a decision reads of an object's metadata: its names and miggate's two annotations.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Meta<'a> {
+    /// `metadata.name`.
+    pub name: Option<Text<'a>>,
+    /// `metadata.namespace`.
+    pub namespace: Option<Text<'a>>,
+    /// `metadata.generateName`, for messages about a pod not yet named.
+    pub generate_name: Option<Text<'a>>,
+    /// The value of `miggate.io/restore-from`.
+    pub restore_from: Option<Text<'a>>,
+    /// The value of `miggate.io/skip-checks`.
+    pub skip_checks: Option<Text<'a>>,
+}
+
+/// The request's object: its metadata decoded, its `spec` (a pod) and `target` (a binding)
+/// kept raw.
+#[derive(Debug, Clone)]
+pub struct Object<'a> {
+    /// Names and annotations.
+    pub meta: Meta<'a>,
+    /// `spec`, when present and not null.
+    pub spec: Option<Raw<'a>>,
+    /// `target`, when present and not null.
+    pub target: Option<Raw<'a>>,
+}
+
+/// The request of a review, as a decision reads it.
+#[derive(Debug, Clone)]
+pub struct Review<'a> {
+    /// Echoed in the answer.
+    pub uid: Text<'a>,
+    /// The object's kind.
+    pub kind: Gvk<'a>,
+    /// The resource the request is for.
+    pub resource: Gvr<'a>,
+    /// `binding` for `pods/binding`.
+    pub sub_resource: Option<Text<'a>>,
+    /// The object's name (empty when the server does not know it yet).
+    pub name: Text<'a>,
+    /// The namespace the request is in.
+    pub namespace: Option<Text<'a>>,
+    /// What is asked.
+    pub operation: Operation,
+    /// Whether the request is a dry run (nothing persists).
+    pub dry_run: bool,
+    /// The object created or updated.
+    pub object: Option<Object<'a>>,
+}
+
+impl Review<'_> {
+    /// Whether the request is a `pods/binding` (or legacy `bindings`) creation.
+    pub fn is_binding(&self) -> bool {
+        self.sub_resource.as_deref() == Some("binding")
+    }
+}
+
+/// Reads a review from a request body: the envelope checked, the request borrowed.
+pub fn parse(body: &[u8]) -> Result<Review<'_>, BadReview> {
+    let envelope: Envelope<'_> = serde_json::from_slice(body).map_err(|e| malformed(body, &e))?;
+    if envelope.api_version != API_VERSION || envelope.kind != KIND {
+        return Err(BadReview::Version {
+            api_version: escape_within(&envelope.api_version, 128).into_owned(),
+            kind: escape_within(&envelope.kind, 128).into_owned(),
+        });
+    }
+    let request = envelope.request.ok_or(BadReview::NoRequest)?;
+    if request.uid.is_empty() {
+        return Err(BadReview::NoUid);
+    }
+    Ok(Review {
+        uid: request.uid,
+        kind: request.kind,
+        resource: request.resource,
+        sub_resource: request.sub_resource,
+        name: request.name,
+        namespace: request.namespace,
+        operation: request.operation,
+        dry_run: request.dry_run,
+        object: request.object.map(|o| Object {
+            meta: o.metadata.unwrap_or_default(),
+            spec: o.spec.map(Raw::Json),
+            target: o.target.map(Raw::Json),
+        }),
+    })
+}
+
+/// The words for a body the reader refused: kube's decoder's, as the webhook has always
+/// answered (serde says "parsing a value" where kube buffers and "an object" here), computed
+/// only on this cold path; the reader's own where kube's decoder would take the body.
+fn malformed(body: &[u8], ours: &serde_json::Error) -> BadReview {
+    let text = match serde_json::from_slice::<kube::core::admission::AdmissionReview<DynamicObject>>(body) {
+        Err(kube) => kube.to_string(),
+        Ok(_) => ours.to_string(),
+    };
+    BadReview::Malformed(escape_within(&text, 1024).into_owned())
+}
+
+impl<'a> From<&'a AdmissionRequest<DynamicObject>> for Review<'a> {
+    /// A request a caller already decoded with kube's types, read the same way.
+    fn from(r: &'a AdmissionRequest<DynamicObject>) -> Self {
+        let b = |s: &'a String| Text::borrowed(s);
+        let gvk = |g: &'a str, v: &'a str, k: &'a str| Gvk {
+            group: Text::borrowed(g),
+            version: Text::borrowed(v),
+            kind: Text::borrowed(k),
+        };
+        let present =
+            |o: &'a DynamicObject, key: &str| o.data.get(key).filter(|v| !v.is_null()).map(Raw::Value);
+        Review {
+            uid: b(&r.uid),
+            kind: gvk(&r.kind.group, &r.kind.version, &r.kind.kind),
+            resource: Gvr {
+                group: b(&r.resource.group),
+                version: b(&r.resource.version),
+                resource: b(&r.resource.resource),
+            },
+            sub_resource: r.sub_resource.as_ref().map(b),
+            name: b(&r.name),
+            namespace: r.namespace.as_ref().map(b),
+            operation: match r.operation {
+                kube::core::admission::Operation::Create => Operation::Create,
+                kube::core::admission::Operation::Update => Operation::Update,
+                kube::core::admission::Operation::Delete => Operation::Delete,
+                kube::core::admission::Operation::Connect => Operation::Connect,
+            },
+            dry_run: r.dry_run,
+            object: r.object.as_ref().map(|o| {
+                let annotation = |key: &str| o.metadata.annotations.as_ref().and_then(|a| a.get(key)).map(b);
+                Object {
+                    meta: Meta {
+                        name: o.metadata.name.as_ref().map(b),
+                        namespace: o.metadata.namespace.as_ref().map(b),
+                        generate_name: o.metadata.generate_name.as_ref().map(b),
+                        restore_from: annotation(RESTORE_FROM),
+                        skip_checks: annotation(SKIP_CHECKS),
+                    },
+                    spec: present(o, "spec"),
+                    target: present(o, "target"),
+                }
+            }),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, rename = "apiVersion")]
+    api_version: Text<'a>,
+    #[serde(borrow)]
+    kind: Text<'a>,
+    #[serde(borrow, default)]
+    request: Option<Request<'a>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Request<'a> {
+    #[serde(borrow)]
+    uid: Text<'a>,
+    #[serde(borrow)]
+    kind: Gvk<'a>,
+    #[serde(borrow)]
+    resource: Gvr<'a>,
+    #[serde(borrow, default)]
+    sub_resource: Option<Text<'a>>,
+    #[serde(borrow, default)]
+    name: Text<'a>,
+    #[serde(borrow, default)]
+    namespace: Option<Text<'a>>,
+    operation: Operation,
+    // Required by kube's types and by the API; not read.
+    #[allow(dead_code)]
+    user_info: IgnoredAny,
+    #[serde(borrow, default)]
+    object: Option<RawObject<'a>>,
+    #[serde(default)]
+    dry_run: bool,
+}
+
+#[derive(Deserialize)]
+struct RawObject<'a> {
+    #[serde(borrow, default)]
+    metadata: Option<Meta<'a>>,
+    #[serde(borrow, default)]
+    spec: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    target: Option<&'a RawValue>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Meta<'a> {
+    /// Only the names and miggate's annotations are decoded; every other field and
+    /// annotation is skipped unread.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct MetaVisitor;
+        impl<'de> Visitor<'de> for MetaVisitor {
+            type Value = Meta<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("object metadata")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Meta<'de>, A::Error> {
+                let mut meta = Meta::default();
+                while let Some(key) = map.next_key::<Text<'de>>()? {
+                    match &*key {
+                        "name" => meta.name = map.next_value()?,
+                        "namespace" => meta.namespace = map.next_value()?,
+                        "generateName" => meta.generate_name = map.next_value()?,
+                        "annotations" => {
+                            if let Some(a) = map.next_value::<Option<Annotations<'de>>>()? {
+                                meta.restore_from = a.restore_from;
+                                meta.skip_checks = a.skip_checks;
+                            }
+                        }
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(meta)
+            }
+        }
+        d.deserialize_map(MetaVisitor)
+    }
+}
+
+/// miggate's annotations out of a pod's annotations (a key given twice keeps its last value,
+/// as a map would).
+#[derive(Default)]
+struct Annotations<'a> {
+    restore_from: Option<Text<'a>>,
+    skip_checks: Option<Text<'a>>,
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for Annotations<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct AnnotationsVisitor;
+        impl<'de> Visitor<'de> for AnnotationsVisitor {
+            type Value = Annotations<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a map of annotations")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Annotations<'de>, A::Error> {
+                let mut out = Annotations::default();
+                while let Some(key) = map.next_key::<Text<'de>>()? {
+                    match &*key {
+                        RESTORE_FROM => out.restore_from = Some(map.next_value()?),
+                        SKIP_CHECKS => out.skip_checks = Some(map.next_value()?),
+                        _ => {
+                            map.next_value::<de::IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(AnnotationsVisitor)
+    }
+}
+
+/// Writes the answer to a review: kube's `AdmissionReview` JSON for the response, field for
+/// field, without building kube's review around it.
+pub fn render(response: &AdmissionResponse) -> Result<Vec<u8>, serde_json::Error> {
+    #[derive(Serialize)]
+    struct Out<'a> {
+        #[serde(rename = "apiVersion")]
+        api_version: &'static str,
+        kind: &'static str,
+        response: &'a AdmissionResponse,
+    }
+    let mut out = Vec::with_capacity(256);
+    serde_json::to_writer(
+        &mut out,
+        &Out {
+            api_version: API_VERSION,
+            kind: KIND,
+            response,
+        },
+    )?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_review_is_read_in_place_and_its_object_kept_raw() {
+        let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{
+            "uid":"u1","kind":{"group":"","version":"v1","kind":"Pod"},
+            "resource":{"group":"","version":"v1","resource":"pods"},"namespace":"ml",
+            "operation":"CREATE","userInfo":{},"object":{"metadata":{"name":"p","annotations":{
+            "a":"b","miggate.io/restore-from":"first","miggate.io/restore-from":"ck\u0031"}},
+            "spec":{"containers":[]},"status":{"phase":"Pending"}}}}"#;
+        let r = parse(body).unwrap();
+        assert_eq!(r.uid, "u1");
+        assert_eq!(r.resource.resource, "pods");
+        assert_eq!(r.operation, Operation::Create);
+        let o = r.object.unwrap();
+        assert_eq!(o.meta.name.as_deref(), Some("p"));
+        // The last of a repeated key, unescaped.
+        assert_eq!(o.meta.restore_from.as_deref(), Some("ck1"));
+        assert!(matches!(o.spec, Some(Raw::Json(raw)) if raw.get() == r#"{"containers":[]}"#));
+        assert!(o.target.is_none());
+    }
+
+    #[test]
+    fn what_kube_refuses_is_refused() {
+        let missing_user = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{
+            "uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},
+            "resource":{"group":"","version":"v1","resource":"pods"},"operation":"CREATE"}}"#;
+        let e = parse(missing_user).unwrap_err().to_string();
+        assert!(e.contains("missing field `userInfo`"), "{e}");
+        let bad_op = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{
+            "uid":"u","kind":{"group":"","version":"v1","kind":"Pod"},
+            "resource":{"group":"","version":"v1","resource":"pods"},"operation":"MOVE","userInfo":{}}}"#;
+        assert!(
+            parse(bad_op)
+                .unwrap_err()
+                .to_string()
+                .contains("unknown variant `MOVE`")
+        );
+        let no_uid = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{
+            "uid":"","kind":{"group":"","version":"v1","kind":"Pod"},
+            "resource":{"group":"","version":"v1","resource":"pods"},"operation":"CREATE","userInfo":{}}}"#;
+        assert_eq!(parse(no_uid).unwrap_err(), BadReview::NoUid);
+        assert_eq!(
+            parse(br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#).unwrap_err(),
+            BadReview::NoRequest
+        );
+    }
+}
