@@ -5,9 +5,10 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use miggate_compat::escape::{escape, is_hazard};
-use miggate_compat::{Mode, StoredKind, Target, TargetScope, evaluate_target};
+use miggate_compat::{Mode, Target, TargetScope, evaluate_target};
+use miggate_crds::StoredKind;
 
-use crate::cli::{CheckArgs, CheckOutput, ModeArg, ScopeArg};
+use crate::args::{CheckArgs, CheckOutput, ModeArg, ScopeArg};
 use crate::input::{closed_pipe_is_fine, read_manifest, stdout_is_closed};
 
 /// Compares the two manifests and prints the report; the exit code carries the verdict.

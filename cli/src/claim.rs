@@ -15,7 +15,7 @@ pub struct ClaimArgs {
     pub checkpoint: PathBuf,
     /// How strictly the checkpoint is read (`--validate`).
     #[command(flatten)]
-    pub read: crate::cli::ReadArgs,
+    pub read: crate::args::ReadArgs,
     /// The template's name, what a restore pod's `resourceClaims[].resourceClaimTemplateName`
     /// names.
     #[arg(long, default_value = "miggate-restore")]

@@ -6,7 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::{anyhow, bail};
 use miggate_compat::escape::escape;
-use miggate_compat::{MAX_MANIFEST_BYTES, ReadOptions, Stored, read_stored_with};
+use miggate_compat::{MAX_MANIFEST_BYTES, ReadOptions};
+use miggate_crds::{Stored, StoredKind, read_stored_with};
 
 /// Reads a manifest from a path (`-` is standard input): a manifest document, a
 /// `GpuCheckpoint` or `GpuNode` object as `kubectl get … -o yaml` prints it, or a Go peer
@@ -44,11 +45,11 @@ pub fn read_manifest(path: &Path, role: &str, options: ReadOptions) -> anyhow::R
             container_name: None,
             name: None,
             namespace: None,
-            kind: miggate_compat::StoredKind::Manifest,
+            kind: StoredKind::Manifest,
         });
     };
     read_stored_with(text, options).map_err(|e| match e {
-        miggate_compat::Error::UnknownField { .. } => {
+        miggate_crds::Error::Manifest(miggate_compat::Error::UnknownField { .. }) => {
             anyhow!("{role} manifest {shown}: {e} (--validate=warn reads it with a warning)")
         }
         other => anyhow!("{role} manifest {shown}: {other}"),

@@ -2,6 +2,7 @@
 //!
 //! Thin on purpose: flags are parsed here and the work happens in the library crates.
 
+mod args;
 mod capture;
 mod check;
 mod claim;

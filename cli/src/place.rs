@@ -1,26 +1,19 @@
 //! `miggate where`: which nodes of a store can take a checkpoint.
 
-use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
+use std::io::{self, Write};
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use miggate_compat::escape::escape;
-use miggate_compat::{
-    GpuManifest, MAX_MANIFEST_BYTES, Mode, Placement, ReadOptions, StoredKind, place_listed, read_stored_with,
-};
+use miggate_compat::{GpuManifest, Mode, NodeFit, ReadOptions, rank_nodes_listed};
+use miggate_crds::StoredKind;
+use miggate_webhook::store::{Problem, read_node_files};
+use miggate_wire::store::NODES_DIR;
 use serde::Serialize;
 
-use crate::cli::{CheckOutput, WhereArgs};
+use crate::args::{CheckOutput, WhereArgs};
 use crate::input::{closed_pipe_is_fine, stdout_is_closed};
-
-/// A node file that could not be used: listed, never fatal, so one bad file does not hide the
-/// other nodes (as in the webhook's store).
-#[derive(Debug, Serialize)]
-struct Problem {
-    file: String,
-    error: String,
-}
 
 /// Ranks the store's nodes for the checkpoint and prints them; the exit code says whether any
 /// node fits.
@@ -41,7 +34,7 @@ pub fn run(args: &WhereArgs) -> anyhow::Result<ExitCode> {
         }
         None => cluster_nodes(&args.cluster, &checkpoint)?,
     };
-    let placements = place_listed(
+    let placements = rank_nodes_listed(
         &checkpoint,
         nodes.iter().map(|(n, m, listed)| (n.as_str(), m, *listed)),
         &options,
@@ -65,22 +58,6 @@ pub fn run(args: &WhereArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     })
-}
-
-/// Reads at most the manifest limit (and one byte more, to tell it was over).
-fn read_limited(mut reader: impl Read) -> io::Result<Vec<u8>> {
-    let mut bytes = Vec::new();
-    let limit = u64::try_from(MAX_MANIFEST_BYTES).unwrap_or(u64::MAX) + 1;
-    reader.by_ref().take(limit).read_to_end(&mut bytes)?;
-    Ok(bytes)
-}
-
-/// Reads a store file's text, bounded; the error is in words.
-fn read_text(bytes: Vec<u8>) -> Result<String, String> {
-    if bytes.len() > MAX_MANIFEST_BYTES {
-        return Err(format!("over the {MAX_MANIFEST_BYTES}-byte limit"));
-    }
-    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
 }
 
 /// The checkpoint: any manifest document, a GpuCheckpoint object, or a peer artifact.
@@ -131,7 +108,7 @@ fn cluster_nodes(
 /// slices name them (`pool/device`): the devices a claim from `miggate claim` would be
 /// allocated. `None` off DRA, or where a device has no slice name (DynamicMIG's partitions
 /// are made on demand).
-fn claim_devices(p: &Placement<'_>, names: &DraNames) -> Option<Vec<String>> {
+fn claim_devices(p: &NodeFit<'_>, names: &DraNames) -> Option<Vec<String>> {
     let names = names.get(p.node)?;
     p.devices
         .as_ref()?
@@ -140,72 +117,24 @@ fn claim_devices(p: &Placement<'_>, names: &DraNames) -> Option<Vec<String>> {
         .collect()
 }
 
-/// Every `nodes/<node>.{yaml,yml,json}` file, by name; unusable ones as problems. A missing or
-/// unreadable `nodes/` directory is an error: a typo in `--store` must not read as "no node fits".
+/// Every node file of the store, read as the webhook's file store reads it
+/// ([`miggate_webhook::store::read_node_files`]); unusable ones as problems. A missing or
+/// unreadable `nodes/` directory is an error: a typo in `--store` must not read as "no node
+/// fits".
 fn read_nodes(root: &Path, options: ReadOptions) -> anyhow::Result<(Vec<Named>, Vec<Problem>)> {
-    let dir = root.join("nodes");
-    let shown = escape(&dir.display().to_string()).into_owned();
-    let entries =
-        std::fs::read_dir(&dir).with_context(|| format!("cannot read the store's node directory {shown}"))?;
-    let mut files: Vec<(String, PathBuf)> = Vec::new();
-    let mut problems = Vec::new();
-    for entry in entries {
-        let entry = entry.with_context(|| format!("cannot list {shown}"))?;
-        let path = entry.path();
-        let Some(file) = path.file_name().and_then(|n| n.to_str()).map(str::to_string) else {
-            problems.push(Problem {
-                file: escape(&path.display().to_string()).into_owned(),
-                error: "file name is not UTF-8".into(),
-            });
-            continue;
-        };
-        let ext = path.extension().and_then(|e| e.to_str()).unwrap_or_default();
-        if file.starts_with('.') || !matches!(ext, "yaml" | "yml" | "json") {
-            continue;
-        }
-        files.push((file, path));
-    }
-    files.sort();
-    let mut nodes: Vec<Named> = Vec::with_capacity(files.len());
-    let mut seen = std::collections::HashSet::with_capacity(files.len());
-    for (file, path) in files {
-        let name = file
-            .rsplit_once('.')
-            .map_or(file.as_str(), |(stem, _)| stem)
-            .to_string();
-        let read = std::fs::File::open(&path)
-            .and_then(read_limited)
-            .map_err(|e| e.to_string())
-            .and_then(read_text)
-            .and_then(|text| read_stored_with(&text, options).map_err(|e| e.to_string()))
-            .and_then(|stored| match stored.kind {
-                StoredKind::Checkpoint => Err("it is a GpuCheckpoint, not a node's inventory".to_string()),
-                _ => match stored.name.filter(|n| *n != name) {
-                    Some(other) => Err(format!(
-                        "metadata.name `{}` differs from the file name `{}`",
-                        escape(&other),
-                        escape(&name)
-                    )),
-                    None => Ok(stored.manifest),
-                },
-            });
-        match read {
-            Ok(_) if !seen.insert(name.clone()) => problems.push(Problem {
-                file: format!("nodes/{}", escape(&file)),
-                error: format!("another file already defines node {}", escape(&name)),
-            }),
-            Ok(m) => nodes.push((name, m, false)),
-            Err(why) => problems.push(Problem {
-                file: format!("nodes/{}", escape(&file)),
-                error: escape(&why).into_owned(),
-            }),
-        }
-    }
-    Ok((nodes, problems))
+    let shown = escape(&root.join(NODES_DIR).display().to_string()).into_owned();
+    let files = read_node_files(root, options)
+        .with_context(|| format!("cannot read the store's node directory {shown}"))?;
+    let nodes = files
+        .nodes
+        .into_iter()
+        .map(|(name, m)| (name, m, false))
+        .collect();
+    Ok((nodes, files.problems))
 }
 
 /// What a fitting node would give the checkpoint, or why a node refuses, in one cell.
-fn detail(p: &Placement<'_>) -> String {
+fn detail(p: &NodeFit<'_>) -> String {
     if let Some(r) = p.first_refusal() {
         let (s, t) = r
             .mismatches
@@ -231,7 +160,7 @@ fn detail(p: &Placement<'_>) -> String {
 }
 
 /// `-o wide`'s cell: every refusal in the reason format, or the fit with its device map.
-fn detail_wide(p: &Placement<'_>) -> String {
+fn detail_wide(p: &NodeFit<'_>) -> String {
     if p.first_refusal().is_some() {
         return escape(&p.report.reason).into_owned();
     }
@@ -245,7 +174,7 @@ fn detail_wide(p: &Placement<'_>) -> String {
 fn write_text(
     out: &mut impl Write,
     checkpoint: &GpuManifest,
-    placements: &[Placement<'_>],
+    placements: &[NodeFit<'_>],
     claimed: &[Option<Vec<String>>],
     problems: &[Problem],
     wide: bool,
@@ -319,7 +248,7 @@ struct Refusal<'a> {
 
 fn answer<'a>(
     checkpoint: &'a GpuManifest,
-    placements: &'a [Placement<'_>],
+    placements: &'a [NodeFit<'_>],
     claimed: &'a [Option<Vec<String>>],
     problems: &'a [Problem],
 ) -> Answer<'a> {

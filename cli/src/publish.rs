@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::Context;
 use miggate_publish::{Capture, Config, Publisher};
 
-use crate::cli::CaptureSourceArgs;
+use crate::args::CaptureSourceArgs;
 
 /// Flags of `miggate publish`.
 #[derive(Debug, clap::Args)]

@@ -97,7 +97,7 @@ struct RecordArgs {
     /// Write the layout here (atomically) instead of standard output. `-o` still takes a path,
     /// but refuses a format's name (`-o yaml`): everywhere else `-o` picks a format.
     #[arg(long = "out", short = 'o', alias = "output", value_name = "FILE",
-          value_parser = crate::cli::FlagParser(crate::cli::out_path))]
+          value_parser = crate::args::FlagParser(crate::args::out_path))]
     output: Option<PathBuf>,
     /// Who creates this node's MIG instances instead of recovery: `dra-dynamic-mig` (the NVIDIA
     /// DRA driver's DynamicMIG gate). Recorded as `migManagedBy`: recovery then never creates
@@ -241,7 +241,7 @@ fn record(args: &RecordArgs) -> anyhow::Result<ExitCode> {
             layout.write(path)?;
             eprintln!(
                 "recorded {} into {}",
-                crate::cli::counted(layout.gpus.len(), "GPU", "GPUs"),
+                crate::args::counted(layout.gpus.len(), "GPU", "GPUs"),
                 escape(&path.display().to_string())
             );
         }

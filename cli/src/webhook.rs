@@ -10,6 +10,8 @@ use miggate_webhook::StoreConfig;
 use miggate_webhook::kube_store::KubeOptions;
 use miggate_webhook::tls::CertPaths;
 
+use crate::args::store_arg;
+
 /// Flags of `miggate webhook`.
 #[derive(Debug, clap::Args)]
 pub struct WebhookArgs {
@@ -59,25 +61,6 @@ pub struct WebhookArgs {
     /// is answered 408 and its connection closed; 0 leaves only the deadline.
     #[arg(long, value_name = "BYTES", default_value_t = miggate_webhook::body::DEFAULT_MIN_BODY_RATE)]
     pub min_body_rate: u64,
-}
-
-/// `miggate where --store`: `dir:PATH` only (`where` reads no cluster yet).
-pub(crate) fn store_dir(text: &str) -> Result<PathBuf, String> {
-    match store_arg(text)? {
-        StoreConfig::Dir(path) => Ok(path),
-        StoreConfig::Kube(_) => Err("`where` reads only a file store; use dir:PATH".into()),
-    }
-}
-
-/// `--store`: `kube` or `dir:PATH`.
-pub(crate) fn store_arg(text: &str) -> Result<StoreConfig, String> {
-    if text == "kube" {
-        return Ok(StoreConfig::Kube(KubeOptions::default()));
-    }
-    match text.strip_prefix("dir:") {
-        Some(path) if !path.is_empty() => Ok(StoreConfig::Dir(PathBuf::from(path))),
-        _ => Err("expected kube or dir:PATH".into()),
-    }
 }
 
 /// The store asked for, or the in-cluster default.

@@ -145,7 +145,13 @@ fn strictness_covers_convert_and_where_too() {
     let store = dir.path().join("store");
     std::fs::create_dir_all(store.join("nodes")).unwrap();
     std::fs::copy(&node, store.join("nodes/typo.yaml")).unwrap();
-    std::fs::copy(root().join(CUT_NODE), store.join("nodes/good.yaml")).unwrap();
+    // Captured on the node its file names: a store refuses one node's inventory for another.
+    let good = std::fs::read_to_string(root().join(CUT_NODE)).unwrap();
+    std::fs::write(
+        store.join("nodes/good.yaml"),
+        good.replace("nodeName: gpu-node-9", "nodeName: good"),
+    )
+    .unwrap();
     let store_flag = format!("dir:{}", store.display());
     let out = miggate(&["where", CHECKPOINT, "--store", &store_flag]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

@@ -7,7 +7,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use miggate_compat::{
-    Device, GpuManifest, Host, MigStrategy, Nvidia, Options, VersionText, from_str, place, read_stored,
+    Device, GpuManifest, Host, MigStrategy, Nvidia, Options, VersionText, from_str, rank_nodes,
 };
 
 const H100: &str = "NVIDIA H100 80GB HBM3";
@@ -90,7 +90,7 @@ fn bench(c: &mut Criterion) {
     let names: Vec<String> = (0..5_000).map(|i| format!("gpu-node-{i:05}")).collect();
     let nodes: Vec<GpuManifest> = (0..5_000).map(node).collect();
     let options = Options::default();
-    let answer = place(
+    let answer = rank_nodes(
         &checkpoint,
         names.iter().map(String::as_str).zip(&nodes),
         &options,
@@ -100,7 +100,7 @@ fn bench(c: &mut Criterion) {
 
     c.bench_function("place/5000-nodes", |b| {
         b.iter(|| {
-            place(
+            rank_nodes(
                 black_box(&checkpoint),
                 names.iter().map(String::as_str).zip(&nodes),
                 &options,
@@ -108,15 +108,12 @@ fn bench(c: &mut Criterion) {
         })
     });
     // What `miggate where` does after reading the files: each node's YAML text parsed (as the
-    // store reader does), then placed.
+    // store reader does first), then placed.
     let texts: Vec<String> = nodes.iter().map(|n| n.to_yaml().unwrap()).collect();
     c.bench_function("read+place/5000-node-yaml-files", |b| {
         b.iter(|| {
-            let read: Vec<GpuManifest> = texts
-                .iter()
-                .map(|t| read_stored(black_box(t)).unwrap().manifest)
-                .collect();
-            place(&checkpoint, names.iter().map(String::as_str).zip(&read), &options).len()
+            let read: Vec<GpuManifest> = texts.iter().map(|t| from_str(black_box(t)).unwrap()).collect();
+            rank_nodes(&checkpoint, names.iter().map(String::as_str).zip(&read), &options).len()
         })
     });
     c.bench_function("from_str/peer-manifest-yaml", |b| {

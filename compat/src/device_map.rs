@@ -16,10 +16,10 @@ use std::hash::BuildHasher;
 
 use foldhash::{HashMap, HashMapExt};
 
-use crate::checks::{Devices, Tally};
+use crate::checks::devices::{Devices, Tally};
 use crate::device::DeviceKind;
 use crate::manifest::Device;
-use crate::matching::{Problem, TooVaried, place};
+use crate::matching::{Problem, TooVaried, assign};
 use crate::vocab::CheckName;
 
 /// A device's class: each dimension `None` where it is unknown or waived, and then it fits any
@@ -422,7 +422,7 @@ fn pair_up(sc: &Classed<'_>, tc: &Classed<'_>, allowed: &[bool]) -> Result<Resul
         .collect();
     let mut order: Vec<usize> = (0..lefts.len()).collect();
     order.sort_by_key(|&l| std::cmp::Reverse(lefts[l].0.known()));
-    let placement = place(Problem {
+    let assignment = assign(Problem {
         need: lefts.iter().map(|(_, m)| m.len()).collect(),
         room: rights.iter().map(|(_, m)| m.len()).collect(),
         buckets,
@@ -436,17 +436,17 @@ fn pair_up(sc: &Classed<'_>, tc: &Classed<'_>, allowed: &[bool]) -> Result<Resul
             rights.len()
         )
     })?;
-    if let Some(l) = placement.unplaced.iter().position(|n| *n > 0) {
+    if let Some(l) = assignment.unplaced.iter().position(|n| *n > 0) {
         // Which device is left over: the last of its class in visible order.
         let members = &lefts[l].1;
-        return Ok(Err(members[members.len() - placement.unplaced[l]]));
+        return Ok(Err(members[members.len() - assignment.unplaced[l]]));
     }
 
     // Hand out the targets: each left class's right classes in the order their first target
     // shows, each right class's targets in visible order.
     let mut next = vec![0usize; rights.len()];
     for (l, (_, members)) in lefts.iter().enumerate() {
-        let mut flows = placement.flows[l].clone();
+        let mut flows = assignment.flows[l].clone();
         flows.sort_by_key(|(r, _)| rights[*r].1[0]);
         let mut slots = flows.iter().flat_map(|&(r, n)| std::iter::repeat_n(r, n));
         for &i in members {

@@ -1,7 +1,7 @@
 //! The one error type of this crate.
 
 use crate::escape::escape;
-use crate::manifest::{PathSegment, render_path};
+use crate::field_path::{PathSegment, render_path};
 
 /// What went wrong reading a manifest or setting up a comparison. Every variant names what
 /// failed and where, so a caller can print it as is.
@@ -13,7 +13,7 @@ pub enum Error {
     TooLarge {
         /// The input's size.
         size: usize,
-        /// The limit.
+        /// [`MAX_MANIFEST_BYTES`](crate::MAX_MANIFEST_BYTES), named so the message says it.
         limit: usize,
     },
     /// The input is empty or only white space.
@@ -99,12 +99,6 @@ pub enum Error {
         what: &'static str,
         /// Why not.
         why: &'static str,
-    },
-    /// A store file whose object is not one of miggate's.
-    #[error("{why}")]
-    Store {
-        /// What is wrong, outside text already escaped.
-        why: String,
     },
     /// A check name that does not exist (in `--skip`, say).
     #[error("unknown check `{name}`; known checks: {known}")]

@@ -6,19 +6,20 @@ mod device;
 mod device_map;
 mod error;
 pub mod escape;
+mod field_path;
 mod fields;
 pub use fields::MAX_UNKNOWN_DEPTH;
 mod manifest;
 mod matching;
 mod multiset;
+mod parse_words;
 mod peer;
-mod placement;
 mod profile;
 mod quantity;
+mod ranking;
 mod read;
 mod report;
 mod schema;
-mod stored;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod text;
@@ -33,17 +34,19 @@ pub use checks::{
 };
 pub use device::{DeviceKind, SliceShape};
 pub use error::Error;
+pub use field_path::{PathSegment, render_path};
 pub use manifest::{
     API_VERSION, ApiVersion, CapturedBy, Device, Gpu, GpuManifest, Host, KIND, Kind, MigMode, MigStrategy,
-    Nvidia, PathSegment, Pod, UnknownField, UnknownFields, render_path,
+    Nvidia, Pod, UnknownField, UnknownFields,
 };
-pub use placement::{Placement, place, place_listed};
 pub use profile::MigProfile;
 pub use quantity::Quantity;
-pub use read::{MAX_MANIFEST_BYTES, MAX_YAML_DEPTH, from_slice, from_slice_with, from_str, from_str_with};
+pub use ranking::{NodeFit, rank_nodes, rank_nodes_listed};
+pub use read::{
+    MAX_MANIFEST_BYTES, MAX_YAML_DEPTH, from_slice, from_slice_with, from_str, from_str_with, read_document,
+};
 pub use report::{CheckResult, Report, Text};
 pub use schema::{manifest_body_schema, manifest_schema, structural_problems};
-pub use stored::{Stored, StoredKind, read_stored, read_stored_with};
 pub use text::{VersionText, kernel_major_minor, versions_equal};
 pub use uuid::{DeviceUuid, GpuUuid, MAX_UUID_BYTES, UuidForm};
 pub use validation::{FieldValidation, ReadOptions};

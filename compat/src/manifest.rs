@@ -9,14 +9,16 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::field_path::PathSegment;
 use crate::profile::MigProfile;
 use crate::quantity::Quantity;
 use crate::text::VersionText;
 use crate::uuid::{DeviceUuid, GpuUuid};
 
-/// The only `apiVersion` this crate reads; anything else (a Pod's `v1`) is refused outright so a
-/// wrong file cannot pass as a manifest with every fact unknown.
-pub const API_VERSION: &str = "miggate.io/v1alpha1";
+/// The only `apiVersion` this crate reads (its one home is `miggate-wire`); anything else (a
+/// Pod's `v1`) is refused outright so a wrong file cannot pass as a manifest with every fact
+/// unknown.
+pub use miggate_wire::API_VERSION;
 /// The only `kind` this crate reads.
 pub const KIND: &str = "GpuManifest";
 
@@ -158,46 +160,6 @@ pub struct UnknownField {
     pub path: Vec<PathSegment>,
     /// The field's value, as read.
     pub value: serde_json::Value,
-}
-
-/// One step of an [`UnknownField`]'s path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PathSegment {
-    /// A mapping key.
-    Key(String),
-    /// A list position.
-    Index(usize),
-}
-
-/// Renders a path the way people write it: `nvidia.devices[0].migprofile`; a key that is not a
-/// plain word is quoted (`pod["odd key"]`).
-pub fn render_path(path: &[PathSegment]) -> String {
-    let mut out = String::new();
-    for seg in path {
-        match seg {
-            // A key that is not a plain word is quoted, so `host.amd64` (nested) and
-            // `["host.amd64"]` (one key with a dot) never read alike.
-            PathSegment::Key(k)
-                if k.is_empty() || !k.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '-') =>
-            {
-                out.push('[');
-                out.push_str(&serde_json::Value::String(k.clone()).to_string());
-                out.push(']');
-            }
-            PathSegment::Key(k) => {
-                if !out.is_empty() {
-                    out.push('.');
-                }
-                out.push_str(k);
-            }
-            PathSegment::Index(i) => {
-                out.push('[');
-                out.push_str(&i.to_string());
-                out.push(']');
-            }
-        }
-    }
-    out
 }
 
 /// The manifest's `apiVersion`; a single value so anything else fails at read time.
@@ -475,26 +437,4 @@ pub struct Device {
     #[serde(flatten)]
     #[schemars(skip)]
     pub unknown: UnknownFields,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths_render_unambiguously() {
-        let key = |k: &str| PathSegment::Key(k.to_string());
-        assert_eq!(
-            render_path(&[
-                key("nvidia"),
-                key("devices"),
-                PathSegment::Index(0),
-                key("migprofile")
-            ]),
-            "nvidia.devices[0].migprofile"
-        );
-        assert_eq!(render_path(&[key("host"), key("amd64")]), "host.amd64");
-        assert_eq!(render_path(&[key("host.amd64")]), r#"["host.amd64"]"#);
-        assert_eq!(render_path(&[key("pod"), key("odd key")]), r#"pod["odd key"]"#);
-    }
 }

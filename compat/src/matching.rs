@@ -27,7 +27,7 @@ pub(crate) struct Problem {
 }
 
 /// Where items went: for each left class, (right class, how many), and how many found no place.
-pub(crate) struct Placement {
+pub(crate) struct Assignment {
     pub flows: Vec<Vec<(usize, usize)>>,
     pub unplaced: Vec<usize>,
     /// The work it took, in the budget's units: what the cost tests bound.
@@ -40,12 +40,12 @@ pub(crate) struct Placement {
 #[derive(Debug)]
 pub(crate) struct TooVaried;
 
-/// How many bucket entries and class visits a placement may cost: far beyond any real input
+/// How many bucket entries and class visits an assignment may cost: far beyond any real input
 /// (a 16 MiB manifest holds under 200k devices), small enough to answer in about a second.
 pub(crate) const WORK_BUDGET: usize = 40_000_000;
 
 /// Places what can be placed.
-pub(crate) fn place(problem: Problem) -> Result<Placement, TooVaried> {
+pub(crate) fn assign(problem: Problem) -> Result<Assignment, TooVaried> {
     let Problem {
         mut need,
         mut room,
@@ -190,7 +190,7 @@ pub(crate) fn place(problem: Problem) -> Result<Placement, TooVaried> {
             }
         }
     }
-    Ok(Placement {
+    Ok(Assignment {
         flows,
         unplaced: need,
         #[cfg(test)]
@@ -241,7 +241,7 @@ mod tests {
             }
             let p = chain(n, order);
             let bound = 8 * size(&p) * (usize::BITS - n.leading_zeros()) as usize;
-            let placed = place(p).unwrap();
+            let placed = assign(p).unwrap();
             prop_assert_eq!(placed.unplaced.iter().sum::<usize>(), 0);
             prop_assert!(placed.work <= bound, "work {} over {bound} for n {n}", placed.work);
         }
@@ -258,14 +258,14 @@ mod tests {
                 order: (0..lefts).collect(),
             };
             let bound = 8 * size(&p) * (usize::BITS - (lefts + rights).leading_zeros()) as usize;
-            let placed = place(p).unwrap();
+            let placed = assign(p).unwrap();
             let total: usize = placed.flows.iter().flatten().map(|(_, n)| n).sum();
             prop_assert_eq!(total, rights.min(lefts * each));
             prop_assert!(placed.work <= bound, "work {} over {bound}", placed.work);
         }
     }
 
-    fn placed(p: &Placement) -> usize {
+    fn placed(p: &Assignment) -> usize {
         p.flows.iter().flatten().map(|(_, n)| n).sum()
     }
 
@@ -273,7 +273,7 @@ mod tests {
     fn a_greedy_choice_is_undone_when_a_later_class_needs_its_place() {
         // Left 0 fits rights 0 and 1; left 1 fits right 0 only. Greedy gives left 0 right 0,
         // and the augmenting path moves it to right 1.
-        let p = place(Problem {
+        let p = assign(Problem {
             need: vec![1, 1],
             room: vec![1, 1],
             buckets: vec![vec![0, 1], vec![0]],
@@ -288,7 +288,7 @@ mod tests {
 
     #[test]
     fn counts_are_capacities() {
-        let p = place(Problem {
+        let p = assign(Problem {
             need: vec![5, 3],
             room: vec![4, 3],
             buckets: vec![vec![0, 1], vec![0]],
@@ -309,7 +309,7 @@ mod tests {
         let buckets: Vec<Vec<usize>> = (0..n)
             .map(|i| if i == 0 { vec![0] } else { vec![i - 1, i] })
             .collect();
-        let p = place(Problem {
+        let p = assign(Problem {
             need: vec![1; n],
             room: vec![1; n],
             buckets,

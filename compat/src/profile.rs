@@ -38,7 +38,8 @@ pub struct MigProfile {
 }
 
 impl MigProfile {
-    /// The profile text.
+    /// The profile as nvidia-smi prints it (`3g.40gb`, `1g.10gb+me`), which is how checks and
+    /// device classes name it.
     pub fn as_str(&self) -> &str {
         &self.text
     }

@@ -29,7 +29,8 @@ impl Quantity {
         Quantity { text, nanos }
     }
 
-    /// The text as written.
+    /// The text as written (`64Gi`), for messages; the checks compare its value
+    /// ([`nanos`](Self::nanos)), to which `1Gi` and `1024Mi` are the same.
     pub fn as_str(&self) -> &str {
         &self.text
     }

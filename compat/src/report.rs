@@ -197,7 +197,8 @@ pub struct Report {
     pub schema_version: u32,
     /// Whether no check refused.
     pub compatible: bool,
-    /// The comparison mode.
+    /// How the target was read (a restore container's devices, or a node's whole inventory):
+    /// the same two manifests can pass in one mode and refuse in the other.
     pub mode: Mode,
     /// One row per check, in the stable report order.
     pub results: Vec<CheckResult>,
@@ -211,12 +212,13 @@ pub struct Report {
 }
 
 impl Report {
-    /// The rows that refused.
+    /// The rows that refused, in report order: the first is the one `miggate where` names.
     pub fn refusals(&self) -> impl Iterator<Item = &CheckResult> {
         self.results.iter().filter(|r| r.outcome == Outcome::Refuse)
     }
 
-    /// The row of one check.
+    /// The row of one check: every evaluation writes one per check, so `None` only for a
+    /// report made otherwise (built, or read from JSON).
     pub fn result(&self, check: CheckName) -> Option<&CheckResult> {
         self.results.iter().find(|r| r.check == check)
     }

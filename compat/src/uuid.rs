@@ -34,9 +34,9 @@ pub enum UuidForm {
     /// `MIG-GPU-<id>/<gi>/<ci>`: a MIG slice named by its parent and instance ids (before R470);
     /// cuda-checkpoint does not accept it.
     LegacyMig {
-        /// The GPU instance id.
+        /// `<gi>`: unique on its parent GPU only, so the parent's id is needed to name the slice.
         gpu_instance: u32,
-        /// The compute instance id.
+        /// `<ci>`: unique within its GPU instance only.
         compute_instance: u32,
     },
 }
@@ -77,7 +77,7 @@ fn check_len(text: &str) -> Result<(), Error> {
 }
 
 impl GpuUuid {
-    /// The UUID text.
+    /// The UUID as nvidia-smi prints it (`GPU-` and the id): the form device maps take.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -96,7 +96,7 @@ impl FromStr for GpuUuid {
 }
 
 impl DeviceUuid {
-    /// The UUID text.
+    /// The UUID as it was read, in whichever [`UuidForm`] nvidia-smi printed it.
     pub fn as_str(&self) -> &str {
         &self.text
     }

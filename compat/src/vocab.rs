@@ -7,14 +7,10 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::str::FromStr;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
 use serde::de::{self, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-use crate::Error;
-use crate::escape::escape;
 
 /// A check, by its stable name (`mig-profile`). Names are protocol: they appear in reasons,
 /// events and skip lists, so a name never changes once released. The constants
@@ -31,19 +27,6 @@ impl fmt::Debug for CheckName {
 impl fmt::Display for CheckName {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for CheckName {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self, Error> {
-        CheckName::ALL
-            .into_iter()
-            .find(|c| c.as_str() == s)
-            .ok_or_else(|| Error::UnknownCheck {
-                name: escape(s).into_owned(),
-                known: CheckName::ALL.map(CheckName::as_str).join(", "),
-            })
     }
 }
 
@@ -83,8 +66,9 @@ impl JsonSchema for CheckName {
     }
 }
 
-/// Defines a small closed vocabulary: serde and schema as kebab-case text, `as_str`, `FromStr`
-/// with an error that lists the values, and `Display`.
+/// Defines a small closed vocabulary: serde and schema as kebab-case text, `as_str`, the lookup
+/// `from_name` that `FromStr` (in `parse_words.rs`, with an error listing the values) uses, and
+/// `Display`.
 macro_rules! words {
     ($(#[$meta:meta])* $ty:ident, $what:literal, { $($(#[doc = $doc:literal])* $variant:ident = $text:literal),* $(,)? }) => {
         $(#[$meta])*
@@ -108,16 +92,17 @@ macro_rules! words {
             }
         }
 
-        impl FromStr for $ty {
-            type Err = Error;
-            fn from_str(s: &str) -> Result<Self, Error> {
+        impl $ty {
+            /// What the word names, for the error of text that is none of them.
+            pub(crate) const WHAT: &'static str = $what;
+            /// The values, for the same error.
+            pub(crate) const EXPECTED: &'static str = concat!("expected one of: ", $("`", $text, "` "),*);
+
+            /// The word spelled `s`, if any. `FromStr` (in `parse_words.rs`) adds the error.
+            pub(crate) fn from_name(s: &str) -> Option<Self> {
                 match s {
-                    $($text => Ok($ty::$variant),)*
-                    _ => Err(Error::InvalidOption {
-                        what: $what,
-                        value: escape(s).into_owned(),
-                        why: concat!("expected one of: ", $("`", $text, "` "),*),
-                    }),
+                    $($text => Some($ty::$variant),)*
+                    _ => None,
                 }
             }
         }

@@ -1141,19 +1141,19 @@ fn a_listed_target_without_slices_has_none() {
     assert_eq!(outcome(&not, CheckName::MIG_PARTITIONING), Outcome::Unknown);
 }
 
-/// `place_listed` ranks a node judged from listed counts as `check` judges it: the same certain
-/// shortfall refuses there, where `place` (nothing listed) leaves it unknown and fitting.
+/// `rank_nodes_listed` ranks a node judged from listed counts as `check` judges it: the same certain
+/// shortfall refuses there, where `rank_nodes` (nothing listed) leaves it unknown and fitting.
 #[test]
 fn placement_honours_a_listed_inventory() {
     let gfd = node(vec![counted("3g.40gb"), counted("3g.40gb"), counted_gpu()]).0;
     let source = full(vec![s3g("MIG-s1"), s3g("MIG-s2"), s1g("MIG-s3")]).0;
     let options = Options::mode(miggate_compat::Mode::Offer);
-    let listed = miggate_compat::place_listed(&source, [("gfd-node", &gfd, true)], &options);
+    let listed = miggate_compat::rank_nodes_listed(&source, [("gfd-node", &gfd, true)], &options);
     assert!(!listed[0].fits());
     assert_eq!(
         listed[0].first_refusal().map(|r| r.check.as_str()),
         Some("gpu-model")
     );
-    let plain = miggate_compat::place(&source, [("gfd-node", &gfd)], &options);
+    let plain = miggate_compat::rank_nodes(&source, [("gfd-node", &gfd)], &options);
     assert!(plain[0].fits(), "{}", plain[0].report.reason);
 }

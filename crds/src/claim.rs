@@ -24,10 +24,7 @@ use serde_json::{Value, json};
 use crate::error::Error;
 use crate::inventory::DRA_DRIVER;
 
-/// The DeviceClass of whole GPUs the NVIDIA DRA driver installs.
-pub const GPU_CLASS: &str = "gpu.nvidia.com";
-/// The DeviceClass of MIG slices the NVIDIA DRA driver installs.
-pub const MIG_CLASS: &str = "mig.nvidia.com";
+pub use miggate_wire::dra::{GPU_CLASS, MIG_CLASS};
 /// The longest text (a product name, a profile) put in a selector: far above any real one.
 const MAX_TEXT_BYTES: usize = 256;
 

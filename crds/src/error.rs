@@ -45,6 +45,17 @@ pub enum Error {
     /// A deploy manifest could not be written as YAML or JSON.
     #[error("cannot write the deploy manifests: {0}")]
     Deploy(String),
+    /// A stored object's manifest cannot be read: the manifest reader's error, with its field
+    /// path and position.
+    #[error(transparent)]
+    Manifest(#[from] miggate_compat::Error),
+    /// A stored object that is not one of miggate's (a `List` of several, another kind or
+    /// version).
+    #[error("{why}")]
+    Stored {
+        /// What is wrong, outside text already escaped.
+        why: String,
+    },
     /// The CRDs could not be written as YAML.
     #[error("cannot write the CRDs as YAML: {0}")]
     Yaml(#[from] serde_saphyr::SerializeError),

@@ -30,6 +30,7 @@ mod error;
 pub mod inventory;
 mod node;
 mod schema;
+mod stored;
 mod summary;
 
 pub use checkpoint::{GpuCheckpoint, GpuCheckpointSpec, GpuCheckpointStatus};
@@ -40,12 +41,10 @@ pub use miggate_compat::GpuManifest;
 pub use node::{
     GpuNode, GpuNodeSpec, GpuNodeStatus, NODE_NAME_MESSAGE, NODE_NAME_RULE, RECOVERED, RecoveredReason,
 };
+pub use stored::{Stored, StoredKind, read_stored, read_stored_with};
 pub use summary::{MAX_SUMMARY_ENTRIES, SUMMARY_MESSAGE, SUMMARY_RULE, Summary};
 
-/// The API group of every miggate resource.
-pub const GROUP: &str = "miggate.io";
-/// The one version served and stored.
-pub const VERSION: &str = "v1alpha1";
+pub use miggate_wire::{GROUP, VERSION};
 
 /// Every CRD miggate installs, in the order they are written out: checkpoints, then nodes.
 pub fn crds() -> Vec<CustomResourceDefinition> {

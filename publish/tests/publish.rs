@@ -41,7 +41,7 @@ fn manifest(rel: &str, captured_at: &str) -> GpuManifest {
             .join(rel),
     )
     .unwrap();
-    let mut m = miggate_compat::read_stored(&text).unwrap().manifest;
+    let mut m = miggate_crds::read_stored(&text).unwrap().manifest;
     m.captured_at = Some(captured_at.into());
     m
 }

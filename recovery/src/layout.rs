@@ -29,8 +29,8 @@ use crate::bdf::Bdf;
 use crate::error::{Error, Result};
 use crate::files;
 
-/// The `apiVersion` a layout carries.
-pub const API_VERSION: &str = miggate_wire::API_VERSION;
+/// The `apiVersion` a layout carries (its one home is `miggate-wire`).
+pub use miggate_wire::API_VERSION;
 /// The `kind` a layout carries.
 pub const KIND: &str = "RecoveryLayout";
 

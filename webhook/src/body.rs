@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::{Body, Bytes};
-use futures::StreamExt;
+use futures::{FutureExt as _, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
@@ -163,11 +163,21 @@ pub async fn read_body(
     }
     let end = started + deadline;
     let mut stream = body.into_data_stream();
-    let mut buf: Vec<u8> = Vec::new();
+    // The declared length sizes the buffer once (never past the limit: declaring is free).
+    let mut buf: Vec<u8> =
+        Vec::with_capacity(declared.map_or(0, |d| usize::try_from(d).unwrap_or(0).min(limits.max_bytes)));
     let mut received: usize = 0;
     loop {
-        let wake = next_check(started, received, limits.min_rate).min(end);
-        match tokio::time::timeout_at(wake, stream.next()).await {
+        // What has arrived is taken without a timer: a small body usually comes with its
+        // head, and a timer armed and cancelled per chunk costs more than the chunk.
+        let next = match stream.next().now_or_never() {
+            Some(item) => Ok(item),
+            None => {
+                let wake = next_check(started, received, limits.min_rate).min(end);
+                tokio::time::timeout_at(wake, stream.next()).await
+            }
+        };
+        match next {
             Ok(None) => break,
             Ok(Some(Ok(chunk))) => {
                 received = received.saturating_add(chunk.len());

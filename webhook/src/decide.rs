@@ -31,10 +31,7 @@ pub use crate::refusal::Refusal;
 use crate::review::{Operation, Review, Text};
 use crate::store::Checkpoint;
 
-/// The annotation naming the `GpuCheckpoint` a pod restores (same namespace).
-pub const RESTORE_FROM: &str = "miggate.io/restore-from";
-/// The annotation waiving checks: `all`, or check names separated by commas.
-pub const SKIP_CHECKS: &str = "miggate.io/skip-checks";
+pub use miggate_wire::annotations::{RESTORE_FROM, SKIP_CHECKS};
 /// At most this many warnings go back to the client: the apiserver may truncate a long list.
 pub const MAX_WARNINGS: usize = 12;
 /// Each warning is cut to this many bytes, the length Kubernetes keeps.

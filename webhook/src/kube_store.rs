@@ -30,17 +30,17 @@ use kube::{Api, Client, Resource, ResourceExt};
 use miggate_crds::{GpuCheckpoint, GpuNode};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+pub use crate::cache_status::CacheStatus;
 use crate::decide::{RESTORE_FROM, SKIP_CHECKS};
+use crate::lookup::Checkpoint;
 use crate::lookup::{ClaimAllocation, Lookup, NoInventory, NodeInventory, RestorePod};
 use crate::metrics::{KindLabel, Metrics};
-use crate::store::Checkpoint;
 use miggate_crds::inventory::best_or_why;
 
 /// The DRA driver whose `ResourceSlice`s describe NVIDIA GPUs.
-pub const NVIDIA_DRA_DRIVER: &str = "gpu.nvidia.com";
+pub use miggate_wire::dra::DRIVER as NVIDIA_DRA_DRIVER;
 
 /// How the caches select what they watch.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -318,31 +318,6 @@ impl<V: Entry> Cache<V> {
             errors: self.errors.load(Ordering::Relaxed),
         }
     }
-}
-
-/// One cache's state, for `/readyz` and metrics.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CacheStatus {
-    /// The kind cached.
-    pub kind: &'static str,
-    /// Whether its first list has completed (or, for an optional kind, the server said it
-    /// does not serve the API).
-    pub synced: bool,
-    /// False while the server does not serve the kind's API (ResourceSlices on Kubernetes
-    /// before 1.34): that inventory source is skipped.
-    pub served: bool,
-    /// Whether its watch keeps failing (several errors in a row, the last recent): the cache
-    /// may be stale, so `/readyz` reports not ready while any is.
-    pub failing: bool,
-    /// Objects held.
-    pub objects: usize,
-    /// Seconds since its last event or list; `None` before any.
-    pub age_seconds: Option<f64>,
-    /// Lists done, the first included (each one after it is a restart).
-    pub lists: u64,
-    /// Watch or list errors seen (each is retried after a backoff).
-    pub errors: u64,
 }
 
 /// The watch caches and the tasks filling them. Dropping it stops the tasks.

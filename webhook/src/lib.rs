@@ -19,6 +19,7 @@
 
 pub mod allocation;
 pub mod body;
+mod cache_status;
 pub mod cluster;
 pub mod connections;
 pub mod decide;

@@ -7,8 +7,18 @@ use std::sync::Arc;
 
 use miggate_compat::GpuManifest;
 
-use crate::store::Checkpoint;
 pub use miggate_crds::inventory::{NoInventory, Source};
+
+/// A checkpoint's manifest and the container it was taken from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checkpoint {
+    /// The source manifest body.
+    pub manifest: GpuManifest,
+    /// The container the checkpoint names (`spec.containerName`), when it does.
+    pub container_name: Option<String>,
+    /// Where it came from, for logs: a file under the store root, or `GpuCheckpoint ns/name`.
+    pub origin: String,
+}
 
 /// A node's inventory as a decision reads it, and where it came from.
 #[derive(Debug, Clone, PartialEq)]

@@ -27,7 +27,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::kube_store::CacheStatus;
+use crate::cache_status::CacheStatus;
 use crate::store::Snapshot;
 
 /// A label set of one string.

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use crate::decide::RESTORE_FROM;
+use miggate_wire::annotations::RESTORE_FROM;
 
 /// The reason a restore pod or its binding is refused. Every text field is escaped for
 /// messages already (names from the request are untrusted).

@@ -1,14 +1,14 @@
 //! Reading one store file: a manifest document (miggate's or one of the Go peer's artifacts),
 //! or a `GpuCheckpoint`/`GpuNode` resource object whose `spec.manifest` is the manifest body.
-//! The reader itself is compat's ([`miggate_compat::read_stored`]), shared with `miggate where`.
+//! The reader itself is crds' ([`miggate_crds::read_stored`]), the crate that owns those shapes.
 
 use miggate_compat::escape::escape;
-pub(crate) use miggate_compat::{Stored, StoredKind};
+pub(crate) use miggate_crds::{Stored, StoredKind};
 
-/// Reads a store file's text (compat's reader, shared with `miggate where`). The error is in
+/// Reads a store file's text (crds' reader, shared with `miggate where`). The error is in
 /// words, escaped, without the file's name.
 pub(crate) fn read(text: &str) -> Result<Stored, String> {
-    miggate_compat::read_stored(text).map_err(|e| escape(&e.to_string()).into_owned())
+    miggate_crds::read_stored(text).map_err(|e| escape(&e.to_string()).into_owned())
 }
 
 #[cfg(test)]

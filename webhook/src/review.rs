@@ -22,7 +22,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::decide::{RESTORE_FROM, SKIP_CHECKS};
+use miggate_wire::annotations::{RESTORE_FROM, SKIP_CHECKS};
 
 /// A string read from a review: borrowed from the body where it carries no escapes, owned
 /// where it must be unescaped. (serde borrows a bare `Cow<str>` field only; inside an

@@ -346,7 +346,12 @@ async fn deadline(
         Err(e) => return body_refused(&state, &e, started),
     };
     let req = axum::extract::Request::from_parts(parts, Body::from(read.bytes));
-    let answered = tokio::time::timeout_at(head_at + state.deadline, next.run(req)).await;
+    // The decision is synchronous: an answer ready at the first poll needs no timer.
+    let mut run = std::pin::pin!(next.run(req));
+    let answered = match futures::poll!(run.as_mut()) {
+        std::task::Poll::Ready(response) => Ok(response),
+        std::task::Poll::Pending => tokio::time::timeout_at(head_at + state.deadline, run).await,
+    };
     // The body's share of the budget is given back once the answer is built.
     drop(read.reservation);
     match answered {

@@ -23,10 +23,7 @@ use serde_json::{Value, json};
 use crate::decide::{MAX_WARNING_BYTES, RESTORE_FROM};
 use crate::lookup::Lookup;
 
-/// The pod annotation that asks for steering: `true`.
-pub const STEER: &str = "miggate.io/steer";
-/// The pod annotation steering writes: what it added, for people (`kubectl describe pod`).
-pub const STEERED: &str = "miggate.io/steered";
+pub use miggate_wire::annotations::{STEER, STEERED};
 /// The audit annotation steering writes, with the same text.
 pub const STEERED_AUDIT: &str = "steered";
 /// GFD's product label.

@@ -1,36 +1,31 @@
 //! The file store: checkpoints and node inventories read from a directory, parsed once and
 //! served from memory.
 //!
-//! Layout under the root: `checkpoints/<namespace>/<name>.yaml` and `nodes/<node>.yaml`
-//! (`.yml` and `.json` too). Each file is a manifest document or a `GpuCheckpoint`/`GpuNode`
-//! object. The admission path only ever reads an [`Arc<Snapshot>`]; [`FileStore::refresh`]
+//! The layout and its naming rules are `miggate_wire::store`'s: `checkpoints/<namespace>/<name>.yaml`
+//! and `nodes/<node>.yaml` (`.yml` and `.json` too), each a manifest document or a
+//! `GpuCheckpoint`/`GpuNode` object. This module is the one reader of that layout:
+//! [`FileStore`] for the webhook, [`read_node_files`] for `miggate where`, both through the
+//! same listing, bounded read and agreement rules. The admission path only ever reads an [`Arc<Snapshot>`]; [`FileStore::refresh`]
 //! builds a new one off the request path and swaps it in atomically, re-parsing only the files
 //! whose size or modification time changed. A file that cannot be read is logged and listed in
 //! [`Snapshot::problems`] (and so on `/readyz`), never a crash, and never hides the others.
 
 use std::collections::HashMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use arc_swap::ArcSwap;
-use miggate_compat::GpuManifest;
+use miggate_compat::escape::{escape, escape_within};
+use miggate_compat::{GpuManifest, MAX_MANIFEST_BYTES, ReadOptions};
+use miggate_wire::store::{CHECKPOINTS_DIR, Entry, NODES_DIR, file_entry, namespace_entry};
 use serde::Serialize;
 
 use crate::Error;
+pub use crate::lookup::Checkpoint;
 use crate::lookup::{Lookup, NoInventory, NodeInventory, RestorePod, Source};
 use crate::resource::{self, Stored, StoredKind};
-
-/// A checkpoint's manifest and the container it was taken from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Checkpoint {
-    /// The source manifest body.
-    pub manifest: GpuManifest,
-    /// The container the checkpoint names (`spec.containerName`), when it does.
-    pub container_name: Option<String>,
-    /// Where it came from, for logs: a file under the store root, or `GpuCheckpoint ns/name`.
-    pub origin: String,
-}
 
 /// A node's inventory.
 #[derive(Debug, Clone, PartialEq)]
@@ -150,8 +145,6 @@ pub struct FileStore {
     cache: Mutex<HashMap<PathBuf, (Stamp, Parsed)>>,
 }
 
-const EXTENSIONS: [&str; 3] = ["yaml", "yml", "json"];
-
 impl FileStore {
     /// Opens and loads the store. A missing or unreadable root is an error (a typo in
     /// `--store` must not start a webhook that knows no checkpoint); a bad file inside is not.
@@ -224,16 +217,18 @@ impl FileStore {
     }
 
     /// Every candidate file with its stamp. Hidden entries (Kubernetes volumes' `..data`) and
-    /// other extensions are ignored.
+    /// other extensions are ignored; an entry whose name is not UTF-8 is listed, to be reported.
     fn list(&self) -> Result<Vec<(PathBuf, Stamp)>, Error> {
         let mut out = Vec::new();
-        let checkpoints = self.root.join("checkpoints");
-        for ns in dir_entries(&checkpoints, true)? {
-            for file in dir_entries(&ns, false)? {
-                out.push(file);
+        let checkpoints = self.root.join(CHECKPOINTS_DIR);
+        for ns in dir_entries(&checkpoints, Kind::Namespaces)? {
+            if matches!(ns.file_name().map(namespace_entry), Some(Entry::NotUtf8)) {
+                out.push(ns);
+                continue;
             }
+            out.extend(dir_entries(&ns, Kind::Files)?);
         }
-        out.extend(dir_entries(&self.root.join("nodes"), false)?);
+        out.extend(dir_entries(&self.root.join(NODES_DIR), Kind::Files)?);
         // The root itself must stay readable: a vanished mount keeps the last snapshot.
         std::fs::metadata(&self.root).map_err(|source| Error::Read {
             path: self.root.clone(),
@@ -266,8 +261,8 @@ impl FileStore {
         };
         let mut paths: Vec<&PathBuf> = cache.keys().collect();
         paths.sort();
-        let checkpoints = self.root.join("checkpoints");
-        let nodes = self.root.join("nodes");
+        let checkpoints = self.root.join(CHECKPOINTS_DIR);
+        let nodes = self.root.join(NODES_DIR);
         for path in paths {
             let Some((_, parsed)) = cache.get(path) else {
                 continue;
@@ -288,7 +283,7 @@ impl FileStore {
                     snapshot.unusable_nodes.entry(stem.clone()).or_insert_with(|| {
                         format!(
                             "store file {} cannot be used: {}",
-                            miggate_compat::escape::escape_within(&rel, 256),
+                            escape_within(&rel, 256),
                             error
                         )
                     });
@@ -317,7 +312,11 @@ impl FileStore {
                 }
                 let entry = snapshot.checkpoints.entry(ns.to_string()).or_default();
                 if entry.contains_key(name) {
-                    problem(format!("another file already defines checkpoint {ns}/{name}"));
+                    problem(format!(
+                        "another file already defines checkpoint {}/{}",
+                        escape(ns),
+                        escape(name)
+                    ));
                     continue;
                 }
                 entry.insert(
@@ -329,27 +328,12 @@ impl FileStore {
                     }),
                 );
             } else if is_node {
-                if let Err(why) = agrees(stored, StoredKind::Node, name, None) {
+                if let Err(why) = node_agrees(stored, name) {
                     problem(why);
                     continue;
                 }
-                // As in the cluster: one node's GPUs never judge another.
-                if let Some(captured_on) = stored
-                    .manifest
-                    .host
-                    .as_ref()
-                    .and_then(|h| h.node_name.as_deref())
-                    .filter(|n| *n != name)
-                {
-                    problem(format!(
-                        "it holds the inventory of node `{}` (host.nodeName), not of `{}`",
-                        miggate_compat::escape::escape_within(captured_on, 256),
-                        miggate_compat::escape::escape_within(name, 256)
-                    ));
-                    continue;
-                }
                 if snapshot.nodes.contains_key(name) {
-                    problem(format!("another file already defines node {name}"));
+                    problem(format!("another file already defines node {}", escape(name)));
                     continue;
                 }
                 snapshot.nodes.insert(
@@ -367,7 +351,7 @@ impl FileStore {
 
 fn snapshot_problem(problems: &mut Vec<Problem>, file: &str, error: String) {
     problems.push(Problem {
-        file: miggate_compat::escape::escape(file).into_owned(),
+        file: escape(file).into_owned(),
         error,
     });
 }
@@ -384,24 +368,57 @@ fn agrees(stored: &Stored, want: StoredKind, name: &str, namespace: Option<&str>
     }
     if let Some(n) = stored.name.as_deref().filter(|n| *n != name) {
         return Err(format!(
-            "metadata.name `{}` differs from the file name `{name}`",
-            miggate_compat::escape::escape(n)
+            "metadata.name `{}` differs from the file name `{}`",
+            escape(n),
+            escape(name)
         ));
     }
     if let (Some(ns), Some(want_ns)) = (stored.namespace.as_deref(), namespace)
         && ns != want_ns
     {
         return Err(format!(
-            "metadata.namespace `{}` differs from the directory `{want_ns}`",
-            miggate_compat::escape::escape(ns)
+            "metadata.namespace `{}` differs from the directory `{}`",
+            escape(ns),
+            escape(want_ns)
         ));
     }
     Ok(())
 }
 
-/// The entries of `dir`: sub-directories when `dirs`, else manifest files. A missing
-/// directory is empty (a store may have no nodes yet); any other failure is an error.
-fn dir_entries(dir: &Path, dirs: bool) -> Result<Vec<PathBuf>, Error> {
+/// Whether a node file's object may stand for the node its file name gives: a `GpuNode` or a
+/// manifest, the file's name as its `metadata.name`, and, as in the cluster, captured on that
+/// node when it says where (`host.nodeName`): one node's GPUs never judge another.
+fn node_agrees(stored: &Stored, name: &str) -> Result<(), String> {
+    agrees(stored, StoredKind::Node, name, None)?;
+    if let Some(captured_on) = stored
+        .manifest
+        .host
+        .as_ref()
+        .and_then(|h| h.node_name.as_deref())
+        .filter(|n| *n != name)
+    {
+        return Err(format!(
+            "it holds the inventory of node `{}` (host.nodeName), not of `{}`",
+            escape_within(captured_on, 256),
+            escape_within(name, 256)
+        ));
+    }
+    Ok(())
+}
+
+/// Which entries of a directory are wanted.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Namespace directories (under `checkpoints/`).
+    Namespaces,
+    /// Store files.
+    Files,
+}
+
+/// The entries of `dir` the layout names (see [`miggate_wire::store`]), and those whose name is
+/// not UTF-8, to be reported. A missing directory is empty (a store may have no nodes yet); any
+/// other failure is an error.
+fn dir_entries(dir: &Path, kind: Kind) -> Result<Vec<PathBuf>, Error> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -415,20 +432,12 @@ fn dir_entries(dir: &Path, dirs: bool) -> Result<Vec<PathBuf>, Error> {
     let mut out = Vec::new();
     for entry in entries.flatten() {
         let path = entry.path();
-        let hidden = entry.file_name().to_str().is_none_or(|n| n.starts_with('.'));
-        if hidden {
-            continue;
-        }
+        let name = entry.file_name();
         // `metadata` follows symlinks, as a projected volume needs.
         let is_dir = std::fs::metadata(&path).is_ok_and(|m| m.is_dir());
-        let wanted = if dirs {
-            is_dir
-        } else {
-            !is_dir
-                && path
-                    .extension()
-                    .and_then(|e| e.to_str())
-                    .is_some_and(|e| EXTENSIONS.contains(&e))
+        let wanted = match kind {
+            Kind::Namespaces => is_dir && !matches!(namespace_entry(&name), Entry::Hidden),
+            Kind::Files => !is_dir && matches!(file_entry(&name), Entry::Named(_) | Entry::NotUtf8),
         };
         if wanted {
             out.push(path);
@@ -437,13 +446,88 @@ fn dir_entries(dir: &Path, dirs: bool) -> Result<Vec<PathBuf>, Error> {
     Ok(out)
 }
 
-fn read_file(path: &Path, stamp: Stamp) -> Parsed {
-    let limit = miggate_compat::MAX_MANIFEST_BYTES as u64;
-    if stamp.len > limit {
-        return Err(format!("{} bytes, over the {limit}-byte limit", stamp.len));
+/// A store file's text, read to at most the manifest limit: a file that grows after it was
+/// listed is cut at the limit and refused, never read whole. The error is in words.
+fn read_bounded(path: &Path, stamp_len: Option<u64>) -> Result<String, String> {
+    let limit = MAX_MANIFEST_BYTES;
+    if let Some(len) = stamp_len.filter(|len| *len > limit as u64) {
+        return Err(format!("{len} bytes, over the {limit}-byte limit"));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    resource::read(&text)
+    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let mut bytes = Vec::new();
+    file.take(limit as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| e.to_string())?;
+    if bytes.len() > limit {
+        return Err(format!("over the {limit}-byte limit"));
+    }
+    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
+}
+
+fn read_file(path: &Path, stamp: Stamp) -> Parsed {
+    if path.file_name().map(file_entry) == Some(Entry::NotUtf8) {
+        return Err("file name is not UTF-8".into());
+    }
+    resource::read(&read_bounded(path, Some(stamp.len))?)
+}
+
+/// The node inventories of a store's `nodes/`, by the rules [`FileStore`] reads them by, each
+/// read with `options`.
+#[derive(Debug, Default)]
+pub struct NodeFiles {
+    /// Each usable node's name and inventory, in file name order.
+    pub nodes: Vec<(String, GpuManifest)>,
+    /// Every file that could not be used, and why: listed, never fatal, so one bad file does
+    /// not hide the other nodes.
+    pub problems: Vec<Problem>,
+}
+
+/// Reads every node file of the store at `root` as [`FileStore`] does (the same listing,
+/// bounded read and agreement rules), with `options` for the manifests. A missing or unreadable
+/// `nodes/` is the error: `miggate where` reads nothing else, so a typo in `--store` must not
+/// read as "no node fits" (where the webhook's store, whose root must exist, may start with
+/// checkpoints only).
+pub fn read_node_files(root: &Path, options: ReadOptions) -> Result<NodeFiles, Error> {
+    let dir = root.join(NODES_DIR);
+    std::fs::read_dir(&dir).map_err(|source| Error::Read {
+        path: dir.clone(),
+        source,
+    })?;
+    let mut files = dir_entries(&dir, Kind::Files)?;
+    files.sort();
+    let mut out = NodeFiles::default();
+    let mut seen = std::collections::HashSet::with_capacity(files.len());
+    for path in files {
+        let file_name = path.file_name().unwrap_or_default();
+        let rel = format!("{NODES_DIR}/{}", file_name.to_string_lossy());
+        let problem = |error: String| Problem {
+            file: escape(&rel).into_owned(),
+            error,
+        };
+        let Entry::Named(name) = file_entry(file_name) else {
+            out.problems.push(problem("file name is not UTF-8".into()));
+            continue;
+        };
+        let len = std::fs::metadata(&path).ok().map(|m| m.len());
+        let read = read_bounded(&path, len)
+            .map_err(|why| escape(&why).into_owned())
+            .and_then(|text| {
+                miggate_crds::read_stored_with(&text, options)
+                    .map_err(|e| escape(&e.to_string()).into_owned())
+            })
+            .and_then(|stored| node_agrees(&stored, name).map(|()| stored.manifest));
+        match read {
+            Ok(_) if !seen.insert(name.to_string()) => {
+                out.problems.push(problem(format!(
+                    "another file already defines node {}",
+                    escape(name)
+                )));
+            }
+            Ok(manifest) => out.nodes.push((name.to_string(), manifest)),
+            Err(why) => out.problems.push(problem(why)),
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -553,5 +637,113 @@ mod tests {
     fn a_missing_root_is_an_error() {
         let err = FileStore::open("/nonexistent/miggate-store").unwrap_err();
         assert!(err.to_string().contains("/nonexistent/miggate-store"), "{err}");
+    }
+
+    /// Each way `miggate where` and the webhook once read `nodes/` apart, and the one verdict
+    /// both give now: the usable nodes, and each problem as `file: error` (an error's start).
+    #[rstest::rstest]
+    // The webhook refused a node file captured on another node; `where` ranked it.
+    #[case::captured_on_another_node(
+        &[("nodes/n1.yaml", "apiVersion: miggate.io/v1alpha1\nkind: GpuManifest\nhost: {nodeName: n2}\n")],
+        &[],
+        &["nodes/n1.yaml: it holds the inventory of node `n2` (host.nodeName), not of `n1`"]
+    )]
+    // `where` read a directory named like a file, and failed on it; the webhook skipped it.
+    #[case::a_directory_named_like_a_file(&[("nodes/d.yaml/x", NODE), ("nodes/n1.yaml", NODE)], &["n1"], &[])]
+    // The wording of a checkpoint among the nodes was `where`'s own.
+    #[case::a_checkpoint_among_the_nodes(
+        &[("nodes/ck.yaml", "apiVersion: miggate.io/v1alpha1\nkind: GpuCheckpoint\nmetadata: {name: ck}\nspec: {manifest: {}}\n")],
+        &[],
+        &["nodes/ck.yaml: a GpuCheckpoint where a GpuNode or GpuManifest belongs"]
+    )]
+    // The webhook named a duplicate unescaped.
+    #[case::one_node_in_two_files(
+        &[("nodes/n1.json", "{\"apiVersion\": \"miggate.io/v1alpha1\", \"kind\": \"GpuManifest\"}"), ("nodes/n1.yaml", NODE)],
+        &["n1"],
+        &["nodes/n1.yaml: another file already defines node n1"]
+    )]
+    #[case::hidden_and_other_files_are_not_the_stores(
+        &[("nodes/..data", "x"), ("nodes/.n2.yaml", NODE), ("nodes/README.md", "x"), ("nodes/n1.yml", NODE)],
+        &["n1"],
+        &[]
+    )]
+    #[case::over_the_limit(
+        &[("nodes/big.yaml", &*"#".repeat(MAX_MANIFEST_BYTES + 1))],
+        &[],
+        &["nodes/big.yaml: 16777217 bytes, over the 16777216-byte limit"]
+    )]
+    fn where_and_the_webhook_read_nodes_alike(
+        #[case] files: &[(&str, &str)],
+        #[case] usable: &[&str],
+        #[case] problems: &[&str],
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        for (rel, text) in files {
+            write(dir.path(), rel, text);
+        }
+        let shown =
+            |p: &[Problem]| -> Vec<String> { p.iter().map(|p| format!("{}: {}", p.file, p.error)).collect() };
+
+        let read = read_node_files(dir.path(), ReadOptions::default()).unwrap();
+        let names: Vec<&str> = read.nodes.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, usable, "where");
+        assert_eq!(shown(&read.problems), problems, "where");
+
+        let store = FileStore::open(dir.path()).unwrap();
+        let snapshot = store.snapshot();
+        let mut names: Vec<&str> = snapshot.nodes.keys().map(String::as_str).collect();
+        names.sort();
+        assert_eq!(names, usable, "webhook");
+        assert_eq!(shown(&snapshot.problems), problems, "webhook");
+    }
+
+    /// The webhook skipped a name that is not UTF-8 without a word; `where` listed it. Both list
+    /// it now.
+    #[cfg(unix)]
+    #[test]
+    fn a_node_file_name_that_is_not_utf8_is_listed_by_both() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "nodes/n1.yaml", NODE);
+        std::fs::write(
+            dir.path()
+                .join("nodes")
+                .join(std::ffi::OsStr::from_bytes(b"n\xff.yaml")),
+            NODE,
+        )
+        .unwrap();
+        let read = read_node_files(dir.path(), ReadOptions::default()).unwrap();
+        let snapshot = FileStore::open(dir.path()).unwrap().snapshot();
+        for (who, problems, nodes) in [
+            ("where", &read.problems, read.nodes.len()),
+            ("webhook", &snapshot.problems, snapshot.node_count()),
+        ] {
+            assert_eq!(nodes, 1, "{who}");
+            assert_eq!(problems.len(), 1, "{who}: {problems:?}");
+            assert_eq!(problems[0].error, "file name is not UTF-8", "{who}");
+            assert!(problems[0].file.starts_with("nodes/n"), "{who}: {problems:?}");
+        }
+    }
+
+    /// The webhook read a file whole once its size had been checked, so a file that grew after
+    /// the check was read past the limit; the read itself is bounded now.
+    #[test]
+    fn a_file_that_grew_after_it_was_listed_is_cut_at_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "nodes/n1.yaml", &"#".repeat(MAX_MANIFEST_BYTES + 1));
+        let stamp_when_listed = Some(10);
+        let why = read_bounded(&dir.path().join("nodes/n1.yaml"), stamp_when_listed).unwrap_err();
+        assert_eq!(why, "over the 16777216-byte limit");
+    }
+
+    /// `where` reads nothing but `nodes/`, so a store without one is an error there; the
+    /// webhook's store requires its root and may start with checkpoints only. A kept
+    /// difference: each is the safe answer for its reader.
+    #[test]
+    fn a_missing_nodes_directory_is_where_s_error_and_the_webhook_s_empty_list() {
+        let dir = tempfile::tempdir().unwrap();
+        let err = read_node_files(dir.path(), ReadOptions::default()).unwrap_err();
+        assert!(err.to_string().contains("nodes"), "{err}");
+        assert_eq!(FileStore::open(dir.path()).unwrap().snapshot().node_count(), 0);
     }
 }

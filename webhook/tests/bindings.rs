@@ -26,7 +26,7 @@ fn testdata(rel: &str) -> String {
 }
 
 fn manifest(rel: &str) -> GpuManifest {
-    miggate_compat::read_stored(&testdata(rel)).unwrap().manifest
+    miggate_crds::read_stored(&testdata(rel)).unwrap().manifest
 }
 
 struct Memory {
@@ -56,7 +56,7 @@ impl Lookup for Memory {
 }
 
 fn memory() -> Memory {
-    let ckpt = miggate_compat::read_stored(&testdata("webhook-store/checkpoints/ml/vllm-ckpt.yaml")).unwrap();
+    let ckpt = miggate_crds::read_stored(&testdata("webhook-store/checkpoints/ml/vllm-ckpt.yaml")).unwrap();
     let inv = |rel: &str, source: Source, notes: Vec<String>| NodeInventory {
         manifest: Arc::new(manifest(rel)),
         source,

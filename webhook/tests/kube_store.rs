@@ -36,7 +36,7 @@ fn testdata(rel: &str) -> String {
 }
 
 fn manifest(rel: &str) -> GpuManifest {
-    miggate_compat::read_stored(&testdata(rel)).unwrap().manifest
+    miggate_crds::read_stored(&testdata(rel)).unwrap().manifest
 }
 
 fn checkpoint() -> GpuCheckpoint {

@@ -29,10 +29,14 @@ pub mod annotations {
     pub const DEVICE_MAP: &str = "miggate.io/device-map";
 }
 
+pub mod store;
+
 /// The NVIDIA DRA driver's names.
 pub mod dra {
-    /// The driver name in `ResourceSlice`s, and the whole-GPU device class.
+    /// The driver name in `ResourceSlice`s and the attributes' domain.
     pub const DRIVER: &str = "gpu.nvidia.com";
+    /// The device class of whole GPUs: the driver installs it under its own name.
+    pub const GPU_CLASS: &str = DRIVER;
     /// The device class of MIG slices.
     pub const MIG_CLASS: &str = "mig.nvidia.com";
 }

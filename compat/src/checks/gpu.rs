@@ -12,7 +12,7 @@ use super::devices::{Devices, Tally};
 use super::{Ctx, unknown_sides};
 use crate::device::DeviceKind;
 use crate::manifest::Device;
-use crate::matching::{Problem, place};
+use crate::matching::{Problem, assign};
 use crate::multiset::Multiset;
 use crate::report::CheckResult;
 use crate::report::Text;
@@ -537,7 +537,7 @@ fn unplaced<'a>(source: &'a [Group<'a>], target: &'a [Group<'a>]) -> Option<Mult
                 .collect::<Vec<_>>(),
         );
     }
-    let placement = place(Problem {
+    let assignment = assign(Problem {
         need: sc.iter().map(|(_, n)| *n).collect(),
         room: tc.iter().map(|(_, n)| *n).collect(),
         links: (0..sc.len()).map(|i| vec![i]).collect(),
@@ -546,7 +546,7 @@ fn unplaced<'a>(source: &'a [Group<'a>], target: &'a [Group<'a>]) -> Option<Mult
     })
     .ok()?;
     let mut out = Multiset::new();
-    for ((g, _), n) in sc.iter().zip(&placement.unplaced) {
+    for ((g, _), n) in sc.iter().zip(&assignment.unplaced) {
         out.add_n(g.name.as_str(), *n);
     }
     Some(out)

@@ -3,7 +3,7 @@
 //! Every check is a row of the registry (`registry.rs`); its function reads only a [`Ctx`]:
 //! the two sides' facts, borrowed, and the options. Report order is [`CheckName::ALL`].
 
-mod devices;
+pub(crate) mod devices;
 mod driver;
 mod gpu;
 mod host;
@@ -21,7 +21,7 @@ use crate::device_map;
 use crate::manifest::{GpuManifest, Host, Nvidia, Pod};
 use crate::report::{CheckResult, Report, Text, reason};
 use crate::vocab::{CheckName, Mode, Outcome, Scope, TargetScope};
-pub(crate) use devices::{Devices, Tally};
+pub(crate) use devices::Devices;
 
 /// The kernel release a restore target needs at least (CRIU's rseq support).
 pub const DEFAULT_MIN_KERNEL: (u64, u64) = (5, 13);

@@ -18,6 +18,7 @@
 //! - the CRDs.
 
 pub mod cert_manager;
+mod names;
 pub mod network_policy;
 mod objects;
 
@@ -27,10 +28,8 @@ use serde_json::Value;
 
 use crate::error::Error;
 
-pub use objects::{
-    BINDING_MATCH, CHECKPOINT_AGENT_RULE, NAMESPACE, NODE_NAMESPACE, PUBLISHER, PUBLISHER_NODE_RULE,
-    RESTORE_MATCH, STEER_MATCH, WEBHOOK,
-};
+pub use names::{NAMESPACE, NODE_NAMESPACE, PUBLISHER, WEBHOOK};
+pub use objects::{BINDING_MATCH, CHECKPOINT_AGENT_RULE, PUBLISHER_NODE_RULE, RESTORE_MATCH, STEER_MATCH};
 
 /// The image repository `image/build.sh` tags its image in when no other is named: local to the
 /// machine that built it, as buildah and podman name such images. A cluster pulls from a

@@ -12,7 +12,7 @@
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use serde_json::json;
 
-use super::objects::{NAMESPACE, WEBHOOK};
+use super::names::{NAMESPACE, WEBHOOK};
 use super::{Object, typed};
 use crate::error::Error;
 

@@ -13,21 +13,10 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use serde_json::{Value, json};
 
 use super::cert_manager::{Certificate, Issuer};
+use super::names::{NAMESPACE, NODE_NAMESPACE, PUBLISHER, WEBHOOK};
 use super::{Config, Object, typed};
+use crate::GROUP;
 use crate::error::Error;
-
-/// The namespace of the webhook (and, by default, the checkpoint agent's service account). It
-/// enforces the `restricted` Pod Security level, which the webhook meets.
-pub const NAMESPACE: &str = "miggate-system";
-/// The namespace of the publisher DaemonSet. Its pods read boot recovery's state through a
-/// read-only `hostPath`, which every Pod Security level but `privileged` forbids, so they live
-/// apart from the webhook and this namespace enforces `privileged`. The tests hold the
-/// publisher to `restricted` in every other respect.
-pub const NODE_NAMESPACE: &str = "miggate-node";
-/// The webhook's name: its Deployment, Service, ServiceAccount and ClusterRole.
-pub const WEBHOOK: &str = "miggate-webhook";
-/// The publisher's name: its DaemonSet, ServiceAccount and ClusterRole.
-pub const PUBLISHER: &str = "miggate-publish";
 
 /// The restore-pod webhook's match condition: only pods naming a checkpoint reach it.
 pub const RESTORE_MATCH: &str =
@@ -147,7 +136,7 @@ fn webhook(config: &Config) -> Result<Vec<Object>, Error> {
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": cluster_meta(WEBHOOK, WEBHOOK),
             "rules": [
-                {"apiGroups": ["miggate.io"], "resources": ["gpucheckpoints", "gpunodes"], "verbs": read},
+                {"apiGroups": [GROUP], "resources": ["gpucheckpoints", "gpunodes"], "verbs": read},
                 {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": read},
                 {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices", "resourceclaims"], "verbs": read},
             ]}),
@@ -281,8 +270,8 @@ fn publisher(config: &Config) -> Result<Vec<Object>, Error> {
             "metadata": cluster_meta(PUBLISHER, PUBLISHER),
             "rules": [
                 // Server-side apply is a PATCH; it creates the object the first time.
-                {"apiGroups": ["miggate.io"], "resources": ["gpunodes"], "verbs": ["get", "create", "patch"]},
-                {"apiGroups": ["miggate.io"], "resources": ["gpunodes/status"], "verbs": ["get", "patch"]},
+                {"apiGroups": [GROUP], "resources": ["gpunodes"], "verbs": ["get", "create", "patch"]},
+                {"apiGroups": [GROUP], "resources": ["gpunodes/status"], "verbs": ["get", "patch"]},
             ]}),
         )?,
         typed::<ClusterRoleBinding>(
@@ -299,7 +288,7 @@ fn publisher(config: &Config) -> Result<Vec<Object>, Error> {
                 "spec": {
                     "failurePolicy": "Fail",
                     "matchConstraints": {"resourceRules": [{
-                        "apiGroups": ["miggate.io"], "apiVersions": ["*"],
+                        "apiGroups": [GROUP], "apiVersions": ["*"],
                         "operations": ["CREATE", "UPDATE"],
                         "resources": ["gpunodes", "gpunodes/status"]}]},
                     "matchConditions": [{"name": "publisher-only",
@@ -377,9 +366,9 @@ fn checkpoint_agent(config: &Config) -> Result<Vec<Object>, Error> {
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": cluster_meta(name, "miggate-checkpoint-agent"),
             "rules": [
-                {"apiGroups": ["miggate.io"], "resources": ["gpucheckpoints"],
+                {"apiGroups": [GROUP], "resources": ["gpucheckpoints"],
                  "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-                {"apiGroups": ["miggate.io"], "resources": ["gpucheckpoints/status"],
+                {"apiGroups": [GROUP], "resources": ["gpucheckpoints/status"],
                  "verbs": ["get", "update", "patch"]},
             ]}),
         )?,
@@ -398,7 +387,7 @@ fn checkpoint_agent(config: &Config) -> Result<Vec<Object>, Error> {
                 "spec": {
                     "failurePolicy": "Fail",
                     "matchConstraints": {"resourceRules": [{
-                        "apiGroups": ["miggate.io"], "apiVersions": ["*"],
+                        "apiGroups": [GROUP], "apiVersions": ["*"],
                         "operations": ["CREATE", "UPDATE"],
                         "resources": ["gpucheckpoints", "gpucheckpoints/status"]}]},
                     // The garbage collector updates owner references of any object.
@@ -507,4 +496,36 @@ fn device_map_configuration() -> Result<Object, Error> {
             "clientConfig": {"service": {"name": WEBHOOK, "namespace": NAMESPACE, "path": "/mutate-binding", "port": 443}},
         }]}),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use kube::Resource;
+    use miggate_wire::annotations::{RESTORE_FROM, STEER};
+
+    use super::*;
+    use crate::{GpuCheckpoint, GpuNode};
+
+    // The match conditions are CEL text and stay `&str` constants for the deploy tests; these pin
+    // them to the annotation names' one home, so a rename there cannot leave them behind.
+    #[test]
+    fn match_conditions_name_the_wire_annotations() {
+        let restore =
+            format!("has(object.metadata.annotations) && '{RESTORE_FROM}' in object.metadata.annotations");
+        assert_eq!(RESTORE_MATCH, restore);
+        assert_eq!(
+            STEER_MATCH,
+            format!(
+                "{restore} && '{STEER}' in object.metadata.annotations && object.metadata.annotations['{STEER}'] == 'true'"
+            )
+        );
+    }
+
+    // kube's derive takes the group as a literal; this holds it to the constant.
+    #[test]
+    fn derived_resources_use_the_wire_group() {
+        assert_eq!(GpuCheckpoint::group(&()), GROUP);
+        assert_eq!(GpuNode::group(&()), GROUP);
+        assert_eq!(GpuCheckpoint::api_version(&()), miggate_wire::API_VERSION);
+    }
 }

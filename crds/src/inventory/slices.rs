@@ -27,7 +27,7 @@ use super::{Inventory, MAX_TEXT_BYTES, Source, host_from_node, quote, unreadable
 use crate::error::Error;
 
 /// The NVIDIA DRA driver's name, in `spec.driver` and as the attributes' domain.
-pub const DRA_DRIVER: &str = "gpu.nvidia.com";
+pub use miggate_wire::dra::DRIVER as DRA_DRIVER;
 /// The most slices read for one node: the driver writes one per GPU at most (plus one for
 /// counters); a pool past this is refused, not read in part.
 pub const MAX_SLICES: usize = 64;

@@ -1,16 +1,17 @@
-//! Reading one file of a manifest store: a manifest document (miggate's, or one of the Go
-//! peer's artifacts), or a `GpuCheckpoint`/`GpuNode` object whose `spec.manifest` is the body.
+//! Reading one stored object: a manifest document (miggate's, or one of the Go peer's
+//! artifacts), or a `GpuCheckpoint`/`GpuNode` object whose `spec.manifest` is the body, as a
+//! store file holds it or `kubectl get -o yaml` prints it.
 //!
-//! The webhook's file store and `miggate where` read the same directories; one reader here
-//! keeps them agreeing on what a file holds.
+//! It lives with the resources whose shapes it reads; `miggate_compat` keeps the manifest model
+//! and its reader ([`miggate_compat::read_document`] reads the manifest inside with the same
+//! limits and field rules). The webhook's file store and the command line read through it, so
+//! they agree on what a file holds.
 
+use miggate_compat::escape::escape;
+use miggate_compat::{API_VERSION, GpuManifest, ReadOptions};
 use serde::Deserialize;
 
 use crate::Error;
-use crate::escape::escape;
-use crate::manifest::{API_VERSION, GpuManifest};
-use crate::read::{from_str_as_set, read_tracked, with_refusal};
-use crate::validation::{ReadOptions, Scope, take_refused};
 
 /// What a store file holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -78,7 +79,7 @@ fn one_item(items: Vec<Resource>) -> Result<Resource, Error> {
     let mut items = items.into_iter();
     match (items.next(), count) {
         (Some(item), 1) => Ok(item),
-        _ => Err(Error::Store {
+        _ => Err(Error::Stored {
             why: format!("a List of {count} objects: name one (`kubectl get gpucheckpoint NAME -o yaml`)"),
         }),
     }
@@ -104,39 +105,32 @@ fn is_json(text: &str) -> bool {
     text.trim_start_matches('\u{feff}').trim_start().starts_with('{')
 }
 
-fn parse<T: for<'de> Deserialize<'de>>(text: &str) -> Result<T, Error> {
-    if is_json(text) {
-        Ok(serde_json::from_str(text)?)
+/// The object's `kind`, if the text is an object that says one (a plain read, no limits: the
+/// text was already read once as a manifest within them).
+fn peek_kind(text: &str) -> Option<String> {
+    let peek: Option<Peek> = if is_json(text) {
+        serde_json::from_str(text).ok()
     } else {
-        Ok(serde_saphyr::from_str(text)?)
-    }
+        serde_saphyr::from_str(text).ok()
+    };
+    peek.and_then(|p| p.kind)
 }
 
 /// Reads a store file's text: a `GpuCheckpoint` or `GpuNode` object, or else any document
-/// [`from_str`](crate::from_str) reads. The error names what is wrong, without the file's name.
+/// [`miggate_compat::from_str`] reads. The error names what is wrong, without the file's name.
 /// Unknown fields of the manifest are kept and warned about ([`ReadOptions::default`]).
 pub fn read_stored(text: &str) -> Result<Stored, Error> {
     read_stored_with(text, ReadOptions::default())
 }
 
 /// [`read_stored`] with the reading's options: under
-/// [`FieldValidation::Strict`](crate::FieldValidation::Strict) an unknown field of the manifest
-/// (under `spec.manifest` in an object) is an [`Error::UnknownField`]. The object's own fields
+/// [`FieldValidation::Strict`](miggate_compat::FieldValidation::Strict) an unknown field of the
+/// manifest (under `spec.manifest` in an object) is an
+/// [`miggate_compat::Error::UnknownField`] (as [`Error::Manifest`]). The object's own fields
 /// around the manifest (`metadata`, `status`) are the API server's to validate, and are not.
 pub fn read_stored_with(text: &str, options: ReadOptions) -> Result<Stored, Error> {
-    let _scope = Scope::enter(options.fields);
-    with_refusal(text, read_stored_as_set(text))
-}
-
-fn read_stored_as_set(text: &str) -> Result<Stored, Error> {
-    if text.len() > crate::MAX_MANIFEST_BYTES {
-        return Err(Error::TooLarge {
-            size: text.len(),
-            limit: crate::MAX_MANIFEST_BYTES,
-        });
-    }
     // Most files are manifest documents: read as one first, so they are parsed once.
-    let manifest_error = match from_str_as_set(text) {
+    let manifest_error = match miggate_compat::from_str_with(text, options) {
         Ok(manifest) => {
             return Ok(Stored {
                 manifest,
@@ -150,22 +144,20 @@ fn read_stored_as_set(text: &str) -> Result<Stored, Error> {
     };
     // Otherwise a resource object, or something that is neither: the manifest reader's error
     // says what a manifest needs.
-    let peeked = parse::<Peek>(text).ok().and_then(|p| p.kind);
+    let peeked = peek_kind(text);
     if !matches!(peeked.as_deref(), Some("GpuCheckpoint" | "GpuNode" | "List")) {
-        return Err(manifest_error);
+        return Err(manifest_error.into());
     }
-    // The first reading's refusal, if any, was of the text as a manifest: not this one's.
-    let _ = take_refused();
     let r: Resource = if peeked.as_deref() == Some("List") {
-        one_item(read_tracked::<List>(text, is_json(text))?.items)?
+        one_item(miggate_compat::read_document::<List>(text, options)?.items)?
     } else {
-        read_tracked(text, is_json(text))?
+        miggate_compat::read_document(text, options)?
     };
     let kind = match r.kind.as_str() {
         "GpuCheckpoint" => StoredKind::Checkpoint,
         "GpuNode" => StoredKind::Node,
         other => {
-            return Err(Error::Store {
+            return Err(Error::Stored {
                 why: format!(
                     "the List holds a `{}`, not a GpuCheckpoint or GpuNode",
                     escape(other)
@@ -174,7 +166,7 @@ fn read_stored_as_set(text: &str) -> Result<Stored, Error> {
         }
     };
     if r.api_version != API_VERSION {
-        return Err(Error::Store {
+        return Err(Error::Stored {
             why: format!(
                 "apiVersion is `{}`, expected `{API_VERSION}` for a {}",
                 escape(&r.api_version),
@@ -194,4 +186,24 @@ fn read_stored_as_set(text: &str) -> Result<Stored, Error> {
         namespace: r.metadata.namespace,
         kind,
     })
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strict_objects_name_the_path_under_spec_manifest() {
+        let object = "apiVersion: miggate.io/v1alpha1\nkind: GpuNode\nmetadata: {name: n1}\nspec:\n  observedAt: \"2026-01-01T00:00:00Z\"\n  manifest:\n    hots: {cpuArch: amd64}\nstatus: {}\n";
+        let err = read_stored_with(object, ReadOptions::strict())
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "unknown field `spec.manifest.hots` at line 7 column 5: did you mean `host`?"
+        );
+        let read = read_stored(object).unwrap();
+        assert_eq!(read.manifest.unknown_fields().len(), 1);
+    }
 }

@@ -12,7 +12,7 @@ use crate::vocab::Mode;
 
 /// One node's answer for a checkpoint.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Placement<'a> {
+pub struct NodeFit<'a> {
     /// The node's name, as the caller gave it.
     pub node: &'a str,
     /// The offer-mode report for this node.
@@ -27,7 +27,7 @@ pub struct Placement<'a> {
     pub devices: Option<Vec<String>>,
 }
 
-impl Placement<'_> {
+impl NodeFit<'_> {
     /// Whether the checkpoint fits this node.
     pub fn fits(&self) -> bool {
         self.report.compatible
@@ -42,32 +42,32 @@ impl Placement<'_> {
 /// Evaluates `source` in offer mode against every node (whatever `options.mode` says) and
 /// sorts the answers: fitting nodes first, fewest spare devices first (unknown last), then
 /// by name; refused nodes after, by name.
-pub fn place<'a>(
+pub fn rank_nodes<'a>(
     source: &GpuManifest,
     nodes: impl IntoIterator<Item = (&'a str, &'a GpuManifest)>,
     options: &Options,
-) -> Vec<Placement<'a>> {
-    place_listed(
+) -> Vec<NodeFit<'a>> {
+    rank_nodes_listed(
         source,
         nodes.into_iter().map(|(node, m)| (node, m, false)),
         options,
     )
 }
 
-/// [`place`], with each node saying whether its inventory lists every slice exactly (see
+/// [`rank_nodes`], with each node saying whether its inventory lists every slice exactly (see
 /// [`Target::with_slices_listed`]): a node judged from GPU Feature Discovery's counts, where a
 /// shortfall is certain though some devices' kind is unknown.
-pub fn place_listed<'a>(
+pub fn rank_nodes_listed<'a>(
     source: &GpuManifest,
     nodes: impl IntoIterator<Item = (&'a str, &'a GpuManifest, bool)>,
     options: &Options,
-) -> Vec<Placement<'a>> {
+) -> Vec<NodeFit<'a>> {
     let options = Options {
         mode: Mode::Offer,
         ..options.clone()
     };
     let wanted = source.devices().map(Devices::read);
-    let mut out: Vec<Placement<'a>> = nodes
+    let mut out: Vec<NodeFit<'a>> = nodes
         .into_iter()
         .map(|(node, inventory, listed)| {
             let target = Target::node(inventory).with_slices_listed(listed);
@@ -81,7 +81,7 @@ pub fn place_listed<'a>(
                 .as_deref()
                 .filter(|_| report.compatible)
                 .map(|map| targets(map, source));
-            Placement {
+            NodeFit {
                 node,
                 report,
                 spare,
@@ -184,7 +184,7 @@ mod tests {
             ("x-small", &small),
             ("w-none", &none),
         ];
-        let answer = place(&source, nodes, &Options::default());
+        let answer = rank_nodes(&source, nodes, &Options::default());
         let order: Vec<(&str, bool, Option<usize>)> =
             answer.iter().map(|p| (p.node, p.fits(), p.spare)).collect();
         assert_eq!(
@@ -203,7 +203,7 @@ mod tests {
     #[test]
     fn an_identity_map_uses_the_checkpoints_own_devices() {
         let node = with(&[("GPU-a", Some("L4"), None)]);
-        let answer = place(&node, [("self", &node)], &Options::default());
+        let answer = rank_nodes(&node, [("self", &node)], &Options::default());
         assert_eq!(answer[0].report.device_map.as_deref(), Some(""));
         assert_eq!(answer[0].devices.as_deref(), Some(&["GPU-a".to_string()][..]));
     }

@@ -1,0 +1,29 @@
+//! One watch cache's state, as `/readyz` and the metrics report it. Its own module so that the
+//! metrics read it without reading the caches, which count their events into the metrics.
+
+use serde::Serialize;
+
+/// One cache's state, for `/readyz` and metrics.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CacheStatus {
+    /// The kind cached.
+    pub kind: &'static str,
+    /// Whether its first list has completed (or, for an optional kind, the server said it
+    /// does not serve the API).
+    pub synced: bool,
+    /// False while the server does not serve the kind's API (ResourceSlices on Kubernetes
+    /// before 1.34): that inventory source is skipped.
+    pub served: bool,
+    /// Whether its watch keeps failing (several errors in a row, the last recent): the cache
+    /// may be stale, so `/readyz` reports not ready while any is.
+    pub failing: bool,
+    /// Objects held.
+    pub objects: usize,
+    /// Seconds since its last event or list; `None` before any.
+    pub age_seconds: Option<f64>,
+    /// Lists done, the first included (each one after it is a restart).
+    pub lists: u64,
+    /// Watch or list errors seen (each is retried after a backoff).
+    pub errors: u64,
+}
