@@ -26,8 +26,10 @@ pub fn wants_claim(spec: &PodSpec, container: &Container) -> bool {
         return no_pod_claims;
     };
     let nvidia = |m: &Option<std::collections::BTreeMap<String, _>>| {
-        m.as_ref()
-            .is_some_and(|m| m.keys().any(|k: &String| k.starts_with("nvidia.com/")))
+        m.as_ref().is_some_and(|m| {
+            m.keys()
+                .any(|k: &String| k.starts_with(crate::pod::NVIDIA_PREFIX))
+        })
     };
     no_pod_claims && !nvidia(&r.limits) && !nvidia(&r.requests) && r.claims.as_ref().is_none_or(Vec::is_empty)
 }
