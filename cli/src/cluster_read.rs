@@ -32,6 +32,14 @@ const MAX_PAGES: usize = 200;
 /// A node's inventory as the webhook would read it, or why there is none.
 pub type NodeFacts = (String, Result<Inventory, NoInventory>);
 
+/// A node's facts and, for a node with NVIDIA DRA slices, each device's slice name by UUID
+/// (`pool/device`), so `where` can say which devices a claim would take.
+pub type NodeView = (
+    String,
+    Result<Inventory, NoInventory>,
+    std::collections::HashMap<String, String>,
+);
+
 /// The checkpoint `namespace/name` from the cluster.
 pub fn checkpoint(flags: &ClusterFlags, namespace: &str, name: &str) -> anyhow::Result<GpuManifest> {
     run(flags, |client| async move {
@@ -54,7 +62,7 @@ pub fn checkpoint(flags: &ClusterFlags, namespace: &str, name: &str) -> anyhow::
 }
 
 /// Every node the cluster knows (a `Node` or a `GpuNode`), with its inventory, by name.
-pub fn nodes(flags: &ClusterFlags) -> anyhow::Result<Vec<NodeFacts>> {
+pub fn nodes(flags: &ClusterFlags) -> anyhow::Result<Vec<NodeView>> {
     run(flags, |client| async move {
         let gpu_nodes: Vec<GpuNode> = list(Api::all(client.clone()), "GpuNode", true).await?;
         let nodes: Vec<Node> = list(Api::all(client.clone()), "Node", true).await?;
@@ -94,7 +102,7 @@ pub fn node(flags: &ClusterFlags, name: &str) -> anyhow::Result<NodeFacts> {
 type Sources = (Option<GpuNode>, Option<Node>, Vec<ResourceSlice>);
 
 /// The inventories of every node named by a `Node` or a `GpuNode`, in name order.
-fn inventories(gpu_nodes: Vec<GpuNode>, nodes: Vec<Node>, slices: Vec<ResourceSlice>) -> Vec<NodeFacts> {
+fn inventories(gpu_nodes: Vec<GpuNode>, nodes: Vec<Node>, slices: Vec<ResourceSlice>) -> Vec<NodeView> {
     let mut by_name: BTreeMap<String, Sources> = BTreeMap::new();
     for g in gpu_nodes {
         if let Some(name) = g.metadata.name.clone() {
@@ -118,7 +126,8 @@ fn inventories(gpu_nodes: Vec<GpuNode>, nodes: Vec<Node>, slices: Vec<ResourceSl
         .map(|(name, (g, n, s))| {
             let refs: Vec<&ResourceSlice> = s.iter().collect();
             let inventory = best_or_why(g.as_ref(), n.as_ref(), &refs);
-            (name, inventory)
+            let names = miggate_crds::inventory::device_names(&name, &refs);
+            (name, inventory, names)
         })
         .collect()
 }

@@ -27,8 +27,11 @@ pub fn run(args: &WhereArgs) -> anyhow::Result<ExitCode> {
         Some(ns) => crate::cluster_read::checkpoint(&args.cluster, ns, &args.checkpoint.to_string_lossy())?,
         None => read_checkpoint(&args.checkpoint, read)?,
     };
-    let (nodes, problems) = match &args.store {
-        Some(store) => read_nodes(store, read)?,
+    let (nodes, problems, names) = match &args.store {
+        Some(store) => {
+            let (nodes, problems) = read_nodes(store, read)?;
+            (nodes, problems, DraNames::new())
+        }
         None => cluster_nodes(&args.cluster, &checkpoint)?,
     };
     let placements = rank_nodes_listed(
@@ -36,13 +39,18 @@ pub fn run(args: &WhereArgs) -> anyhow::Result<ExitCode> {
         nodes.iter().map(|(n, m, listed)| (n.as_str(), m, *listed)),
         &options,
     );
+    let claimed: Vec<Option<Vec<String>>> = placements.iter().map(|p| claim_devices(p, &names)).collect();
     let fits = placements.iter().filter(|p| p.fits()).count();
     let mut out = anstream::stdout().lock();
     let written = match args.output {
-        CheckOutput::Json => crate::check::write_json(&mut out, &answer(&checkpoint, &placements, &problems)),
-        CheckOutput::Yaml => crate::check::write_yaml(&mut out, &answer(&checkpoint, &placements, &problems)),
-        CheckOutput::Table => write_text(&mut out, &checkpoint, &placements, &problems, false),
-        CheckOutput::Wide => write_text(&mut out, &checkpoint, &placements, &problems, true),
+        CheckOutput::Json => {
+            crate::check::write_json(&mut out, &answer(&checkpoint, &placements, &claimed, &problems))
+        }
+        CheckOutput::Yaml => {
+            crate::check::write_yaml(&mut out, &answer(&checkpoint, &placements, &claimed, &problems))
+        }
+        CheckOutput::Table => write_text(&mut out, &checkpoint, &placements, &claimed, &problems, false),
+        CheckOutput::Wide => write_text(&mut out, &checkpoint, &placements, &claimed, &problems, true),
     };
     closed_pipe_is_fine(written.and_then(|()| out.flush())).context("cannot write the answer")?;
     Ok(if fits > 0 {
@@ -67,16 +75,23 @@ pub(crate) fn read_checkpoint(path: &Path, options: ReadOptions) -> anyhow::Resu
 /// A node's name, its inventory, and whether that lists every slice exactly (GFD's counts).
 type Named = (String, GpuManifest, bool);
 
+/// Each DRA node's device names by UUID (see `cluster_read::NodeView`), by node name.
+type DraNames = std::collections::HashMap<String, std::collections::HashMap<String, String>>;
+
 /// The cluster's nodes, each judged by what its inventory can supply this checkpoint (as the
 /// webhook judges it); a node whose sources are present but unreadable as a problem naming
 /// why. Nodes no source knows anything GPU about (CPU nodes) are left out.
 fn cluster_nodes(
     flags: &crate::service::ClusterFlags,
     checkpoint: &GpuManifest,
-) -> anyhow::Result<(Vec<Named>, Vec<Problem>)> {
+) -> anyhow::Result<(Vec<Named>, Vec<Problem>, DraNames)> {
     let mut nodes = Vec::new();
     let mut problems = Vec::new();
-    for (name, inventory) in crate::cluster_read::nodes(flags)? {
+    let mut names = DraNames::new();
+    for (name, inventory, dra) in crate::cluster_read::nodes(flags)? {
+        if !dra.is_empty() {
+            names.insert(name.clone(), dra);
+        }
         match inventory {
             Ok(inv) => nodes.push((name, inv.manifest_for(checkpoint).into_owned(), inv.slices_listed)),
             Err(why) if !why.passed_over.is_empty() => problems.push(Problem {
@@ -86,7 +101,20 @@ fn cluster_nodes(
             Err(_) => {}
         }
     }
-    Ok((nodes, problems))
+    Ok((nodes, problems, names))
+}
+
+/// On a node with NVIDIA DRA slices, the devices a fitting placement takes, named as the
+/// slices name them (`pool/device`): the devices a claim from `miggate claim` would be
+/// allocated. `None` off DRA, or where a device has no slice name (DynamicMIG's partitions
+/// are made on demand).
+fn claim_devices(p: &NodeFit<'_>, names: &DraNames) -> Option<Vec<String>> {
+    let names = names.get(p.node)?;
+    p.devices
+        .as_ref()?
+        .iter()
+        .map(|uuid| names.get(uuid).cloned())
+        .collect()
 }
 
 /// Every node file of the store, read as the webhook's file store reads it
@@ -147,6 +175,7 @@ fn write_text(
     out: &mut impl Write,
     checkpoint: &GpuManifest,
     placements: &[NodeFit<'_>],
+    claimed: &[Option<Vec<String>>],
     problems: &[Problem],
     wide: bool,
 ) -> io::Result<()> {
@@ -157,10 +186,20 @@ fn write_text(
         .unwrap_or(0)
         .max(4);
     writeln!(out, "{:<width$}  {:<7}  DETAIL", "NODE", "VERDICT")?;
-    for p in placements {
+    for (p, claim) in placements.iter().zip(claimed) {
         let verdict = if p.fits() { "fits" } else { "refused" };
         let detail = if wide { detail_wide(p) } else { detail(p) };
         writeln!(out, "{:<width$}  {verdict:<7}  {detail}", escape(p.node))?;
+        if let Some(devices) = claim.as_ref().filter(|d| !d.is_empty()) {
+            let devices: Vec<String> = devices.iter().map(|d| escape(d).into_owned()).collect();
+            writeln!(
+                out,
+                "{:<width$}  {:<7}  claim takes: {}",
+                "",
+                "",
+                devices.join(", ")
+            )?;
+        }
     }
     let fits = placements.iter().filter(|p| p.fits()).count();
     match placements.len() {
@@ -193,6 +232,8 @@ struct NodeAnswer<'a> {
     compatible: bool,
     spare: Option<usize>,
     devices: Option<&'a [String]>,
+    /// On a DRA node, the devices a claim would take, as its slices name them.
+    claim_devices: Option<&'a [String]>,
     refusal: Option<Refusal<'a>>,
     reason: &'a str,
     device_map: Option<&'a str>,
@@ -208,6 +249,7 @@ struct Refusal<'a> {
 fn answer<'a>(
     checkpoint: &'a GpuManifest,
     placements: &'a [NodeFit<'_>],
+    claimed: &'a [Option<Vec<String>>],
     problems: &'a [Problem],
 ) -> Answer<'a> {
     Answer {
@@ -215,11 +257,13 @@ fn answer<'a>(
         fits: placements.iter().filter(|p| p.fits()).count(),
         nodes: placements
             .iter()
-            .map(|p| NodeAnswer {
+            .zip(claimed)
+            .map(|(p, claim)| NodeAnswer {
                 node: p.node,
                 compatible: p.fits(),
                 spare: p.spare,
                 devices: p.devices.as_deref(),
+                claim_devices: claim.as_deref(),
                 refusal: p.first_refusal().map(|r| Refusal {
                     check: r.check.as_str(),
                     source: r.source.as_ref(),

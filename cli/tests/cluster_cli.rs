@@ -142,6 +142,41 @@ async fn where_and_check_read_the_cluster_as_the_webhook_does() {
     );
 }
 
+/// On a node of the NVIDIA DRA driver, `where` names the devices a claim would take as the
+/// node's ResourceSlice names them (the driver's v25.12 fixture for gpu-node-7).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn where_names_the_devices_a_claim_would_take_on_a_dra_node() {
+    let fake = kube_fake::FakeApiServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, fake.kubeconfig()).unwrap();
+    fake.apply(object("webhook-store/checkpoints/ml/vllm-ckpt.yaml"));
+    fake.apply(object("inventory/dra-v25.12-gpu-node-7.yaml"));
+    fake.apply(serde_json::json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-7"}}));
+
+    let (code, stdout, stderr) = text(&miggate(&kubeconfig, &["where", "-n", "ml", "vllm-ckpt"]).await);
+    assert_eq!(code, 0, "{stderr}");
+    let rows: Vec<&str> = stdout.lines().collect();
+    assert!(rows[1].starts_with("gpu-node-7  fits     MIG-"), "{stdout}");
+    assert_eq!(
+        rows[2],
+        "                     claim takes: gpu-node-7/gpu-0-mig-3g40gb-9-4, gpu-node-7/gpu-0-mig-3g40gb-9-0",
+        "{stdout}"
+    );
+
+    let (code, stdout, _) =
+        text(&miggate(&kubeconfig, &["where", "-n", "ml", "vllm-ckpt", "-o", "json"]).await);
+    assert_eq!(code, 0);
+    let answer: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(
+        answer["nodes"][0]["claimDevices"],
+        serde_json::json!([
+            "gpu-node-7/gpu-0-mig-3g40gb-9-4",
+            "gpu-node-7/gpu-0-mig-3g40gb-9-0"
+        ])
+    );
+}
+
 #[test]
 fn check_takes_a_target_file_or_a_node_not_both() {
     let run = |args: &[&str]| {

@@ -124,6 +124,19 @@ pub fn requests(manifest: &GpuManifest) -> Result<Vec<ClaimRequest>, Error> {
     Ok(out)
 }
 
+/// The prefix of the template name the steering webhook gives a DRA restore pod that asks
+/// for steering: `miggate-<checkpoint>` in the pod's namespace ([`template_name`]).
+pub const TEMPLATE_PREFIX: &str = "miggate-";
+
+/// The name of the template a restore pod of checkpoint `checkpoint` is steered to:
+/// `miggate-<checkpoint>`. `None` when that would exceed an object name's 253 characters.
+/// The user makes it: `kubectl get gpucheckpoint -n NS CKPT -o yaml | miggate claim -
+/// --name miggate-CKPT | kubectl apply -n NS -f -`.
+pub fn template_name(checkpoint: &str) -> Option<String> {
+    let name = format!("{TEMPLATE_PREFIX}{checkpoint}");
+    (name.len() <= 253).then_some(name)
+}
+
 /// The `ResourceClaimTemplate` named `name` for the checkpoint (no namespace: the caller's
 /// `kubectl -n`, or the restore pod's).
 pub fn claim_template(name: &str, manifest: &GpuManifest) -> Result<ResourceClaimTemplate, Error> {

@@ -29,6 +29,15 @@ pub enum Error {
         /// Why, naming the object and field where there is one.
         why: String,
     },
+    /// A pod's DRA allocation that cannot be matched to the node's devices: a device of
+    /// another pool, one the slices no longer list, one named twice.
+    #[error("the DRA allocation on node `{}` cannot be matched to its devices: {why}", miggate_compat::escape::escape(.node))]
+    Allocation {
+        /// The node the pod is bound to.
+        node: String,
+        /// Why, naming the device.
+        why: String,
+    },
     /// A checkpoint that cannot be written as a DRA claim: devices not recorded, a device of
     /// unknown kind or shape, a text no selector can hold.
     #[error("cannot write a claim for the checkpoint: {0}")]

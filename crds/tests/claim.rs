@@ -337,3 +337,13 @@ fn on_a_dynamic_mig_node_the_selectors_pick_every_possible_partition_of_the_clas
 fn checkpoint_whole() -> GpuManifest {
     checkpoint(json!([whole("NVIDIA H100 80GB HBM3", 1)]))
 }
+
+/// `miggate-<checkpoint>`, while that is an object name (at most 253 bytes).
+#[rstest]
+#[case::a_checkpoint("vllm-ckpt".to_string(), true)]
+#[case::the_longest_that_fits("c".repeat(245), true)]
+#[case::one_too_long("c".repeat(246), false)]
+fn the_template_name_convention(#[case] checkpoint: String, #[case] fits: bool) {
+    let want = fits.then(|| format!("miggate-{checkpoint}"));
+    assert_eq!(claim::template_name(&checkpoint), want);
+}

@@ -439,9 +439,16 @@ fn rbac_is_least_privilege() {
     resources.dedup();
     assert_eq!(
         resources,
-        ["gpucheckpoints", "gpunodes", "pods", "nodes", "resourceslices"]
+        [
+            "gpucheckpoints",
+            "gpunodes",
+            "pods",
+            "nodes",
+            "resourceslices",
+            "resourceclaims"
+        ]
     );
-    assert_eq!(webhook.len(), 15);
+    assert_eq!(webhook.len(), 18);
 
     let publisher = rules(&objects, "miggate-publish");
     assert!(
@@ -611,4 +618,22 @@ fn steering_is_sent_only_restore_pods_that_ask(
         config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
         "miggate-system/miggate-webhook"
     );
+}
+
+#[rstest]
+#[case::pod_binding(request("pods", "binding", "CREATE", "ml", binding()), true)]
+#[case::legacy_binding(request("bindings", "", "CREATE", "ml", binding()), true)]
+#[case::restore_pod_create(request("pods", "", "CREATE", "ml", pod(Some(json!({"miggate.io/restore-from": "x"})))), false)]
+#[case::binding_in_kube_system(request("pods", "binding", "CREATE", "kube-system", binding()), false)]
+#[case::binding_in_miggate_node(request("pods", "binding", "CREATE", "miggate-node", binding()), false)]
+fn the_device_map_is_asked_for_at_every_binding(#[case] req: Value, #[case] called: bool) {
+    let objects = objects();
+    let config = find(&objects, "MutatingWebhookConfiguration", "miggate-device-map");
+    let webhook = &config["webhooks"][0];
+    assert_eq!(webhook_called(webhook, &req), called);
+    // Never blocks a binding, never runs twice, writes nothing but its answer.
+    assert_eq!(webhook["failurePolicy"], "Ignore");
+    assert_eq!(webhook["reinvocationPolicy"], "Never");
+    assert_eq!(webhook["sideEffects"], "None");
+    assert_eq!(webhook["clientConfig"]["service"]["path"], "/mutate-binding");
 }

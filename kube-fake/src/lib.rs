@@ -124,6 +124,7 @@ fn kind_of(plural: &str) -> &'static str {
         "gpunodes" => "GpuNode",
         "gpucheckpoints" => "GpuCheckpoint",
         "resourceslices" => "ResourceSlice",
+        "resourceclaims" => "ResourceClaim",
         "namespaces" => "Namespace",
         _ => "Unknown",
     }
@@ -137,6 +138,7 @@ fn plural_of(kind: &str) -> Option<&'static str> {
         "GpuNode" => "gpunodes",
         "GpuCheckpoint" => "gpucheckpoints",
         "ResourceSlice" => "resourceslices",
+        "ResourceClaim" => "resourceclaims",
         "Namespace" => "namespaces",
         _ => return None,
     })

@@ -93,12 +93,14 @@ pub fn decide_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Dec
             refusal: None,
             warnings,
             source: None,
+            exact_on: None,
         },
         Ok(Parsed::Restore(restore)) => evaluate(&restore, store),
         Err(refusal) => Judgement {
             refusal: Some(refusal),
             warnings: Vec::new(),
             source: None,
+            exact_on: None,
         },
     };
     render(review, Some(judgement))
@@ -128,8 +130,9 @@ pub struct RestoreRequest<'a> {
 pub enum Subject<'a> {
     /// A restore pod's CREATE, with its spec.
     Pod(PodSpec<'a>),
-    /// A `pods/binding` CREATE of a restore pod the pod cache knows.
-    Binding,
+    /// A `pods/binding` CREATE of a restore pod the pod cache knows (what the cache keeps of
+    /// it: its claims, for the exact check on a DRA allocation).
+    Binding(Arc<crate::lookup::RestorePod>),
 }
 
 /// The checks a pod waives, and whether it carries the annotation at all (an annotation that
@@ -163,6 +166,9 @@ pub struct Judgement {
     pub warnings: Vec<String>,
     /// The node inventory's source, when one was read.
     pub source: Option<Source>,
+    /// A DRA pod's binding judged in exact mode: the allocated devices (`pool/device`, …),
+    /// for the `exact-on-allocated` audit annotation.
+    pub exact_on: Option<String>,
 }
 
 /// The checks a `miggate.io/skip-checks` value waives, read strictly (a typo never looks like
@@ -290,7 +296,7 @@ fn parse_binding<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> 
         why,
     })?;
     Ok(Parsed::Restore(RestoreRequest {
-        subject: Subject::Binding,
+        subject: Subject::Binding(restore.clone()),
         pod,
         namespace,
         checkpoint: Cow::Owned(from.to_string()),
@@ -306,10 +312,11 @@ pub fn evaluate(restore: &RestoreRequest<'_>, store: &(impl Lookup + ?Sized)) ->
         refusal: Some(refusal),
         warnings,
         source: None,
+        exact_on: None,
     };
     let Some(checkpoint) = store.checkpoint(restore.namespace, &restore.checkpoint) else {
         let binding = match (&restore.subject, restore.node.as_deref()) {
-            (Subject::Binding, Some(node)) => {
+            (Subject::Binding(_), Some(node)) => {
                 Some((restore.pod.clone(), escape_within(node, 256).into_owned()))
             }
             _ => None,
@@ -323,7 +330,7 @@ pub fn evaluate(restore: &RestoreRequest<'_>, store: &(impl Lookup + ?Sized)) ->
     };
     match &restore.subject {
         Subject::Pod(spec) => evaluate_pod(restore, spec, &checkpoint, store),
-        Subject::Binding => evaluate_binding(restore, &checkpoint, store),
+        Subject::Binding(pod) => evaluate_binding(restore, pod, &checkpoint, store),
     }
 }
 
@@ -340,6 +347,7 @@ fn evaluate_pod(
         refusal: Some(refusal),
         warnings,
         source: None,
+        exact_on: None,
     };
     let checkpoint_ref = &restore.checkpoint_ref;
     let pod_facts = match pod::choose(spec, checkpoint.container_name.as_deref()) {
@@ -464,6 +472,7 @@ fn evaluate_pod(
         refusal,
         warnings,
         source,
+        exact_on: None,
     }
 }
 
@@ -471,6 +480,7 @@ fn evaluate_pod(
 /// inventory. A node without one is allowed with warnings: the node agent decides.
 fn evaluate_binding(
     restore: &RestoreRequest<'_>,
+    pod_cached: &crate::lookup::RestorePod,
     checkpoint: &Arc<Checkpoint>,
     store: &(impl Lookup + ?Sized),
 ) -> Judgement {
@@ -494,6 +504,7 @@ fn evaluate_binding(
                 refusal: None,
                 warnings,
                 source: None,
+                exact_on: None,
             };
         }
     };
@@ -503,9 +514,36 @@ fn evaluate_binding(
         skip: restore.waiver.checks.clone(),
         ..Options::mode(Mode::Offer)
     };
-    let judged = inventory.manifest_for(&checkpoint.manifest);
-    let target = Target::node(&judged).with_slices_listed(inventory.slices_listed);
-    let report = evaluate_target(&checkpoint.manifest, target, &options);
+    // --- DRA (issue 20): exact mode on the devices the pod's claims were allocated, when
+    // known (crate::allocation); otherwise offer mode against the whole node.
+    let at = crate::allocation::at_binding(
+        store,
+        restore.namespace,
+        pod_cached,
+        node,
+        &checkpoint.manifest,
+        &inventory,
+        &options.skip,
+    );
+    let (report, exact_on) = crate::allocation::binding_report(
+        at,
+        || {
+            let judged = inventory.manifest_for(&checkpoint.manifest);
+            let target = Target::node(&judged).with_slices_listed(inventory.slices_listed);
+            evaluate_target(&checkpoint.manifest, target, &options)
+        },
+        &mut warnings,
+    );
+    let on_devices = exact_on
+        .as_deref()
+        .map(|d| {
+            format!(
+                ", exact check on the allocated devices {}",
+                escape_within(d, 1024)
+            )
+        })
+        .unwrap_or_default();
+    // --- end DRA
     if restore.waiver.annotated {
         waived_warning(&report, &mut warnings, |r| r.check.scope() != Scope::Pod);
     }
@@ -517,7 +555,7 @@ fn evaluate_binding(
         checkpoint: restore.checkpoint_ref.clone(),
         of_pod: Some(pod.clone()),
         place: format!(
-            "on node {node_esc} (inventory from {}{})",
+            "on node {node_esc} (inventory from {}{}{on_devices})",
             inventory.source.as_str(),
             fallback(&inventory)
         ),
@@ -528,6 +566,7 @@ fn evaluate_binding(
         refusal,
         warnings,
         source: Some(inventory.source),
+        exact_on,
     }
 }
 
@@ -655,6 +694,7 @@ pub fn render(review: &Review<'_>, judgement: Option<Judgement>) -> Decision {
             .audit_annotations
             .insert(INVENTORY_SOURCE.to_string(), src.as_str().to_string());
     }
+    crate::allocation::audit(&mut response, judgement.exact_on.as_deref());
     Decision {
         response,
         verdict,

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod};
-use k8s_openapi::api::resource::v1::ResourceSlice;
+use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
@@ -35,7 +35,7 @@ use serde::de::DeserializeOwned;
 pub use crate::cache_status::CacheStatus;
 use crate::decide::{RESTORE_FROM, SKIP_CHECKS};
 use crate::lookup::Checkpoint;
-use crate::lookup::{Lookup, NoInventory, NodeInventory, RestorePod};
+use crate::lookup::{ClaimAllocation, Lookup, NoInventory, NodeInventory, RestorePod};
 use crate::metrics::{KindLabel, Metrics};
 use miggate_crds::inventory::best_or_why;
 
@@ -61,7 +61,14 @@ pub const FAILING_AFTER: u64 = 3;
 pub const FAILING_WINDOW: Duration = Duration::from_secs(90);
 
 /// The kinds cached, as named in metrics, logs and `/readyz`.
-pub const KINDS: [&str; 5] = ["GpuCheckpoint", "GpuNode", "Pod", "Node", "ResourceSlice"];
+pub const KINDS: [&str; 6] = [
+    "GpuCheckpoint",
+    "GpuNode",
+    "Pod",
+    "Node",
+    "ResourceSlice",
+    "ResourceClaim",
+];
 
 /// A value a cache holds, with an optional secondary key (a slice's node).
 pub(crate) trait Entry: Send + Sync + 'static {
@@ -75,6 +82,7 @@ impl Entry for Checkpoint {}
 impl Entry for GpuNode {}
 impl Entry for Node {}
 impl Entry for RestorePod {}
+impl Entry for ClaimAllocation {}
 impl Entry for ResourceSlice {
     fn index_key(&self) -> Option<&str> {
         self.spec.node_name.as_deref()
@@ -116,7 +124,7 @@ impl<V: Entry> Cache<V> {
     fn new(kind: &'static str, metrics: &Metrics) -> Self {
         Cache {
             kind,
-            optional: kind == "ResourceSlice",
+            optional: kind == "ResourceSlice" || kind == "ResourceClaim",
             served: AtomicBool::new(true),
             contents: RwLock::new(Contents {
                 items: HashMap::new(),
@@ -320,6 +328,9 @@ pub struct KubeStore {
     pods: Arc<Cache<RestorePod>>,
     nodes: Arc<Cache<Node>>,
     slices: Arc<Cache<ResourceSlice>>,
+    /// Every `ResourceClaim`'s allocation (a claim is a few device names): a DRA restore
+    /// pod's binding is judged on the devices its claims were allocated.
+    claims: Arc<Cache<ClaimAllocation>>,
     /// Each node's inventory as last read, with the cached objects it was read from: reading
     /// is redone only when one of them was replaced, not on every admission request.
     inventories: Mutex<HashMap<String, Memo>>,
@@ -419,10 +430,55 @@ fn node_of(n: Node) -> Option<Node> {
 fn restore_pod_of(p: Pod) -> Option<RestorePod> {
     let annotations: BTreeMap<String, String> = p.metadata.annotations?;
     let restore_from = annotations.get(RESTORE_FROM)?.clone();
+    // A claim named in the spec, or made from a template (its name in the status).
+    let named = p
+        .spec
+        .iter()
+        .flat_map(|s| s.resource_claims.iter().flatten())
+        .filter_map(|c| c.resource_claim_name.clone());
+    let made = p
+        .status
+        .iter()
+        .flat_map(|s| s.resource_claim_statuses.iter().flatten())
+        .filter_map(|c| c.resource_claim_name.clone());
+    let mut claims: Vec<String> = Vec::new();
+    for name in named.chain(made) {
+        if claims.len() >= crate::allocation::MAX_CLAIMS {
+            break;
+        }
+        if !claims.contains(&name) {
+            claims.push(name);
+        }
+    }
     Some(RestorePod {
         restore_from,
         skip_checks: annotations.get(SKIP_CHECKS).cloned(),
+        claims,
     })
+}
+
+/// What a claim contributes: its allocation's devices (request, driver, pool, device), at
+/// most [`MAX_RESULTS`](miggate_crds::inventory::MAX_RESULTS) + 1 of them (more is refused when
+/// matched).
+fn claim_of(c: ResourceClaim) -> Option<ClaimAllocation> {
+    let devices = c
+        .status
+        .and_then(|s| s.allocation)
+        .and_then(|a| a.devices)
+        .map(|d| {
+            d.results
+                .into_iter()
+                .flatten()
+                .take(miggate_crds::inventory::MAX_RESULTS + 1)
+                .map(|r| miggate_crds::inventory::AllocatedDevice {
+                    request: r.request,
+                    driver: r.driver,
+                    pool: r.pool,
+                    device: r.device,
+                })
+                .collect()
+        });
+    Some(ClaimAllocation { devices })
 }
 
 fn slice_of(mut s: ResourceSlice) -> Option<ResourceSlice> {
@@ -466,6 +522,7 @@ impl KubeStore {
             pods: Arc::new(Cache::new(KINDS[2], metrics)),
             nodes: Arc::new(Cache::new(KINDS[3], metrics)),
             slices: Arc::new(Cache::new(KINDS[4], metrics)),
+            claims: Arc::new(Cache::new(KINDS[5], metrics)),
             inventories: Mutex::new(HashMap::new()),
             tasks: Mutex::new(Vec::new()),
         };
@@ -501,10 +558,16 @@ impl KubeStore {
                 node_of,
             )),
             tokio::spawn(feed(
-                Api::<ResourceSlice>::all(client),
+                Api::<ResourceSlice>::all(client.clone()),
                 slices,
                 store.slices.clone(),
                 slice_of,
+            )),
+            tokio::spawn(feed(
+                Api::<ResourceClaim>::all(client),
+                watcher::Config::default(),
+                store.claims.clone(),
+                claim_of,
             )),
         ];
         *store.tasks.lock().unwrap_or_else(|p| p.into_inner()) = tasks;
@@ -519,6 +582,7 @@ impl KubeStore {
             self.pods.status(),
             self.nodes.status(),
             self.slices.status(),
+            self.claims.status(),
         ]
     }
 
@@ -529,6 +593,7 @@ impl KubeStore {
             || self.pods.failing()
             || self.nodes.failing()
             || self.slices.failing()
+            || self.claims.failing()
     }
 
     /// Waits until every cache has synced, or `timeout` passes; returns whether they did.
@@ -556,6 +621,7 @@ impl Lookup for KubeStore {
             && self.pods.synced.load(Ordering::Acquire)
             && self.nodes.synced.load(Ordering::Acquire)
             && self.slices.synced.load(Ordering::Acquire)
+            && self.claims.synced.load(Ordering::Acquire)
     }
 
     fn checkpoint(&self, namespace: &str, name: &str) -> Option<Arc<Checkpoint>> {
@@ -603,6 +669,35 @@ impl Lookup for KubeStore {
 
     fn restore_pod(&self, namespace: &str, name: &str) -> Option<Arc<RestorePod>> {
         self.pods.get(&format!("{namespace}/{name}"))
+    }
+
+    fn claim(&self, namespace: &str, name: &str) -> Option<Arc<ClaimAllocation>> {
+        self.claims.get(&format!("{namespace}/{name}"))
+    }
+
+    fn keeps_claims(&self) -> bool {
+        self.claims.served.load(Ordering::Acquire)
+    }
+
+    fn slices(&self, node: &str) -> Vec<Arc<ResourceSlice>> {
+        self.slices.by_index(node)
+    }
+}
+
+impl KubeStore {
+    /// Whether every claim of restore pod `namespace/name` is in the cache and allocated
+    /// (true for a pod the cache does not hold, or one without claims). The scheduler writes
+    /// a claim's allocation just before it binds the pod, so the claim's watch event may
+    /// arrive a moment after the binding's admission request: the server waits on this.
+    pub fn claims_allocated(&self, namespace: &str, name: &str) -> bool {
+        let Some(pod) = self.restore_pod(namespace, name) else {
+            return true;
+        };
+        !self.keeps_claims()
+            || pod
+                .claims
+                .iter()
+                .all(|c| self.claim(namespace, c).is_some_and(|a| a.devices.is_some()))
     }
 }
 
@@ -656,6 +751,7 @@ mod tests {
             pods: Arc::new(Cache::new(KINDS[2], &metrics)),
             nodes: Arc::new(Cache::new(KINDS[3], &metrics)),
             slices: Arc::new(Cache::new(KINDS[4], &metrics)),
+            claims: Arc::new(Cache::new(KINDS[5], &metrics)),
             inventories: Mutex::new(HashMap::new()),
             tasks: Mutex::new(Vec::new()),
         };
@@ -679,6 +775,23 @@ mod tests {
     }
 
     #[test]
+    fn a_restore_pod_keeps_its_claim_names_from_spec_and_status() {
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ml", "annotations": {"miggate.io/restore-from": "ck"}},
+            "spec": {"containers": [], "resourceClaims": [
+                {"name": "own", "resourceClaimName": "shared-gpus"},
+                {"name": "made", "resourceClaimTemplateName": "t"}]},
+            "status": {"resourceClaimStatuses": [
+                {"name": "made", "resourceClaimName": "p-made-x7k2"},
+                {"name": "own", "resourceClaimName": "shared-gpus"}]}}))
+        .unwrap();
+        assert_eq!(
+            restore_pod_of(pod).unwrap().claims,
+            vec!["shared-gpus".to_string(), "p-made-x7k2".to_string()]
+        );
+    }
+
+    #[test]
     fn only_restore_pods_are_kept_and_nodes_are_stripped() {
         let mut p = Pod::default();
         assert!(restore_pod_of(p.clone()).is_none());
@@ -690,7 +803,8 @@ mod tests {
             restore_pod_of(p),
             Some(RestorePod {
                 restore_from: "ck".into(),
-                skip_checks: None
+                skip_checks: None,
+                claims: Vec::new(),
             })
         );
         let mut n = Node::default();

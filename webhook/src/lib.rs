@@ -17,11 +17,13 @@
 //! (the cap on open connections), [`tls`] (rustls with reloads), [`metrics`], and [`serve`],
 //! which runs them all.
 
+pub mod allocation;
 pub mod body;
 mod cache_status;
 pub mod cluster;
 pub mod connections;
 pub mod decide;
+pub mod device_map;
 mod error;
 pub mod kube_store;
 pub mod lookup;
@@ -33,6 +35,7 @@ pub mod review;
 mod run;
 pub mod server;
 pub mod steer;
+pub mod steer_claim;
 pub mod store;
 pub mod tls;
 

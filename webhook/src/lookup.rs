@@ -70,6 +70,18 @@ pub struct RestorePod {
     pub restore_from: String,
     /// The value of `miggate.io/skip-checks`, when present.
     pub skip_checks: Option<String>,
+    /// The names of the `ResourceClaim`s the pod uses (`spec.resourceClaims[].resourceClaimName`,
+    /// and `status.resourceClaimStatuses` for claims made from a template), so a binding can
+    /// find their allocation. Empty for a pod without DRA claims.
+    pub claims: Vec<String>,
+}
+
+/// What the claim cache keeps of a `ResourceClaim`: its allocation's devices, once the
+/// scheduler has allocated it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClaimAllocation {
+    /// `status.allocation.devices.results`; `None` while the claim is not allocated.
+    pub devices: Option<Vec<miggate_crds::inventory::AllocatedDevice>>,
 }
 
 /// Lookups by name. Implementations answer from memory: a decision never waits on I/O.
@@ -90,4 +102,22 @@ pub trait Lookup {
     /// The restore pod `name` in `namespace`, when the store knows it as one. `None` means
     /// not a restore pod, or a store that keeps no pods (the file store).
     fn restore_pod(&self, namespace: &str, name: &str) -> Option<Arc<RestorePod>>;
+
+    /// The `ResourceClaim` `name` in `namespace`, when the store keeps claims. `None`: not
+    /// known (or a store that keeps none, the file store).
+    fn claim(&self, _namespace: &str, _name: &str) -> Option<Arc<ClaimAllocation>> {
+        None
+    }
+
+    /// Whether the store watches `ResourceClaim`s at all (the kube store on a cluster that
+    /// serves them): a claim it does not hold is then one not seen yet, not one it never keeps.
+    fn keeps_claims(&self) -> bool {
+        false
+    }
+
+    /// The DRA driver's `ResourceSlice`s for node `node` (empty for a store that keeps none),
+    /// to match an allocation's device names to the node's devices.
+    fn slices(&self, _node: &str) -> Vec<Arc<k8s_openapi::api::resource::v1::ResourceSlice>> {
+        Vec::new()
+    }
 }

@@ -9,7 +9,7 @@ use miggate_compat::{Pod, Quantity};
 use crate::review::Text;
 
 /// The resource-name prefix of NVIDIA's device plugin (`nvidia.com/gpu`, `nvidia.com/mig-…`).
-const NVIDIA_PREFIX: &str = "nvidia.com/";
+pub(crate) const NVIDIA_PREFIX: &str = "nvidia.com/";
 
 /// A pod object's whole spec, as kube's types read it: steering patches fields (affinity,
 /// claims) a decision never reads, so it reads them all.

@@ -78,6 +78,7 @@ pub fn admission_router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/validate", post(validate))
         .route("/mutate", post(mutate))
+        .route("/mutate-binding", post(mutate_binding))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(state.clone(), deadline))
         .with_state(state)
@@ -106,7 +107,13 @@ fn plain(status: StatusCode, message: String) -> Response {
 /// bounded by the body limit.
 async fn validate(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     let started = Instant::now();
-    let answer = answer(&state, &body);
+    let answer = match review::parse(&body) {
+        Ok(review) => {
+            settle_claims(&state, bound_pod(&review)).await;
+            answer(&state, &review)
+        }
+        Err(bad) => bad_request(bad.to_string()),
+    };
     state
         .metrics
         .record(answer.outcome, &answer.refused_by, started.elapsed());
@@ -193,16 +200,80 @@ async fn mutate(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     review_response(&steering.response.into_review())
 }
 
-fn answer(state: &AppState, body: &[u8]) -> Answer {
-    let review = match review::parse(body) {
+/// How long a binding's admission waits for its pod's claims to be seen allocated: the
+/// scheduler writes a claim's allocation just before it binds, and the claim's watch event
+/// can arrive a moment after the binding. Well inside the deadline.
+pub const CLAIM_WAIT: Duration = Duration::from_secs(1);
+
+/// The pod a binding CREATE places (`pods/binding` or the legacy `bindings`), as
+/// `(namespace, name)`; `None` for any other request.
+fn bound_pod<'r>(review: &'r review::Review<'_>) -> Option<(&'r str, &'r str)> {
+    let core = review.resource.group.is_empty();
+    let binding = review.operation == review::Operation::Create
+        && core
+        && ((review.resource.resource == "pods" && review.is_binding())
+            || (review.resource.resource == "bindings" && review.sub_resource.is_none()));
+    if !binding {
+        return None;
+    }
+    let namespace = review.namespace.as_deref()?;
+    let name = Some(review.name.as_ref())
+        .filter(|n| !n.is_empty())
+        .or_else(|| review.object.as_ref().and_then(|o| o.meta.name.as_deref()))?;
+    Some((namespace, name))
+}
+
+/// Waits (at most [`CLAIM_WAIT`]) until every claim of the restore pod a binding places is in
+/// the kube store's cache and allocated. Returns at once for anything else.
+async fn settle_claims(state: &AppState, pod: Option<(&str, &str)>) {
+    let (Store::Kube(kube), Some((namespace, name))) = (&state.store, pod) else {
+        return;
+    };
+    let until = Instant::now() + CLAIM_WAIT;
+    while !kube.claims_allocated(namespace, name) && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `POST /mutate-binding`: the device map annotation on a DRA restore pod's Binding
+/// ([`crate::device_map`]). Never refuses; a malformed review is a 400.
+async fn mutate_binding(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
+    let started = Instant::now();
+    let request = match parse_review(&body) {
         Ok(r) => r,
-        Err(bad) => return bad_request(bad.to_string()),
+        Err(message) => {
+            state.metrics.record("bad-request", &[], started.elapsed());
+            return bad_request(message).response;
+        }
     };
+    if crate::device_map::is_binding(&request) {
+        settle_claims(&state, crate::device_map::bound_pod(&request)).await;
+    }
+    let mapping = match &state.store {
+        Store::File(files) => crate::device_map::map(&request, &*files.snapshot()),
+        Store::Kube(kube) => crate::device_map::map(&request, &**kube),
+    };
+    let outcome = mapping.outcome.as_str();
+    if mapping.outcome != crate::device_map::Outcome::Ignored {
+        tracing::info!(
+            uid = %request.uid,
+            namespace = request.namespace.as_deref().unwrap_or(""),
+            name = %escape_within(&request.name, 256),
+            outcome,
+            device_map = mapping.response.audit_annotations.get(crate::device_map::DEVICE_MAP_AUDIT).map_or("", String::as_str),
+            "device map"
+        );
+    }
+    state.metrics.record(outcome, &[], started.elapsed());
+    review_response(&mapping.response.into_review())
+}
+
+fn answer(state: &AppState, review: &review::Review<'_>) -> Answer {
     let decision = match &state.store {
-        Store::File(files) => decide::decide_review(&review, &*files.snapshot()),
-        Store::Kube(kube) => decide::decide_review(&review, &**kube),
+        Store::File(files) => decide::decide_review(review, &*files.snapshot()),
+        Store::Kube(kube) => decide::decide_review(review, &**kube),
     };
-    log_decision(&review, &decision);
+    log_decision(review, &decision);
     let response = match review::render(&decision.response) {
         Ok(json) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], json).into_response(),
         Err(e) => plain(
@@ -248,6 +319,7 @@ fn log_decision(review: &review::Review<'_>, decision: &decide::Decision) {
             dry_run = review.dry_run,
             inventory = source,
             request = what,
+            exact_on = decision.response.audit_annotations.get(crate::allocation::EXACT_ON_AUDIT).map_or("", String::as_str),
             "restore admitted"
         );
     }

@@ -257,6 +257,11 @@ pub fn steer(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Size
                 .into(),
         );
     }
+    // --- DRA (issue 20): a pod asking for no GPU gets the checkpoint's claim instead.
+    if let Some(steering) = steer_by_claim(&base, &spec, &checkpoint, from.trim()) {
+        return steering;
+    }
+    // --- end DRA
     let wanted = match requirements(&checkpoint.manifest) {
         Ok(wanted) => wanted,
         Err(why) => return not_steered(base, why),
@@ -296,6 +301,61 @@ pub fn steer(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Size
         }
         Err(e) => not_steered(base, format!("cannot write the patch: {e}")),
     }
+}
+
+/// Claim steering ([`crate::steer_claim`]) when the restore container asks for no GPU;
+/// `None` for a pod on the device plugin, which node affinity steers.
+fn steer_by_claim(
+    base: &AdmissionResponse,
+    spec: &k8s_openapi::api::core::v1::PodSpec,
+    stored: &crate::store::Checkpoint,
+    checkpoint: &str,
+) -> Option<Steering> {
+    use crate::steer_claim::{describe, patch, restore_container, wants_claim};
+    let not_steered = |why: String| {
+        let mut response = base.clone();
+        let warning = format!("miggate: not steered: {why}");
+        response.warnings = Some(vec![escape_within(&warning, MAX_WARNING_BYTES).into_owned()]);
+        Steering {
+            response,
+            outcome: Outcome::NotSteered,
+        }
+    };
+    let Some((index, c)) = restore_container(spec, stored.container_name.as_deref()) else {
+        // Several containers and no name: only one asking for GPUs could tell, and a pod
+        // on the device plugin says which; leave the pod to node-affinity steering.
+        return None;
+    };
+    if !wants_claim(spec, c) {
+        return None;
+    }
+    let Some(template) = miggate_crds::claim::template_name(checkpoint) else {
+        return Some(not_steered(
+            "the checkpoint's name is too long for a template name (miggate-<checkpoint>)".into(),
+        ));
+    };
+    // The template `miggate claim` writes for this checkpoint must be possible at all.
+    if let Err(e) = miggate_crds::claim::requests(&stored.manifest) {
+        return Some(not_steered(escape_within(&e.to_string(), 200).into_owned()));
+    }
+    let described = describe(&template, &c.name);
+    let patch: json_patch::Patch = match serde_json::from_value(patch(spec, index, c, &template, &described))
+    {
+        Ok(p) => p,
+        Err(e) => return Some(not_steered(format!("cannot write the patch: {e}"))),
+    };
+    Some(match base.clone().with_patch(patch) {
+        Ok(mut response) => {
+            response
+                .audit_annotations
+                .insert(STEERED_AUDIT.to_string(), described);
+            Steering {
+                response,
+                outcome: Outcome::Steered,
+            }
+        }
+        Err(e) => not_steered(format!("cannot write the patch: {e}")),
+    })
 }
 
 /// The pod's own terms, each with every set's requirements added (terms are ORed, the

@@ -70,6 +70,7 @@ fn memory() -> Memory {
         Arc::new(RestorePod {
             restore_from: from.into(),
             skip_checks: skip.map(str::to_string),
+            claims: Vec::new(),
         })
     };
     Memory {

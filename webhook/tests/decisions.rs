@@ -65,6 +65,7 @@ impl Lookup for OneNode {
             Arc::new(RestorePod {
                 restore_from: "ckpt".into(),
                 skip_checks: None,
+                claims: Vec::new(),
             })
         })
     }

@@ -171,6 +171,74 @@ async fn an_affinity_without_node_affinity_gains_one() {
     assert!(pod.spec.unwrap().affinity.unwrap().pod_anti_affinity.is_some());
 }
 
+/// The restore pod on DRA: its restore container asks for no GPU, so it gets the checkpoint's
+/// claim (the template `miggate-<checkpoint>`), and no node affinity.
+#[tokio::test]
+async fn a_restore_pod_asking_for_no_gpu_gets_the_checkpoint_s_claim() {
+    let review = review(|pod| {
+        asking(pod);
+        pod["spec"]["containers"][0]["resources"]["limits"]
+            .as_object_mut()
+            .unwrap()
+            .remove("nvidia.com/mig-3g.40gb");
+    });
+    let (status, body) = mutate(review.clone()).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(body["response"]["allowed"], true);
+    let patch = patch_of(&body).unwrap_or_else(|| panic!("no patch: {body}"));
+    let described =
+        "resourceClaims miggate-gpus from ResourceClaimTemplate miggate-vllm-ckpt, claimed by container vllm";
+    assert_eq!(
+        patch,
+        json!([
+            {"op": "add", "path": "/spec/resourceClaims", "value": [{"name": "miggate-gpus", "resourceClaimTemplateName": "miggate-vllm-ckpt"}]},
+            {"op": "add", "path": "/spec/containers/0/resources/claims", "value": [{"name": "miggate-gpus"}]},
+            {"op": "add", "path": "/metadata/annotations/miggate.io~1steered", "value": described},
+        ])
+    );
+    assert_eq!(body["response"]["auditAnnotations"]["steered"], described);
+    let pod = patched(&review["request"]["object"], &patch);
+    let spec = pod.spec.unwrap();
+    assert_eq!(
+        spec.resource_claims.unwrap()[0]
+            .resource_claim_template_name
+            .as_deref(),
+        Some("miggate-vllm-ckpt")
+    );
+    assert_eq!(
+        spec.containers[0]
+            .resources
+            .as_ref()
+            .unwrap()
+            .claims
+            .as_ref()
+            .unwrap()[0]
+            .name,
+        "miggate-gpus"
+    );
+    assert!(spec.containers[1].resources.as_ref().unwrap().claims.is_none());
+    assert!(spec.affinity.is_none(), "a claim, not node affinity");
+}
+
+/// A container with no `resources` at all gains them whole.
+#[tokio::test]
+async fn a_container_without_resources_gains_the_claim() {
+    let review = review(|pod| {
+        asking(pod);
+        pod["spec"]["containers"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("resources");
+    });
+    let (_, body) = mutate(review.clone()).await;
+    let patch = patch_of(&body).unwrap();
+    assert_eq!(
+        patch[1],
+        json!({"op": "add", "path": "/spec/containers/0/resources", "value": {"claims": [{"name": "miggate-gpus"}]}})
+    );
+    patched(&review["request"]["object"], &patch);
+}
+
 #[rstest]
 #[case::not_asking(|_: &mut Value| {}, None)]
 #[case::asking_with_another_word(|p: &mut Value| { p["metadata"]["annotations"]["miggate.io/steer"] = json!("yes"); }, None)]
@@ -179,6 +247,10 @@ async fn an_affinity_without_node_affinity_gains_one() {
 #[case::missing_checkpoint(|p: &mut Value| { asking(p); p["metadata"]["annotations"]["miggate.io/restore-from"] = json!("nope"); },
     Some("miggate: not steered: checkpoint ml/nope does not exist"))]
 #[case::a_dra_pod(|p: &mut Value| { asking(p); p["spec"]["resourceClaims"] = json!([{"name": "gpus", "resourceClaimTemplateName": "t"}]); },
+    Some("miggate: not steered: the pod uses DRA claims; its claim steers it (miggate claim writes one from the checkpoint)"))]
+#[case::a_dra_pod_asking_for_no_gpu_with_its_own_claim(|p: &mut Value| { asking(p);
+    p["spec"]["containers"][0]["resources"]["limits"].as_object_mut().unwrap().remove("nvidia.com/mig-3g.40gb");
+    p["spec"]["resourceClaims"] = json!([{"name": "gpus", "resourceClaimName": "mine"}]); },
     Some("miggate: not steered: the pod uses DRA claims; its claim steers it (miggate claim writes one from the checkpoint)"))]
 #[tokio::test]
 async fn a_pod_left_alone_is_allowed_unchanged(#[case] edit: fn(&mut Value), #[case] warning: Option<&str>) {

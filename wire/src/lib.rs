@@ -23,6 +23,10 @@ pub mod annotations {
     pub const STEER: &str = "miggate.io/steer";
     /// What the steering webhook added, for a person reading the pod.
     pub const STEERED: &str = "miggate.io/steered";
+    /// cuda-checkpoint's device map for a DRA restore pod, written at its binding from its
+    /// claims' allocation: `SOURCE=TARGET` pairs of device UUIDs separated by commas (the form
+    /// of cuda-checkpoint's `--device-map`), empty when every device maps to itself.
+    pub const DEVICE_MAP: &str = "miggate.io/device-map";
 }
 
 pub mod store;

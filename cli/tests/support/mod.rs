@@ -73,6 +73,17 @@ impl Drop for Webhook {
 
 impl Webhook {
     pub async fn start(flags: &[&str]) -> Webhook {
+        let store = format!("--store=dir:{}", testdata("webhook-store").display());
+        Webhook::launch(&store, None, flags).await
+    }
+
+    /// The binary with `--store kube`, its client from the kubeconfig file at `kubeconfig`.
+    #[allow(dead_code)]
+    pub async fn start_kube(kubeconfig: &std::path::Path, flags: &[&str]) -> Webhook {
+        Webhook::launch("--store=kube", Some(kubeconfig), flags).await
+    }
+
+    async fn launch(store: &str, kubeconfig: Option<&std::path::Path>, flags: &[&str]) -> Webhook {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let pki = pki();
         let dir = tempfile::tempdir().unwrap();
@@ -86,8 +97,10 @@ impl Webhook {
             .arg(format!("--health-listen={health}"))
             .arg(format!("--tls-cert={}", dir.path().join("tls.crt").display()))
             .arg(format!("--tls-key={}", dir.path().join("tls.key").display()))
-            .arg(format!("--store=dir:{}", testdata("webhook-store").display()))
+            .arg(store)
             .args(flags)
+            .envs(kubeconfig.map(|k| ("KUBECONFIG", k.as_os_str())))
+            .env_remove("KUBERNETES_SERVICE_HOST")
             .env("MIGGATE_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(log)

@@ -116,9 +116,10 @@ pub(super) fn all(config: &Config) -> Result<Vec<Object>, Error> {
     out.extend(certificates()?);
     out.extend(publisher(config)?);
     out.extend(checkpoint_agent(config)?);
-    // Both registrations last, so the webhook they name exists before any pod is sent to it;
-    // the validating one very last, after the opt-in steering.
+    // The registrations last, so the webhook they name exists before any pod is sent to it;
+    // the validating one very last, after the opt-in steering and the device map.
     out.push(steering_configuration()?);
+    out.push(device_map_configuration()?);
     out.push(webhook_configuration()?);
     Ok(out)
 }
@@ -137,7 +138,7 @@ fn webhook(config: &Config) -> Result<Vec<Object>, Error> {
             "rules": [
                 {"apiGroups": [GROUP], "resources": ["gpucheckpoints", "gpunodes"], "verbs": read},
                 {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": read},
-                {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices"], "verbs": read},
+                {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices", "resourceclaims"], "verbs": read},
             ]}),
         )?,
         typed::<ClusterRoleBinding>(
@@ -462,6 +463,37 @@ fn steering_configuration() -> Result<Object, Error> {
             "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
                 "values": ["kube-system", NAMESPACE, NODE_NAMESPACE]}]},
             "clientConfig": {"service": {"name": WEBHOOK, "namespace": NAMESPACE, "path": "/mutate", "port": 443}},
+        }]}),
+    )
+}
+
+/// The device map at binding (`POST /mutate-binding`): a DRA restore pod's Binding gets the
+/// `miggate.io/device-map` annotation from its claims' allocation, which the API server copies
+/// onto the pod. Not opt-in: it changes no placement, only tells the node agent what the exact
+/// check found, and a Binding carries no pod annotation a match condition could select on
+/// (the webhook answers every other binding from one map lookup, as the validating one does).
+/// Failure policy Ignore: a webhook that cannot answer never blocks a binding; the node agent
+/// then pairs the devices itself.
+fn device_map_configuration() -> Result<Object, Error> {
+    typed::<MutatingWebhookConfiguration>(
+        FILE_CONFIG,
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "miggate-device-map", "labels": labels(WEBHOOK),
+            "annotations": {"cert-manager.io/inject-ca-from": format!("{NAMESPACE}/{WEBHOOK}")}},
+        "webhooks": [{
+            "name": "device-map.miggate.io",
+            "admissionReviewVersions": ["v1"],
+            "sideEffects": "None",
+            "timeoutSeconds": 5,
+            "failurePolicy": "Ignore",
+            "reinvocationPolicy": "Never",
+            "matchPolicy": "Equivalent",
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                "resources": ["pods/binding", "bindings"], "scope": "Namespaced"}],
+            "matchConditions": [{"name": "bindings", "expression": BINDING_MATCH}],
+            "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+                "values": ["kube-system", NAMESPACE, NODE_NAMESPACE]}]},
+            "clientConfig": {"service": {"name": WEBHOOK, "namespace": NAMESPACE, "path": "/mutate-binding", "port": 443}},
         }]}),
     )
 }

@@ -20,6 +20,7 @@
 //!
 //! Pure: no client, no clock. The webhook hands in what its watch caches hold.
 
+mod allocation;
 mod gfd;
 mod gpu_node;
 mod partitions;
@@ -37,6 +38,7 @@ use miggate_compat::{GpuManifest, Host, MigStrategy, Target, VersionText};
 use crate::error::Error;
 use crate::node::GpuNode;
 
+pub use allocation::{Allocated, AllocatedDevice, MAX_RESULTS, allocated, device_names, restricted};
 pub use gfd::{MAX_GFD_LABELS, from_gfd_labels};
 
 pub use gpu_node::from_gpu_node;

@@ -167,6 +167,25 @@ pub fn from_resource_slices(
     }))
 }
 
+/// Each of `devices` as an inventory device, in the order given (the allocation's), read as
+/// [`from_resource_slices`] reads them; possible partitions of a DynamicMIG pool are read as
+/// slices of their profile without a UUID. An error names the device that cannot be read.
+pub(super) fn read_devices(devices: &[&DraDevice]) -> Result<Vec<Device>, String> {
+    let mut read = Read::default();
+    for device in devices {
+        let before = read.devices.len();
+        read.device(device, true)
+            .map_err(|why| format!("device {}: {why}", quote(&device.name)))?;
+        if read.devices.len() == before {
+            return Err(format!(
+                "device {} is neither a GPU nor a MIG slice",
+                quote(&device.name)
+            ));
+        }
+    }
+    Ok(read.devices)
+}
+
 /// What the devices say, gathered in one pass.
 #[derive(Default)]
 struct Read {

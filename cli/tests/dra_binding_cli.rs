@@ -1,0 +1,148 @@
+//! A DRA restore pod's binding through the real `miggate webhook` binary over HTTPS, its
+//! caches filled from an in-process API server (kube-fake): `/mutate-binding` adds the
+//! `miggate.io/device-map` annotation (patch pinned) once the pod's claim is allocated, even
+//! when the allocation arrives a moment after the binding; `/validate` refuses a binding
+//! whose allocated devices fail the exact check. Neither mutation ever refuses.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::{Webhook, https, testdata};
+
+fn yaml(rel: &str) -> Value {
+    serde_saphyr::from_str(&std::fs::read_to_string(testdata(rel)).unwrap()).unwrap()
+}
+
+fn checkpoint() -> Value {
+    let slice = |n: u32| {
+        json!({"uuid": format!("MIG-00000000-0000-5000-8000-{n:012}"), "parentUuid": "GPU-00000000-0000-4000-8000-000000000000",
+            "productName": "NVIDIA H100 80GB HBM3", "migProfile": "3g.40gb"})
+    };
+    json!({"apiVersion": "miggate.io/v1alpha1", "kind": "GpuCheckpoint",
+        "metadata": {"name": "ckpt", "namespace": "ml"},
+        "spec": {"manifest": {"nvidia": {"driverVersion": "580.82.07", "cudaDriverVersion": "13.0",
+            "devices": [slice(1), slice(2)]}}}})
+}
+
+/// A restore pod whose claim `claim` was made from a template (named in its status).
+fn pod(name: &str, claim: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ml", "annotations": {"miggate.io/restore-from": "ckpt"}},
+        "spec": {"resourceClaims": [{"name": "gpus", "resourceClaimTemplateName": "restore"}],
+                 "containers": [{"name": "c", "image": "x", "resources": {"claims": [{"name": "gpus"}]}}]},
+        "status": {"resourceClaimStatuses": [{"name": "gpus", "resourceClaimName": claim}]}})
+}
+
+fn claim(name: &str, devices: Option<&[&str]>) -> Value {
+    let mut c = json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "ml"},
+        "spec": {"devices": {"requests": [{"name": "mig-3g-40gb", "exactly": {"deviceClassName": "mig.nvidia.com", "count": 2}}]}}});
+    if let Some(devices) = devices {
+        let results: Vec<Value> = devices
+            .iter()
+            .map(|d| json!({"request": "mig-3g-40gb", "driver": "gpu.nvidia.com", "pool": "gpu-node-7", "device": d}))
+            .collect();
+        c["status"] = json!({"allocation": {"devices": {"results": results}}});
+    }
+    c
+}
+
+fn binding(pod: &str) -> String {
+    let mut review: Value =
+        serde_json::from_str(&std::fs::read_to_string(testdata("admission/binding-create.json")).unwrap())
+            .unwrap();
+    review["request"]["name"] = json!(pod);
+    review["request"]["object"]["metadata"]["name"] = json!(pod);
+    review["request"]["object"]["target"]["name"] = json!("gpu-node-7");
+    review.to_string()
+}
+
+async fn post(webhook: &Webhook, path: &str, body: String) -> Value {
+    let resp = https(webhook)
+        .post(format!("https://{}{path}", webhook.listen))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("not answered: {e}; {}", webhook.log()));
+    assert_eq!(resp.status().as_u16(), 200);
+    resp.json::<Value>().await.unwrap()["response"].clone()
+}
+
+fn patch_of(response: &Value) -> Option<Value> {
+    let bytes: Vec<u8> = serde_json::from_value(response.get("patch")?.clone()).unwrap();
+    Some(serde_json::from_slice(&bytes).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_maps_an_allocated_claim_s_devices_at_binding() {
+    let fake = std::sync::Arc::new(kube_fake::FakeApiServer::start().await.unwrap());
+    fake.apply(checkpoint());
+    fake.apply(yaml("inventory/dra-v25.12-gpu-node-7.yaml"));
+    fake.apply(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-7"}}));
+    fake.apply(pod("fits", "fits-gpus"));
+    fake.apply(claim(
+        "fits-gpus",
+        Some(&["gpu-0-mig-3g40gb-9-4", "gpu-0-mig-3g40gb-9-0"]),
+    ));
+    fake.apply(pod("short", "short-gpus"));
+    fake.apply(claim("short-gpus", Some(&["gpu-0-mig-3g40gb-9-0", "gpu-1"])));
+    fake.apply(pod("late", "late-gpus"));
+    fake.apply(claim("late-gpus", None));
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, fake.kubeconfig()).unwrap();
+    let webhook = Webhook::start_kube(&kubeconfig, &[]).await;
+
+    let r = post(&webhook, "/mutate-binding", binding("fits")).await;
+    assert_eq!(r["allowed"], true, "{r}");
+    let map = "MIG-00000000-0000-5000-8000-000000000001=MIG-0b9a8c7d-6e5f-5a4b-8c3d-1e2f3a4b5c6d,MIG-00000000-0000-5000-8000-000000000002=MIG-6d7e2b1c-0f4a-5e8b-9c3d-2a1b0c9d8e7f";
+    assert_eq!(
+        patch_of(&r),
+        Some(
+            json!([{"op": "add", "path": "/metadata/annotations", "value": {"miggate.io/device-map": map}}])
+        )
+    );
+    assert_eq!(r["auditAnnotations"]["device-map"], map);
+    let v = post(&webhook, "/validate", binding("fits")).await;
+    assert_eq!(v["allowed"], true, "{v}");
+    assert_eq!(
+        v["auditAnnotations"]["exact-on-allocated"],
+        "gpu-node-7/gpu-0-mig-3g40gb-9-4, gpu-node-7/gpu-0-mig-3g40gb-9-0"
+    );
+
+    // The whole node fits in offer mode; the devices allocated do not.
+    let v = post(&webhook, "/validate", binding("short")).await;
+    assert_eq!(v["allowed"], false, "{v}");
+    let message = v["status"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("(inventory from ResourceSlice, exact check on the allocated devices gpu-node-7/gpu-0-mig-3g40gb-9-0, gpu-node-7/gpu-1): "),
+        "{message}"
+    );
+    let r = post(&webhook, "/mutate-binding", binding("short")).await;
+    assert_eq!((r["allowed"].clone(), r.get("patch")), (json!(true), None), "{r}");
+
+    // The allocation lands while the binding waits for it.
+    let applier = {
+        let fake = fake.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            fake.apply(claim(
+                "late-gpus",
+                Some(&["gpu-0-mig-3g40gb-9-0", "gpu-0-mig-3g40gb-9-4"]),
+            ));
+        })
+    };
+    let r = post(&webhook, "/mutate-binding", binding("late")).await;
+    applier.await.unwrap();
+    let patch = patch_of(&r).unwrap_or_else(|| panic!("no map: {r}; {}", webhook.log()));
+    assert_eq!(patch[0]["path"], "/metadata/annotations");
+
+    // A binding of a pod the webhook does not know as a restore pod is left alone.
+    let r = post(&webhook, "/mutate-binding", binding("web-0")).await;
+    assert_eq!((r["allowed"].clone(), r.get("patch")), (json!(true), None), "{r}");
+}

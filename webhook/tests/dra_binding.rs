@@ -1,0 +1,274 @@
+//! A DRA restore pod's binding: the exact check on the devices its claims were allocated
+//! (the NVIDIA DRA driver's fixture slices for gpu-node-7: two 3g.40gb slices and a whole
+//! H100), the validating verdict, and the device map the binding mutation writes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::resource::v1::ResourceSlice;
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use miggate_compat::GpuManifest;
+use miggate_crds::inventory::AllocatedDevice;
+use miggate_webhook::decide::{Verdict, decide};
+use miggate_webhook::device_map::{self, Outcome};
+use miggate_webhook::lookup::{ClaimAllocation, Lookup, NoInventory, NodeInventory, RestorePod};
+use miggate_webhook::store::Checkpoint;
+use rstest::rstest;
+use serde_json::{Value, json};
+
+fn testdata(rel: &str) -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../testdata")
+            .join(rel),
+    )
+    .unwrap()
+}
+
+/// A checkpoint of two 3g.40gb slices and one whole H100 on gpu-node-7's driver.
+fn checkpoint() -> GpuManifest {
+    let slice = |n: u32| {
+        json!({"uuid": format!("MIG-00000000-0000-5000-8000-{n:012}"), "parentUuid": "GPU-00000000-0000-4000-8000-000000000000",
+            "productName": "NVIDIA H100 80GB HBM3", "migProfile": "3g.40gb"})
+    };
+    let doc = json!({"apiVersion": "miggate.io/v1alpha1", "kind": "GpuManifest",
+        "nvidia": {"driverVersion": "580.82.07", "cudaDriverVersion": "13.0", "devices": [
+            slice(1), slice(2),
+            {"uuid": "GPU-00000000-0000-4000-8000-000000000003", "productName": "NVIDIA H100 80GB HBM3"}]}});
+    miggate_compat::from_str(&doc.to_string()).unwrap()
+}
+
+struct Cluster {
+    node: Node,
+    slices: Vec<Arc<ResourceSlice>>,
+    pods: HashMap<String, Arc<RestorePod>>,
+    claims: HashMap<String, Arc<ClaimAllocation>>,
+}
+
+impl Lookup for Cluster {
+    fn checkpoint(&self, ns: &str, name: &str) -> Option<Arc<Checkpoint>> {
+        (ns == "ml" && name == "ckpt").then(|| {
+            Arc::new(Checkpoint {
+                manifest: checkpoint(),
+                container_name: None,
+                origin: "test".into(),
+            })
+        })
+    }
+    fn inventory(&self, node: &str) -> Result<NodeInventory, NoInventory> {
+        let refs: Vec<&ResourceSlice> = self.slices.iter().map(|s| &**s).collect();
+        if node != "gpu-node-7" {
+            return Err(NoInventory::default());
+        }
+        miggate_crds::inventory::best_or_why(None, Some(&self.node), &refs).map(NodeInventory::from)
+    }
+    fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
+        self.pods.get(&format!("{ns}/{name}")).cloned()
+    }
+    fn claim(&self, ns: &str, name: &str) -> Option<Arc<ClaimAllocation>> {
+        self.claims.get(&format!("{ns}/{name}")).cloned()
+    }
+    fn keeps_claims(&self) -> bool {
+        true
+    }
+    fn slices(&self, node: &str) -> Vec<Arc<ResourceSlice>> {
+        if node == "gpu-node-7" {
+            self.slices.clone()
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+fn allocated(devices: &[&str]) -> Arc<ClaimAllocation> {
+    Arc::new(ClaimAllocation {
+        devices: Some(
+            devices
+                .iter()
+                .map(|d| AllocatedDevice {
+                    request: "gpus".into(),
+                    driver: "gpu.nvidia.com".into(),
+                    pool: "gpu-node-7".into(),
+                    device: (*d).into(),
+                })
+                .collect(),
+        ),
+    })
+}
+
+fn cluster() -> Cluster {
+    let slice: ResourceSlice =
+        serde_saphyr::from_str(&testdata("inventory/dra-v25.12-gpu-node-7.yaml")).unwrap();
+    let mut node = Node::default();
+    node.metadata.name = Some("gpu-node-7".into());
+    let pod = |claims: &[&str]| {
+        Arc::new(RestorePod {
+            restore_from: "ckpt".into(),
+            skip_checks: None,
+            claims: claims.iter().map(|c| (*c).to_string()).collect(),
+        })
+    };
+    Cluster {
+        node,
+        slices: vec![Arc::new(slice)],
+        pods: [
+            ("ml/fits", pod(&["fits-gpus"])),
+            ("ml/split", pod(&["split-a", "split-b"])),
+            ("ml/short", pod(&["short-gpus"])),
+            ("ml/pending", pod(&["pending-gpus"])),
+            ("ml/unseen", pod(&["never-seen"])),
+            ("ml/stale", pod(&["stale-gpus"])),
+            ("ml/plain", pod(&[])),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+        claims: [
+            (
+                "ml/fits-gpus",
+                allocated(&["gpu-0-mig-3g40gb-9-0", "gpu-0-mig-3g40gb-9-4", "gpu-1"]),
+            ),
+            ("ml/split-a", allocated(&["gpu-1"])),
+            (
+                "ml/split-b",
+                allocated(&["gpu-0-mig-3g40gb-9-4", "gpu-0-mig-3g40gb-9-0"]),
+            ),
+            ("ml/short-gpus", allocated(&["gpu-0-mig-3g40gb-9-0", "gpu-1"])),
+            ("ml/pending-gpus", Arc::new(ClaimAllocation { devices: None })),
+            (
+                "ml/stale-gpus",
+                allocated(&["gpu-0-mig-3g40gb-9-0", "gpu-0-mig-3g40gb-9-4", "gpu-2"]),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect(),
+    }
+}
+
+fn binding(pod: &str) -> AdmissionRequest<DynamicObject> {
+    let mut review: Value = serde_json::from_str(&testdata("admission/binding-create.json")).unwrap();
+    review["request"]["name"] = json!(pod);
+    review["request"]["object"]["metadata"]["name"] = json!(pod);
+    review["request"]["object"]["target"]["name"] = json!("gpu-node-7");
+    let review: AdmissionReview<DynamicObject> = serde_json::from_value(review).unwrap();
+    review.try_into().unwrap()
+}
+
+const MAP: &str = "MIG-00000000-0000-5000-8000-000000000001=MIG-6d7e2b1c-0f4a-5e8b-9c3d-2a1b0c9d8e7f,MIG-00000000-0000-5000-8000-000000000002=MIG-0b9a8c7d-6e5f-5a4b-8c3d-1e2f3a4b5c6d,GPU-00000000-0000-4000-8000-000000000003=GPU-f0e1d2c3-b4a5-9687-7869-5a4b3c2d1e0f";
+
+/// Each pod's binding to gpu-node-7, whose whole inventory fits the checkpoint in offer mode:
+/// only the allocation can refuse. `exact_on` is the audit annotation naming the devices the
+/// exact check ran on; `says` a text of the message or a warning.
+#[rstest]
+#[case::allocated_the_checkpoint_s_shape(
+    "fits",
+    Verdict::Warned,
+    Some("gpu-node-7/gpu-0-mig-3g40gb-9-0, gpu-node-7/gpu-0-mig-3g40gb-9-4, gpu-node-7/gpu-1"),
+    ""
+)]
+#[case::over_two_claims(
+    "split",
+    Verdict::Warned,
+    Some("gpu-node-7/gpu-1, gpu-node-7/gpu-0-mig-3g40gb-9-4, gpu-node-7/gpu-0-mig-3g40gb-9-0"),
+    ""
+)]
+#[case::allocated_one_slice_short(
+    "short",
+    Verdict::Refused,
+    Some("gpu-node-7/gpu-0-mig-3g40gb-9-0, gpu-node-7/gpu-1"),
+    "cannot be restored on node gpu-node-7 (inventory from ResourceSlice, exact check on the allocated devices gpu-node-7/gpu-0-mig-3g40gb-9-0, gpu-node-7/gpu-1): "
+)]
+#[case::claim_not_allocated(
+    "pending",
+    Verdict::Warned,
+    None,
+    "exact check on the allocated devices not run: ResourceClaim ml/pending-gpus is not allocated; judged against the whole node in offer mode"
+)]
+#[case::claim_not_seen(
+    "unseen",
+    Verdict::Warned,
+    None,
+    "ResourceClaim ml/never-seen is not in the webhook's cache"
+)]
+#[case::allocation_the_slices_no_longer_list(
+    "stale",
+    Verdict::Warned,
+    None,
+    "no device `gpu-2` in pool `gpu-node-7`"
+)]
+#[case::no_claims("plain", Verdict::Warned, None, "")]
+fn the_binding_is_judged_on_the_allocated_devices(
+    #[case] pod: &str,
+    #[case] verdict: Verdict,
+    #[case] exact_on: Option<&str>,
+    #[case] says: &str,
+) {
+    let d = decide(&binding(pod), &cluster());
+    let text = format!("{} {:?}", d.response.result.message, d.response.warnings);
+    assert_eq!(d.verdict, verdict, "{text}");
+    assert_eq!(
+        d.response
+            .audit_annotations
+            .get("exact-on-allocated")
+            .map(String::as_str),
+        exact_on
+    );
+    assert!(text.contains(says), "{text}");
+    if verdict == Verdict::Refused {
+        assert!(d.refused_by.contains(&"gpu-count"), "{:?}", d.refused_by);
+    }
+}
+
+/// The device map written to each binding: the pairs of the exact check's report, or nothing.
+#[rstest]
+#[case::allocated_the_checkpoint_s_shape("fits", Outcome::Mapped, Some(MAP))]
+#[case::over_two_claims(
+    "split",
+    Outcome::Mapped,
+    Some(
+        "MIG-00000000-0000-5000-8000-000000000001=MIG-0b9a8c7d-6e5f-5a4b-8c3d-1e2f3a4b5c6d,MIG-00000000-0000-5000-8000-000000000002=MIG-6d7e2b1c-0f4a-5e8b-9c3d-2a1b0c9d8e7f,GPU-00000000-0000-4000-8000-000000000003=GPU-f0e1d2c3-b4a5-9687-7869-5a4b3c2d1e0f"
+    )
+)]
+#[case::allocated_one_slice_short("short", Outcome::NotMapped, None)]
+#[case::claim_not_allocated("pending", Outcome::Ignored, None)]
+#[case::allocation_the_slices_no_longer_list("stale", Outcome::Ignored, None)]
+#[case::no_claims("plain", Outcome::Ignored, None)]
+#[case::not_a_restore_pod("web-0", Outcome::Ignored, None)]
+fn the_binding_carries_the_device_map(
+    #[case] pod: &str,
+    #[case] outcome: Outcome,
+    #[case] map: Option<&str>,
+) {
+    let m = device_map::map(&binding(pod), &cluster());
+    assert_eq!(m.outcome, outcome, "{:?}", m.response.warnings);
+    assert!(m.response.allowed, "a binding mutation never refuses");
+    let patch: Option<Value> = m
+        .response
+        .patch
+        .as_ref()
+        .map(|p| serde_json::from_slice(p).unwrap());
+    let want = map.map(|map| json!([{"op": "add", "path": "/metadata/annotations", "value": {"miggate.io/device-map": map}}]));
+    assert_eq!(patch, want);
+    assert_eq!(
+        m.response.audit_annotations.get("device-map").map(String::as_str),
+        map
+    );
+}
+
+#[test]
+fn a_binding_with_annotations_gets_the_key_added() {
+    let mut req = binding("fits");
+    req.object.as_mut().unwrap().metadata.annotations = Some([("team".to_string(), "ml".to_string())].into());
+    let m = device_map::map(&req, &cluster());
+    let patch: Value = serde_json::from_slice(m.response.patch.as_ref().unwrap()).unwrap();
+    assert_eq!(
+        patch,
+        json!([{"op": "add", "path": "/metadata/annotations/miggate.io~1device-map", "value": MAP}])
+    );
+}
