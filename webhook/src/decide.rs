@@ -200,11 +200,7 @@ pub fn parse<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> Resu
     if review.operation != Operation::Create {
         return Ok(Parsed::Ignored);
     }
-    let core = review.resource.group.is_empty();
-    let pods_binding = core && review.resource.resource == "pods" && review.is_binding();
-    // The legacy `bindings` resource places a pod just as `pods/binding` does.
-    let legacy_binding = core && review.resource.resource == "bindings" && review.sub_resource.is_none();
-    if pods_binding || legacy_binding {
+    if review.is_binding_create() {
         return parse_binding(review, store);
     }
     let is_pod = review.kind.group.is_empty() && review.kind.kind == "Pod" && review.sub_resource.is_none();
@@ -255,19 +251,7 @@ pub fn parse<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> Resu
 /// the pod restores a checkpoint; everything else is ignored at the cost of one map lookup,
 /// since every binding in the cluster passes through here.
 fn parse_binding<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> Result<Parsed<'a>, Refusal> {
-    #[derive(serde::Deserialize)]
-    struct BindingTarget<'a> {
-        #[serde(borrow, default)]
-        name: Text<'a>,
-    }
-    let Some(namespace) = review.namespace.as_deref() else {
-        return Ok(Parsed::Ignored);
-    };
-    let obj = review.object.as_ref();
-    let name = Some(review.name.as_ref())
-        .filter(|n| !n.is_empty())
-        .or_else(|| obj.and_then(|o| o.meta.name.as_deref()));
-    let Some(name) = name else {
+    let Some((namespace, name)) = review.bound_pod() else {
         return Ok(Parsed::Ignored);
     };
     if !store.synced() {
@@ -279,12 +263,7 @@ fn parse_binding<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> 
         return Ok(Parsed::Ignored);
     };
     let pod = escape_within(&format!("{namespace}/{name}"), 512).into_owned();
-    let node = obj
-        .and_then(|o| o.target)
-        .and_then(|t| t.decode::<BindingTarget<'a>>().ok())
-        .map(|t| t.name)
-        .filter(|n| !n.is_empty());
-    let Some(node) = node else {
+    let Some(node) = review.binding_node() else {
         return Ok(Parsed::Unchecked(vec![format!(
             "miggate: binding of restore pod {pod} names no node; not checked"
         )]));
@@ -661,12 +640,7 @@ fn inventory_warnings(node: &str, inventory: &NodeInventory, warnings: &mut Vec<
 
 /// Stage three: the judgement as the response to send; `None` for a request not looked at.
 pub fn render(review: &Review<'_>, judgement: Option<Judgement>) -> Decision {
-    // kube's response is not constructible field by field (non-exhaustive): an invalid one,
-    // turned into the allowed answer to this uid.
-    let mut response = AdmissionResponse::invalid("");
-    response.uid = review.uid.to_string();
-    response.allowed = true;
-    response.result = Status::default();
+    let mut response = review.allowed();
     let Some(judgement) = judgement else {
         return Decision {
             response,

@@ -8,14 +8,14 @@
 //! only where the exact check ran and still gave no map.
 
 use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use miggate_compat::escape::escape_within;
 pub use miggate_wire::annotations::DEVICE_MAP;
-use serde::Deserialize;
 use serde_json::json;
 
 use crate::allocation::{AtBinding, at_binding};
 use crate::lookup::Lookup;
+use crate::review::Review;
 
 /// The audit annotation with the map written.
 pub const DEVICE_MAP_AUDIT: &str = "device-map";
@@ -51,62 +51,33 @@ pub struct Mapping {
     pub outcome: Outcome,
 }
 
-#[derive(Deserialize)]
-struct BindingObject {
-    #[serde(default)]
-    target: Option<BindingTarget>,
-}
-
-#[derive(Deserialize)]
-struct BindingTarget {
-    #[serde(default)]
-    name: String,
-}
-
-/// Whether `req` is a binding CREATE (`pods/binding`, or the legacy `bindings` resource).
-pub fn is_binding(req: &AdmissionRequest<DynamicObject>) -> bool {
-    let core = req.resource.group.is_empty();
-    req.operation == Operation::Create
-        && core
-        && ((req.resource.resource == "pods" && req.sub_resource.as_deref() == Some("binding"))
-            || (req.resource.resource == "bindings" && req.sub_resource.is_none()))
-}
-
-/// The restore pod a binding places, as `(namespace, name)`.
-pub fn bound_pod(req: &AdmissionRequest<DynamicObject>) -> Option<(&str, &str)> {
-    let namespace = req.namespace.as_deref()?;
-    let name = Some(req.name.as_str())
-        .filter(|n| !n.is_empty())
-        .or_else(|| req.object.as_ref().and_then(|o| o.metadata.name.as_deref()))?;
-    Some((namespace, name))
-}
-
-/// Answers one binding mutation request.
+/// Answers one binding mutation request decoded with kube's types.
 pub fn map(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Sized)) -> Mapping {
-    let base = AdmissionResponse::from(req);
+    map_review(&Review::from(req), store)
+}
+
+/// Answers one binding mutation request, read in place ([`crate::review::parse`]). Every
+/// binding in the cluster passes through here: anything but a restore pod's with claims is
+/// answered after one map lookup.
+pub fn map_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Mapping {
+    let base = review.allowed();
     let ignored = |response| Mapping {
         response,
         outcome: Outcome::Ignored,
     };
-    if !is_binding(req) || !store.synced() {
-        return ignored(base);
-    }
-    let Some((namespace, pod)) = bound_pod(req) else {
+    let Some((namespace, pod)) = review.bound_pod() else {
         return ignored(base);
     };
+    if !store.synced() {
+        return ignored(base);
+    }
     let Some(restore) = store.restore_pod(namespace, pod) else {
         return ignored(base);
     };
     if restore.claims.is_empty() {
         return ignored(base);
     }
-    let obj = req.object.as_ref();
-    let node = obj
-        .and_then(|o| BindingObject::deserialize(&o.data).ok())
-        .and_then(|b| b.target)
-        .map(|t| t.name)
-        .filter(|n| !n.is_empty());
-    let Some(node) = node else {
+    let Some(node) = review.binding_node() else {
         return ignored(base);
     };
     let Some(checkpoint) = store.checkpoint(namespace, restore.restore_from.trim()) else {
@@ -154,7 +125,7 @@ pub fn map(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Sized)
             );
         }
     };
-    let has_annotations = obj.and_then(|o| o.metadata.annotations.as_ref()).is_some();
+    let has_annotations = review.object.as_ref().is_some_and(|o| o.meta.has_annotations);
     let patch = if has_annotations {
         json!([{"op": "add", "path": "/metadata/annotations/miggate.io~1device-map", "value": map}])
     } else {

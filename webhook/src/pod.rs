@@ -3,25 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::PodSpec;
 use miggate_compat::{Pod, Quantity};
 
 use crate::review::Text;
 
 /// The resource-name prefix of NVIDIA's device plugin (`nvidia.com/gpu`, `nvidia.com/mig-…`).
 pub(crate) const NVIDIA_PREFIX: &str = "nvidia.com/";
-
-/// A pod object's whole spec, as kube's types read it: steering patches fields (affinity,
-/// claims) a decision never reads, so it reads them all.
-pub(crate) fn spec_of(obj: &kube::core::DynamicObject) -> Result<Option<PodSpec>, serde_json::Error> {
-    #[derive(serde::Deserialize)]
-    struct PodObject {
-        #[serde(default)]
-        spec: Option<PodSpec>,
-    }
-    use serde::Deserialize as _;
-    PodObject::deserialize(&obj.data).map(|p| p.spec)
-}
 
 /// What a decision reads of a pod's spec: its containers' names, images, resources and
 /// mounts, and the node it names. Decoded in place from the review (strings borrowed where

@@ -22,7 +22,7 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use miggate_wire::annotations::{RESTORE_FROM, SKIP_CHECKS};
+use miggate_wire::annotations::{RESTORE_FROM, SKIP_CHECKS, STEER, STEERED};
 
 /// A string read from a review: borrowed from the body where it carries no escapes, owned
 /// where it must be unescaped. (serde borrows a bare `Cow<str>` field only; inside an
@@ -185,7 +185,7 @@ impl<'a> Raw<'a> {
     }
 }
 
-/// What a decision reads of an object's metadata: its names and miggate's two annotations.
+/// What a decision reads of an object's metadata: its names and miggate's annotations.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Meta<'a> {
     /// `metadata.name`.
@@ -198,6 +198,12 @@ pub struct Meta<'a> {
     pub restore_from: Option<Text<'a>>,
     /// The value of `miggate.io/skip-checks`.
     pub skip_checks: Option<Text<'a>>,
+    /// The value of `miggate.io/steer` (steering is asked with `"true"`).
+    pub steer: Option<Text<'a>>,
+    /// Whether `miggate.io/steered` is present (the pod was steered already).
+    pub steered: bool,
+    /// Whether `metadata.annotations` is present (a JSON patch adds to it or creates it).
+    pub has_annotations: bool,
 }
 
 /// The request's object: its metadata decoded, its `spec` (a pod) and `target` (a binding)
@@ -235,10 +241,59 @@ pub struct Review<'a> {
     pub object: Option<Object<'a>>,
 }
 
-impl Review<'_> {
-    /// Whether the request is a `pods/binding` (or legacy `bindings`) creation.
+impl<'a> Review<'a> {
+    /// Whether the request is on the `binding` subresource.
     pub fn is_binding(&self) -> bool {
         self.sub_resource.as_deref() == Some("binding")
+    }
+
+    /// Whether the request creates a binding: `pods/binding`, or the legacy `bindings`
+    /// resource, which places a pod just as `pods/binding` does.
+    pub fn is_binding_create(&self) -> bool {
+        let core = self.resource.group.is_empty();
+        self.operation == Operation::Create
+            && core
+            && ((self.resource.resource == "pods" && self.is_binding())
+                || (self.resource.resource == "bindings" && self.sub_resource.is_none()))
+    }
+
+    /// The pod a binding CREATE places, as `(namespace, name)`: the request's name, or the
+    /// Binding's own. `None` for any other request, or a binding that names neither.
+    pub fn bound_pod(&self) -> Option<(&str, &str)> {
+        if !self.is_binding_create() {
+            return None;
+        }
+        let namespace = self.namespace.as_deref()?;
+        let name = Some(&*self.name)
+            .filter(|n| !n.is_empty())
+            .or_else(|| self.object.as_ref().and_then(|o| o.meta.name.as_deref()))?;
+        Some((namespace, name))
+    }
+
+    /// The node a Binding names (`target.name`), when it names one.
+    pub fn binding_node(&self) -> Option<Text<'a>> {
+        #[derive(Deserialize)]
+        struct Target<'a> {
+            #[serde(borrow, default)]
+            name: Text<'a>,
+        }
+        self.object
+            .as_ref()
+            .and_then(|o| o.target)
+            .and_then(|t| t.decode::<Target<'a>>().ok())
+            .map(|t| t.name)
+            .filter(|n| !n.is_empty())
+    }
+
+    /// The allowed answer to this request, before a decision adds to it.
+    pub fn allowed(&self) -> AdmissionResponse {
+        // kube's response is not constructible field by field (non-exhaustive): an invalid
+        // one, turned into the allowed answer to this uid.
+        let mut response = AdmissionResponse::invalid("");
+        response.uid = self.uid.to_string();
+        response.allowed = true;
+        response.result = kube::core::response::Status::default();
+        response
     }
 }
 
@@ -321,6 +376,13 @@ impl<'a> From<&'a AdmissionRequest<DynamicObject>> for Review<'a> {
                         generate_name: o.metadata.generate_name.as_ref().map(b),
                         restore_from: annotation(RESTORE_FROM),
                         skip_checks: annotation(SKIP_CHECKS),
+                        steer: annotation(STEER),
+                        steered: o
+                            .metadata
+                            .annotations
+                            .as_ref()
+                            .is_some_and(|a| a.contains_key(STEERED)),
+                        has_annotations: o.metadata.annotations.is_some(),
                     },
                     spec: present(o, "spec"),
                     target: present(o, "target"),
@@ -396,6 +458,9 @@ impl<'de: 'a, 'a> Deserialize<'de> for Meta<'a> {
                             if let Some(a) = map.next_value::<Option<Annotations<'de>>>()? {
                                 meta.restore_from = a.restore_from;
                                 meta.skip_checks = a.skip_checks;
+                                meta.steer = a.steer;
+                                meta.steered = a.steered;
+                                meta.has_annotations = true;
                             }
                         }
                         _ => {
@@ -416,6 +481,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Meta<'a> {
 struct Annotations<'a> {
     restore_from: Option<Text<'a>>,
     skip_checks: Option<Text<'a>>,
+    steer: Option<Text<'a>>,
+    steered: bool,
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Annotations<'a> {
@@ -432,6 +499,11 @@ impl<'de: 'a, 'a> Deserialize<'de> for Annotations<'a> {
                     match &*key {
                         RESTORE_FROM => out.restore_from = Some(map.next_value()?),
                         SKIP_CHECKS => out.skip_checks = Some(map.next_value()?),
+                        STEER => out.steer = Some(map.next_value()?),
+                        STEERED => {
+                            map.next_value::<de::IgnoredAny>()?;
+                            out.steered = true;
+                        }
                         _ => {
                             map.next_value::<de::IgnoredAny>()?;
                         }
@@ -476,7 +548,8 @@ mod tests {
             "uid":"u1","kind":{"group":"","version":"v1","kind":"Pod"},
             "resource":{"group":"","version":"v1","resource":"pods"},"namespace":"ml",
             "operation":"CREATE","userInfo":{},"object":{"metadata":{"name":"p","annotations":{
-            "a":"b","miggate.io/restore-from":"first","miggate.io/restore-from":"ck\u0031"}},
+            "a":"b","miggate.io/restore-from":"first","miggate.io/restore-from":"ck\u0031",
+            "miggate.io/steer":"true","miggate.io/steered":"node affinity"}},
             "spec":{"containers":[]},"status":{"phase":"Pending"}}}}"#;
         let r = parse(body).unwrap();
         assert_eq!(r.uid, "u1");
@@ -486,6 +559,9 @@ mod tests {
         assert_eq!(o.meta.name.as_deref(), Some("p"));
         // The last of a repeated key, unescaped.
         assert_eq!(o.meta.restore_from.as_deref(), Some("ck1"));
+        assert_eq!(o.meta.steer.as_deref(), Some("true"));
+        assert!(o.meta.steered && o.meta.has_annotations);
+        assert_eq!(o.meta.skip_checks, None);
         assert!(matches!(o.spec, Some(Raw::Json(raw)) if raw.get() == r#"{"containers":[]}"#));
         assert!(o.target.is_none());
     }

@@ -13,8 +13,6 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionReview};
 use miggate_compat::escape::escape_within;
 
 use crate::body::{BodyError, BodyLimits, read_body};
@@ -109,7 +107,7 @@ async fn validate(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     let started = Instant::now();
     let answer = match review::parse(&body) {
         Ok(review) => {
-            settle_claims(&state, bound_pod(&review)).await;
+            settle_claims(&state, review.bound_pod()).await;
             answer(&state, &review)
         }
         Err(bad) => bad_request(bad.to_string()),
@@ -126,30 +124,6 @@ struct Answer {
     refused_by: Vec<&'static str>,
 }
 
-/// The request of an `admission.k8s.io/v1` AdmissionReview body, or why there is none.
-fn parse_review(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, String> {
-    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body).map_err(|e| {
-        format!(
-            "malformed AdmissionReview JSON: {}",
-            escape_within(&e.to_string(), 1024)
-        )
-    })?;
-    if review.types.api_version != "admission.k8s.io/v1" || review.types.kind != "AdmissionReview" {
-        return Err(format!(
-            "expected apiVersion admission.k8s.io/v1 kind AdmissionReview, got `{}` `{}`",
-            escape_within(&review.types.api_version, 128),
-            escape_within(&review.types.kind, 128)
-        ));
-    }
-    let request: AdmissionRequest<DynamicObject> = review
-        .try_into()
-        .map_err(|_| "AdmissionReview has no request".to_string())?;
-    if request.uid.is_empty() {
-        return Err("AdmissionReview request has no uid".into());
-    }
-    Ok(request)
-}
-
 fn bad_request(message: String) -> Answer {
     tracing::warn!("bad admission request: {message}");
     Answer {
@@ -159,69 +133,40 @@ fn bad_request(message: String) -> Answer {
     }
 }
 
-/// The review's JSON, or a 500 naming why it cannot be written.
-fn review_response(review: &AdmissionReview<DynamicObject>) -> Response {
-    match serde_json::to_vec(review) {
-        Ok(json) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], json).into_response(),
-        Err(e) => plain(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("cannot write AdmissionReview: {e}\n"),
-        ),
-    }
-}
-
 /// `POST /mutate`: steering ([`crate::steer`]). Always allowed; bad input is a 400, which the
 /// API server treats as a failed call (the registration's failure policy is Ignore).
 async fn mutate(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     let started = Instant::now();
-    let request = match parse_review(&body) {
+    let review = match review::parse(&body) {
         Ok(r) => r,
-        Err(message) => {
+        Err(bad) => {
             state.metrics.record("bad-request", &[], started.elapsed());
-            return bad_request(message).response;
+            return bad_request(bad.to_string()).response;
         }
     };
     let steering = match &state.store {
-        Store::File(files) => crate::steer::steer(&request, &*files.snapshot()),
-        Store::Kube(kube) => crate::steer::steer(&request, &**kube),
+        Store::File(files) => crate::steer::steer_review(&review, &*files.snapshot()),
+        Store::Kube(kube) => crate::steer::steer_review(&review, &**kube),
     };
     let outcome = steering.outcome.as_str();
     if steering.outcome != crate::steer::Outcome::Ignored {
         tracing::info!(
-            uid = %request.uid,
-            namespace = request.namespace.as_deref().unwrap_or(""),
-            name = %escape_within(&request.name, 256),
+            uid = %escape_within(&review.uid, 128),
+            namespace = review.namespace.as_deref().unwrap_or(""),
+            name = %escape_within(&review.name, 256),
             outcome,
             steered = steering.response.audit_annotations.get(crate::steer::STEERED_AUDIT).map_or("", String::as_str),
             "steering"
         );
     }
     state.metrics.record(outcome, &[], started.elapsed());
-    review_response(&steering.response.into_review())
+    render_response(&steering.response)
 }
 
 /// How long a binding's admission waits for its pod's claims to be seen allocated: the
 /// scheduler writes a claim's allocation just before it binds, and the claim's watch event
 /// can arrive a moment after the binding. Well inside the deadline.
 pub const CLAIM_WAIT: Duration = Duration::from_secs(1);
-
-/// The pod a binding CREATE places (`pods/binding` or the legacy `bindings`), as
-/// `(namespace, name)`; `None` for any other request.
-fn bound_pod<'r>(review: &'r review::Review<'_>) -> Option<(&'r str, &'r str)> {
-    let core = review.resource.group.is_empty();
-    let binding = review.operation == review::Operation::Create
-        && core
-        && ((review.resource.resource == "pods" && review.is_binding())
-            || (review.resource.resource == "bindings" && review.sub_resource.is_none()));
-    if !binding {
-        return None;
-    }
-    let namespace = review.namespace.as_deref()?;
-    let name = Some(review.name.as_ref())
-        .filter(|n| !n.is_empty())
-        .or_else(|| review.object.as_ref().and_then(|o| o.meta.name.as_deref()))?;
-    Some((namespace, name))
-}
 
 /// Waits (at most [`CLAIM_WAIT`]) until every claim of the restore pod a binding places is in
 /// the kube store's cache and allocated. Returns at once for anything else.
@@ -239,33 +184,42 @@ async fn settle_claims(state: &AppState, pod: Option<(&str, &str)>) {
 /// ([`crate::device_map`]). Never refuses; a malformed review is a 400.
 async fn mutate_binding(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     let started = Instant::now();
-    let request = match parse_review(&body) {
+    let review = match review::parse(&body) {
         Ok(r) => r,
-        Err(message) => {
+        Err(bad) => {
             state.metrics.record("bad-request", &[], started.elapsed());
-            return bad_request(message).response;
+            return bad_request(bad.to_string()).response;
         }
     };
-    if crate::device_map::is_binding(&request) {
-        settle_claims(&state, crate::device_map::bound_pod(&request)).await;
-    }
+    settle_claims(&state, review.bound_pod()).await;
     let mapping = match &state.store {
-        Store::File(files) => crate::device_map::map(&request, &*files.snapshot()),
-        Store::Kube(kube) => crate::device_map::map(&request, &**kube),
+        Store::File(files) => crate::device_map::map_review(&review, &*files.snapshot()),
+        Store::Kube(kube) => crate::device_map::map_review(&review, &**kube),
     };
     let outcome = mapping.outcome.as_str();
     if mapping.outcome != crate::device_map::Outcome::Ignored {
         tracing::info!(
-            uid = %request.uid,
-            namespace = request.namespace.as_deref().unwrap_or(""),
-            name = %escape_within(&request.name, 256),
+            uid = %escape_within(&review.uid, 128),
+            namespace = review.namespace.as_deref().unwrap_or(""),
+            name = %escape_within(&review.name, 256),
             outcome,
             device_map = mapping.response.audit_annotations.get(crate::device_map::DEVICE_MAP_AUDIT).map_or("", String::as_str),
             "device map"
         );
     }
     state.metrics.record(outcome, &[], started.elapsed());
-    review_response(&mapping.response.into_review())
+    render_response(&mapping.response)
+}
+
+/// The answer's JSON, or a 500 naming why it cannot be written.
+fn render_response(response: &kube::core::admission::AdmissionResponse) -> Response {
+    match review::render(response) {
+        Ok(json) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        Err(e) => plain(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot write AdmissionReview: {e}\n"),
+        ),
+    }
 }
 
 fn answer(state: &AppState, review: &review::Review<'_>) -> Answer {
@@ -274,13 +228,7 @@ fn answer(state: &AppState, review: &review::Review<'_>) -> Answer {
         Store::Kube(kube) => decide::decide_review(review, &**kube),
     };
     log_decision(review, &decision);
-    let response = match review::render(&decision.response) {
-        Ok(json) => (StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], json).into_response(),
-        Err(e) => plain(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("cannot write AdmissionReview: {e}\n"),
-        ),
-    };
+    let response = render_response(&decision.response);
     Answer {
         response,
         outcome: decision.verdict.as_str(),

@@ -14,14 +14,15 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm};
 use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionResponse, Operation};
+use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use miggate_compat::escape::escape_within;
 use miggate_compat::{DeviceKind, GpuManifest, SliceShape};
 use miggate_crds::inventory::gfd_product_name;
 use serde_json::{Value, json};
 
-use crate::decide::{MAX_WARNING_BYTES, RESTORE_FROM};
+use crate::decide::MAX_WARNING_BYTES;
 use crate::lookup::Lookup;
+use crate::review::{Operation, Review};
 
 pub use miggate_wire::annotations::{STEER, STEERED};
 /// The audit annotation steering writes, with the same text.
@@ -188,28 +189,31 @@ fn quoted(text: &str) -> String {
     format!("`{}`", escape_within(text, 128))
 }
 
-/// Answers one mutation request.
+/// Answers one mutation request decoded with kube's types.
 pub fn steer(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Sized)) -> Steering {
-    let base = AdmissionResponse::from(req);
+    steer_review(&Review::from(req), store)
+}
+
+/// Answers one mutation request, read in place ([`crate::review::parse`]). The pod's whole
+/// spec is decoded (kube's `PodSpec`): steering patches fields a decision never reads.
+pub fn steer_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Steering {
+    let base = review.allowed();
     let ignored = |response| Steering {
         response,
         outcome: Outcome::Ignored,
     };
-    let is_pod = req.kind.group.is_empty() && req.kind.kind == "Pod" && req.sub_resource.is_none();
-    if req.operation != Operation::Create || !is_pod {
+    let is_pod = review.kind.group.is_empty() && review.kind.kind == "Pod" && review.sub_resource.is_none();
+    if review.operation != Operation::Create || !is_pod {
         return ignored(base);
     }
-    let Some(obj) = req.object.as_ref() else {
+    let Some(obj) = review.object.as_ref() else {
         return ignored(base);
     };
-    let annotations = obj.metadata.annotations.as_ref();
-    let asked = annotations
-        .and_then(|a| a.get(STEER))
-        .is_some_and(|v| v.trim() == "true");
-    let Some(from) = annotations.and_then(|a| a.get(RESTORE_FROM)) else {
+    let asked = obj.meta.steer.as_deref().is_some_and(|v| v.trim() == "true");
+    let Some(from) = obj.meta.restore_from.as_deref() else {
         return ignored(base);
     };
-    if !asked || annotations.is_some_and(|a| a.contains_key(STEERED)) {
+    if !asked || obj.meta.steered {
         return ignored(base);
     }
     let not_steered = |response: AdmissionResponse, why: String| {
@@ -221,7 +225,7 @@ pub fn steer(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Size
             outcome: Outcome::NotSteered,
         }
     };
-    let Some(namespace) = req.namespace.as_deref() else {
+    let Some(namespace) = review.namespace.as_deref() else {
         return not_steered(base, "the request names no namespace".into());
     };
     if !store.synced() {
@@ -239,7 +243,11 @@ pub fn steer(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Size
             ),
         );
     };
-    let spec = match crate::pod::spec_of(obj) {
+    let spec = match obj
+        .spec
+        .map(|raw| raw.decode::<k8s_openapi::api::core::v1::PodSpec>())
+        .transpose()
+    {
         Ok(Some(spec)) => spec,
         Ok(None) => return not_steered(base, "the pod has no spec".into()),
         Err(e) => {
