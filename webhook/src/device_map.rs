@@ -131,20 +131,11 @@ pub fn map_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Mappin
     } else {
         json!([{"op": "add", "path": "/metadata/annotations", "value": {DEVICE_MAP: map}}])
     };
-    let patch: json_patch::Patch = match serde_json::from_value(patch) {
-        Ok(p) => p,
-        Err(e) => return not_mapped(base, format!("miggate: cannot write the device map patch: {e}")),
-    };
-    match base.clone().with_patch(patch) {
-        Ok(mut response) => {
-            response
-                .audit_annotations
-                .insert(DEVICE_MAP_AUDIT.to_string(), map);
-            Mapping {
-                response,
-                outcome: Outcome::Mapped,
-            }
-        }
+    match crate::review::patched(&base, patch, DEVICE_MAP_AUDIT, map) {
+        Ok(response) => Mapping {
+            response,
+            outcome: Outcome::Mapped,
+        },
         Err(e) => not_mapped(base, format!("miggate: cannot write the device map patch: {e}")),
     }
 }

@@ -516,6 +516,20 @@ impl<'de: 'a, 'a> Deserialize<'de> for Annotations<'a> {
     }
 }
 
+/// `base` (an allowed answer) carrying the JSON patch `ops`, with the audit annotation `key`
+/// saying what the patch does; the error says why the patch cannot be written.
+pub fn patched(
+    base: &AdmissionResponse,
+    ops: Value,
+    key: &str,
+    what: String,
+) -> Result<AdmissionResponse, String> {
+    let patch: json_patch::Patch = serde_json::from_value(ops).map_err(|e| e.to_string())?;
+    let mut response = base.clone().with_patch(patch).map_err(|e| e.to_string())?;
+    response.audit_annotations.insert(key.to_string(), what);
+    Ok(response)
+}
+
 /// Writes the answer to a review: kube's `AdmissionReview` JSON for the response, field for
 /// field, without building kube's review around it.
 pub fn render(response: &AdmissionResponse) -> Result<Vec<u8>, serde_json::Error> {

@@ -137,12 +137,9 @@ fn bad_request(message: String) -> Answer {
 /// API server treats as a failed call (the registration's failure policy is Ignore).
 async fn mutate(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     let started = Instant::now();
-    let review = match review::parse(&body) {
+    let review = match read_review(&state, &body, started) {
         Ok(r) => r,
-        Err(bad) => {
-            state.metrics.record("bad-request", &[], started.elapsed());
-            return bad_request(bad.to_string()).response;
-        }
+        Err(response) => return *response,
     };
     let steering = match &state.store {
         Store::File(files) => crate::steer::steer_review(&review, &*files.snapshot()),
@@ -161,6 +158,19 @@ async fn mutate(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     }
     state.metrics.record(outcome, &[], started.elapsed());
     render_response(&steering.response)
+}
+
+/// The review in `body`, or the 400 answering it (counted as `bad-request`), for the mutating
+/// paths, which count their own outcomes.
+fn read_review<'b>(
+    state: &AppState,
+    body: &'b [u8],
+    started: Instant,
+) -> Result<review::Review<'b>, Box<Response>> {
+    review::parse(body).map_err(|bad| {
+        state.metrics.record("bad-request", &[], started.elapsed());
+        Box::new(bad_request(bad.to_string()).response)
+    })
 }
 
 /// How long a binding's admission waits for its pod's claims to be seen allocated: the
@@ -184,12 +194,9 @@ async fn settle_claims(state: &AppState, pod: Option<(&str, &str)>) {
 /// ([`crate::device_map`]). Never refuses; a malformed review is a 400.
 async fn mutate_binding(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
     let started = Instant::now();
-    let review = match review::parse(&body) {
+    let review = match read_review(&state, &body, started) {
         Ok(r) => r,
-        Err(bad) => {
-            state.metrics.record("bad-request", &[], started.elapsed());
-            return bad_request(bad.to_string()).response;
-        }
+        Err(response) => return *response,
     };
     settle_claims(&state, review.bound_pod()).await;
     let mapping = match &state.store {

@@ -293,20 +293,11 @@ pub fn steer_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Stee
     }
     let described = wanted.describe();
     let patch = patch(&spec, &terms, &described);
-    let patch: json_patch::Patch = match serde_json::from_value(patch) {
-        Ok(p) => p,
-        Err(e) => return not_steered(base, format!("cannot write the patch: {e}")),
-    };
-    match base.clone().with_patch(patch) {
-        Ok(mut response) => {
-            response
-                .audit_annotations
-                .insert(STEERED_AUDIT.to_string(), described);
-            Steering {
-                response,
-                outcome: Outcome::Steered,
-            }
-        }
+    match crate::review::patched(&base, patch, STEERED_AUDIT, described) {
+        Ok(response) => Steering {
+            response,
+            outcome: Outcome::Steered,
+        },
         Err(e) => not_steered(base, format!("cannot write the patch: {e}")),
     }
 }
@@ -347,23 +338,16 @@ fn steer_by_claim(
         return Some(not_steered(escape_within(&e.to_string(), 200).into_owned()));
     }
     let described = describe(&template, &c.name);
-    let patch: json_patch::Patch = match serde_json::from_value(patch(spec, index, c, &template, &described))
-    {
-        Ok(p) => p,
-        Err(e) => return Some(not_steered(format!("cannot write the patch: {e}"))),
-    };
-    Some(match base.clone().with_patch(patch) {
-        Ok(mut response) => {
-            response
-                .audit_annotations
-                .insert(STEERED_AUDIT.to_string(), described);
-            Steering {
+    let ops = patch(spec, index, c, &template, &described);
+    Some(
+        match crate::review::patched(base, ops, STEERED_AUDIT, described) {
+            Ok(response) => Steering {
                 response,
                 outcome: Outcome::Steered,
-            }
-        }
-        Err(e) => not_steered(format!("cannot write the patch: {e}")),
-    })
+            },
+            Err(e) => not_steered(format!("cannot write the patch: {e}")),
+        },
+    )
 }
 
 /// The pod's own terms, each with every set's requirements added (terms are ORed, the
