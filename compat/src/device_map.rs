@@ -230,14 +230,18 @@ pub(crate) fn build(
     // is possible, so which of a node's interchangeable devices comes first does not decide
     // whether there is a map; otherwise pair with any, and let the id check below say why not.
     let usable: Vec<bool> = tgt.iter().map(|t| t.mappable_uuid().is_some()).collect();
-    let pairs = match pair_up(&sc, &tc, &usable)? {
-        Ok(p) => p,
-        Err(_) => pair_up(&sc, &tc, &vec![true; tgt.len()])?.map_err(|i| {
-            format!(
-                "no target device of the same class for source device {}",
-                label(&src[i], i)
-            )
-        })?,
+    let too_varied = |e: TooVariedToPair| e.to_string();
+    let pairs = match pair_up(&sc, &tc, &usable).map_err(too_varied)? {
+        Pairing::Paired(p) => p,
+        Pairing::Unpaired(_) => match pair_up(&sc, &tc, &vec![true; tgt.len()]).map_err(too_varied)? {
+            Pairing::Paired(p) => p,
+            Pairing::Unpaired(i) => {
+                return Err(format!(
+                    "no target device of the same class for source device {}",
+                    label(&src[i], i)
+                ));
+            }
+        },
     };
     let mut map = String::with_capacity(src.len() * 84);
     // Only identity pairs keep a device where it is: when every pair is one, the map is empty.
@@ -262,19 +266,74 @@ struct Paired {
     identical: usize,
 }
 
+/// The outcome of [`pair_up`]: every source device paired, or one that cannot be.
+enum Pairing {
+    /// Every source device has a distinct target.
+    Paired(Paired),
+    /// This source device has no free target of its class.
+    Unpaired(usize),
+}
+
+/// The devices are too varied to pair within the matcher's work bound.
+#[derive(Debug)]
+struct TooVariedToPair {
+    sources: usize,
+    targets: usize,
+}
+
+impl std::fmt::Display for TooVariedToPair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the devices are too varied to pair ({} source and {} target classes)",
+            self.sources, self.targets
+        )
+    }
+}
+
+/// No target yet.
+const NONE: usize = usize::MAX;
+
 /// Pairs every source device with a distinct target device of its class among `allowed` ones:
-/// identity first, then class by class in visible order. `Ok(Err(i))` names a source device
-/// that cannot be paired; `Err` says the input was too varied to pair within the budget.
-fn pair_up(sc: &Classed<'_>, tc: &Classed<'_>, allowed: &[bool]) -> Result<Result<Paired, usize>, String> {
-    const NONE: usize = usize::MAX;
+/// identity first, then class by class in visible order.
+fn pair_up(sc: &Classed<'_>, tc: &Classed<'_>, allowed: &[bool]) -> Result<Pairing, TooVariedToPair> {
+    let mut partial = pair_identical(sc, tc, allowed);
+    let outcome = if sc.classes.len() <= FEW
+        && tc.classes.len() <= FEW
+        && sc.classes.iter().chain(&tc.classes).all(|c| c.mask() == FULL)
+    {
+        pair_few_known(sc, tc, allowed, &mut partial)
+    } else {
+        pair_by_class(sc, tc, allowed, &mut partial)?
+    };
+    Ok(match outcome {
+        Some(i) => Pairing::Unpaired(i),
+        None => Pairing::Paired(Paired {
+            pairs: partial.pairs,
+            identical: partial.identical,
+        }),
+    })
+}
+
+/// Pairs made so far: each source's target ([`NONE`] for none), the targets taken, and how
+/// many pairs keep a device where it is.
+struct Partial {
+    pairs: Vec<usize>,
+    taken: Vec<bool>,
+    identical: usize,
+}
+
+/// Identity first: a device present on both sides stays where it is. UUIDs are compared by a
+/// fingerprint (a randomly seeded 64-bit hash, so no input can force collisions) and confirmed
+/// by their text. A restore on another node shares no UUID with its checkpoint, so a bit per
+/// target fingerprint rules out nearly every source before any map is built.
+fn pair_identical(sc: &Classed<'_>, tc: &Classed<'_>, allowed: &[bool]) -> Partial {
     let (src, tgt) = (sc.list, tc.list);
-    let mut pairs = vec![NONE; src.len()];
-    let mut taken = vec![false; tgt.len()];
-    let mut identical = 0;
-    // Identity first: a device present on both sides stays where it is. UUIDs are compared by
-    // a fingerprint (a randomly seeded 64-bit hash, so no input can force collisions) and
-    // confirmed by their text. A restore on another node shares no UUID with its checkpoint, so
-    // a bit per target fingerprint rules out nearly every source before any map is built.
+    let mut p = Partial {
+        pairs: vec![NONE; src.len()],
+        taken: vec![false; tgt.len()],
+        identical: 0,
+    };
     let seed = foldhash::fast::RandomState::default();
     let prints: Vec<Option<u64>> = tgt
         .iter()
@@ -288,11 +347,11 @@ fn pair_up(sc: &Classed<'_>, tc: &Classed<'_>, allowed: &[bool]) -> Result<Resul
         .filter_map(|(i, s)| Some((i, seed.hash_one(s.uuid.as_ref()?.as_str()))))
         .filter(|(_, p)| sketch.may_hold(*p))
         .collect();
-    let mut take = |i: usize, at: usize, pairs: &mut [usize], taken: &mut [bool]| {
+    let take = |i: usize, at: usize, p: &mut Partial| {
         if sc.class(i).fits(tc.class(at)) {
-            identical += 1;
-            pairs[i] = at;
-            taken[at] = true;
+            p.identical += 1;
+            p.pairs[i] = at;
+            p.taken[at] = true;
             true
         } else {
             false
@@ -301,102 +360,154 @@ fn pair_up(sc: &Classed<'_>, tc: &Classed<'_>, allowed: &[bool]) -> Result<Resul
     let same = |i: usize, j: usize| tgt[j].uuid.is_some() && tgt[j].uuid == src[i].uuid;
     if candidates.len() <= 8 {
         // A few (false positives, or a restore sharing a device or two): scan the targets.
-        for &(i, p) in &candidates {
-            if let Some(j) = (0..tgt.len()).find(|&j| !taken[j] && prints[j] == Some(p) && same(i, j)) {
-                take(i, j, &mut pairs, &mut taken);
+        for &(i, print) in &candidates {
+            if let Some(j) = (0..tgt.len()).find(|&j| !p.taken[j] && prints[j] == Some(print) && same(i, j)) {
+                take(i, j, &mut p);
             }
         }
-    } else {
-        // Many: a map from fingerprint to its first untaken target in visible order; `later[j]`
-        // is the next target after `j` with the same fingerprint, and a taken head is
-        // unlinked, so a UUID repeated on many devices costs O(1) per pair.
-        let mut first: StdMap<u64, usize, Prints> = StdMap::with_capacity_and_hasher(tgt.len(), Prints);
-        let mut later = vec![NONE; tgt.len()];
-        for (j, p) in prints.iter().enumerate().rev() {
-            if let Some(p) = p
-                && let Some(old) = first.insert(*p, j)
-            {
-                later[j] = old;
-            }
-        }
-        for &(i, p) in &candidates {
-            let Some(head) = first.get_mut(&p) else {
-                continue;
-            };
-            // Skip targets already taken or whose text differs (a collision no input can arrange).
-            let mut at = *head;
-            while at != NONE && (taken[at] || !same(i, at)) {
-                at = later[at];
-            }
-            if at != NONE && take(i, at, &mut pairs, &mut taken) && *head == at {
-                *head = later[at];
-            }
+        return p;
+    }
+    // Many: a map from fingerprint to its first untaken target in visible order; `later[j]`
+    // is the next target after `j` with the same fingerprint, and a taken head is unlinked,
+    // so a UUID repeated on many devices costs O(1) per pair.
+    let mut first: StdMap<u64, usize, Prints> = StdMap::with_capacity_and_hasher(tgt.len(), Prints);
+    let mut later = vec![NONE; tgt.len()];
+    for (j, print) in prints.iter().enumerate().rev() {
+        if let Some(print) = print
+            && let Some(old) = first.insert(*print, j)
+        {
+            later[j] = old;
         }
     }
+    for &(i, print) in &candidates {
+        let Some(head) = first.get_mut(&print) else {
+            continue;
+        };
+        // Skip targets already taken or whose text differs (a collision no input can arrange).
+        let mut at = *head;
+        while at != NONE && (p.taken[at] || !same(i, at)) {
+            at = later[at];
+        }
+        if at != NONE && take(i, at, &mut p) && *head == at {
+            *head = later[at];
+        }
+    }
+    p
+}
 
-    // Few classes, every one fully known (the usual case): a class fits only its equal, so
-    // each left class walks its members in visible order and hands each the next free target
-    // of the equal right class. Each class costs a pass over both lists and nothing is built.
-    if sc.classes.len() <= FEW
-        && tc.classes.len() <= FEW
-        && sc.classes.iter().chain(&tc.classes).all(|c| c.mask() == FULL)
-    {
-        for (l, class) in sc.classes.iter().enumerate() {
-            let r = tc.classes.iter().position(|x| x == class);
-            let mut j = 0;
-            for (i, pair) in pairs.iter_mut().enumerate() {
-                if *pair != NONE || sc.key(i) != l {
-                    continue;
-                }
-                let free = |j: usize| allowed[j] && !taken[j] && r == Some(tc.key(j));
-                while j < tgt.len() && !free(j) {
-                    j += 1;
-                }
-                if j == tgt.len() {
-                    return Ok(Err(i));
-                }
-                *pair = j;
+/// Few classes, every one fully known (the usual case): a class fits only its equal, so each
+/// left class walks its members in visible order and hands each the next free target of the
+/// equal right class. Each class costs a pass over both lists and nothing is built. Returns
+/// a source device left without a target.
+fn pair_few_known(sc: &Classed<'_>, tc: &Classed<'_>, allowed: &[bool], p: &mut Partial) -> Option<usize> {
+    let tgt = tc.list;
+    for (l, class) in sc.classes.iter().enumerate() {
+        let r = tc.classes.iter().position(|x| x == class);
+        let mut j = 0;
+        for (i, pair) in p.pairs.iter_mut().enumerate() {
+            if *pair != NONE || sc.key(i) != l {
+                continue;
+            }
+            let free = |j: usize| allowed[j] && !p.taken[j] && r == Some(tc.key(j));
+            while j < tgt.len() && !free(j) {
                 j += 1;
             }
-        }
-        return Ok(Ok(Paired { pairs, identical }));
-    }
-
-    // The rest by class, members in visible order.
-    let lefts = sc.group(|i| pairs[i] == NONE);
-    if lefts.is_empty() {
-        return Ok(Ok(Paired { pairs, identical }));
-    }
-    let rights = tc.group(|j| allowed[j] && !taken[j]);
-
-    // Every class fully known (the usual case): a class fits only its equal, so each left
-    // class takes from the one right class equal to it, and no matcher is needed.
-    if lefts.iter().chain(&rights).all(|(c, _)| c.mask() == FULL) {
-        let index: HashMap<Class<'_>, usize> = if rights.len() > 8 {
-            rights.iter().enumerate().map(|(r, (c, _))| (*c, r)).collect()
-        } else {
-            HashMap::new()
-        };
-        for (c, members) in &lefts {
-            let r = if rights.len() > 8 {
-                index.get(c).copied()
-            } else {
-                rights.iter().position(|(x, _)| x == c)
-            };
-            let got = r.map_or(&[][..], |r| rights[r].1.as_slice());
-            for (k, &i) in members.iter().enumerate() {
-                let Some(&j) = got.get(k) else {
-                    return Ok(Err(i));
-                };
-                pairs[i] = j;
+            if j == tgt.len() {
+                return Some(i);
             }
+            *pair = j;
+            j += 1;
         }
-        return Ok(Ok(Paired { pairs, identical }));
     }
+    None
+}
 
-    // Buckets: the right classes of one known-mask, grouped by their values on the dimensions
-    // a left class's mask shares with it. A left class fits exactly the right classes of the
-    // bucket its own values name, for each right mask: at most eight buckets per left class.
+/// The rest by class, members in visible order: by equality when every class is fully known,
+/// through the matcher otherwise. Returns a source device left without a target.
+fn pair_by_class(
+    sc: &Classed<'_>,
+    tc: &Classed<'_>,
+    allowed: &[bool],
+    p: &mut Partial,
+) -> Result<Option<usize>, TooVariedToPair> {
+    let lefts = sc.group(|i| p.pairs[i] == NONE);
+    if lefts.is_empty() {
+        return Ok(None);
+    }
+    let rights = tc.group(|j| allowed[j] && !p.taken[j]);
+    if lefts.iter().chain(&rights).all(|(c, _)| c.mask() == FULL) {
+        return Ok(pair_equal_classes(&lefts, &rights, &mut p.pairs));
+    }
+    pair_matched(&lefts, &rights, &mut p.pairs)
+}
+
+/// A class of devices with its members, in visible order.
+type Group<'a> = (Class<'a>, Vec<usize>);
+
+/// Every class fully known: a class fits only its equal, so each left class takes from the one
+/// right class equal to it, and no matcher is needed.
+fn pair_equal_classes(lefts: &[Group<'_>], rights: &[Group<'_>], pairs: &mut [usize]) -> Option<usize> {
+    let index: HashMap<Class<'_>, usize> = if rights.len() > 8 {
+        rights.iter().enumerate().map(|(r, (c, _))| (*c, r)).collect()
+    } else {
+        HashMap::new()
+    };
+    for (c, members) in lefts {
+        let r = if rights.len() > 8 {
+            index.get(c).copied()
+        } else {
+            rights.iter().position(|(x, _)| x == c)
+        };
+        let got = r.map_or(&[][..], |r| rights[r].1.as_slice());
+        for (k, &i) in members.iter().enumerate() {
+            let Some(&j) = got.get(k) else {
+                return Some(i);
+            };
+            pairs[i] = j;
+        }
+    }
+    None
+}
+
+/// Classes with unknown dimensions: the matcher finds how many of each left class each right
+/// class takes, then targets are handed out in visible order.
+fn pair_matched(
+    lefts: &[Group<'_>],
+    rights: &[Group<'_>],
+    pairs: &mut [usize],
+) -> Result<Option<usize>, TooVariedToPair> {
+    let assignment = assign(problem(lefts, rights)).map_err(|TooVaried| TooVariedToPair {
+        sources: lefts.len(),
+        targets: rights.len(),
+    })?;
+    if let Some(l) = assignment.unplaced.iter().position(|n| *n > 0) {
+        // Which device is left over: the last of its class in visible order.
+        let members = &lefts[l].1;
+        return Ok(Some(members[members.len() - assignment.unplaced[l]]));
+    }
+    // Hand out the targets: each left class's right classes in the order their first target
+    // shows, each right class's targets in visible order.
+    let mut next = vec![0usize; rights.len()];
+    for (l, (_, members)) in lefts.iter().enumerate() {
+        let mut flows = assignment.flows[l].clone();
+        flows.sort_by_key(|(r, _)| rights[*r].1[0]);
+        let mut slots = flows.iter().flat_map(|&(r, n)| std::iter::repeat_n(r, n));
+        for &i in members {
+            let Some(r) = slots.next() else {
+                return Ok(Some(i));
+            };
+            pairs[i] = rights[r].1[next[r]];
+            next[r] += 1;
+        }
+    }
+    Ok(None)
+}
+
+/// The matcher's problem. Buckets: the right classes of one known-mask, grouped by their
+/// values on the dimensions a left class's mask shares with it. A left class fits exactly the
+/// right classes of the bucket its own values name, for each right mask: at most eight buckets
+/// per left class.
+fn problem(lefts: &[Group<'_>], rights: &[Group<'_>]) -> Problem {
     let left_masks: BTreeSet<u8> = lefts.iter().map(|(c, _)| c.mask()).collect();
     let right_masks: BTreeSet<u8> = rights.iter().map(|(c, _)| c.mask()).collect();
     let mut bucket_of: HashMap<(u8, Class<'_>), usize> = HashMap::new();
@@ -422,42 +533,13 @@ fn pair_up(sc: &Classed<'_>, tc: &Classed<'_>, allowed: &[bool]) -> Result<Resul
         .collect();
     let mut order: Vec<usize> = (0..lefts.len()).collect();
     order.sort_by_key(|&l| std::cmp::Reverse(lefts[l].0.known()));
-    let assignment = assign(Problem {
+    Problem {
         need: lefts.iter().map(|(_, m)| m.len()).collect(),
         room: rights.iter().map(|(_, m)| m.len()).collect(),
         buckets,
         links,
         order,
-    })
-    .map_err(|TooVaried| {
-        format!(
-            "the devices are too varied to pair ({} source and {} target classes)",
-            lefts.len(),
-            rights.len()
-        )
-    })?;
-    if let Some(l) = assignment.unplaced.iter().position(|n| *n > 0) {
-        // Which device is left over: the last of its class in visible order.
-        let members = &lefts[l].1;
-        return Ok(Err(members[members.len() - assignment.unplaced[l]]));
     }
-
-    // Hand out the targets: each left class's right classes in the order their first target
-    // shows, each right class's targets in visible order.
-    let mut next = vec![0usize; rights.len()];
-    for (l, (_, members)) in lefts.iter().enumerate() {
-        let mut flows = assignment.flows[l].clone();
-        flows.sort_by_key(|(r, _)| rights[*r].1[0]);
-        let mut slots = flows.iter().flat_map(|&(r, n)| std::iter::repeat_n(r, n));
-        for &i in members {
-            let Some(r) = slots.next() else {
-                return Ok(Err(i));
-            };
-            pairs[i] = rights[r].1[next[r]];
-            next[r] += 1;
-        }
-    }
-    Ok(Ok(Paired { pairs, identical }))
 }
 
 fn label(d: &Device, i: usize) -> String {

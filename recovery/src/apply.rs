@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::bdf::Bdf;
 use crate::error::{Error, ResetFailure};
 use crate::journal::Journal;
-use crate::layout::{GpuInstanceLayout, Layout, MigMode};
+use crate::layout::{GpuInstanceLayout, Layout, MigSetting};
 use crate::observe::{ObservedNode, observe, physical_gpus};
 use crate::plan::{Plan, Step, plan};
 use crate::seams::Host;
@@ -543,7 +543,7 @@ impl Run<'_, '_> {
             let Step::SetMigMode { gpu, mode } = step else {
                 continue;
             };
-            let t = self.begin(StepName::MigMode, &step.to_string())?;
+            let t = self.begin(StepName::MigSetting, &step.to_string())?;
             self.changed = true;
             self.host
                 .gpu
@@ -567,7 +567,7 @@ impl Run<'_, '_> {
     }
 
     /// The GPUs whose mode is not current yet.
-    fn still_pending(&self, wanted: &[(Bdf, MigMode)]) -> Flow<Vec<(Bdf, MigMode)>> {
+    fn still_pending(&self, wanted: &[(Bdf, MigSetting)]) -> Flow<Vec<(Bdf, MigSetting)>> {
         let listed = physical_gpus(&self.host).map_err(self.err("reading MIG mode"))?;
         Ok(wanted
             .iter()
@@ -583,7 +583,7 @@ impl Run<'_, '_> {
 
     /// Resets the GPUs whose MIG mode stayed pending, escalating as the reference lists, and
     /// waits for the mode to show as current.
-    fn reset(&mut self, pending: &[(Bdf, MigMode)]) -> Flow<Option<Outcome>> {
+    fn reset(&mut self, pending: &[(Bdf, MigSetting)]) -> Flow<Option<Outcome>> {
         let gpus: Vec<Bdf> = pending.iter().map(|(b, _)| b.clone()).collect();
         let names: Vec<String> = gpus.iter().map(ToString::to_string).collect();
         let t = self.begin(
@@ -766,7 +766,7 @@ impl Run<'_, '_> {
     }
 
     /// Waits for the MIG mode a reset made effective to show as current.
-    fn await_mode(&mut self, pending: &[(Bdf, MigMode)]) -> Flow<()> {
+    fn await_mode(&mut self, pending: &[(Bdf, MigSetting)]) -> Flow<()> {
         let limit = self.options.mode_timeout;
         let left = self.wait(limit, |run| {
             let still = run.still_pending(pending).map_err(|f| f.message)?;

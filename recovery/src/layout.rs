@@ -82,7 +82,7 @@ pub struct GpuLayout {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uuid: Option<String>,
     /// MIG mode.
-    pub mig_mode: MigMode,
+    pub mig_mode: MigSetting,
     /// The GPU instances with their placements, in placement order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpu_instances: Vec<GpuInstanceLayout>,
@@ -94,68 +94,29 @@ pub struct GpuLayout {
     pub vfs: Vec<VfLayout>,
 }
 
-/// MIG mode of a GPU.
+/// The MIG mode a layout records for a GPU: on or off. (compat's `MigMode` also has the
+/// pending states nvidia-smi reports; a layout only ever asks for one of these two.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum MigMode {
+pub enum MigSetting {
     /// MIG off.
     Disabled,
     /// MIG on.
     Enabled,
 }
 
-impl fmt::Display for MigMode {
+impl fmt::Display for MigSetting {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            MigMode::Disabled => "disabled",
-            MigMode::Enabled => "enabled",
+            MigSetting::Disabled => "disabled",
+            MigSetting::Enabled => "enabled",
         })
     }
 }
 
-/// Where an instance sits in a GPU's memory slices, written `start:size` as nvidia-smi does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Placement {
-    /// First slice.
-    pub start: u32,
-    /// Slices spanned.
-    pub size: u32,
-}
-
-impl fmt::Display for Placement {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}", self.start, self.size)
-    }
-}
-
-impl From<miggate_smi::mig_table::Placement> for Placement {
-    fn from(p: miggate_smi::mig_table::Placement) -> Self {
-        Placement {
-            start: p.start,
-            size: p.size,
-        }
-    }
-}
-
-impl Serialize for Placement {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Placement {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = String::deserialize(d)?;
-        let bad = || serde::de::Error::custom(format!("placement {text:?}: expected start:size, e.g. 0:1"));
-        let (start, size) = text.split_once(':').ok_or_else(bad)?;
-        let start = start.trim().parse().map_err(|_| bad())?;
-        let size: u32 = size.trim().parse().map_err(|_| bad())?;
-        if size == 0 {
-            return Err(bad());
-        }
-        Ok(Placement { start, size })
-    }
-}
+/// Where an instance sits in a GPU's memory slices, written `start:size` as nvidia-smi does:
+/// the one type smi's MIG tables read and a layout records.
+pub use miggate_smi::mig_table::Placement;
 
 /// A GPU instance: profile and placement, and the compute instances inside it.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -216,7 +177,7 @@ impl Layout {
             if !seen.insert(&gpu.bus) {
                 return Err(err(format!("GPU {} is listed twice", gpu.bus)));
             }
-            if gpu.mig_mode == MigMode::Disabled && !gpu.gpu_instances.is_empty() {
+            if gpu.mig_mode == MigSetting::Disabled && !gpu.gpu_instances.is_empty() {
                 return Err(err(format!("GPU {}: GPU instances with MIG disabled", gpu.bus)));
             }
             let mut vf_seen = std::collections::BTreeSet::new();

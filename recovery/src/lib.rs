@@ -27,7 +27,7 @@ pub use bdf::{Bdf, BdfError};
 pub use error::{Error, NvmlFailure, ResetFailure, Result};
 pub use journal::{JOURNAL_FILE, Journal};
 pub use layout::{
-    ComputeInstanceLayout, GpuInstanceLayout, GpuLayout, Layout, MigManager, MigMode, Placement, VfLayout,
+    ComputeInstanceLayout, GpuInstanceLayout, GpuLayout, Layout, MigManager, MigSetting, Placement, VfLayout,
 };
 pub use miggate_wire::recovery::{Phase, RecoveryState};
 pub use observe::{ObservedGpu, ObservedNode, ObservedVf, observe};

@@ -2,7 +2,7 @@
 
 use crate::bdf::Bdf;
 use crate::error::Result;
-use crate::layout::{GpuInstanceLayout, GpuLayout, Layout, MigMode, VfLayout};
+use crate::layout::{GpuInstanceLayout, GpuLayout, Layout, MigSetting, VfLayout};
 use crate::seams::{GpuInfo, Host, MigModeState, SriovState, VfVgpu};
 
 /// What the node looks like now.
@@ -90,7 +90,7 @@ pub fn observe(host: &Host<'_>) -> Result<ObservedNode> {
 
 fn observe_gpu(host: &Host<'_>, info: GpuInfo) -> Result<ObservedGpu> {
     let instances = match info.mig {
-        Some(m) if m.current == MigMode::Enabled => {
+        Some(m) if m.current == MigSetting::Enabled => {
             let mut gis = host.gpu.instances(&info.bus)?;
             for gi in &mut gis {
                 gi.compute_instances.sort();
@@ -151,7 +151,7 @@ impl ObservedNode {
                 let mut gpu = GpuLayout {
                     bus: g.bus.clone(),
                     uuid: Some(g.uuid.clone()),
-                    mig_mode: g.mig.map_or(MigMode::Disabled, |m| m.current),
+                    mig_mode: g.mig.map_or(MigSetting::Disabled, |m| m.current),
                     gpu_instances: g.instances.clone(),
                     sriov_num_vfs: g.sriov.map(|s| s.num),
                     vfs,

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt::{self, Write as _};
 
 use crate::bdf::Bdf;
-use crate::layout::{GpuInstanceLayout, GpuLayout, Layout, MigMode, Placement};
+use crate::layout::{GpuInstanceLayout, GpuLayout, Layout, MigSetting, Placement};
 use crate::observe::{ObservedGpu, ObservedNode};
 
 /// One change to make, in the order of the list it sits in.
@@ -28,7 +28,7 @@ pub enum Step {
         /// The GPU.
         gpu: Bdf,
         /// The mode.
-        mode: MigMode,
+        mode: MigSetting,
     },
     /// `sriov-manage -e`, verified in sysfs.
     SriovEnable {
@@ -248,7 +248,7 @@ fn same_instances(a: &[GpuInstanceLayout], b: &[GpuInstanceLayout]) -> bool {
 /// What one GPU needs.
 struct GpuDiff {
     disable: Option<&'static str>,
-    set_mode: Option<MigMode>,
+    set_mode: Option<MigSetting>,
     enable: Option<u32>,
     destroy: bool,
     create: Option<Vec<GpuInstanceLayout>>,
@@ -272,7 +272,7 @@ fn diff_gpu(
     };
     let mode_wrong = match have.mig {
         Some(m) => m.current != want.mig_mode || m.pending != want.mig_mode,
-        None if want.mig_mode == MigMode::Enabled => {
+        None if want.mig_mode == MigSetting::Enabled => {
             blockers.push(Blocker::NotMigCapable(bus.clone()));
             return d;
         }
@@ -491,7 +491,7 @@ pub fn picture(want: &GpuLayout, have: &ObservedGpu) -> String {
         }
         cells.iter().map(|c| format!("{c:>3}")).collect::<String>()
     };
-    let mode = |m: Option<MigMode>| m.map_or("n/a".to_string(), |m| m.to_string());
+    let mode = |m: Option<MigSetting>| m.map_or("n/a".to_string(), |m| m.to_string());
     let have_mode = match have.mig {
         Some(m) if m.pending != m.current => format!("{} (pending {})", m.current, m.pending),
         m => mode(m.map(|m| m.current)),

@@ -56,7 +56,7 @@ steps! {
         "reads the node and compares it with the layout.";
     SriovDisable = "sriov-disable", Recovering,
         "disables a PF's VFs so its MIG mode can change.";
-    MigMode = "mig-mode", Recovering,
+    MigSetting = "mig-mode", Recovering,
         "sets a GPU's MIG mode.";
     Reset = "reset", Recovering,
         "resets the GPUs whose MIG mode stayed pending, escalating.";

@@ -13,7 +13,7 @@ use miggate_recovery::NvmlFailure;
 use miggate_recovery::real::{Activation, NvidiaSmi, NvmlControl};
 use miggate_recovery::seams::{GpuControl, GpuInfo, MigModeState};
 use miggate_recovery::{Bdf, Error};
-use miggate_recovery::{MigMode, Placement};
+use miggate_recovery::{MigSetting, Placement};
 
 #[path = "../../capture/tests/support/fake_nvml.rs"]
 mod fake_nvml;
@@ -39,7 +39,7 @@ fn control(scenario: &'static str) -> NvmlControl {
     NvmlControl::open(Some(&fake_nvml::fake(scenario)), no_smi()).unwrap()
 }
 
-fn mode(current: MigMode, pending: MigMode) -> Option<MigModeState> {
+fn mode(current: MigSetting, pending: MigSetting) -> Option<MigModeState> {
     Some(MigModeState { current, pending })
 }
 
@@ -52,13 +52,13 @@ fn lists_what_the_library_declares() {
             GpuInfo {
                 bus: bdf(H200),
                 uuid: "GPU-b2acda36-db78-a209-f9ef-d07b4336c449".into(),
-                mig: mode(MigMode::Disabled, MigMode::Disabled),
+                mig: mode(MigSetting::Disabled, MigSetting::Disabled),
             },
             // NVML's legacy 4-digit, lower-case form reads as the same canonical address.
             GpuInfo {
                 bus: bdf(A100),
                 uuid: "GPU-c08d91cb-e324-655c-71ba-7570956445bc".into(),
-                mig: mode(MigMode::Disabled, MigMode::Disabled),
+                mig: mode(MigSetting::Disabled, MigSetting::Disabled),
             },
             // Not MIG-capable: no MIG mode, as nvidia-smi's [N/A].
             GpuInfo {
@@ -75,28 +75,28 @@ fn set_mig_mode_in_force_at_once_or_pending_a_reset() {
     let nvml = control("control_set");
     // Hopper: in force at once.
     assert_eq!(
-        nvml.set_mig_mode_activation(&bdf(H200), MigMode::Enabled)
+        nvml.set_mig_mode_activation(&bdf(H200), MigSetting::Enabled)
             .unwrap(),
         Activation::Immediate
     );
     // Held by another client: only the pending mode changes, and that is not a failure (apply
     // reads it back and resets).
     let Activation::Pending(reason) = nvml
-        .set_mig_mode_activation(&bdf(A100), MigMode::Enabled)
+        .set_mig_mode_activation(&bdf(A100), MigSetting::Enabled)
         .unwrap()
     else {
         panic!("the A100's mode should stay pending");
     };
     assert!(reason.contains("in use"), "{reason}");
     let gpus = nvml.gpus().unwrap();
-    assert_eq!(gpus[0].mig, mode(MigMode::Enabled, MigMode::Enabled));
-    assert_eq!(gpus[1].mig, mode(MigMode::Disabled, MigMode::Enabled));
+    assert_eq!(gpus[0].mig, mode(MigSetting::Enabled, MigSetting::Enabled));
+    assert_eq!(gpus[1].mig, mode(MigSetting::Disabled, MigSetting::Enabled));
     // Through the seam, the way apply calls it: back to off, at once on the H200.
-    nvml.set_mig_mode(&bdf(H200), MigMode::Disabled).unwrap();
-    nvml.set_mig_mode(&bdf(A100), MigMode::Disabled).unwrap();
+    nvml.set_mig_mode(&bdf(H200), MigSetting::Disabled).unwrap();
+    nvml.set_mig_mode(&bdf(A100), MigSetting::Disabled).unwrap();
     let gpus = nvml.gpus().unwrap();
-    assert_eq!(gpus[0].mig, mode(MigMode::Disabled, MigMode::Disabled));
-    assert_eq!(gpus[1].mig, mode(MigMode::Disabled, MigMode::Disabled));
+    assert_eq!(gpus[0].mig, mode(MigSetting::Disabled, MigSetting::Disabled));
+    assert_eq!(gpus[1].mig, mode(MigSetting::Disabled, MigSetting::Disabled));
 }
 
 #[test]
@@ -132,12 +132,12 @@ fn nvml_failure(err: &Error) -> NvmlFailure {
 #[test]
 fn refusals_are_named_with_the_gpu_and_what_to_do() {
     let nvml = control("control_list");
-    let not_supported = nvml.set_mig_mode(&bdf(L4), MigMode::Enabled).unwrap_err();
+    let not_supported = nvml.set_mig_mode(&bdf(L4), MigSetting::Enabled).unwrap_err();
     assert_eq!(nvml_failure(&not_supported), NvmlFailure::NotSupported);
     let no_permission = nvml.set_persistence(&bdf(L4), false).unwrap_err();
     assert_eq!(nvml_failure(&no_permission), NvmlFailure::NoPermission);
     let missing = nvml
-        .set_mig_mode(&bdf("0000:99:00.0"), MigMode::Enabled)
+        .set_mig_mode(&bdf("0000:99:00.0"), MigSetting::Enabled)
         .unwrap_err();
     assert_eq!(nvml_failure(&missing), NvmlFailure::NotFound);
     insta::assert_snapshot!(
@@ -155,7 +155,7 @@ fn refusals_are_named_with_the_gpu_and_what_to_do() {
     // Nothing changed.
     assert_eq!(
         nvml.gpus().unwrap()[0].mig,
-        mode(MigMode::Disabled, MigMode::Disabled)
+        mode(MigSetting::Disabled, MigSetting::Disabled)
     );
 }
 

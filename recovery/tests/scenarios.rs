@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use miggate_recovery::fake::{FakeGpu, FakeNode};
 use miggate_recovery::seams::{GpuControl, SriovManage, Sysfs};
-use miggate_recovery::{Bdf, Failure, Layout, MigMode, Options, Outcome, Phase, apply, observe, plan};
+use miggate_recovery::{Bdf, Failure, Layout, MigSetting, Options, Outcome, Phase, apply, observe, plan};
 
 const A: &str = "0000:18:00.0";
 const B: &str = "0000:2a:00.0";
@@ -382,7 +382,7 @@ fn s10b_a_vf_nvidia_directory_that_never_appears_fails_within_the_bound() {
 fn s11_the_fake_encodes_the_order_gpu_instances_before_vfs_lose_them_and_the_write_fails() {
     let node = booted_node();
     let (gpu, pf) = (bdf(A), bdf(A));
-    node.set_mig_mode(&gpu, MigMode::Enabled).unwrap();
+    node.set_mig_mode(&gpu, MigSetting::Enabled).unwrap();
     node.create_gpu_instance(&gpu, 19, miggate_recovery::Placement { start: 0, size: 1 })
         .unwrap();
     assert_eq!(node.instances(&gpu).unwrap().len(), 1);

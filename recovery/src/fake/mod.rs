@@ -30,7 +30,7 @@ use std::time::Duration;
 use crate::bdf::Bdf;
 use crate::error::{Error, ResetFailure, Result};
 use crate::journal::Journal;
-use crate::layout::{ComputeInstanceLayout, GpuInstanceLayout, MigMode, Placement};
+use crate::layout::{ComputeInstanceLayout, GpuInstanceLayout, MigSetting, Placement};
 use crate::seams::{
     Clock, Gate, GpuControl, GpuInfo, Host, Inventory, MigModeState, Services, SriovManage, SriovState,
     StateStore, Sysfs, VfVgpu, VgpuType,
@@ -84,9 +84,9 @@ pub struct FakeGpu {
     /// MIG-capable.
     pub mig_capable: bool,
     /// Current mode.
-    pub current: MigMode,
+    pub current: MigSetting,
     /// Pending mode.
-    pub pending: MigMode,
+    pub pending: MigSetting,
     /// Instances.
     pub gis: Vec<FakeGi>,
     /// Next instance id.
@@ -109,8 +109,8 @@ impl FakeGpu {
                 .unwrap_or_else(|_| Bdf::parse("0000:00:00.0").unwrap_or_else(|_| unreachable_bdf())),
             uuid: uuid.to_string(),
             mig_capable: true,
-            current: MigMode::Disabled,
-            pending: MigMode::Disabled,
+            current: MigSetting::Disabled,
+            pending: MigSetting::Disabled,
             gis: Vec::new(),
             next_gi: 1,
             total_vfs: Some(16),
@@ -359,8 +359,8 @@ impl FakeNode {
             if keep {
                 g.current = g.pending;
             } else {
-                g.current = MigMode::Disabled;
-                g.pending = MigMode::Disabled;
+                g.current = MigSetting::Disabled;
+                g.pending = MigSetting::Disabled;
             }
             g.gis.clear();
             g.vfs.clear();
@@ -441,7 +441,7 @@ impl NodeState {
     }
 
     fn creatable(&self, gpu: &FakeGpu, vf: &FakeVf) -> Vec<VgpuType> {
-        if vf.current != 0 || gpu.current != MigMode::Enabled {
+        if vf.current != 0 || gpu.current != MigSetting::Enabled {
             return Vec::new();
         }
         self.vgpu_types
@@ -516,11 +516,11 @@ impl GpuControl for FakeNode {
         Ok(listed)
     }
 
-    fn set_mig_mode(&self, gpu: &Bdf, mode: MigMode) -> Result<()> {
+    fn set_mig_mode(&self, gpu: &Bdf, mode: MigSetting) -> Result<()> {
         let mut s = self.lock();
         s.mutate(format!(
             "nvidia-smi -i {gpu} -mig {}",
-            u8::from(mode == MigMode::Enabled)
+            u8::from(mode == MigSetting::Enabled)
         ))?;
         let auto = s.auto_activate;
         let g = s.gpu(gpu)?.clone();
@@ -648,7 +648,7 @@ impl GpuControl for FakeNode {
             gi.placement.start < placement.start + placement.size
                 && placement.start < gi.placement.start + gi.placement.size
         });
-        if g.current != MigMode::Enabled || overlaps {
+        if g.current != MigSetting::Enabled || overlaps {
             s.failed("Insufficient Resources");
             return Err(cmd_err(
                 format!("nvidia-smi mig -cgi {profile_id}:{}", placement.start),
@@ -781,7 +781,7 @@ impl Sysfs for FakeNode {
         };
         let Some(backing) = s
             .free_gi(&g, t.gi_profile)
-            .filter(|_| g.current == MigMode::Enabled)
+            .filter(|_| g.current == MigSetting::Enabled)
         else {
             // dmesg: NVRM: Failed to add vgpu create request: 0x38
             return err(&mut s, "EIO (Input/output error)");
@@ -995,7 +995,7 @@ impl Inventory for FakeNode {
         gpus.sort_by(|a, b| a.bus.cmp(&b.bus));
         for g in gpus {
             let mut gpu = miggate_compat::Gpu::h200().pci_bus_id(format!("0000{}", g.bus));
-            if g.current == MigMode::Enabled {
+            if g.current == MigSetting::Enabled {
                 let mut gis = g.gis.clone();
                 gis.sort_by_key(|gi| gi.placement);
                 gpu = gpu.cut(gis.iter().filter_map(|gi| profile_name(gi.profile_id)));

@@ -20,7 +20,7 @@ use nvml_wrapper::error::NvmlError;
 use super::smi::NvidiaSmi;
 use crate::bdf::Bdf;
 use crate::error::{Error, NvmlFailure, Result};
-use crate::layout::{GpuInstanceLayout, MigMode, Placement};
+use crate::layout::{GpuInstanceLayout, MigSetting, Placement};
 use crate::seams::{GpuControl, GpuInfo, MigModeState};
 
 /// The library loaded when no path is given: the name the NVIDIA driver installs.
@@ -92,10 +92,10 @@ impl NvmlControl {
     /// # Errors
     /// [`Error::Nvml`] when the GPU is not listed or NVML refuses the mode (not supported, no
     /// permission, in use).
-    pub fn set_mig_mode_activation(&self, gpu: &Bdf, mode: MigMode) -> Result<Activation> {
+    pub fn set_mig_mode_activation(&self, gpu: &Bdf, mode: MigSetting) -> Result<Activation> {
         let device = self.device(gpu)?;
         let status = device
-            .set_mig_mode(mode == MigMode::Enabled)
+            .set_mig_mode(mode == MigSetting::Enabled)
             .map_err(|e| nvml_error("nvmlDeviceSetMigMode", Some(gpu), &e))?;
         Ok(if status == 0 {
             Activation::Immediate
@@ -164,7 +164,7 @@ impl GpuControl for NvmlControl {
         Ok(gpus)
     }
 
-    fn set_mig_mode(&self, gpu: &Bdf, mode: MigMode) -> Result<()> {
+    fn set_mig_mode(&self, gpu: &Bdf, mode: MigSetting) -> Result<()> {
         // A pending mode is not a failure: apply reads it back and resets.
         self.set_mig_mode_activation(gpu, mode).map(drop)
     }
@@ -212,11 +212,11 @@ impl GpuControl for NvmlControl {
     }
 }
 
-fn mig(raw: u32) -> MigMode {
+fn mig(raw: u32) -> MigSetting {
     if raw == MIG_ENABLE {
-        MigMode::Enabled
+        MigSetting::Enabled
     } else {
-        MigMode::Disabled
+        MigSetting::Disabled
     }
 }
 

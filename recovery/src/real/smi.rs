@@ -15,7 +15,7 @@ use regex::Regex;
 use super::command::{exec, exec_ok, failed};
 use crate::bdf::Bdf;
 use crate::error::{Error, ResetFailure, Result};
-use crate::layout::{ComputeInstanceLayout, GpuInstanceLayout, MigMode, Placement};
+use crate::layout::{ComputeInstanceLayout, GpuInstanceLayout, MigSetting, Placement};
 use crate::seams::{GpuControl, GpuInfo, MigModeState};
 
 /// nvidia-smi at a path.
@@ -54,10 +54,10 @@ fn table<T>(command: String, parsed: std::result::Result<MigTable<T>, miggate_sm
         .map_err(|source| Error::Listing { command, source })
 }
 
-fn mode(text: &str) -> Option<MigMode> {
+fn mode(text: &str) -> Option<MigSetting> {
     match text.trim() {
-        "Enabled" => Some(MigMode::Enabled),
-        "Disabled" => Some(MigMode::Disabled),
+        "Enabled" => Some(MigSetting::Enabled),
+        "Disabled" => Some(MigSetting::Disabled),
         _ => None,
     }
 }
@@ -94,8 +94,8 @@ impl GpuControl for NvidiaSmi {
         Ok(gpus)
     }
 
-    fn set_mig_mode(&self, gpu: &Bdf, mode: MigMode) -> Result<()> {
-        let flag = if mode == MigMode::Enabled { "1" } else { "0" };
+    fn set_mig_mode(&self, gpu: &Bdf, mode: MigSetting) -> Result<()> {
+        let flag = if mode == MigSetting::Enabled { "1" } else { "0" };
         self.ok(&["-i", gpu.as_str(), "-mig", flag]).map(drop)
     }
 
@@ -135,7 +135,7 @@ impl GpuControl for NvidiaSmi {
                 message: format!("GPU instance {} has no placement column", gi.instance_id),
             })?;
             out.push(GpuInstanceLayout {
-                placement: placement.into(),
+                placement,
                 profile_id: gi.profile_id,
                 profile: Some(gi.name.clone()),
                 compute_instances: cis
@@ -163,12 +163,7 @@ impl GpuControl for NvidiaSmi {
         let (cmd, text) = self.listing(&["mig", "-lgipp", "-i", gpu.as_str()])?;
         Ok(table(cmd, parse_placements(&text))?
             .into_iter()
-            .map(|p| {
-                (
-                    p.profile_id,
-                    p.placements.into_iter().map(Placement::from).collect(),
-                )
-            })
+            .map(|p| (p.profile_id, p.placements))
             .collect())
     }
 

@@ -12,16 +12,16 @@ use serde::{Deserialize, Serialize};
 use crate::bdf::Bdf;
 use crate::error::Result;
 use crate::journal::Journal;
-use crate::layout::{GpuInstanceLayout, MigMode, Placement};
+use crate::layout::{GpuInstanceLayout, MigSetting, Placement};
 use miggate_wire::recovery::RecoveryState;
 
 /// MIG mode as the driver reports it: what is in force and what takes effect at the next reset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MigModeState {
     /// In force now.
-    pub current: MigMode,
+    pub current: MigSetting,
     /// After the next reset (equal to `current` when nothing is pending).
-    pub pending: MigMode,
+    pub pending: MigSetting,
 }
 
 /// A physical GPU as the driver lists it.
@@ -67,7 +67,7 @@ pub trait GpuControl {
     /// The physical GPUs (never VFs), with MIG mode.
     fn gpus(&self) -> Result<Vec<GpuInfo>>;
     /// Asks for a MIG mode; whether it took effect is read back with [`GpuControl::gpus`].
-    fn set_mig_mode(&self, gpu: &Bdf, mode: MigMode) -> Result<()>;
+    fn set_mig_mode(&self, gpu: &Bdf, mode: MigSetting) -> Result<()>;
     /// Resets these GPUs together ([`crate::Error::Reset`] says why not).
     fn reset(&self, gpus: &[Bdf]) -> Result<()>;
     /// Turns persistence mode on or off (the reset escalation's `-pm 0`).

@@ -53,6 +53,21 @@ impl Serialize for Placement {
     }
 }
 
+/// As a recorded layout holds it: `start:size` with a size of at least one slice.
+impl<'de> serde::Deserialize<'de> for Placement {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        let bad = || serde::de::Error::custom(format!("placement {text:?}: expected start:size, e.g. 0:1"));
+        let (start, size) = text.split_once(':').ok_or_else(bad)?;
+        let start = start.trim().parse().map_err(|_| bad())?;
+        let size: u32 = size.trim().parse().map_err(|_| bad())?;
+        if size == 0 {
+            return Err(bad());
+        }
+        Ok(Placement { start, size })
+    }
+}
+
 impl Placement {
     /// Reads `start:size`.
     pub fn parse(text: &str) -> Option<Placement> {
