@@ -89,19 +89,9 @@ pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Siz
 pub fn decide_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Decision {
     let judgement = match parse(review, store) {
         Ok(Parsed::Ignored) => return render(review, None),
-        Ok(Parsed::Unchecked(warnings)) => Judgement {
-            refusal: None,
-            warnings,
-            source: None,
-            exact_on: None,
-        },
+        Ok(Parsed::Unchecked(warnings)) => Judgement::unchecked(warnings),
         Ok(Parsed::Restore(restore)) => evaluate(&restore, store),
-        Err(refusal) => Judgement {
-            refusal: Some(refusal),
-            warnings: Vec::new(),
-            source: None,
-            exact_on: None,
-        },
+        Err(refusal) => Judgement::refused(refusal, Vec::new()),
     };
     render(review, Some(judgement))
 }
@@ -111,18 +101,33 @@ pub fn decide_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Dec
 pub struct RestoreRequest<'a> {
     /// A pod's creation, or its binding to a node.
     pub subject: Subject<'a>,
-    /// `namespace/name` of the pod, escaped, for messages.
-    pub pod: String,
+    /// The request, for the names messages give.
+    pub review: &'a Review<'a>,
     /// The namespace of the pod and of its checkpoint.
     pub namespace: &'a str,
     /// The checkpoint's name (`miggate.io/restore-from`, trimmed).
     pub checkpoint: Cow<'a, str>,
-    /// `namespace/name` of the checkpoint, escaped, for messages.
-    pub checkpoint_ref: String,
     /// The checks `miggate.io/skip-checks` waives.
     pub waiver: Waiver,
     /// The node the pod names (its `spec.nodeName`) or is being bound to.
     pub node: Option<Text<'a>>,
+}
+
+impl RestoreRequest<'_> {
+    /// `namespace/name` of the pod, escaped, for messages (built only when one is written).
+    pub fn pod(&self) -> String {
+        match (&self.subject, self.review.bound_pod()) {
+            (Subject::Binding(_), Some((namespace, name))) => {
+                escape_within(&format!("{namespace}/{name}"), 512).into_owned()
+            }
+            _ => pod_name(self.review),
+        }
+    }
+
+    /// `namespace/name` of the checkpoint, escaped, for messages.
+    pub fn checkpoint_ref(&self) -> String {
+        checkpoint_ref(self.namespace, &self.checkpoint)
+    }
 }
 
 /// A pod's creation or its binding, with what each path reads.
@@ -171,6 +176,28 @@ pub struct Judgement {
     pub exact_on: Option<String>,
 }
 
+impl Judgement {
+    /// Refused before any inventory was read.
+    fn refused(refusal: Refusal, warnings: Vec<String>) -> Self {
+        Judgement {
+            refusal: Some(refusal),
+            warnings,
+            source: None,
+            exact_on: None,
+        }
+    }
+
+    /// Allowed without the node checks (nothing to check against), with why.
+    fn unchecked(warnings: Vec<String>) -> Self {
+        Judgement {
+            refusal: None,
+            warnings,
+            source: None,
+            exact_on: None,
+        }
+    }
+}
+
 /// The checks a `miggate.io/skip-checks` value waives, read strictly (a typo never looks like
 /// a waiver); the error says why it waives nothing, for the refusal.
 fn waiver(annotation: Option<&str>) -> Result<Waiver, String> {
@@ -210,18 +237,18 @@ pub fn parse<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> Resu
     let Some(from) = obj.meta.restore_from.as_deref() else {
         return Ok(Parsed::Ignored);
     };
-    let pod = pod_name(review);
     let from = from.trim();
     if from.is_empty() {
-        return Err(Refusal::RestoreFromEmpty { pod });
+        return Err(Refusal::RestoreFromEmpty {
+            pod: pod_name(review),
+        });
     }
     let Some(namespace) = review.namespace.as_deref().or(obj.meta.namespace.as_deref()) else {
         return Err(Refusal::NoNamespace);
     };
-    let checkpoint_ref = checkpoint_ref(namespace, from);
     if !store.synced() {
         return Err(Refusal::StoreNotSynced {
-            checkpoint: checkpoint_ref,
+            checkpoint: checkpoint_ref(namespace, from),
         });
     }
     let waiver = waiver(obj.meta.skip_checks.as_deref())
@@ -230,7 +257,7 @@ pub fn parse<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> Resu
         Ok(spec) => spec.unwrap_or_default(),
         Err(e) => {
             return Err(Refusal::PodUnreadable {
-                pod,
+                pod: pod_name(review),
                 error: escape(&e.to_string()).into_owned(),
             });
         }
@@ -238,10 +265,9 @@ pub fn parse<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> Resu
     let node = spec.node_name.clone().filter(|n| !n.is_empty());
     Ok(Parsed::Restore(RestoreRequest {
         subject: Subject::Pod(spec),
-        pod,
+        review,
         namespace,
         checkpoint: Cow::Borrowed(from),
-        checkpoint_ref,
         waiver,
         node,
     }))
@@ -262,24 +288,23 @@ fn parse_binding<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> 
     let Some(restore) = store.restore_pod(namespace, name) else {
         return Ok(Parsed::Ignored);
     };
-    let pod = escape_within(&format!("{namespace}/{name}"), 512).into_owned();
+    let pod = || escape_within(&format!("{namespace}/{name}"), 512).into_owned();
     let Some(node) = review.binding_node() else {
         return Ok(Parsed::Unchecked(vec![format!(
-            "miggate: binding of restore pod {pod} names no node; not checked"
+            "miggate: binding of restore pod {} names no node; not checked",
+            pod()
         )]));
     };
     let from = restore.restore_from.trim();
-    let checkpoint_ref = checkpoint_ref(namespace, from);
     let waiver = waiver(restore.skip_checks.as_deref()).map_err(|why| Refusal::SkipChecksInvalid {
-        pod: Some(pod.clone()),
+        pod: Some(pod()),
         why,
     })?;
     Ok(Parsed::Restore(RestoreRequest {
         subject: Subject::Binding(restore.clone()),
-        pod,
+        review,
         namespace,
         checkpoint: Cow::Owned(from.to_string()),
-        checkpoint_ref,
         waiver,
         node: Some(node),
     }))
@@ -287,21 +312,14 @@ fn parse_binding<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> 
 
 /// Stage two: the checkpoint and the node's inventory looked up, the checks run.
 pub fn evaluate(restore: &RestoreRequest<'_>, store: &(impl Lookup + ?Sized)) -> Judgement {
-    let refused = |refusal, warnings| Judgement {
-        refusal: Some(refusal),
-        warnings,
-        source: None,
-        exact_on: None,
-    };
+    let refused = Judgement::refused;
     let Some(checkpoint) = store.checkpoint(restore.namespace, &restore.checkpoint) else {
         let binding = match (&restore.subject, restore.node.as_deref()) {
-            (Subject::Binding(_), Some(node)) => {
-                Some((restore.pod.clone(), escape_within(node, 256).into_owned()))
-            }
+            (Subject::Binding(_), Some(node)) => Some((restore.pod(), escape_within(node, 256).into_owned())),
             _ => None,
         };
         let refusal = Refusal::CheckpointNotFound {
-            checkpoint: restore.checkpoint_ref.clone(),
+            checkpoint: restore.checkpoint_ref(),
             namespace: escape_within(restore.namespace, 256).into_owned(),
             binding,
         };
@@ -322,20 +340,14 @@ fn evaluate_pod(
     store: &(impl Lookup + ?Sized),
 ) -> Judgement {
     let mut warnings = Vec::new();
-    let refused = |refusal, warnings| Judgement {
-        refusal: Some(refusal),
-        warnings,
-        source: None,
-        exact_on: None,
-    };
-    let checkpoint_ref = &restore.checkpoint_ref;
+    let refused = Judgement::refused;
     let pod_facts = match pod::choose(spec, checkpoint.container_name.as_deref()) {
         Choice::Container(c) => pod::facts(c),
         Choice::Missing(name) => {
             let refusal = Refusal::ContainerNotFound {
-                checkpoint: checkpoint_ref.clone(),
+                checkpoint: restore.checkpoint_ref(),
                 container: escape_within(name, 256).into_owned(),
-                pod: restore.pod.clone(),
+                pod: restore.pod(),
                 containers: spec
                     .containers
                     .iter()
@@ -346,7 +358,8 @@ fn evaluate_pod(
         }
         Choice::Unknown(n) => {
             warnings.push(format!(
-                "miggate: the restore container is unknown: checkpoint {checkpoint_ref} names none and {n} containers ask for GPUs; pod facts are not checked here, the node agent decides"
+                "miggate: the restore container is unknown: checkpoint {} names none and {n} containers ask for GPUs; pod facts are not checked here, the node agent decides",
+                restore.checkpoint_ref()
             ));
             miggate_compat::Pod::default()
         }
@@ -383,10 +396,10 @@ fn evaluate_pod(
             Err(missing) => {
                 passed_over_warnings(n, &missing.passed_over, &mut warnings);
                 let refusal = Refusal::NodeNotFound {
-                    pod: restore.pod.clone(),
+                    pod: restore.pod(),
                     node: escape_within(n, 256).into_owned(),
                     has: no_inventory(&missing),
-                    checkpoint: checkpoint_ref.clone(),
+                    checkpoint: restore.checkpoint_ref(),
                 };
                 return refused(refusal, warnings);
             }
@@ -440,7 +453,7 @@ fn evaluate_pod(
             _ => "in this pod".to_string(),
         };
         Refusal::Incompatible {
-            checkpoint: checkpoint_ref.clone(),
+            checkpoint: restore.checkpoint_ref(),
             of_pod: None,
             place,
             reason: report.reason.clone(),
@@ -465,7 +478,6 @@ fn evaluate_binding(
 ) -> Judgement {
     let node = restore.node.as_deref().unwrap_or_default();
     let node_esc = escape_within(node, 256);
-    let pod = &restore.pod;
     let inventory = match store.inventory(node) {
         Ok(inventory) => inventory,
         Err(missing) => {
@@ -476,15 +488,11 @@ fn evaluate_binding(
                 "no usable GPU inventory (the sources present cannot be read, as follows)".to_string()
             };
             let mut warnings = vec![format!(
-                "miggate: node {node_esc} has {has}; binding of restore pod {pod} not checked, the node agent decides"
+                "miggate: node {node_esc} has {has}; binding of restore pod {} not checked, the node agent decides",
+                restore.pod()
             )];
             passed_over_warnings(node, &missing.passed_over, &mut warnings);
-            return Judgement {
-                refusal: None,
-                warnings,
-                source: None,
-                exact_on: None,
-            };
+            return Judgement::unchecked(warnings);
         }
     };
     let mut warnings = Vec::new();
@@ -531,8 +539,8 @@ fn evaluate_binding(
     }
     report_warnings(&report, &mut warnings);
     let refusal = (!report.compatible).then(|| Refusal::Incompatible {
-        checkpoint: restore.checkpoint_ref.clone(),
-        of_pod: Some(pod.clone()),
+        checkpoint: restore.checkpoint_ref(),
+        of_pod: Some(restore.pod()),
         place: format!(
             "on node {node_esc} (inventory from {}{}{on_devices})",
             inventory.source.as_str(),

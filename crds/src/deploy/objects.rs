@@ -444,26 +444,12 @@ fn webhook_configuration() -> Result<Object, Error> {
 /// convenience, and the validating webhook still guards the pod, so a webhook outage or an
 /// answer it cannot give never blocks a pod.
 fn steering_configuration() -> Result<Object, Error> {
-    typed::<MutatingWebhookConfiguration>(
-        FILE_CONFIG,
-        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": "miggate-steer", "labels": labels(WEBHOOK),
-            "annotations": {"cert-manager.io/inject-ca-from": format!("{NAMESPACE}/{WEBHOOK}")}},
-        "webhooks": [{
-            "name": "steer.miggate.io",
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "timeoutSeconds": 5,
-            "failurePolicy": "Ignore",
-            "reinvocationPolicy": "Never",
-            "matchPolicy": "Equivalent",
-            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                "resources": ["pods"], "scope": "Namespaced"}],
-            "matchConditions": [{"name": "restore-pods-asking-for-steering", "expression": STEER_MATCH}],
-            "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
-                "values": ["kube-system", NAMESPACE, NODE_NAMESPACE]}]},
-            "clientConfig": {"service": {"name": WEBHOOK, "namespace": NAMESPACE, "path": "/mutate", "port": 443}},
-        }]}),
+    mutating(
+        "miggate-steer",
+        "steer.miggate.io",
+        &["pods"],
+        ("restore-pods-asking-for-steering", STEER_MATCH),
+        "/mutate",
     )
 }
 
@@ -475,13 +461,32 @@ fn steering_configuration() -> Result<Object, Error> {
 /// Failure policy Ignore: a webhook that cannot answer never blocks a binding; the node agent
 /// then pairs the devices itself.
 fn device_map_configuration() -> Result<Object, Error> {
+    mutating(
+        "miggate-device-map",
+        "device-map.miggate.io",
+        &["pods/binding", "bindings"],
+        ("bindings", BINDING_MATCH),
+        "/mutate-binding",
+    )
+}
+
+/// A MutatingWebhookConfiguration of one webhook on the webhook's Service: CREATE of
+/// `resources`, selected by `condition`, outside miggate's and the system's namespaces, with
+/// failure policy Ignore and no reinvocation (a mutation here never blocks an object).
+fn mutating(
+    config: &str,
+    name: &str,
+    resources: &[&str],
+    condition: (&str, &str),
+    path: &str,
+) -> Result<Object, Error> {
     typed::<MutatingWebhookConfiguration>(
         FILE_CONFIG,
         json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": "miggate-device-map", "labels": labels(WEBHOOK),
+        "metadata": {"name": config, "labels": labels(WEBHOOK),
             "annotations": {"cert-manager.io/inject-ca-from": format!("{NAMESPACE}/{WEBHOOK}")}},
         "webhooks": [{
-            "name": "device-map.miggate.io",
+            "name": name,
             "admissionReviewVersions": ["v1"],
             "sideEffects": "None",
             "timeoutSeconds": 5,
@@ -489,11 +494,11 @@ fn device_map_configuration() -> Result<Object, Error> {
             "reinvocationPolicy": "Never",
             "matchPolicy": "Equivalent",
             "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                "resources": ["pods/binding", "bindings"], "scope": "Namespaced"}],
-            "matchConditions": [{"name": "bindings", "expression": BINDING_MATCH}],
+                "resources": resources, "scope": "Namespaced"}],
+            "matchConditions": [{"name": condition.0, "expression": condition.1}],
             "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
                 "values": ["kube-system", NAMESPACE, NODE_NAMESPACE]}]},
-            "clientConfig": {"service": {"name": WEBHOOK, "namespace": NAMESPACE, "path": "/mutate-binding", "port": 443}},
+            "clientConfig": {"service": {"name": WEBHOOK, "namespace": NAMESPACE, "path": path, "port": 443}},
         }]}),
     )
 }
