@@ -681,6 +681,12 @@ fn restore_pod(devices: Vec<Device>, strategy: Option<MigStrategy>, requests: &[
     &[("nvidia.com/mig-3g.40gb", "2"), ("nvidia.com/gpu", "1")],
     Outcome::Refuse
 )]
+#[case::every_slice_by_its_own_name_and_a_whole_gpu_through_gpu(
+    vec![whole("GPU-a", H100), s3g("MIG-s1"), s1g("MIG-s2")],
+    None,
+    &[("nvidia.com/gpu", "1"), ("nvidia.com/mig-3g.40gb", "1"), ("nvidia.com/mig-1g.10gb", "1")],
+    Outcome::Unknown
+)]
 #[case::one_profile_through_gpu_with_unknown_strategy(
     vec![s3g("MIG-s1"), s3g("MIG-s2")],
     None,

@@ -139,8 +139,15 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> CheckResult {
     // `none` it gives whole GPUs. No node needs to be known to refuse this (with a known
     // strategy, the rows below say it in that strategy's words).
     let mig = |k: &&str| k.starts_with(MIG_PREFIX);
+    // Slices a pod asks for by their own resource name are not left to `nvidia.com/gpu`: when
+    // every slice is, `nvidia.com/gpu` serves only the whole GPUs (the mixed strategy).
+    let left_to_gpu = need.iter().any(|(k, n)| mig(&k) && asked.count(k) < n);
     // Counted before anything is collected: the refusal's list is built only when it is said.
-    if strategy.is_none() && gpus > 0 && need.iter().map(|(k, _)| k).filter(mig).nth(1).is_some() {
+    if strategy.is_none()
+        && gpus > 0
+        && left_to_gpu
+        && need.iter().map(|(k, _)| k).filter(mig).nth(1).is_some()
+    {
         let profiles: Vec<&str> = need.iter().map(|(k, _)| k).filter(mig).collect();
         return v(
             Outcome::Refuse,
