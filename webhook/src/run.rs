@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use axum::ServiceExt;
 use axum_server::Handle;
 use axum_server::tls_rustls::RustlsAcceptor;
 
@@ -174,7 +175,9 @@ pub async fn serve(
         .http1()
         .header_read_timeout(config.deadline)
         .max_buf_size(MAX_CONNECTION_BUFFER);
-    let admission = admission.serve(admission_router(state.clone()).into_make_service());
+    let service = admission_router(state.clone());
+    let admission =
+        admission.serve(ServiceExt::<axum::http::Request<hyper::body::Incoming>>::into_make_service(service));
     let admission = tokio::spawn(admission);
 
     // The health port has no cap (the kubelet's probes must always get in), but the same

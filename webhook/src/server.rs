@@ -9,10 +9,10 @@ use tokio::time::Instant as TokioInstant;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, State};
-use axum::http::{StatusCode, header};
+use axum::extract::State;
+use axum::http::{self as http, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::get;
 use miggate_compat::escape::escape_within;
 
 use crate::body::{BodyError, BodyLimits, read_body};
@@ -70,16 +70,125 @@ impl AppState {
     }
 }
 
-/// The admission router: `POST /validate`, and `POST /mutate` for steering. Serve it over TLS
-/// only.
-pub fn admission_router(state: Arc<AppState>) -> Router {
-    Router::new()
-        .route("/validate", post(validate))
-        .route("/mutate", post(mutate))
-        .route("/mutate-binding", post(mutate_binding))
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(axum::middleware::from_fn_with_state(state.clone(), deadline))
-        .with_state(state)
+/// The admission service: `POST /validate`, `POST /mutate` (steering) and
+/// `POST /mutate-binding` (the device map). Serve it over TLS only.
+///
+/// A plain service rather than a router of extractors and middleware: every request takes the
+/// same path (the head's route, the body read under [`read_body`]'s limits, one handler
+/// bounded by the deadline), and on a busy two-core node the per-request layers cost more
+/// than the decision (`../shared/anchors/webhook-echo/run.sh`, docs/webhook.md).
+pub fn admission_router(state: Arc<AppState>) -> AdmissionService {
+    AdmissionService { state }
+}
+
+/// What [`admission_router`] returns: a cheap-to-clone `tower` service over any request body.
+#[derive(Debug, Clone)]
+pub struct AdmissionService {
+    state: Arc<AppState>,
+}
+
+/// The admission paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Route {
+    Validate,
+    Mutate,
+    MutateBinding,
+}
+
+impl Route {
+    /// The route a request head asks for, or the answer when there is none: 404 for another
+    /// path, 405 (with `Allow: POST`) for another method.
+    fn of(method: &http::Method, path: &str) -> Result<Route, Response> {
+        let route = match path {
+            "/validate" => Route::Validate,
+            "/mutate" => Route::Mutate,
+            "/mutate-binding" => Route::MutateBinding,
+            _ => return Err(StatusCode::NOT_FOUND.into_response()),
+        };
+        if method != http::Method::POST {
+            return Err((StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response());
+        }
+        Ok(route)
+    }
+}
+
+impl<B> tower::Service<http::Request<B>> for AdmissionService
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    type Response = Response;
+    type Error = std::convert::Infallible;
+    type Future = futures::future::BoxFuture<'static, Result<Response, std::convert::Infallible>>;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), std::convert::Infallible>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(
+        &mut self,
+        req: http::Request<B>,
+    ) -> futures::future::BoxFuture<'static, Result<Response, std::convert::Infallible>> {
+        let state = self.state.clone();
+        Box::pin(async move { Ok(admit(&state, req).await) })
+    }
+}
+
+/// One admission request, bounded by the state's deadline from the arrival of its head: the
+/// body is read under [`read_body`]'s limits (a body that does not arrive in time is answered
+/// 408 and its connection closed), then the route's handler runs in what is left.
+async fn admit<B>(state: &AppState, req: http::Request<B>) -> Response
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<axum::BoxError>,
+{
+    let head_at = TokioInstant::now();
+    let started = head_at.into_std();
+    let route = match Route::of(req.method(), req.uri().path()) {
+        Ok(route) => route,
+        Err(response) => return response,
+    };
+    let (parts, body) = req.into_parts();
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let read = match read_body(Body::new(body), declared, &state.body, head_at, state.deadline).await {
+        Ok(read) => read,
+        Err(e) => return body_refused(state, &e, started),
+    };
+    let answered = {
+        let body = &read.bytes;
+        let mut run = std::pin::pin!(async move {
+            match route {
+                Route::Validate => validate(state, body, started).await,
+                Route::Mutate => mutate(state, body, started),
+                Route::MutateBinding => mutate_binding(state, body, started).await,
+            }
+        });
+        // The decision is synchronous: an answer ready at the first poll needs no timer.
+        match futures::poll!(run.as_mut()) {
+            std::task::Poll::Ready(response) => Ok(response),
+            std::task::Poll::Pending => tokio::time::timeout_at(head_at + state.deadline, run).await,
+        }
+    };
+    // The body's share of the budget is given back once the answer is built.
+    drop(read);
+    match answered {
+        Ok(response) => response,
+        Err(_) => {
+            state.metrics.record("deadline", &[], started.elapsed());
+            tracing::warn!(
+                deadline_ms = state.deadline.as_millis() as u64,
+                "admission request ran past its deadline"
+            );
+            deadline_response(state.deadline)
+        }
+    }
 }
 
 /// The health router: `/healthz`, `/readyz`, `/metrics`, plain HTTP for kubelet and Prometheus.
@@ -100,15 +209,13 @@ fn plain(status: StatusCode, message: String) -> Response {
         .into_response()
 }
 
-/// `POST /validate`. The body was read whole by the [`deadline`] layer, under its limits
-/// (size, rate, budget), which answers a body it cannot read; the decision is synchronous and
-/// bounded by the body limit.
-async fn validate(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
-    let started = Instant::now();
-    let answer = match review::parse(&body) {
+/// `POST /validate`. The body was read whole by [`admit`], under its limits (size, rate,
+/// budget); the decision is synchronous and bounded by the body limit.
+async fn validate(state: &AppState, body: &[u8], started: Instant) -> Response {
+    let answer = match review::parse(body) {
         Ok(review) => {
-            settle_claims(&state, review.bound_pod()).await;
-            answer(&state, &review)
+            settle_claims(state, review.bound_pod()).await;
+            answer(state, &review)
         }
         Err(bad) => bad_request(bad.to_string()),
     };
@@ -135,9 +242,8 @@ fn bad_request(message: String) -> Answer {
 
 /// `POST /mutate`: steering ([`crate::steer`]). Always allowed; bad input is a 400, which the
 /// API server treats as a failed call (the registration's failure policy is Ignore).
-async fn mutate(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
-    let started = Instant::now();
-    let review = match read_review(&state, &body, started) {
+fn mutate(state: &AppState, body: &[u8], started: Instant) -> Response {
+    let review = match read_review(state, body, started) {
         Ok(r) => r,
         Err(response) => return *response,
     };
@@ -192,13 +298,12 @@ async fn settle_claims(state: &AppState, pod: Option<(&str, &str)>) {
 
 /// `POST /mutate-binding`: the device map annotation on a DRA restore pod's Binding
 /// ([`crate::device_map`]). Never refuses; a malformed review is a 400.
-async fn mutate_binding(State(state): State<Arc<AppState>>, body: Bytes) -> Response {
-    let started = Instant::now();
-    let review = match read_review(&state, &body, started) {
+async fn mutate_binding(state: &AppState, body: &[u8], started: Instant) -> Response {
+    let review = match read_review(state, body, started) {
         Ok(r) => r,
         Err(response) => return *response,
     };
-    settle_claims(&state, review.bound_pod()).await;
+    settle_claims(state, review.bound_pod()).await;
     let mapping = match &state.store {
         Store::File(files) => crate::device_map::map_review(&review, &*files.snapshot()),
         Store::Kube(kube) => crate::device_map::map_review(&review, &**kube),
@@ -277,48 +382,6 @@ fn log_decision(review: &review::Review<'_>, decision: &decide::Decision) {
             exact_on = decision.response.audit_annotations.get(crate::allocation::EXACT_ON_AUDIT).map_or("", String::as_str),
             "restore admitted"
         );
-    }
-}
-
-/// Bounds a whole request by the state's deadline, from the arrival of its head: the body is
-/// read here under [`read_body`]'s limits (a body that does not arrive in time is answered
-/// 408 and its connection closed), then the handler runs in what is left of the deadline.
-async fn deadline(
-    State(state): State<Arc<AppState>>,
-    req: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    let head_at = TokioInstant::now();
-    let started = head_at.into_std();
-    let (parts, body) = req.into_parts();
-    let declared = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    let read = match read_body(body, declared, &state.body, head_at, state.deadline).await {
-        Ok(read) => read,
-        Err(e) => return body_refused(&state, &e, started),
-    };
-    let req = axum::extract::Request::from_parts(parts, Body::from(read.bytes));
-    // The decision is synchronous: an answer ready at the first poll needs no timer.
-    let mut run = std::pin::pin!(next.run(req));
-    let answered = match futures::poll!(run.as_mut()) {
-        std::task::Poll::Ready(response) => Ok(response),
-        std::task::Poll::Pending => tokio::time::timeout_at(head_at + state.deadline, run).await,
-    };
-    // The body's share of the budget is given back once the answer is built.
-    drop(read.reservation);
-    match answered {
-        Ok(response) => response,
-        Err(_) => {
-            state.metrics.record("deadline", &[], started.elapsed());
-            tracing::warn!(
-                deadline_ms = state.deadline.as_millis() as u64,
-                "admission request ran past its deadline"
-            );
-            deadline_response(state.deadline)
-        }
     }
 }
 

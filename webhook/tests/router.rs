@@ -71,6 +71,35 @@ fn recorded_reviews() {
     });
 }
 
+/// Every admission path takes POST only; another path is not found. Neither reads the body or
+/// counts as a decision.
+#[rstest::rstest]
+#[case::validate_get("GET", "/validate", 405)]
+#[case::mutate_put("PUT", "/mutate", 405)]
+#[case::device_map_get("GET", "/mutate-binding", 405)]
+#[case::health_on_the_admission_port("GET", "/healthz", 404)]
+#[case::unknown_path("POST", "/validate/extra", 404)]
+#[case::root("POST", "/", 404)]
+#[tokio::test]
+async fn admission_routes_take_post_only(#[case] method: &str, #[case] path: &str, #[case] expected: u16) {
+    let state = state();
+    let req = Request::builder()
+        .method(method)
+        .uri(path)
+        .body(Body::from("{}"))
+        .unwrap();
+    let resp = admission_router(state.clone()).oneshot(req).await.unwrap();
+    assert_eq!(resp.status().as_u16(), expected);
+    if expected == 405 {
+        assert_eq!(resp.headers().get("allow").unwrap(), "POST");
+    }
+    let (_, metrics) = get(&state, "/metrics").await;
+    assert!(
+        !metrics.contains("miggate_admission_decisions_total{"),
+        "{metrics}"
+    );
+}
+
 #[tokio::test]
 async fn oversized_body_is_413_with_a_message() {
     let state = state();
