@@ -52,9 +52,13 @@ fn bench(c: &mut Criterion) {
         g.bench_function("miggate-parse-only", |b| {
             b.iter(|| review::parse(&body).unwrap().uid.len());
         });
+        g.bench_function("miggate-parse-restore-only", |b| {
+            b.iter(|| review::parse_restore(&body).unwrap().uid.len());
+        });
+        // What `POST /validate` runs.
         g.bench_function("miggate", |b| {
             b.iter(|| {
-                let review = review::parse(&body).unwrap();
+                let review = review::parse_restore(&body).unwrap();
                 let d = decide_review(&review, &*snapshot);
                 review::render(&d.response).unwrap()
             });

@@ -28,7 +28,7 @@ use crate::lookup::{Lookup, NoInventory, NodeInventory, Source};
 use crate::pod::{self, Choice};
 pub use crate::pod::{Container, Spec as PodSpec};
 pub use crate::refusal::Refusal;
-use crate::review::{Operation, Review, Text};
+use crate::review::{Operation, Review, Spec, Text};
 use crate::store::Checkpoint;
 
 pub use miggate_wire::annotations::{RESTORE_FROM, SKIP_CHECKS};
@@ -133,8 +133,9 @@ impl RestoreRequest<'_> {
 /// A pod's creation or its binding, with what each path reads.
 #[derive(Debug)]
 pub enum Subject<'a> {
-    /// A restore pod's CREATE, with its spec.
-    Pod(PodSpec<'a>),
+    /// A restore pod's CREATE, with its spec (borrowed when the review was read with it
+    /// decoded, [`crate::review::parse_restore`]).
+    Pod(Cow<'a, PodSpec<'a>>),
     /// A `pods/binding` CREATE of a restore pod the pod cache knows (what the cache keeps of
     /// it: its claims, for the exact check on a DRA allocation).
     Binding(Arc<crate::lookup::RestorePod>),
@@ -253,14 +254,18 @@ pub fn parse<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> Resu
     }
     let waiver = waiver(obj.meta.skip_checks.as_deref())
         .map_err(|why| Refusal::SkipChecksInvalid { pod: None, why })?;
-    let spec: PodSpec<'a> = match obj.spec.map(|raw| raw.decode()).transpose() {
-        Ok(spec) => spec.unwrap_or_default(),
-        Err(e) => {
-            return Err(Refusal::PodUnreadable {
-                pod: pod_name(review),
-                error: escape(&e.to_string()).into_owned(),
-            });
-        }
+    let spec: Cow<'a, PodSpec<'a>> = match &obj.spec {
+        Some(Spec::Pod(spec)) => Cow::Borrowed(&**spec),
+        Some(Spec::Raw(raw)) => match raw.decode() {
+            Ok(spec) => Cow::Owned(spec),
+            Err(e) => {
+                return Err(Refusal::PodUnreadable {
+                    pod: pod_name(review),
+                    error: escape(&e.to_string()).into_owned(),
+                });
+            }
+        },
+        None => Cow::Owned(PodSpec::default()),
     };
     let node = spec.node_name.clone().filter(|n| !n.is_empty());
     Ok(Parsed::Restore(RestoreRequest {

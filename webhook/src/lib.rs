@@ -37,6 +37,7 @@ pub mod server;
 pub mod steer;
 pub mod steer_claim;
 pub mod store;
+mod text;
 pub mod tls;
 
 pub use error::Error;

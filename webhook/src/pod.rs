@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use miggate_compat::{Pod, Quantity};
 
-use crate::review::Text;
+use crate::text::Text;
 
 /// The resource-name prefix of NVIDIA's device plugin (`nvidia.com/gpu`, `nvidia.com/mig-…`).
 pub(crate) const NVIDIA_PREFIX: &str = "nvidia.com/";
@@ -14,7 +14,7 @@ pub(crate) const NVIDIA_PREFIX: &str = "nvidia.com/";
 /// mounts, and the node it names. Decoded in place from the review (strings borrowed where
 /// they carry no escapes); every other field is skipped unread. Required fields are those the
 /// API's types require (`containers`, a container's `name`, a mount's `name` and `mountPath`).
-#[derive(Debug, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Default, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Spec<'a> {
     /// The pod's containers.
@@ -26,7 +26,7 @@ pub struct Spec<'a> {
 }
 
 /// A container as a decision reads it.
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Container<'a> {
     /// The container's name, which a checkpoint records.
@@ -43,7 +43,7 @@ pub struct Container<'a> {
 /// Quantities by resource name (the API's `map[ResourceName]Quantity`).
 type Quantities<'a> = BTreeMap<Text<'a>, Text<'a>>;
 
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Deserialize)]
 struct Resources<'a> {
     #[serde(borrow, default)]
     limits: Option<Quantities<'a>>,
@@ -53,13 +53,13 @@ struct Resources<'a> {
     claims: Option<Vec<ClaimRef<'a>>>,
 }
 
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Deserialize)]
 struct ClaimRef<'a> {
     #[serde(borrow)]
     name: Text<'a>,
 }
 
-#[derive(Debug, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct VolumeMount<'a> {
     // Required by the API's types; not read.

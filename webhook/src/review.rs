@@ -11,7 +11,6 @@
 //! `uid`, `kind`, `resource`, `operation` and `userInfo`), so a review kube would refuse is
 //! refused here too, with serde's own words.
 
-use std::borrow::Cow;
 use std::fmt;
 
 use kube::core::DynamicObject;
@@ -24,77 +23,8 @@ use serde_json::value::RawValue;
 
 use miggate_wire::annotations::{RESTORE_FROM, SKIP_CHECKS, STEER, STEERED};
 
-/// A string read from a review: borrowed from the body where it carries no escapes, owned
-/// where it must be unescaped. (serde borrows a bare `Cow<str>` field only; inside an
-/// `Option`, a map or a hand-written visitor it would always copy.)
-#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Text<'a>(pub Cow<'a, str>);
-
-impl std::ops::Deref for Text<'_> {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl AsRef<str> for Text<'_> {
-    fn as_ref(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::borrow::Borrow<str> for Text<'_> {
-    fn borrow(&self) -> &str {
-        &self.0
-    }
-}
-
-impl PartialEq<str> for Text<'_> {
-    fn eq(&self, other: &str) -> bool {
-        self.0 == other
-    }
-}
-
-impl PartialEq<&str> for Text<'_> {
-    fn eq(&self, other: &&str) -> bool {
-        self.0 == *other
-    }
-}
-
-impl fmt::Display for Text<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for Text<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct TextVisitor;
-        impl<'de> Visitor<'de> for TextVisitor {
-            type Value = Text<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a string")
-            }
-            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Text<'de>, E> {
-                Ok(Text(Cow::Borrowed(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<Text<'de>, E> {
-                Ok(Text(Cow::Owned(v.to_string())))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> Result<Text<'de>, E> {
-                Ok(Text(Cow::Owned(v)))
-            }
-        }
-        d.deserialize_str(TextVisitor)
-    }
-}
-
-impl<'a> Text<'a> {
-    /// Borrows `s`.
-    pub fn borrowed(s: &'a str) -> Self {
-        Text(Cow::Borrowed(s))
-    }
-}
+pub use crate::pod::Spec as PodSpec;
+pub use crate::text::Text;
 
 /// The only review version served: the API server sends what the registration names.
 pub const API_VERSION: &str = "admission.k8s.io/v1";
@@ -206,14 +136,23 @@ pub struct Meta<'a> {
     pub has_annotations: bool,
 }
 
+/// An object's `spec`: raw JSON, or a restore pod's spec already decoded.
+#[derive(Debug, Clone)]
+pub enum Spec<'a> {
+    /// Kept raw, decoded by whoever reads it ([`parse`] keeps every spec raw).
+    Raw(Raw<'a>),
+    /// A restore pod's spec, decoded in the same pass as the review ([`parse_restore`]).
+    Pod(Box<PodSpec<'a>>),
+}
+
 /// The request's object: its metadata decoded, its `spec` (a pod) and `target` (a binding)
-/// kept raw.
+/// kept raw, or a restore pod's spec decoded ([`Spec`]).
 #[derive(Debug, Clone)]
 pub struct Object<'a> {
     /// Names and annotations.
     pub meta: Meta<'a>,
     /// `spec`, when present and not null.
-    pub spec: Option<Raw<'a>>,
+    pub spec: Option<Spec<'a>>,
     /// `target`, when present and not null.
     pub target: Option<Raw<'a>>,
 }
@@ -297,26 +236,49 @@ impl<'a> Review<'a> {
     }
 }
 
-/// Reads a review from a request body: the envelope checked, the request borrowed.
+/// Reads a review from a request body: the envelope checked, the request borrowed, the
+/// object's `spec` and `target` kept raw.
 pub fn parse(body: &[u8]) -> Result<Review<'_>, BadReview> {
+    read::<RawObject<'_>>(body).map_err(|e| malformed(body, &e))?
+}
+
+/// [`parse`] for a decision: a restore pod's spec (an object of kind `v1` `Pod` whose
+/// metadata, read before its spec as the API server writes them, carries
+/// `miggate.io/restore-from`) is decoded in the same pass, not scanned once raw and read again.
+/// Any review this reader refuses, a spec it cannot decode included, is read again by
+/// [`parse`], so every answer and every message is the one [`parse`] leads to.
+pub fn parse_restore(body: &[u8]) -> Result<Review<'_>, BadReview> {
+    match read::<PodObject<'_>>(body) {
+        Ok(Ok(review)) => Ok(review),
+        _ => parse(body),
+    }
+}
+
+/// The review in `body` with its object read as `O`; serde's error when it is not JSON of a
+/// review's shape, else the review or why it cannot be answered.
+fn read<'a, O>(body: &'a [u8]) -> Result<Result<Review<'a>, BadReview>, serde_json::Error>
+where
+    O: Deserialize<'a> + Into<Object<'a>>,
+{
     // One UTF-8 check of the whole body is cheaper than one per string; a body that is not
     // UTF-8 goes to serde's byte reader, which says where, exactly as before.
-    let envelope: Result<Envelope<'_>, _> = match std::str::from_utf8(body) {
-        Ok(text) => serde_json::from_str(text),
-        Err(_) => serde_json::from_slice(body),
+    let envelope: Envelope<'a, O> = match std::str::from_utf8(body) {
+        Ok(text) => serde_json::from_str(text)?,
+        Err(_) => serde_json::from_slice(body)?,
     };
-    let envelope = envelope.map_err(|e| malformed(body, &e))?;
     if envelope.api_version != API_VERSION || envelope.kind != KIND {
-        return Err(BadReview::Version {
+        return Ok(Err(BadReview::Version {
             api_version: escape_within(&envelope.api_version, 128).into_owned(),
             kind: escape_within(&envelope.kind, 128).into_owned(),
-        });
+        }));
     }
-    let request = envelope.request.ok_or(BadReview::NoRequest)?;
+    let Some(request) = envelope.request else {
+        return Ok(Err(BadReview::NoRequest));
+    };
     if request.uid.is_empty() {
-        return Err(BadReview::NoUid);
+        return Ok(Err(BadReview::NoUid));
     }
-    Ok(Review {
+    Ok(Ok(Review {
         uid: request.uid,
         kind: request.kind,
         resource: request.resource,
@@ -325,12 +287,8 @@ pub fn parse(body: &[u8]) -> Result<Review<'_>, BadReview> {
         namespace: request.namespace,
         operation: request.operation,
         dry_run: request.dry_run,
-        object: request.object.map(|o| Object {
-            meta: o.metadata.unwrap_or_default(),
-            spec: o.spec.map(Raw::Json),
-            target: o.target.map(Raw::Json),
-        }),
-    })
+        object: request.object.map(Into::into),
+    }))
 }
 
 /// The words for a body the reader refused: kube's decoder's, as the webhook has always
@@ -390,7 +348,7 @@ impl<'a> From<&'a AdmissionRequest<DynamicObject>> for Review<'a> {
                             .is_some_and(|a| a.contains_key(STEERED)),
                         has_annotations: o.metadata.annotations.is_some(),
                     },
-                    spec: present(o, "spec"),
+                    spec: present(o, "spec").map(Spec::Raw),
                     target: present(o, "target"),
                 }
             }),
@@ -399,18 +357,23 @@ impl<'a> From<&'a AdmissionRequest<DynamicObject>> for Review<'a> {
 }
 
 #[derive(Deserialize)]
-struct Envelope<'a> {
+#[serde(bound(deserialize = "O: Deserialize<'de>"))]
+struct Envelope<'a, O> {
     #[serde(borrow, rename = "apiVersion")]
     api_version: Text<'a>,
     #[serde(borrow)]
     kind: Text<'a>,
-    #[serde(borrow, default)]
-    request: Option<Request<'a>>,
+    #[serde(borrow, default = "none")]
+    request: Option<Request<'a, O>>,
+}
+
+fn none<T>() -> Option<T> {
+    None
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Request<'a> {
+#[serde(rename_all = "camelCase", bound(deserialize = "O: Deserialize<'de>"))]
+struct Request<'a, O> {
     #[serde(borrow)]
     uid: Text<'a>,
     #[serde(borrow)]
@@ -427,8 +390,8 @@ struct Request<'a> {
     // Required by kube's types and by the API; not read.
     #[allow(dead_code)]
     user_info: IgnoredAny,
-    #[serde(borrow, default)]
-    object: Option<RawObject<'a>>,
+    #[serde(default = "none")]
+    object: Option<O>,
     #[serde(default)]
     dry_run: bool,
 }
@@ -441,6 +404,81 @@ struct RawObject<'a> {
     spec: Option<&'a RawValue>,
     #[serde(borrow, default)]
     target: Option<&'a RawValue>,
+}
+
+impl<'a> From<RawObject<'a>> for Object<'a> {
+    fn from(o: RawObject<'a>) -> Self {
+        Object {
+            meta: o.metadata.unwrap_or_default(),
+            spec: o.spec.map(|raw| Spec::Raw(Raw::Json(raw))),
+            target: o.target.map(Raw::Json),
+        }
+    }
+}
+
+/// An object read for a decision: as [`RawObject`], but the spec of a restore pod decoded in
+/// place. Fields it does not know are skipped, as [`RawObject`] skips them; a field it reads
+/// given twice is refused, as serde refuses it there.
+struct PodObject<'a>(Object<'a>);
+
+impl<'a> From<PodObject<'a>> for Object<'a> {
+    fn from(o: PodObject<'a>) -> Self {
+        o.0
+    }
+}
+
+impl<'de: 'a, 'a> Deserialize<'de> for PodObject<'a> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct PodObjectVisitor;
+        impl<'de> Visitor<'de> for PodObjectVisitor {
+            type Value = PodObject<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("struct RawObject")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<PodObject<'de>, A::Error> {
+                let (mut api_version, mut kind) = (None::<Text<'de>>, None::<Text<'de>>);
+                let mut metadata: Option<Option<Meta<'de>>> = None;
+                let mut spec: Option<Option<Spec<'de>>> = None;
+                let mut target: Option<Option<&'de RawValue>> = None;
+                while let Some(key) = map.next_key::<Text<'de>>()? {
+                    match &*key {
+                        "apiVersion" => api_version = map.next_value()?,
+                        "kind" => kind = map.next_value()?,
+                        "metadata" if metadata.is_some() => {
+                            return Err(de::Error::duplicate_field("metadata"));
+                        }
+                        "metadata" => metadata = Some(map.next_value()?),
+                        "spec" if spec.is_some() => return Err(de::Error::duplicate_field("spec")),
+                        "spec" => {
+                            let restore_pod = api_version.as_deref() == Some("v1")
+                                && kind.as_deref() == Some("Pod")
+                                && metadata
+                                    .as_ref()
+                                    .is_some_and(|m| m.as_ref().is_some_and(|m| m.restore_from.is_some()));
+                            spec = Some(if restore_pod {
+                                map.next_value::<Option<PodSpec<'de>>>()?
+                                    .map(|s| Spec::Pod(Box::new(s)))
+                            } else {
+                                map.next_value::<Option<&'de RawValue>>()?
+                                    .map(|raw| Spec::Raw(Raw::Json(raw)))
+                            });
+                        }
+                        "target" if target.is_some() => return Err(de::Error::duplicate_field("target")),
+                        "target" => target = Some(map.next_value()?),
+                        _ => {
+                            map.next_value::<IgnoredAny>()?;
+                        }
+                    }
+                }
+                Ok(PodObject(Object {
+                    meta: metadata.flatten().unwrap_or_default(),
+                    spec: spec.flatten(),
+                    target: target.flatten().map(Raw::Json),
+                }))
+            }
+        }
+        d.deserialize_map(PodObjectVisitor)
+    }
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Meta<'a> {
@@ -582,7 +620,7 @@ mod tests {
         assert_eq!(o.meta.steer.as_deref(), Some("true"));
         assert!(o.meta.steered && o.meta.has_annotations);
         assert_eq!(o.meta.skip_checks, None);
-        assert!(matches!(o.spec, Some(Raw::Json(raw)) if raw.get() == r#"{"containers":[]}"#));
+        assert!(matches!(o.spec, Some(Spec::Raw(Raw::Json(raw))) if raw.get() == r#"{"containers":[]}"#));
         assert!(o.target.is_none());
     }
 

@@ -212,7 +212,7 @@ fn plain(status: StatusCode, message: String) -> Response {
 /// `POST /validate`. The body was read whole by [`admit`], under its limits (size, rate,
 /// budget); the decision is synchronous and bounded by the body limit.
 async fn validate(state: &AppState, body: &[u8], started: Instant) -> Response {
-    let answer = match review::parse(body) {
+    let answer = match review::parse_restore(body) {
         Ok(review) => {
             settle_claims(state, review.bound_pod()).await;
             answer(state, &review)

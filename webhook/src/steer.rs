@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 
 use crate::decide::MAX_WARNING_BYTES;
 use crate::lookup::Lookup;
-use crate::review::{Operation, Review};
+use crate::review::{Operation, Review, Spec};
 
 pub use miggate_wire::annotations::{STEER, STEERED};
 /// The audit annotation steering writes, with the same text.
@@ -243,8 +243,12 @@ pub fn steer_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Stee
             ),
         );
     };
-    let spec = match obj
-        .spec
+    // `review::parse` keeps every spec raw.
+    let raw = match &obj.spec {
+        Some(Spec::Raw(raw)) => Some(*raw),
+        Some(Spec::Pod(_)) | None => None,
+    };
+    let spec = match raw
         .map(|raw| raw.decode::<k8s_openapi::api::core::v1::PodSpec>())
         .transpose()
     {

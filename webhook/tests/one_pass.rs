@@ -1,0 +1,125 @@
+//! `review::parse_restore` (a restore pod's spec decoded in the review's one pass) must answer
+//! every body exactly as `review::parse` (every spec raw, decoded later) does: the same
+//! response, verdict and refusing checks, or the same 400. Over every recorded review and over
+//! bodies built to split the two readers: a spec that is not a pod spec, fields in an order the
+//! API server never writes, fields given twice, a body that is not UTF-8.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use miggate_webhook::decide::decide_review;
+use miggate_webhook::review::{self, Spec};
+use miggate_webhook::store::FileStore;
+use rstest::rstest;
+
+fn store() -> FileStore {
+    FileStore::open(Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/webhook-store")).unwrap()
+}
+
+/// The answer a body gets through one reader: the response JSON, the verdict and the refusing
+/// checks, or the 400's message.
+fn answer(
+    store: &FileStore,
+    read: fn(&[u8]) -> Result<review::Review<'_>, review::BadReview>,
+    body: &[u8],
+) -> String {
+    match read(body) {
+        Ok(review) => {
+            let d = decide_review(&review, &*store.snapshot());
+            format!(
+                "{} {:?} {}",
+                d.verdict.as_str(),
+                d.refused_by,
+                String::from_utf8(review::render(&d.response).unwrap()).unwrap()
+            )
+        }
+        Err(bad) => format!("400 {bad}"),
+    }
+}
+
+fn same_answer(body: &[u8]) -> String {
+    let store = store();
+    let one_pass = answer(&store, review::parse_restore, body);
+    let raw = answer(&store, review::parse, body);
+    assert_eq!(
+        one_pass,
+        raw,
+        "the readers differ on {}",
+        String::from_utf8_lossy(body)
+    );
+    one_pass
+}
+
+#[test]
+fn every_recorded_review_gets_the_same_answer_from_both_readers() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/admission");
+    let mut n = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let body = std::fs::read(entry.unwrap().path()).unwrap();
+        same_answer(&body);
+        n += 1;
+    }
+    assert!(n >= 20, "only {n} recorded reviews");
+}
+
+/// A restore pod's review with `object` as given.
+fn review_with(object: &str) -> Vec<u8> {
+    format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u1",
+        "kind":{{"group":"","version":"v1","kind":"Pod"}},"resource":{{"group":"","version":"v1","resource":"pods"}},
+        "name":"p","namespace":"ml","operation":"CREATE","userInfo":{{}},"object":{object}}}}}"#
+    )
+    .into_bytes()
+}
+
+const META: &str =
+    r#""metadata":{"name":"p","namespace":"ml","annotations":{"miggate.io/restore-from":"vllm-ckpt"}}"#;
+const SPEC: &str = r#""spec":{"containers":[{"name":"vllm","image":"nvcr.io/nvidia/ai-dynamo/vllm-runtime:0.6.1",
+    "resources":{"limits":{"cpu":"8","memory":"64Gi","nvidia.com/mig-3g.40gb":"2"}},
+    "volumeMounts":[{"name":"m","mountPath":"/model-cache"},{"name":"s","mountPath":"/dev/shm"}]}]}"#;
+
+#[rstest]
+#[case::the_api_servers_order(&format!(r#"{{"apiVersion":"v1","kind":"Pod",{META},{SPEC}}}"#), "warned")]
+#[case::spec_before_metadata(&format!(r#"{{"apiVersion":"v1","kind":"Pod",{SPEC},{META}}}"#), "warned")]
+#[case::kind_after_spec(&format!(r#"{{"apiVersion":"v1",{META},{SPEC},"kind":"Pod"}}"#), "warned")]
+#[case::no_kind_on_the_object(&format!(r#"{{{META},{SPEC}}}"#), "warned")]
+#[case::containers_not_a_list(&format!(r#"{{"apiVersion":"v1","kind":"Pod",{META},"spec":{{"containers":5}}}}"#), "refused")]
+#[case::a_container_without_a_name(&format!(r#"{{"apiVersion":"v1","kind":"Pod",{META},"spec":{{"containers":[{{"image":"x"}}]}}}}"#), "refused")]
+#[case::spec_not_an_object(&format!(r#"{{"apiVersion":"v1","kind":"Pod",{META},"spec":"x"}}"#), "refused")]
+#[case::a_null_spec(&format!(r#"{{"apiVersion":"v1","kind":"Pod",{META},"spec":null}}"#), "refused")]
+#[case::spec_given_twice(&format!(r#"{{"apiVersion":"v1","kind":"Pod",{META},{SPEC},{SPEC}}}"#), "400")]
+#[case::metadata_given_twice(&format!(r#"{{"apiVersion":"v1","kind":"Pod",{META},{META},{SPEC}}}"#), "400")]
+#[case::kind_given_twice(&format!(r#"{{"apiVersion":"v1","kind":"Pod",{META},{SPEC},"kind":"Pod"}}"#), "warned")]
+#[case::kind_not_a_string(&format!(r#"{{"apiVersion":"v1","kind":7,{META},{SPEC}}}"#), "warned")]
+#[case::broken_json_in_the_spec(&format!(r#"{{"apiVersion":"v1","kind":"Pod",{META},"spec":{{"containers":[}}}}"#), "400")]
+fn crafted_bodies_get_the_same_answer_from_both_readers(#[case] object: &str, #[case] verdict: &str) {
+    let answer = same_answer(&review_with(object));
+    assert!(answer.starts_with(verdict), "{answer}");
+}
+
+#[test]
+fn a_body_that_is_not_utf8_gets_the_same_answer() {
+    let mut body = review_with(&format!(r#"{{"apiVersion":"v1","kind":"Pod",{META},{SPEC}}}"#));
+    // A stray byte inside userInfo's braces, which neither reader decodes.
+    let at = body.windows(11).position(|w| w == br#""userInfo":"#).unwrap() + 12;
+    body.splice(at..at, *br#""k":"\xff""#);
+    same_answer(&body);
+}
+
+#[test]
+fn a_restore_pods_spec_is_decoded_in_the_one_pass_and_kept_raw_otherwise() {
+    let body = review_with(&format!(r#"{{"apiVersion":"v1","kind":"Pod",{META},{SPEC}}}"#));
+    let one = review::parse_restore(&body).unwrap();
+    assert!(matches!(one.object.unwrap().spec, Some(Spec::Pod(_))));
+    let raw = review::parse(&body).unwrap();
+    assert!(matches!(raw.object.unwrap().spec, Some(Spec::Raw(_))));
+    // Not a restore pod (no annotation): kept raw by either reader.
+    let plain = review_with(&format!(
+        r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"p"}},{SPEC}}}"#
+    ));
+    assert!(matches!(
+        review::parse_restore(&plain).unwrap().object.unwrap().spec,
+        Some(Spec::Raw(_))
+    ));
+}
