@@ -96,19 +96,28 @@ enum Route {
 }
 
 impl Route {
-    /// The route a request head asks for, or the answer when there is none: 404 for another
-    /// path, 405 (with `Allow: POST`) for another method.
-    fn of(method: &http::Method, path: &str) -> Result<Route, Response> {
+    /// The route a request head asks for, or why there is none: 404 for another path, 405
+    /// for another method.
+    fn of(method: &http::Method, path: &str) -> Result<Route, StatusCode> {
         let route = match path {
             "/validate" => Route::Validate,
             "/mutate" => Route::Mutate,
             "/mutate-binding" => Route::MutateBinding,
-            _ => return Err(StatusCode::NOT_FOUND.into_response()),
+            _ => return Err(StatusCode::NOT_FOUND),
         };
         if method != http::Method::POST {
-            return Err((StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response());
+            return Err(StatusCode::METHOD_NOT_ALLOWED);
         }
         Ok(route)
+    }
+}
+
+/// The answer to a head with no route; a 405 says which method the path takes.
+fn no_route(status: StatusCode) -> Response {
+    if status == StatusCode::METHOD_NOT_ALLOWED {
+        (status, [(header::ALLOW, "POST")]).into_response()
+    } else {
+        status.into_response()
     }
 }
 
@@ -149,7 +158,7 @@ where
     let started = head_at.into_std();
     let route = match Route::of(req.method(), req.uri().path()) {
         Ok(route) => route,
-        Err(response) => return response,
+        Err(status) => return no_route(status),
     };
     let (parts, body) = req.into_parts();
     let declared = parts
