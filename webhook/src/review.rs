@@ -239,7 +239,7 @@ impl<'a> Review<'a> {
 /// Reads a review from a request body: the envelope checked, the request borrowed, the
 /// object's `spec` and `target` kept raw.
 pub fn parse(body: &[u8]) -> Result<Review<'_>, BadReview> {
-    read::<RawObject<'_>>(body).map_err(|e| malformed(body, &e))?
+    read(body).map_err(|e| malformed(body, &e))?
 }
 
 /// [`parse`] for a decision: a restore pod's spec (an object of kind `v1` `Pod` whose
@@ -248,37 +248,44 @@ pub fn parse(body: &[u8]) -> Result<Review<'_>, BadReview> {
 /// Any review this reader refuses, a spec it cannot decode included, is read again by
 /// [`parse`], so every answer and every message is the one [`parse`] leads to.
 pub fn parse_restore(body: &[u8]) -> Result<Review<'_>, BadReview> {
-    match read::<PodObject<'_>>(body) {
+    // Only a UTF-8 body: serde's byte reader checks the UTF-8 of a string it keeps raw, not of
+    // one it skips, so on other bodies the two readers could part.
+    let Ok(text) = std::str::from_utf8(body) else {
+        return parse(body);
+    };
+    match serde_json::from_str::<Envelope<'_, PodObject<'_>>>(text).map(review) {
         Ok(Ok(review)) => Ok(review),
         _ => parse(body),
     }
 }
 
-/// The review in `body` with its object read as `O`; serde's error when it is not JSON of a
-/// review's shape, else the review or why it cannot be answered.
-fn read<'a, O>(body: &'a [u8]) -> Result<Result<Review<'a>, BadReview>, serde_json::Error>
-where
-    O: Deserialize<'a> + Into<Object<'a>>,
-{
+/// The review in `body` with its object kept raw; serde's error when it is not JSON of a
+/// review's shape.
+fn read(body: &[u8]) -> Result<Result<Review<'_>, BadReview>, serde_json::Error> {
     // One UTF-8 check of the whole body is cheaper than one per string; a body that is not
     // UTF-8 goes to serde's byte reader, which says where, exactly as before.
-    let envelope: Envelope<'a, O> = match std::str::from_utf8(body) {
+    let envelope: Envelope<'_, RawObject<'_>> = match std::str::from_utf8(body) {
         Ok(text) => serde_json::from_str(text)?,
         Err(_) => serde_json::from_slice(body)?,
     };
+    Ok(review(envelope))
+}
+
+/// The review an envelope carries, or why it cannot be answered.
+fn review<'a, O: Into<Object<'a>>>(envelope: Envelope<'a, O>) -> Result<Review<'a>, BadReview> {
     if envelope.api_version != API_VERSION || envelope.kind != KIND {
-        return Ok(Err(BadReview::Version {
+        return Err(BadReview::Version {
             api_version: escape_within(&envelope.api_version, 128).into_owned(),
             kind: escape_within(&envelope.kind, 128).into_owned(),
-        }));
+        });
     }
     let Some(request) = envelope.request else {
-        return Ok(Err(BadReview::NoRequest));
+        return Err(BadReview::NoRequest);
     };
     if request.uid.is_empty() {
-        return Ok(Err(BadReview::NoUid));
+        return Err(BadReview::NoUid);
     }
-    Ok(Ok(Review {
+    Ok(Review {
         uid: request.uid,
         kind: request.kind,
         resource: request.resource,
@@ -288,7 +295,7 @@ where
         operation: request.operation,
         dry_run: request.dry_run,
         object: request.object.map(Into::into),
-    }))
+    })
 }
 
 /// The words for a body the reader refused: kube's decoder's, as the webhook has always
