@@ -23,11 +23,6 @@ mod table;
 mod tree;
 mod webhook;
 
-/// glibc's allocator consolidates its small free chunks whenever a large block is asked for
-/// (every TLS record buffer), which under load costs more than the decision's own allocations.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 use std::io::Write;
 use std::process::ExitCode;
 

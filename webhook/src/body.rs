@@ -26,6 +26,8 @@ pub const DEFAULT_MIN_BODY_RATE: u64 = 16 * 1024;
 /// holding the budget with large bodies cannot make ordinary reviews wait. Their sum is bounded
 /// by the connection cap instead ([`crate::connections`]).
 pub const SMALL_BODY_BYTES: usize = 64 * 1024;
+/// The most of a declared length that is allocated before the bytes arrive.
+pub const PREALLOCATED_BYTES: usize = 16 * 1024;
 /// How long a body may take before the minimum rate applies.
 pub const RATE_GRACE: Duration = Duration::from_secs(1);
 /// The default memory budget for the parts of request bodies beyond [`SMALL_BODY_BYTES`],
@@ -163,9 +165,14 @@ pub async fn read_body(
     }
     let end = started + deadline;
     let mut stream = body.into_data_stream();
-    // The declared length sizes the buffer once (never past the limit: declaring is free).
-    let mut buf: Vec<u8> =
-        Vec::with_capacity(declared.map_or(0, |d| usize::try_from(d).unwrap_or(0).min(limits.max_bytes)));
+    // The declared length sizes the buffer up to [`PREALLOCATED_BYTES`], enough for a review
+    // in one allocation; a larger body grows it as its bytes arrive. Declaring costs a client
+    // nothing, so it must not cost the webhook more than a small buffer: an allocator may
+    // commit what it hands out (mimalloc does), and thousands of connections may each declare
+    // megabytes and send a byte.
+    let mut buf: Vec<u8> = Vec::with_capacity(declared.map_or(0, |d| {
+        usize::try_from(d).unwrap_or(usize::MAX).min(PREALLOCATED_BYTES)
+    }));
     let mut received: usize = 0;
     loop {
         // What has arrived is taken without a timer: a small body usually comes with its
