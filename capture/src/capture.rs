@@ -28,7 +28,7 @@ pub enum Backend {
 /// How to capture. Nothing here is read from the environment: the caller decides.
 #[derive(Debug, Clone, Default)]
 pub struct Options {
-    /// The reader.
+    /// Which reader captures: NVML, nvidia-smi, or NVML falling back to nvidia-smi (the default).
     pub backend: Backend,
     /// The nvidia-smi binary to run (else `nvidia-smi` on PATH).
     pub nvidia_smi: Option<PathBuf>,

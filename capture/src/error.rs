@@ -42,7 +42,7 @@ pub enum Error {
     /// A command that exited non-zero with output none of the known failures match.
     #[error("`{}` failed ({status}): {}", escape(.command), escape(.output))]
     Failed {
-        /// The command line.
+        /// The nvidia-smi command that failed: program and arguments, joined by spaces.
         command: String,
         /// The exit status, as text.
         status: String,

@@ -32,7 +32,7 @@ impl DeviceKind {
 /// A slice's shape: the profile when it was recorded. Absent never means whole GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SliceShape<'a> {
-    /// The recorded profile.
+    /// The profile the manifest records for the slice (`1g.10gb`, say).
     Known(&'a MigProfile),
     /// A slice recorded without its profile (an older capture).
     Unknown,

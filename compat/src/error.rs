@@ -69,7 +69,7 @@ pub enum Error {
     /// A MIG profile that is not of the form nvidia-smi prints.
     #[error("`{profile}` is not a MIG profile: {why}")]
     InvalidProfile {
-        /// The text given.
+        /// The text that does not read as a profile; escaped when it came from a manifest.
         profile: String,
         /// What is wrong with it.
         why: String,
@@ -103,7 +103,7 @@ pub enum Error {
     /// A check name that does not exist (in `--skip`, say).
     #[error("unknown check `{name}`; known checks: {known}")]
     UnknownCheck {
-        /// The name given.
+        /// The name as given, escaped for the message.
         name: String,
         /// Every valid name, comma-separated.
         known: String,
@@ -113,7 +113,7 @@ pub enum Error {
     InvalidOption {
         /// Which option.
         what: &'static str,
-        /// The value given.
+        /// The option's text as given, escaped for the message.
         value: String,
         /// What is expected.
         why: &'static str,

@@ -41,7 +41,7 @@ impl Text {
         Text(text)
     }
 
-    /// The text.
+    /// The text, whether it is kept by reference, inline or on the heap.
     pub fn as_str(&self) -> &str {
         self.0.as_str()
     }

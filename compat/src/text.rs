@@ -21,7 +21,7 @@ impl VersionText {
         VersionText(text.into().trim().to_string())
     }
 
-    /// The version text.
+    /// The version as written, less surrounding white space: `580.80` stays `580.80`.
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -129,7 +129,7 @@ impl Default for Mode {
 words!(
     /// What one check concluded.
     Outcome, "outcome", {
-        /// The target matches.
+        /// The target agrees with the checkpoint on what this check compares.
         Pass = "pass",
         /// The target does not match; the restore is refused.
         Refuse = "refuse",

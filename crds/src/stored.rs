@@ -16,7 +16,7 @@ use crate::Error;
 /// What a store file holds.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stored {
-    /// The manifest body.
+    /// The manifest: the whole document, or an object's `spec.manifest`.
     pub manifest: GpuManifest,
     /// The container a checkpoint was taken from (`spec.containerName`); `None` for a manifest
     /// document, which does not record it.

@@ -56,7 +56,7 @@ pub enum Error {
     Kube {
         /// `apply`, `read` or `update the status of`.
         what: &'static str,
-        /// The node.
+        /// The node this publisher writes for, and so the `GpuNode`'s name.
         node: String,
         /// Why.
         why: Box<kube::Error>,
@@ -76,7 +76,7 @@ pub enum StateError {
     /// It could not be read.
     #[error("{}: reading: {source}", shown(.path))]
     Io {
-        /// The file.
+        /// The state file, `run/miggate/recovery.json` under the host root.
         path: PathBuf,
         /// The OS error.
         source: std::io::Error,
@@ -84,15 +84,15 @@ pub enum StateError {
     /// It is larger than any state recovery writes.
     #[error("{}: larger than {limit} bytes; refusing to read it", shown(.path))]
     TooLarge {
-        /// The file.
+        /// The state file, `run/miggate/recovery.json` under the host root.
         path: PathBuf,
-        /// The bound.
+        /// The most bytes a state file may hold (`MAX_STATE_BYTES`).
         limit: u64,
     },
     /// It is not a recovery state (a phase this release does not know, a missing field).
     #[error("{}: unexpected content {}", shown(.path), escape(&format!("not a recovery state: {source}")))]
     Invalid {
-        /// The file.
+        /// The state file, `run/miggate/recovery.json` under the host root.
         path: PathBuf,
         /// What the JSON reader found.
         source: serde_json::Error,

@@ -81,7 +81,7 @@ impl Default for Options {
 pub struct Progress<'a> {
     /// Time since the run started.
     pub at: Duration,
-    /// The step.
+    /// The step running when the line was written: the one last begun.
     pub step: StepName,
     /// What is happening (outside text already escaped).
     pub message: &'a str,
@@ -109,7 +109,7 @@ pub enum Outcome {
 /// (`reading the node: …`) and what to do about it, which the error alone cannot say.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Failure {
-    /// The step.
+    /// The step that was running; the state file's `step` names it.
     pub step: StepName,
     /// What happened and what to do.
     pub message: String,

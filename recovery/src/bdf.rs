@@ -45,7 +45,7 @@ impl Bdf {
         Ok(Bdf(format!("{domain:04x}:{bus:02x}:{dev:02x}.{func}")))
     }
 
-    /// The canonical text.
+    /// The address as sysfs spells it (`0000:18:00.0`), whichever spelling it was read from.
     pub fn as_str(&self) -> &str {
         &self.0
     }

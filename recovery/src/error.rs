@@ -14,7 +14,7 @@ pub enum Error {
     /// A file could not be read or written.
     #[error("{}: {what}: {source}", escape(&.path.display().to_string()))]
     Io {
-        /// The file.
+        /// The file, its temporary file, or a directory being created, listed or synced.
         path: PathBuf,
         /// What was being done (`reading`, `writing`, `renaming into place`).
         what: &'static str,
@@ -24,9 +24,9 @@ pub enum Error {
     /// A file was larger than anything it could legitimately hold.
     #[error("{}: larger than {limit} bytes; refusing to read it", escape(&.path.display().to_string()))]
     TooLarge {
-        /// The file.
+        /// The file read with a bound (a layout, the journal or the state file).
         path: PathBuf,
-        /// The bound.
+        /// The bound it was read with, in bytes; the file holds more.
         limit: u64,
     },
     /// The layout file is not a layout.
@@ -46,7 +46,7 @@ pub enum Error {
     /// A command ran and failed.
     #[error("`{}` failed ({status}): {}", escape(.command), escape(.output.trim()))]
     Command {
-        /// The command line.
+        /// The program and its arguments, joined by spaces.
         command: String,
         /// The exit status as text.
         status: String,
@@ -57,7 +57,7 @@ pub enum Error {
     /// error, so a caller can tell a driver that cannot be reached from a table it cannot read.
     #[error("`{}`: unreadable output: {}", escape(.command), escape(&.source.to_string()))]
     Listing {
-        /// The command line.
+        /// The MIG listing's command line, program and arguments joined by spaces.
         command: String,
         /// What the parser found.
         #[source]
@@ -66,7 +66,7 @@ pub enum Error {
     /// A command's output could not be read.
     #[error("`{}`: unreadable output: {}", escape(.command), escape(.message))]
     Output {
-        /// The command line.
+        /// The command line whose output was read, program and arguments joined by spaces.
         command: String,
         /// What was wrong.
         message: String,
@@ -74,7 +74,7 @@ pub enum Error {
     /// A sysfs value could not be read as what it should hold.
     #[error("{}: unexpected content {}", escape(&.path.display().to_string()), escape(.content))]
     Sysfs {
-        /// The file.
+        /// The sysfs, journal or state file whose content could not be read or written.
         path: PathBuf,
         /// What it held.
         content: String,
@@ -82,7 +82,7 @@ pub enum Error {
     /// Writing a vGPU type id into a VF's `current_vgpu_type` failed.
     #[error("VF {vf}: writing vGPU type {type_id} to current_vgpu_type failed: {reason}")]
     VgpuWrite {
-        /// The VF.
+        /// The VF's own PCI address, not its PF's.
         vf: Bdf,
         /// The type id written.
         type_id: u32,

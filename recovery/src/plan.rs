@@ -18,44 +18,44 @@ use crate::observe::{ObservedGpu, ObservedNode};
 pub enum Step {
     /// `sriov-manage -d`: VFs must go before a MIG mode change or a VF count change.
     SriovDisable {
-        /// The PF.
+        /// The PF whose VFs `sriov-manage -d` removes: the layout GPU's bus id.
         pf: Bdf,
         /// Why.
         why: &'static str,
     },
     /// Set MIG mode (a reset follows only if it stays pending).
     SetMigMode {
-        /// The GPU.
+        /// The GPU whose MIG mode is set; it is reset if the mode stays pending.
         gpu: Bdf,
-        /// The mode.
+        /// The layout's mode; the GPU's current or pending mode differs from it.
         mode: MigSetting,
     },
     /// `sriov-manage -e`, verified in sysfs.
     SriovEnable {
-        /// The PF.
+        /// The PF whose VFs `sriov-manage -e` enables; the rebind wipes its GPU instances.
         pf: Bdf,
         /// The `sriov_numvfs` expected afterwards.
         num_vfs: u32,
     },
     /// Destroy every compute and GPU instance (they differ from the layout).
     DestroyInstances {
-        /// The GPU.
+        /// The GPU whose instances differ from the layout; never planned while it has active vGPUs.
         gpu: Bdf,
     },
     /// Create GPU instances at their placements, and their compute instances.
     CreateInstances {
-        /// The GPU.
+        /// The GPU to create them on; it holds no instances by then (destroyed or wiped).
         gpu: Bdf,
         /// What to create.
         instances: Vec<GpuInstanceLayout>,
     },
     /// Write a vGPU type id to a VF.
     WriteVgpuType {
-        /// The PF.
+        /// The PF whose VF `virtfn<vf_index>` is written.
         pf: Bdf,
         /// The VF index.
         vf_index: u32,
-        /// The type id.
+        /// The layout's vGPU type id, for the VF's `current_vgpu_type`; the VF carries none now.
         type_id: u32,
     },
 }
@@ -123,7 +123,7 @@ pub enum Blocker {
     MissingGpu(Bdf),
     /// A different board sits at the bus id.
     UuidMismatch {
-        /// The bus.
+        /// The layout GPU's bus id, where the node has a board with another UUID.
         bus: Bdf,
         /// The layout's UUID.
         want: String,
@@ -134,7 +134,7 @@ pub enum Blocker {
     NotMigCapable(Bdf),
     /// The layout wants VFs on a GPU without SR-IOV, or more than it has.
     NoSriov {
-        /// The GPU.
+        /// The layout GPU's bus id (its PF).
         bus: Bdf,
         /// VFs wanted.
         want: u32,
@@ -143,7 +143,7 @@ pub enum Blocker {
     },
     /// A change would destroy active vGPUs (VMs may be running on them).
     Busy {
-        /// The GPU.
+        /// The GPU (its PF's bus id) whose active vGPUs the change would destroy.
         bus: Bdf,
         /// What needed doing.
         change: &'static str,
@@ -152,7 +152,7 @@ pub enum Blocker {
     },
     /// A VF carries a vGPU type other than the layout's; never overwritten.
     ForeignVgpu {
-        /// The GPU.
+        /// The PF's bus id, whose VF carries the other type.
         bus: Bdf,
         /// VF index.
         vf_index: u32,

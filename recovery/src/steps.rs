@@ -24,7 +24,7 @@ macro_rules! steps {
             /// Every step, in the order a run goes through them.
             pub const ALL: &[StepName] = &[$(StepName::$konst),*];
 
-            /// The stable name.
+            /// The name in the state file, journal and progress lines; never changed once released.
             pub fn as_str(self) -> &'static str {
                 match self {
                     $(StepName::$konst => $name,)*

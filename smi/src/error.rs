@@ -115,7 +115,7 @@ pub enum RunError {
     /// The binary exists but could not be started (not executable, say).
     #[error("cannot run {}: {error}", shown(.program))]
     Spawn {
-        /// The program.
+        /// The program as the caller named it.
         program: PathBuf,
         /// Why.
         error: std::io::Error,
@@ -123,7 +123,7 @@ pub enum RunError {
     /// Waiting for a started command failed.
     #[error("cannot wait for `{}`: {error}", escape(.command))]
     Wait {
-        /// The command line.
+        /// The command line that was started: program and arguments, joined by spaces.
         command: String,
         /// Why.
         error: std::io::Error,
@@ -136,7 +136,7 @@ pub enum RunError {
         seconds(*.limit)
     )]
     TimedOut {
-        /// The command line.
+        /// The command line that was killed: program and arguments, joined by spaces.
         command: String,
         /// The capture's whole limit (retries and every other command included).
         limit: Duration,
@@ -149,7 +149,7 @@ pub enum RunError {
         escape(.command)
     )]
     DeadlinePassed {
-        /// The command line.
+        /// The command line that was not started: program and arguments, joined by spaces.
         command: String,
         /// The capture's whole limit.
         limit: Duration,
@@ -162,7 +162,7 @@ pub enum RunError {
         .limit / (1024 * 1024)
     )]
     OutputTooLarge {
-        /// The command line.
+        /// The command line whose output was not read: program and arguments, joined by spaces.
         command: String,
         /// The stream that went over.
         stream: Stream,
@@ -172,9 +172,9 @@ pub enum RunError {
     /// The command was killed by a signal (it crashed, or something killed it).
     #[error("`{}` was killed by signal {signal}", escape(.command))]
     Signalled {
-        /// The command line.
+        /// The command line of the process that died: program and arguments, joined by spaces.
         command: String,
-        /// The signal number.
+        /// The signal that ended it, from its wait status (15 for SIGTERM).
         signal: i32,
     },
 }

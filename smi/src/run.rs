@@ -80,7 +80,7 @@ impl Deadline {
 pub struct Output {
     /// The command line, for messages (outside text: quote it escaped).
     pub command: String,
-    /// The exit status.
+    /// How it exited; on Unix always with a code, a death by signal being [`RunError::Signalled`].
     pub status: ExitStatus,
     /// Standard output, lossily decoded (nvidia-smi prints UTF-8 or ASCII).
     pub stdout: String,

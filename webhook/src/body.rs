@@ -73,13 +73,13 @@ pub enum BodyError {
     /// Declared or sent beyond the limit.
     #[error("AdmissionReview body over the {limit}-byte limit")]
     TooLarge {
-        /// The limit.
+        /// The most bytes a body may have ([`BodyLimits::max_bytes`]).
         limit: usize,
     },
     /// Not complete by the request's deadline.
     #[error("AdmissionReview body not complete within the {} ms request deadline ({received} bytes received)", deadline.as_millis())]
     Deadline {
-        /// The deadline.
+        /// The request's whole deadline, counted from the arrival of its head.
         deadline: Duration,
         /// Bytes received by then.
         received: usize,
@@ -87,7 +87,7 @@ pub enum BodyError {
     /// Below the minimum rate after the grace.
     #[error("AdmissionReview body arriving slower than {rate} bytes/s ({received} bytes in {} ms)", elapsed.as_millis())]
     TooSlow {
-        /// The minimum rate.
+        /// The average rate the body fell below, in bytes per second ([`BodyLimits::min_rate`]).
         rate: u64,
         /// Bytes received.
         received: usize,
@@ -97,7 +97,7 @@ pub enum BodyError {
     /// The shared budget for bodies in memory is spent by other requests.
     #[error("the webhook is holding {budget} bytes of request bodies already; retry shortly")]
     Busy {
-        /// The budget.
+        /// The shared budget's size in bytes ([`BodyLimits::budget_bytes`]).
         budget: usize,
     },
     /// The connection failed mid-body.
@@ -108,7 +108,7 @@ pub enum BodyError {
 /// A body read whole, with its share of the budget, returned when this is dropped.
 #[derive(Debug)]
 pub struct ReadBody {
-    /// The bytes.
+    /// The whole body, at most [`BodyLimits::max_bytes`].
     pub bytes: Bytes,
     /// The budget held for them.
     pub reservation: Option<OwnedSemaphorePermit>,

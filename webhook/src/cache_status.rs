@@ -7,7 +7,7 @@ use serde::Serialize;
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct CacheStatus {
-    /// The kind cached.
+    /// The cached kind as metrics, logs and `/readyz` name it (`GpuNode`, `Pod`, ...).
     pub kind: &'static str,
     /// Whether its first list has completed (or, for an optional kind, the server said it
     /// does not serve the API).

@@ -145,7 +145,7 @@ pub enum Subject<'a> {
 /// waives only what does not apply still gets its warning).
 #[derive(Debug, Default)]
 pub struct Waiver {
-    /// The waived checks.
+    /// The checks `miggate.io/skip-checks` names, read strictly; empty without the annotation.
     pub checks: BTreeSet<CheckName>,
     /// Whether `miggate.io/skip-checks` is present.
     pub annotated: bool,

@@ -33,7 +33,7 @@ use crate::store::Snapshot;
 /// A label set of one string.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabel {
-    /// The outcome.
+    /// How one answer ended: a verdict, a mutation's outcome, `bad-request` or `deadline`.
     pub outcome: &'static str,
 }
 

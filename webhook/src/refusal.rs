@@ -62,7 +62,7 @@ pub enum Refusal {
     NodeNotFound {
         /// `namespace/name` of the pod.
         pod: String,
-        /// The node.
+        /// The node the pod is bound to, escaped and bounded.
         node: String,
         /// What the node has instead of an inventory.
         has: String,

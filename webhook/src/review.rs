@@ -73,10 +73,10 @@ pub struct Gvk<'a> {
     /// The API group; empty for the core group.
     #[serde(borrow)]
     pub group: Text<'a>,
-    /// The version.
+    /// The API version within the group (`v1` for a pod).
     #[serde(borrow)]
     pub version: Text<'a>,
-    /// The kind.
+    /// The kind's name; a pod's own request (no subresource) is `Pod` in the core group.
     #[serde(borrow)]
     pub kind: Text<'a>,
 }
@@ -87,7 +87,7 @@ pub struct Gvr<'a> {
     /// The API group; empty for the core group.
     #[serde(borrow)]
     pub group: Text<'a>,
-    /// The version.
+    /// The API version within the group (`v1` for `pods`).
     #[serde(borrow)]
     pub version: Text<'a>,
     /// The plural resource name (`pods`, `bindings`).

@@ -87,7 +87,7 @@ pub struct AdmissionService {
     state: Arc<AppState>,
 }
 
-/// The admission paths.
+/// The paths the admission port serves (`/validate`, `/mutate`, `/mutate-binding`), POST only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Route {
     Validate,

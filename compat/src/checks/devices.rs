@@ -140,7 +140,7 @@ impl<'a> Devices<'a> {
         self.tallies.iter().any(f)
     }
 
-    /// The slice classes.
+    /// The MIG slice classes, in the order they first appear, each with its count.
     pub fn slices(&self) -> impl Iterator<Item = &Tally<'a>> {
         self.tallies.iter().filter(|t| t.kind == DeviceKind::Slice)
     }

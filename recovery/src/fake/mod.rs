@@ -40,9 +40,9 @@ use miggate_wire::recovery::{Phase, RecoveryState};
 /// A vGPU type the fake knows: which GPU instance profile backs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FakeVgpuType {
-    /// The id.
+    /// The numeric id written to a VF's `current_vgpu_type` (1414 for `NVIDIA H200X-1-18C`).
     pub id: u32,
-    /// The name.
+    /// The name listed beside the id among a VF's creatable types.
     pub name: String,
     /// The GPU instance profile that backs it.
     pub gi_profile: u32,
@@ -221,11 +221,11 @@ pub struct NodeState {
     pub crashed: bool,
     /// The readiness file exists.
     pub ready: bool,
-    /// The state file.
+    /// The state file as last published; `None` until then, and after a boot (it lives in `/run`).
     pub state: Option<RecoveryState>,
     /// Every state published, in order.
     pub published: Vec<Phase>,
-    /// The journal file.
+    /// The journal as last saved; a boot keeps it (it lives in `/var/lib`).
     pub journal: Option<Journal>,
     /// Virtual time.
     pub now: Duration,

@@ -182,9 +182,9 @@ pub struct Host<'a> {
     pub sriov: &'a dyn SriovManage,
     /// systemd.
     pub services: &'a dyn Services,
-    /// The gate.
+    /// The state file and the readiness file that consumers wait on.
     pub gate: &'a dyn Gate,
-    /// The clock.
+    /// Elapsed time, waits and the state file's timestamps (virtual in the fake).
     pub clock: &'a dyn Clock,
     /// The journal's store.
     pub store: &'a dyn StateStore,

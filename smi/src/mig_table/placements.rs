@@ -26,7 +26,7 @@ pub struct PlacementList {
     /// The GPU instance, on `-lcipp` lines (`GPU  0 GI  1 Profile ID …`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gpu_instance_id: Option<u32>,
-    /// The profile id.
+    /// The profile's numeric id: the number after `Profile ID` (`9` in `Profile ID  9`).
     pub profile_id: u32,
     /// Every placement the profile allows, in printed order.
     pub placements: Vec<Placement>,
