@@ -345,75 +345,17 @@ fn evaluate_pod(
     store: &(impl Lookup + ?Sized),
 ) -> Judgement {
     let mut warnings = Vec::new();
-    let refused = Judgement::refused;
-    let pod_facts = match pod::choose(spec, checkpoint.container_name.as_deref()) {
-        Choice::Container(c) => pod::facts(c),
-        Choice::Missing(name) => {
-            let refusal = Refusal::ContainerNotFound {
-                checkpoint: restore.checkpoint_ref(),
-                container: escape_within(name, 256).into_owned(),
-                pod: restore.pod(),
-                containers: spec
-                    .containers
-                    .iter()
-                    .map(|c| escape_within(&c.name, 128).into_owned())
-                    .collect(),
-            };
-            return refused(refusal, Vec::new());
-        }
-        Choice::Unknown(n) => {
-            warnings.push(format!(
-                "miggate: the restore container is unknown: checkpoint {} names none and {n} containers ask for GPUs; pod facts are not checked here, the node agent decides",
-                restore.checkpoint_ref()
-            ));
-            miggate_compat::Pod::default()
-        }
+    let pod_facts = match restore_container_facts(restore, spec, checkpoint, &mut warnings) {
+        Ok(facts) => facts,
+        Err(refusal) => return Judgement::refused(refusal, Vec::new()),
     };
     let pod_known = pod_facts != miggate_compat::Pod::default();
-
-    // The spec pins an image by digest at best; the checkpoint holds the runtime's image id,
-    // which may be an index digest of the same image. A difference is not proof of another
-    // image, so it is waived here and left to the node agent, which sees the runtime's id.
-    let source_digest = checkpoint
-        .manifest
-        .pod
-        .as_ref()
-        .and_then(|p| p.image_digest.as_deref())
-        .and_then(reduce_digest);
-    let target_digest = pod_facts.image_digest.as_deref().and_then(reduce_digest);
-    let mut skip = restore.waiver.checks.clone();
-    let mut digest_waived = false;
-    if let (Some(s), Some(t)) = (&source_digest, &target_digest)
-        && s != t
-        && !skip.contains(&CheckName::IMAGE_DIGEST)
-    {
-        digest_waived = true;
-        skip.insert(CheckName::IMAGE_DIGEST);
-        warnings.push(format!(
-            "miggate: image-digest unknown: pod pins {t}, checkpoint has {s}; may be an index digest, the node agent decides"
-        ));
-    }
-
+    let digests = Digests::compare(restore, checkpoint, &pod_facts, &mut warnings);
     let node_name = restore.node.as_deref();
-    let node = match node_name {
-        Some(n) => match store.inventory(n) {
-            Ok(node) => Some(node),
-            Err(missing) => {
-                passed_over_warnings(n, &missing.passed_over, &mut warnings);
-                let refusal = Refusal::NodeNotFound {
-                    pod: restore.pod(),
-                    node: escape_within(n, 256).into_owned(),
-                    has: no_inventory(&missing),
-                    checkpoint: restore.checkpoint_ref(),
-                };
-                return refused(refusal, warnings);
-            }
-        },
-        None => None,
+    let node = match named_node(restore, store, &mut warnings) {
+        Ok(node) => node,
+        Err(refusal) => return Judgement::refused(refusal, warnings),
     };
-    if let (Some(n), Some(inv)) = (node_name, node.as_ref()) {
-        inventory_warnings(n, inv, &mut warnings);
-    }
     let judged = node.as_ref().map(|n| n.manifest_for(&checkpoint.manifest));
     let target = match (node.as_ref(), judged.as_deref()) {
         (Some(node), Some(manifest)) => {
@@ -422,31 +364,11 @@ fn evaluate_pod(
         _ => Target::pod(&pod_facts),
     };
     let options = Options {
-        skip,
+        skip: digests.skip.clone(),
         ..Options::mode(Mode::Offer)
     };
     let report = evaluate_target(&checkpoint.manifest, target, &options);
-
-    if restore.waiver.annotated {
-        waived_warning(&report, &mut warnings, |r| {
-            !(digest_waived && r.check == CheckName::IMAGE_DIGEST)
-        });
-    }
-    for r in report.results.iter().filter(|r| r.outcome == Outcome::Unknown) {
-        if !pod_known && r.check.scope() == Scope::Pod {
-            continue;
-        }
-        if r.check == CheckName::IMAGE_DIGEST && target_digest.is_none() && source_digest.is_some() {
-            warnings.push(
-                "miggate: image-digest unknown: the pod names its image without an @sha256: digest; the node agent compares the runtime's image id".into(),
-            );
-            continue;
-        }
-        unknown_warning(r, &mut warnings);
-    }
-    report_warnings(&report, &mut warnings);
-
-    let source = node.as_ref().map(|n| n.source);
+    pod_report_warnings(restore, &report, &digests, pod_known, &mut warnings);
     let refusal = (!report.compatible).then(|| {
         let place = match (node_name, node.as_ref()) {
             (Some(n), Some(inv)) => format!(
@@ -468,9 +390,149 @@ fn evaluate_pod(
     Judgement {
         refusal,
         warnings,
-        source,
+        source: node.as_ref().map(|n| n.source),
         exact_on: None,
     }
+}
+
+/// The restore container's facts: the container the checkpoint names (refused when the pod
+/// has none of that name), else the only one asking for GPUs; with neither, no facts and a
+/// warning, since the node agent sees which container restores.
+fn restore_container_facts(
+    restore: &RestoreRequest<'_>,
+    spec: &PodSpec<'_>,
+    checkpoint: &Checkpoint,
+    warnings: &mut Vec<String>,
+) -> Result<miggate_compat::Pod, Refusal> {
+    match pod::choose(spec, checkpoint.container_name.as_deref()) {
+        Choice::Container(c) => Ok(pod::facts(c)),
+        Choice::Missing(name) => Err(Refusal::ContainerNotFound {
+            checkpoint: restore.checkpoint_ref(),
+            container: escape_within(name, 256).into_owned(),
+            pod: restore.pod(),
+            containers: spec
+                .containers
+                .iter()
+                .map(|c| escape_within(&c.name, 128).into_owned())
+                .collect(),
+        }),
+        Choice::Unknown(n) => {
+            warnings.push(format!(
+                "miggate: the restore container is unknown: checkpoint {} names none and {n} containers ask for GPUs; pod facts are not checked here, the node agent decides",
+                restore.checkpoint_ref()
+            ));
+            Ok(miggate_compat::Pod::default())
+        }
+    }
+}
+
+/// The image digests of the checkpoint and of the pod's spec, and the checks skipped once they
+/// are compared.
+struct Digests {
+    /// The checkpoint's digest, reduced to `sha256:…`.
+    source: Option<String>,
+    /// The digest the restore container's image pins, if it pins one.
+    target: Option<String>,
+    /// The pod's waiver, plus `image-digest` when the two digests differ.
+    skip: BTreeSet<CheckName>,
+    /// Whether `image-digest` was added to `skip` here (not by the pod's waiver).
+    waived_here: bool,
+}
+
+impl Digests {
+    /// The spec pins an image by digest at best; the checkpoint holds the runtime's image id,
+    /// which may be an index digest of the same image. A difference is not proof of another
+    /// image, so it is waived here, with a warning, and left to the node agent, which sees the
+    /// runtime's id.
+    fn compare(
+        restore: &RestoreRequest<'_>,
+        checkpoint: &Checkpoint,
+        pod_facts: &miggate_compat::Pod,
+        warnings: &mut Vec<String>,
+    ) -> Digests {
+        let source = checkpoint
+            .manifest
+            .pod
+            .as_ref()
+            .and_then(|p| p.image_digest.as_deref())
+            .and_then(reduce_digest);
+        let target = pod_facts.image_digest.as_deref().and_then(reduce_digest);
+        let mut skip = restore.waiver.checks.clone();
+        let mut waived_here = false;
+        if let (Some(s), Some(t)) = (&source, &target)
+            && s != t
+            && !skip.contains(&CheckName::IMAGE_DIGEST)
+        {
+            waived_here = true;
+            skip.insert(CheckName::IMAGE_DIGEST);
+            warnings.push(format!(
+                "miggate: image-digest unknown: pod pins {t}, checkpoint has {s}; may be an index digest, the node agent decides"
+            ));
+        }
+        Digests {
+            source,
+            target,
+            skip,
+            waived_here,
+        }
+    }
+}
+
+/// The inventory of the node the pod names, with its notes as warnings; refused when no
+/// source describes that node. `None` when the pod names no node.
+fn named_node(
+    restore: &RestoreRequest<'_>,
+    store: &(impl Lookup + ?Sized),
+    warnings: &mut Vec<String>,
+) -> Result<Option<NodeInventory>, Refusal> {
+    let Some(n) = restore.node.as_deref() else {
+        return Ok(None);
+    };
+    match store.inventory(n) {
+        Ok(inventory) => {
+            inventory_warnings(n, &inventory, warnings);
+            Ok(Some(inventory))
+        }
+        Err(missing) => {
+            passed_over_warnings(n, &missing.passed_over, warnings);
+            Err(Refusal::NodeNotFound {
+                pod: restore.pod(),
+                node: escape_within(n, 256).into_owned(),
+                has: no_inventory(&missing),
+                checkpoint: restore.checkpoint_ref(),
+            })
+        }
+    }
+}
+
+/// The warnings a pod's report gives: the waived checks (when the pod waives any), the
+/// unknowns (pod checks only when the pod's facts are known, an unpinned image said in its own
+/// words) and the report's own.
+fn pod_report_warnings(
+    restore: &RestoreRequest<'_>,
+    report: &Report,
+    digests: &Digests,
+    pod_known: bool,
+    warnings: &mut Vec<String>,
+) {
+    if restore.waiver.annotated {
+        waived_warning(report, warnings, |r| {
+            !(digests.waived_here && r.check == CheckName::IMAGE_DIGEST)
+        });
+    }
+    for r in report.results.iter().filter(|r| r.outcome == Outcome::Unknown) {
+        if !pod_known && r.check.scope() == Scope::Pod {
+            continue;
+        }
+        if r.check == CheckName::IMAGE_DIGEST && digests.target.is_none() && digests.source.is_some() {
+            warnings.push(
+                "miggate: image-digest unknown: the pod names its image without an @sha256: digest; the node agent compares the runtime's image id".into(),
+            );
+            continue;
+        }
+        unknown_warning(r, warnings);
+    }
+    report_warnings(report, warnings);
 }
 
 /// A restore pod's binding: the node checks in offer mode against the chosen node's
