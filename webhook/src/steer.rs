@@ -198,50 +198,69 @@ pub fn steer(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Size
 /// spec is decoded (kube's `PodSpec`): steering patches fields a decision never reads.
 pub fn steer_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Steering {
     let base = review.allowed();
-    let ignored = |response| Steering {
-        response,
-        outcome: Outcome::Ignored,
+    let Some((obj, from)) = asks_for_steering(review) else {
+        return Steering {
+            response: base,
+            outcome: Outcome::Ignored,
+        };
     };
-    let is_pod = review.kind.group.is_empty() && review.kind.kind == "Pod" && review.sub_resource.is_none();
-    if review.operation != Operation::Create || !is_pod {
-        return ignored(base);
-    }
-    let Some(obj) = review.object.as_ref() else {
-        return ignored(base);
-    };
-    let asked = obj.meta.steer.as_deref().is_some_and(|v| v.trim() == "true");
-    let Some(from) = obj.meta.restore_from.as_deref() else {
-        return ignored(base);
-    };
-    if !asked || obj.meta.steered {
-        return ignored(base);
-    }
-    let not_steered = |response: AdmissionResponse, why: String| {
-        let mut response = response;
+    let steered = steerable(review, obj, from, store).and_then(|(checkpoint, spec)| {
+        match steer_by_claim(&base, &spec, &checkpoint, from) {
+            Some(steering) => Ok(steering),
+            None => steer_by_affinity(&base, &spec, &checkpoint),
+        }
+    });
+    steered.unwrap_or_else(|why| {
+        let mut response = base;
         let warning = format!("miggate: not steered: {why}");
         response.warnings = Some(vec![escape_within(&warning, MAX_WARNING_BYTES).into_owned()]);
         Steering {
             response,
             outcome: Outcome::NotSteered,
         }
-    };
+    })
+}
+
+/// The object and checkpoint name of a restore pod's CREATE that asks for steering
+/// (`miggate.io/steer: "true"`) and was not steered already; `None` for anything else, which
+/// is allowed untouched.
+fn asks_for_steering<'r>(review: &'r Review<'_>) -> Option<(&'r crate::review::Object<'r>, &'r str)> {
+    let is_pod = review.kind.group.is_empty() && review.kind.kind == "Pod" && review.sub_resource.is_none();
+    if review.operation != Operation::Create || !is_pod {
+        return None;
+    }
+    let obj = review.object.as_ref()?;
+    let asked = obj.meta.steer.as_deref().is_some_and(|v| v.trim() == "true");
+    let from = obj.meta.restore_from.as_deref()?;
+    (asked && !obj.meta.steered).then_some((obj, from.trim()))
+}
+
+/// The checkpoint a pod asking for steering restores, and its whole spec; or why it cannot be
+/// steered (no namespace, caches not synced, no such checkpoint, a spec that cannot be read, a
+/// pod whose own DRA claims steer it).
+fn steerable(
+    review: &Review<'_>,
+    obj: &crate::review::Object<'_>,
+    from: &str,
+    store: &(impl Lookup + ?Sized),
+) -> Result<
+    (
+        std::sync::Arc<crate::store::Checkpoint>,
+        k8s_openapi::api::core::v1::PodSpec,
+    ),
+    String,
+> {
     let Some(namespace) = review.namespace.as_deref() else {
-        return not_steered(base, "the request names no namespace".into());
+        return Err("the request names no namespace".into());
     };
     if !store.synced() {
-        return not_steered(
-            base,
-            "the webhook's caches have not finished their first list".into(),
-        );
+        return Err("the webhook's caches have not finished their first list".into());
     }
-    let Some(checkpoint) = store.checkpoint(namespace, from.trim()) else {
-        return not_steered(
-            base,
-            format!(
-                "checkpoint {namespace}/{} does not exist",
-                escape_within(from.trim(), 253)
-            ),
-        );
+    let Some(checkpoint) = store.checkpoint(namespace, from) else {
+        return Err(format!(
+            "checkpoint {namespace}/{} does not exist",
+            escape_within(from, 253)
+        ));
     };
     // `review::parse` keeps every spec raw.
     let raw = match &obj.spec {
@@ -253,31 +272,31 @@ pub fn steer_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Stee
         .transpose()
     {
         Ok(Some(spec)) => spec,
-        Ok(None) => return not_steered(base, "the pod has no spec".into()),
+        Ok(None) => return Err("the pod has no spec".into()),
         Err(e) => {
-            return not_steered(
-                base,
-                format!("the pod cannot be read: {}", escape_within(&e.to_string(), 128)),
-            );
+            return Err(format!(
+                "the pod cannot be read: {}",
+                escape_within(&e.to_string(), 128)
+            ));
         }
     };
-    let uses_dra = spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty());
-    if uses_dra {
-        return not_steered(
-            base,
+    if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
+        return Err(
             "the pod uses DRA claims; its claim steers it (miggate claim writes one from the checkpoint)"
                 .into(),
         );
     }
-    // --- DRA (issue 20): a pod asking for no GPU gets the checkpoint's claim instead.
-    if let Some(steering) = steer_by_claim(&base, &spec, &checkpoint, from.trim()) {
-        return steering;
-    }
-    // --- end DRA
-    let wanted = match requirements(&checkpoint.manifest) {
-        Ok(wanted) => wanted,
-        Err(why) => return not_steered(base, why),
-    };
+    Ok((checkpoint, spec))
+}
+
+/// Node affinity steering: the checkpoint's requirements crossed with the pod's own required
+/// node affinity, as a JSON patch; or why not (no requirements, too many terms to cross).
+fn steer_by_affinity(
+    base: &AdmissionResponse,
+    spec: &k8s_openapi::api::core::v1::PodSpec,
+    checkpoint: &crate::store::Checkpoint,
+) -> Result<Steering, String> {
+    let wanted = requirements(&checkpoint.manifest)?;
     let existing: Vec<NodeSelectorTerm> = spec
         .affinity
         .as_ref()
@@ -287,22 +306,19 @@ pub fn steer_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Stee
         .unwrap_or_default();
     let terms = crossed(&existing, &wanted.sets());
     if terms.len() > MAX_TERMS {
-        return not_steered(
-            base,
-            format!(
-                "the pod's own node affinity has too many terms to cross ({})",
-                existing.len()
-            ),
-        );
+        return Err(format!(
+            "the pod's own node affinity has too many terms to cross ({})",
+            existing.len()
+        ));
     }
     let described = wanted.describe();
-    let patch = patch(&spec, &terms, &described);
-    match crate::review::patched(&base, patch, STEERED_AUDIT, described) {
-        Ok(response) => Steering {
+    let patch = patch(spec, &terms, &described);
+    match crate::review::patched(base, patch, STEERED_AUDIT, described) {
+        Ok(response) => Ok(Steering {
             response,
             outcome: Outcome::Steered,
-        },
-        Err(e) => not_steered(base, format!("cannot write the patch: {e}")),
+        }),
+        Err(e) => Err(format!("cannot write the patch: {e}")),
     }
 }
 
