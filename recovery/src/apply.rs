@@ -313,7 +313,28 @@ impl Run<'_, '_> {
         }
     }
 
+    /// The run, step by step: nothing is changed before the node is settled and compared with
+    /// the layout, and the gate opens only after the result is verified.
     fn go(&mut self) -> Flow<Outcome> {
+        self.start()?;
+        self.wait_prerequisites()?;
+        if self.steps_pending()? {
+            if let Some(outcome) = self.apply_steps()? {
+                return Ok(outcome);
+            }
+        } else {
+            self.forget_reboot()?;
+        }
+        self.verify()?;
+        self.open_gate()?;
+        Ok(Outcome::Ready {
+            changed: self.changed,
+        })
+    }
+
+    /// Closes the gate, reads the journal and restores what an interrupted run left stopped,
+    /// so that the rest of the run starts from a node no earlier run is still holding.
+    fn start(&mut self) -> Flow<()> {
         // Nothing is changed while the gate says ready: a gate that cannot be closed stops here.
         self.host
             .gate
@@ -334,18 +355,35 @@ impl Run<'_, '_> {
                 miggate_compat::escape::escape(&step)
             ));
         }
-        // An interrupted run may have left services stopped or persistence off.
+        self.restore_interrupted()?;
+        self.end(started, "ok");
+        Ok(())
+    }
+
+    /// An interrupted run may have left services stopped or persistence off; a run that cannot
+    /// put them back must not go on as if the node were whole.
+    fn restore_interrupted(&mut self) -> Flow<()> {
         if !self.journal.stopped_units.is_empty() || !self.journal.persistence_off.is_empty() {
             self.unquiesce();
             if !self.journal.stopped_units.is_empty() || !self.journal.persistence_off.is_empty() {
                 return Err(self.fail("could not restore what the interrupted run stopped"));
             }
         }
-        self.end(started, "ok");
+        Ok(())
+    }
+
+    /// What the node must have before it is read: the driver with every GPU, the units the
+    /// options name, the fabric manager and nvidia-persistenced.
+    fn wait_prerequisites(&mut self) -> Flow<()> {
         self.wait_driver()?;
         self.wait_units()?;
         self.wait_fabric()?;
-        self.wait_persistenced()?;
+        self.wait_persistenced()
+    }
+
+    /// The first comparison of the node with the layout: any blocker fails the run before a
+    /// change. Says whether there are steps to take.
+    fn steps_pending(&mut self) -> Flow<bool> {
         let t = self.begin(
             StepName::Plan,
             "reading the node and comparing it with the layout",
@@ -357,20 +395,36 @@ impl Run<'_, '_> {
             format!("{} steps pending", first.steps.len())
         };
         self.end(t, &summary);
-        if !first.steps.is_empty() {
-            self.sriov_off()?;
-            if let Some(outcome) = self.mig_mode()? {
-                return Ok(outcome);
-            }
-            self.sriov_on()?;
-            self.instances()?;
-            self.vgpus()?;
-        } else if self.journal.reboot_attempted {
+        Ok(!first.steps.is_empty())
+    }
+
+    /// The steps in the hardware's order. A MIG mode change that needs a reboot ends the run
+    /// here, with its outcome.
+    fn apply_steps(&mut self) -> Flow<Option<Outcome>> {
+        self.sriov_off()?;
+        if let Some(outcome) = self.mig_mode()? {
+            return Ok(Some(outcome));
+        }
+        self.sriov_on()?;
+        self.instances()?;
+        self.vgpus()?;
+        Ok(None)
+    }
+
+    /// The guarded reboot's record is for the mode change it was requested for: once the node
+    /// needs no mode change, a later one may reboot again.
+    fn forget_reboot(&mut self) -> Flow<()> {
+        if self.journal.reboot_attempted {
             self.journal.reboot_attempted = false;
             self.journal.reboot_boot_id = None;
             self.save()?;
         }
-        self.verify()?;
+        Ok(())
+    }
+
+    /// Opens the gate, clears the journal and says ready, in that order: the state file says
+    /// ready only once the readiness file exists and no step is left to resume.
+    fn open_gate(&mut self) -> Flow<()> {
         let t = self.begin(StepName::OpenGate, "opening the gate")?;
         self.host
             .gate
@@ -392,9 +446,7 @@ impl Run<'_, '_> {
             })
             .map_err(self.err("writing the state file"))?;
         self.end(t, "ready");
-        Ok(Outcome::Ready {
-            changed: self.changed,
-        })
+        Ok(())
     }
 
     fn wait_driver(&mut self) -> Flow<()> {
@@ -558,11 +610,7 @@ impl Run<'_, '_> {
         {
             return Ok(Some(outcome));
         }
-        if self.journal.reboot_attempted {
-            self.journal.reboot_attempted = false;
-            self.journal.reboot_boot_id = None;
-            self.save()?;
-        }
+        self.forget_reboot()?;
         Ok(None)
     }
 

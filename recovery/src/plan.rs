@@ -246,6 +246,7 @@ fn same_instances(a: &[GpuInstanceLayout], b: &[GpuInstanceLayout]) -> bool {
 }
 
 /// What one GPU needs.
+#[derive(Default)]
 struct GpuDiff {
     disable: Option<&'static str>,
     set_mode: Option<MigSetting>,
@@ -255,44 +256,76 @@ struct GpuDiff {
     writes: Vec<(u32, u32)>,
 }
 
+/// One GPU's diff: the mode, SR-IOV and instance steps, then the vGPU types. A blocker in the
+/// first part stops the diff where it is found (what was found before it stays in the plan); the
+/// vGPU types are only compared once nothing stands in their way.
 fn diff_gpu(
     want: &GpuLayout,
     have: &ObservedGpu,
     instances_ours: bool,
     blockers: &mut Vec<Blocker>,
 ) -> GpuDiff {
-    let bus = &want.bus;
-    let mut d = GpuDiff {
-        disable: None,
-        set_mode: None,
-        enable: None,
-        destroy: false,
-        create: None,
-        writes: Vec::new(),
-    };
-    let mode_wrong = match have.mig {
-        Some(m) => m.current != want.mig_mode || m.pending != want.mig_mode,
-        None if want.mig_mode == MigSetting::Enabled => {
-            blockers.push(Blocker::NotMigCapable(bus.clone()));
-            return d;
-        }
-        None => false,
-    };
+    let mut d = GpuDiff::default();
+    match diff_mode_and_instances(&mut d, want, have, instances_ours) {
+        Ok(()) => diff_vgpu_types(&mut d, want, have, blockers),
+        Err(blocker) => blockers.push(blocker),
+    }
+    d
+}
+
+/// The steps up to the GPU instances, in the hardware's order: each may wipe what the next one
+/// compares, so each reads what `d` already holds. The first blocker ends them: the steps after it
+/// would rest on one that cannot be taken.
+fn diff_mode_and_instances(
+    d: &mut GpuDiff,
+    want: &GpuLayout,
+    have: &ObservedGpu,
+    instances_ours: bool,
+) -> Result<(), Blocker> {
+    let mode_wrong = mig_mode_wrong(want, have)?;
+    check_vf_count(want, have)?;
     let active: Vec<u32> = have.active_vgpus().map(|v| v.index).collect();
-    let have_vfs = have.num_vfs();
+    diff_sriov_disable(d, want, have, mode_wrong, &active)?;
+    if mode_wrong {
+        d.set_mode = Some(want.mig_mode);
+    }
+    diff_sriov_enable(d, want, have);
+    diff_instances(d, want, have, instances_ours, mode_wrong, &active)
+}
+
+/// Whether the MIG mode must change, current or pending. A GPU without MIG meets a layout
+/// only while that layout leaves MIG off, so one that enables it is a blocker.
+fn mig_mode_wrong(want: &GpuLayout, have: &ObservedGpu) -> Result<bool, Blocker> {
+    match have.mig {
+        Some(m) => Ok(m.current != want.mig_mode || m.pending != want.mig_mode),
+        None if want.mig_mode == MigSetting::Enabled => Err(Blocker::NotMigCapable(want.bus.clone())),
+        None => Ok(false),
+    }
+}
+
+/// `sriov-manage -e` enables every VF the PF has: no other count can be rebuilt.
+fn check_vf_count(want: &GpuLayout, have: &ObservedGpu) -> Result<(), Blocker> {
     let total = have.sriov.map_or(0, |s| s.total);
-    // `sriov-manage -e` enables every VF the PF has: no other count can be rebuilt.
-    if let Some(w) = want.sriov_num_vfs
-        && w != 0
-        && w != total
-    {
-        blockers.push(Blocker::NoSriov {
-            bus: bus.clone(),
+    match want.sriov_num_vfs {
+        Some(w) if w != 0 && w != total => Err(Blocker::NoSriov {
+            bus: want.bus.clone(),
             want: w,
             total,
-        });
-        return d;
+        }),
+        _ => Ok(()),
     }
+}
+
+/// The VFs must go before the MIG mode or the VF count can change; removing them destroys
+/// their vGPUs, so active ones (VMs may be running) block it instead.
+fn diff_sriov_disable(
+    d: &mut GpuDiff,
+    want: &GpuLayout,
+    have: &ObservedGpu,
+    mode_wrong: bool,
+    active: &[u32],
+) -> Result<(), Blocker> {
+    let have_vfs = have.num_vfs();
     let vf_count_wrong = want.sriov_num_vfs.is_some_and(|w| w != have_vfs);
     if have_vfs > 0 && (mode_wrong || vf_count_wrong) {
         let why = if mode_wrong {
@@ -301,45 +334,66 @@ fn diff_gpu(
             "the VF count must change"
         };
         if !active.is_empty() {
-            blockers.push(Blocker::Busy {
-                bus: bus.clone(),
+            return Err(Blocker::Busy {
+                bus: want.bus.clone(),
                 change: why,
-                vfs: active,
+                vfs: active.to_vec(),
             });
-            return d;
         }
         d.disable = Some(why);
     }
-    if mode_wrong {
-        d.set_mode = Some(want.mig_mode);
-    }
-    let vfs_after_disable = if d.disable.is_some() { 0 } else { have_vfs };
+    Ok(())
+}
+
+/// The layout's VFs are enabled when the PF will not have them: it has another count, or the
+/// disable before this step removes the ones it has.
+fn diff_sriov_enable(d: &mut GpuDiff, want: &GpuLayout, have: &ObservedGpu) {
+    let vfs_after_disable = if d.disable.is_some() { 0 } else { have.num_vfs() };
     if let Some(w) = want.sriov_num_vfs
         && w > 0
         && vfs_after_disable != w
     {
         d.enable = Some(w);
     }
+}
+
+/// GPU instances are rebuilt whole when they differ from the layout, against what the earlier
+/// steps leave of them. Destroying instances under active vGPUs is a blocker instead.
+fn diff_instances(
+    d: &mut GpuDiff,
+    want: &GpuLayout,
+    have: &ObservedGpu,
+    instances_ours: bool,
+    mode_wrong: bool,
+    active: &[u32],
+) -> Result<(), Blocker> {
     // A mode change, a reset and the PF rebind of `sriov-manage -e` all wipe GPU instances.
     let wiped = mode_wrong || d.enable.is_some();
     let current: &[GpuInstanceLayout] = if wiped { &[] } else { &have.instances };
     // Instances another manager creates (DynamicMIG) are never recreated nor destroyed here.
-    if instances_ours && !same_instances(current, &want.gpu_instances) {
-        if !current.is_empty() {
-            if !active.is_empty() {
-                blockers.push(Blocker::Busy {
-                    bus: bus.clone(),
-                    change: "rebuilding the GPU instances",
-                    vfs: active,
-                });
-                return d;
-            }
-            d.destroy = true;
-        }
-        if !want.gpu_instances.is_empty() {
-            d.create = Some(want.gpu_instances.clone());
-        }
+    if !instances_ours || same_instances(current, &want.gpu_instances) {
+        return Ok(());
     }
+    if !current.is_empty() {
+        if !active.is_empty() {
+            return Err(Blocker::Busy {
+                bus: want.bus.clone(),
+                change: "rebuilding the GPU instances",
+                vfs: active.to_vec(),
+            });
+        }
+        d.destroy = true;
+    }
+    if !want.gpu_instances.is_empty() {
+        d.create = Some(want.gpu_instances.clone());
+    }
+    Ok(())
+}
+
+/// The vGPU type each layout VF needs written. A VF that carries another type is a tenant's:
+/// it is a blocker of its own and never overwritten, and the other VFs are still compared.
+fn diff_vgpu_types(d: &mut GpuDiff, want: &GpuLayout, have: &ObservedGpu, blockers: &mut Vec<Blocker>) {
+    // `sriov-manage -e` recreates the VFs, which then carry no type.
     let vfs_recreated = d.enable.is_some();
     // VF index -> its vGPU type now, built once: a lookup per layout VF, not a scan.
     let types_now: BTreeMap<u32, u32> = have
@@ -358,7 +412,7 @@ fn diff_gpu(
         }
         if now != 0 {
             blockers.push(Blocker::ForeignVgpu {
-                bus: bus.clone(),
+                bus: want.bus.clone(),
                 vf_index: vf.index,
                 have: now,
                 want: vf.vgpu_type_id,
@@ -367,7 +421,6 @@ fn diff_gpu(
         }
         d.writes.push((vf.index, vf.vgpu_type_id));
     }
-    d
 }
 
 /// Compares the node with the layout. GPUs the layout does not name are left alone.

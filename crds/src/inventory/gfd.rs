@@ -16,8 +16,6 @@
 //! GFD's). Whole GPUs come out without a UUID, which compat classes as devices of unknown kind:
 //! the GPU checks then answer unknown, never refuse on a guess.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::Node;
 use miggate_compat::{Device, GpuManifest, MigProfile, MigStrategy, Nvidia, VersionText};
 
@@ -40,193 +38,32 @@ const PREFIX: &str = "nvidia.com/";
 /// MIG layout not settled (`nvidia.com/mig.config.state` other than `success`), the single
 /// strategy's `INVALID` product, a count that is not a number.
 pub fn from_gfd_labels(node: &Node) -> Result<Option<Inventory>, Error> {
-    let name = node.metadata.name.as_deref().unwrap_or_default();
-    let bad = |why: String| unreadable(Source::GfdLabels, name, why);
-    let empty = BTreeMap::new();
-    let all = node.metadata.labels.as_ref().unwrap_or(&empty);
-    // Only `nvidia.com/…` keys, found by range: a node's other labels are never walked.
-    let labels: Vec<(&str, &str)> = all
-        .range::<str, _>((std::ops::Bound::Included(PREFIX), std::ops::Bound::Unbounded))
-        .take_while(|(k, _)| k.starts_with(PREFIX))
-        .take(MAX_GFD_LABELS + 1)
-        .map(|(k, v)| (&k[PREFIX.len()..], v.as_str()))
-        .collect();
-    if labels.len() > MAX_GFD_LABELS {
-        return Err(bad(format!("more than {MAX_GFD_LABELS} nvidia.com/ labels")));
-    }
-    let get = |key: &str| labels.iter().find(|(k, _)| *k == key).map(|(_, v)| v.trim());
-    if get("gpu.product").is_none() && get("gpu.count").is_none() && get("gfd.timestamp").is_none() {
+    let labels = GfdLabels::read(node)?;
+    if !labels.written_by_gfd() {
         return Ok(None);
     }
-    let count = |key: &str| -> Result<Option<usize>, Error> {
-        get(key)
-            .map(|v| {
-                v.parse::<usize>()
-                    .ok()
-                    .filter(|n| *n <= MAX_DEVICES)
-                    .ok_or_else(|| bad(format!("nvidia.com/{key}={} is not a device count", quote(v))))
-            })
-            .transpose()
-    };
-
-    let strategy = match get("mig.strategy") {
-        None => None,
-        Some("none") => Some(MigStrategy::None),
-        Some("single") => Some(MigStrategy::Single),
-        Some("mixed") => Some(MigStrategy::Mixed),
-        Some(other) => return Err(bad(format!("unknown nvidia.com/mig.strategy {}", quote(other)))),
-    };
-    let product_label = get("gpu.product");
-    let single_mig = product_label.and_then(|p| p.rsplit_once("-MIG-"));
-    let mut profiles: Vec<(&str, usize)> = Vec::new();
-    for (key, _) in &labels {
-        if let Some(profile) = key.strip_prefix("mig-").and_then(|k| k.strip_suffix(".count")) {
-            let n = count(key)?.unwrap_or_default();
-            profiles.push((profile, n));
-        }
-    }
-    let has_mig = profiles.iter().any(|(_, n)| *n > 0) || single_mig.is_some();
+    let mig = MigFacts::read(&labels)?;
     // mig-manager changing the layout (or failed to): the labels are not the node's. An
     // inventory that knows nothing, with a note that says so, so nothing read here refuses.
     if let Some(state) = super::reconfiguring(node) {
-        let inv = Inventory {
-            manifest: GpuManifest {
-                host: Some(host_from_node(name, None)),
-                ..GpuManifest::default()
-            },
-            source: Source::GfdLabels,
-            notes: Vec::new(),
-            passed_over: Vec::new(),
-            slices_listed: false,
-            supply: None,
-        };
-        return Ok(Some(super::in_flux(inv, state)));
+        return Ok(Some(super::in_flux(unknown_inventory(labels.node), state)));
     }
-    // With the layout applied, the counts per profile are exact: every slice is listed, and
-    // the GPUs counted (no UUID, so of unknown kind) are whole ones or the slices' parents.
-    let slices_listed = has_mig || !profiles.is_empty();
-    if has_mig && get("mig.config.state") != Some("success") {
-        return Err(bad(format!(
-            "nvidia.com/mig.config.state is {}, not success: the MIG layout is not known to be applied",
-            get("mig.config.state").map_or_else(|| "absent".to_string(), quote)
-        )));
-    }
-
+    mig.check_applied(&labels)?;
     let mut notes =
         vec!["GFD labels: counts per node only; device UUIDs and parent GPUs unknown".to_string()];
-    let mut devices: Option<Vec<Device>> = Some(Vec::new());
-    let mut total = 0usize;
-    let mut push = |devices: &mut Option<Vec<Device>>, n: usize, device: Device| -> Result<(), Error> {
-        total = total.saturating_add(n);
-        if total > MAX_DEVICES {
-            return Err(bad(format!("more than {MAX_DEVICES} devices counted")));
-        }
-        if let Some(list) = devices {
-            list.extend(std::iter::repeat_n(device, n));
-        }
-        Ok(())
-    };
-
-    if let Some((model, profile)) = single_mig {
-        if profile == "INVALID" {
-            return Err(bad(
-                "nvidia.com/gpu.product ends in -MIG-INVALID: the node breaks the single strategy's rules"
-                    .into(),
-            ));
-        }
-        let n = count("gpu.count")?.unwrap_or_default();
-        let device = Device {
-            product_name: model_of(model, &mut notes),
-            mig_profile: mig_profile(profile, &mut notes),
-            memory_mib: get("gpu.memory").and_then(|m| m.parse().ok()),
-            ..Device::default()
-        };
-        push(&mut devices, n, device)?;
-    } else {
-        for (profile, n) in &profiles {
-            let product = get(&format!("mig-{profile}.product"))
-                .and_then(|p| p.rsplit_once("-MIG-").map(|(m, _)| m))
-                .or(product_label);
-            let device = Device {
-                product_name: product.and_then(|p| model_of(p, &mut notes)),
-                mig_profile: mig_profile(&unmangle(profile), &mut notes),
-                memory_mib: get(&format!("mig-{profile}.memory")).and_then(|m| m.parse().ok()),
-                ..Device::default()
-            };
-            push(&mut devices, *n, device)?;
-        }
-        let gpus = count("gpu.count")?.unwrap_or_default();
-        let replicas = get("gpu.replicas");
-        let slices = profiles.iter().any(|(_, n)| *n > 0);
-        let whole = if replicas == Some("0") {
-            // Every GPU of the product is MIG-enabled: none is offered whole.
-            Some(0)
-        } else if !slices {
-            Some(gpus)
-        } else {
-            // Cut and uncut GPUs of one product share `gpu.count`; the device plugin's
-            // `nvidia.com/gpu` capacity counts the uncut ones (times their replicas).
-            whole_from_capacity(node, replicas)
-        };
-        match whole {
-            Some(n) => {
-                let device = Device {
-                    product_name: product_label.and_then(|p| model_of(p, &mut notes)),
-                    memory_mib: get("gpu.memory").and_then(|m| m.parse().ok()),
-                    ..Device::default()
-                };
-                push(&mut devices, n, device)?;
-            }
-            None => {
-                // At least one counted GPU is cut (slices exist): at most the others are
-                // whole. Listed as devices of unknown kind, an upper bound that never
-                // refuses a whole-GPU checkpoint, while the slices counted stay certain.
-                let most = gpus.saturating_sub(1);
-                let device = Device {
-                    product_name: product_label.and_then(|p| model_of(p, &mut notes)),
-                    memory_mib: get("gpu.memory").and_then(|m| m.parse().ok()),
-                    ..Device::default()
-                };
-                push(&mut devices, most, device)?;
-                notes.push(format!(
-                    "GFD labels: cut and whole GPUs share nvidia.com/gpu.count and the node's nvidia.com/gpu capacity does not say how many are whole; at most {most} counted"
-                ));
-            }
-        }
-    }
-
-    let host = host_from_node(name, Some(node));
+    let devices = count_devices(node, &labels, &mig, &mut notes)?;
+    let host = host_from_node(labels.node, Some(node));
     if host.kernel_version.is_none() {
         notes.push("GFD labels: no Node.status.nodeInfo kernelVersion; kernel checks are unknown".into());
     }
-    let driver = get("cuda.driver-version.full").map(str::to_string).or_else(|| {
-        match (
-            get("cuda.driver.major"),
-            get("cuda.driver.minor"),
-            get("cuda.driver.rev"),
-        ) {
-            (Some(a), Some(b), Some(c)) => Some(format!("{a}.{b}.{c}")),
-            _ => None,
-        }
-    });
-    let cuda = get("cuda.runtime-version.full").map(str::to_string).or_else(|| {
-        match (get("cuda.runtime.major"), get("cuda.runtime.minor")) {
-            (Some(a), Some(b)) => Some(format!("{a}.{b}")),
-            _ => None,
-        }
-    });
-    let version = |v: Option<String>| {
-        v.filter(|v| !v.is_empty() && v.len() <= MAX_TEXT_BYTES)
-            .map(VersionText::new)
-    };
     notes.truncate(super::MAX_NOTES);
     let manifest = GpuManifest {
         host: Some(host),
         nvidia: Some(Nvidia {
-            driver_version: version(driver),
-            cuda_driver_version: version(cuda),
-            mig_strategy: strategy,
-            devices,
+            driver_version: version_text(driver_version(&labels)),
+            cuda_driver_version: version_text(cuda_version(&labels)),
+            mig_strategy: mig.strategy,
+            devices: Some(devices.list),
             ..Nvidia::default()
         }),
         ..GpuManifest::default()
@@ -236,9 +73,340 @@ pub fn from_gfd_labels(node: &Node) -> Result<Option<Inventory>, Error> {
         source: Source::GfdLabels,
         notes,
         passed_over: Vec::new(),
-        slices_listed,
+        slices_listed: mig.slices_listed(),
         supply: None,
     }))
+}
+
+/// A node's `nvidia.com/` labels with the prefix cut off, and the node's name for the errors
+/// they cause: every later stage reads the labels through this, never the node's whole map.
+struct GfdLabels<'a> {
+    /// The node's name, as the errors and the host name it.
+    node: &'a str,
+    /// `(key without nvidia.com/, value)`, in key order, at most [`MAX_GFD_LABELS`].
+    labels: Vec<(&'a str, &'a str)>,
+}
+
+impl<'a> GfdLabels<'a> {
+    /// Reads the `nvidia.com/` keys by range, so a node's other labels are never walked, and
+    /// refuses a node with more than [`MAX_GFD_LABELS`] of them rather than reading it in part.
+    fn read(node: &'a Node) -> Result<Self, Error> {
+        let name = node.metadata.name.as_deref().unwrap_or_default();
+        let labels: Vec<(&str, &str)> = match node.metadata.labels.as_ref() {
+            Some(all) => all
+                .range::<str, _>((std::ops::Bound::Included(PREFIX), std::ops::Bound::Unbounded))
+                .take_while(|(k, _)| k.starts_with(PREFIX))
+                .take(MAX_GFD_LABELS + 1)
+                .map(|(k, v)| (&k[PREFIX.len()..], v.as_str()))
+                .collect(),
+            None => Vec::new(),
+        };
+        let read = Self { node: name, labels };
+        if read.labels.len() > MAX_GFD_LABELS {
+            return Err(read.bad(format!("more than {MAX_GFD_LABELS} nvidia.com/ labels")));
+        }
+        Ok(read)
+    }
+
+    /// The labels' error, naming this source and node.
+    fn bad(&self, why: String) -> Error {
+        unreadable(Source::GfdLabels, self.node, why)
+    }
+
+    /// A label's value, trimmed.
+    fn get(&self, key: &str) -> Option<&'a str> {
+        self.labels.iter().find(|(k, _)| *k == key).map(|(_, v)| v.trim())
+    }
+
+    /// A label that must be a device count: an error when it is not a number or exceeds
+    /// [`MAX_DEVICES`], so a wrong count never passes as zero.
+    fn count(&self, key: &str) -> Result<Option<usize>, Error> {
+        self.get(key)
+            .map(|v| {
+                v.parse::<usize>()
+                    .ok()
+                    .filter(|n| *n <= MAX_DEVICES)
+                    .ok_or_else(|| self.bad(format!("nvidia.com/{key}={} is not a device count", quote(v))))
+            })
+            .transpose()
+    }
+
+    /// A memory label in MiB; one that is not a number leaves the memory unknown.
+    fn memory_mib(&self, key: &str) -> Option<u64> {
+        self.get(key).and_then(|m| m.parse().ok())
+    }
+
+    /// GFD always writes one of these: without them the node is not a GFD source at all.
+    fn written_by_gfd(&self) -> bool {
+        self.get("gpu.product").is_some()
+            || self.get("gpu.count").is_some()
+            || self.get("gfd.timestamp").is_some()
+    }
+}
+
+/// One `nvidia.com/mig-<profile>.count` label (mixed strategy).
+struct ProfileCount<'a> {
+    /// The profile as the label writes it (`+` as `.`).
+    label: &'a str,
+    /// Its count.
+    count: usize,
+}
+
+/// What the labels say about MIG, read and checked before anything is built, so the errors
+/// come in one fixed order whatever the node holds.
+struct MigFacts<'a> {
+    /// `nvidia.com/mig.strategy`, when labelled.
+    strategy: Option<MigStrategy>,
+    /// `nvidia.com/gpu.product`, trimmed.
+    product_label: Option<&'a str>,
+    /// The single strategy's `<model>-MIG-<profile>` product, split.
+    single_mig: Option<(&'a str, &'a str)>,
+    /// The mixed strategy's counts per profile, in label order.
+    profiles: Vec<ProfileCount<'a>>,
+}
+
+impl<'a> MigFacts<'a> {
+    /// The strategy, the product and the counts per profile; an unknown strategy or a count
+    /// that is not one is an error.
+    fn read(labels: &GfdLabels<'a>) -> Result<Self, Error> {
+        let strategy = match labels.get("mig.strategy") {
+            None => None,
+            Some("none") => Some(MigStrategy::None),
+            Some("single") => Some(MigStrategy::Single),
+            Some("mixed") => Some(MigStrategy::Mixed),
+            Some(other) => {
+                return Err(labels.bad(format!("unknown nvidia.com/mig.strategy {}", quote(other))));
+            }
+        };
+        let product_label = labels.get("gpu.product");
+        let single_mig = product_label.and_then(|p| p.rsplit_once("-MIG-"));
+        let mut profiles = Vec::new();
+        for (key, _) in &labels.labels {
+            if let Some(profile) = key.strip_prefix("mig-").and_then(|k| k.strip_suffix(".count")) {
+                let count = labels.count(key)?.unwrap_or_default();
+                profiles.push(ProfileCount {
+                    label: profile,
+                    count,
+                });
+            }
+        }
+        Ok(Self {
+            strategy,
+            product_label,
+            single_mig,
+            profiles,
+        })
+    }
+
+    /// Whether any GPU is counted as cut: a slice labelled, or the single strategy's product.
+    fn has_mig(&self) -> bool {
+        self.any_slices() || self.single_mig.is_some()
+    }
+
+    /// Whether a profile counts at least one slice.
+    fn any_slices(&self) -> bool {
+        self.profiles.iter().any(|p| p.count > 0)
+    }
+
+    /// With the layout applied, the counts per profile are exact: every slice is listed, and
+    /// the GPUs counted (no UUID, so of unknown kind) are whole ones or the slices' parents.
+    fn slices_listed(&self) -> bool {
+        self.has_mig() || !self.profiles.is_empty()
+    }
+
+    /// MIG counts are only the node's once mig-manager says its layout was applied.
+    fn check_applied(&self, labels: &GfdLabels<'_>) -> Result<(), Error> {
+        if self.has_mig() && labels.get("mig.config.state") != Some("success") {
+            return Err(labels.bad(format!(
+                "nvidia.com/mig.config.state is {}, not success: the MIG layout is not known to be applied",
+                labels
+                    .get("mig.config.state")
+                    .map_or_else(|| "absent".to_string(), quote)
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The inventory of a node whose MIG layout is changing: only the host's name is known.
+fn unknown_inventory(name: &str) -> Inventory {
+    Inventory {
+        manifest: GpuManifest {
+            host: Some(host_from_node(name, None)),
+            ..GpuManifest::default()
+        },
+        source: Source::GfdLabels,
+        notes: Vec::new(),
+        passed_over: Vec::new(),
+        slices_listed: false,
+        supply: None,
+    }
+}
+
+/// The devices counted so far. Labels say how many, not which, so a node could otherwise
+/// make one inventory list any number: the total is capped at [`MAX_DEVICES`].
+#[derive(Default)]
+struct Counted {
+    /// The devices, one entry per device counted.
+    list: Vec<Device>,
+    /// How many were counted, saturating.
+    total: usize,
+}
+
+impl Counted {
+    /// Adds `n` copies of `device`, or refuses the labels once the total passes the cap.
+    fn push(&mut self, labels: &GfdLabels<'_>, n: usize, device: Device) -> Result<(), Error> {
+        self.total = self.total.saturating_add(n);
+        if self.total > MAX_DEVICES {
+            return Err(labels.bad(format!("more than {MAX_DEVICES} devices counted")));
+        }
+        self.list.extend(std::iter::repeat_n(device, n));
+        Ok(())
+    }
+}
+
+/// The devices per the strategy: the single strategy's slices, or the mixed strategy's
+/// slices per profile and then the whole GPUs.
+fn count_devices(
+    node: &Node,
+    labels: &GfdLabels<'_>,
+    mig: &MigFacts<'_>,
+    notes: &mut Vec<String>,
+) -> Result<Counted, Error> {
+    let mut counted = Counted::default();
+    if let Some((model, profile)) = mig.single_mig {
+        single_strategy_slices(labels, model, profile, &mut counted, notes)?;
+    } else {
+        profile_slices(labels, mig, &mut counted, notes)?;
+        whole_gpus(node, labels, mig, &mut counted, notes)?;
+    }
+    Ok(counted)
+}
+
+/// Single strategy: `gpu.count` slices, all of the one profile the product label names.
+/// `INVALID` there means GFD found the node breaking the strategy's rules: nothing counts.
+fn single_strategy_slices(
+    labels: &GfdLabels<'_>,
+    model: &str,
+    profile: &str,
+    counted: &mut Counted,
+    notes: &mut Vec<String>,
+) -> Result<(), Error> {
+    if profile == "INVALID" {
+        return Err(labels.bad(
+            "nvidia.com/gpu.product ends in -MIG-INVALID: the node breaks the single strategy's rules".into(),
+        ));
+    }
+    let n = labels.count("gpu.count")?.unwrap_or_default();
+    let device = Device {
+        product_name: model_of(model, notes),
+        mig_profile: mig_profile(profile, notes),
+        memory_mib: labels.memory_mib("gpu.memory"),
+        ..Device::default()
+    };
+    counted.push(labels, n, device)
+}
+
+/// Mixed strategy: the slices of each profile, their product from the profile's own label
+/// (its model part) or else the node's product.
+fn profile_slices(
+    labels: &GfdLabels<'_>,
+    mig: &MigFacts<'_>,
+    counted: &mut Counted,
+    notes: &mut Vec<String>,
+) -> Result<(), Error> {
+    for p in &mig.profiles {
+        let product = labels
+            .get(&format!("mig-{}.product", p.label))
+            .and_then(|text| text.rsplit_once("-MIG-").map(|(m, _)| m))
+            .or(mig.product_label);
+        let device = Device {
+            product_name: product.and_then(|m| model_of(m, notes)),
+            mig_profile: mig_profile(&unmangle(p.label), notes),
+            memory_mib: labels.memory_mib(&format!("mig-{}.memory", p.label)),
+            ..Device::default()
+        };
+        counted.push(labels, p.count, device)?;
+    }
+    Ok(())
+}
+
+/// The GPUs offered whole. `gpu.count` counts cut GPUs too, so with slices present the whole
+/// ones come from the device plugin's capacity, or else an upper bound with a note that says so.
+fn whole_gpus(
+    node: &Node,
+    labels: &GfdLabels<'_>,
+    mig: &MigFacts<'_>,
+    counted: &mut Counted,
+    notes: &mut Vec<String>,
+) -> Result<(), Error> {
+    let gpus = labels.count("gpu.count")?.unwrap_or_default();
+    let replicas = labels.get("gpu.replicas");
+    let whole = if replicas == Some("0") {
+        // Every GPU of the product is MIG-enabled: none is offered whole.
+        Some(0)
+    } else if !mig.any_slices() {
+        Some(gpus)
+    } else {
+        // Cut and uncut GPUs of one product share `gpu.count`; the device plugin's
+        // `nvidia.com/gpu` capacity counts the uncut ones (times their replicas).
+        whole_from_capacity(node, replicas)
+    };
+    let device = Device {
+        product_name: mig.product_label.and_then(|p| model_of(p, notes)),
+        memory_mib: labels.memory_mib("gpu.memory"),
+        ..Device::default()
+    };
+    match whole {
+        Some(n) => counted.push(labels, n, device),
+        None => {
+            // At least one counted GPU is cut (slices exist): at most the others are
+            // whole. Listed as devices of unknown kind, an upper bound that never
+            // refuses a whole-GPU checkpoint, while the slices counted stay certain.
+            let most = gpus.saturating_sub(1);
+            counted.push(labels, most, device)?;
+            notes.push(format!(
+                "GFD labels: cut and whole GPUs share nvidia.com/gpu.count and the node's nvidia.com/gpu capacity does not say how many are whole; at most {most} counted"
+            ));
+            Ok(())
+        }
+    }
+}
+
+/// The driver version: GFD's full label, or else its major, minor and revision labels joined.
+fn driver_version(labels: &GfdLabels<'_>) -> Option<String> {
+    labels
+        .get("cuda.driver-version.full")
+        .map(str::to_string)
+        .or_else(|| {
+            match (
+                labels.get("cuda.driver.major"),
+                labels.get("cuda.driver.minor"),
+                labels.get("cuda.driver.rev"),
+            ) {
+                (Some(a), Some(b), Some(c)) => Some(format!("{a}.{b}.{c}")),
+                _ => None,
+            }
+        })
+}
+
+/// The CUDA version the driver supports: the full label, or else major and minor joined.
+fn cuda_version(labels: &GfdLabels<'_>) -> Option<String> {
+    labels
+        .get("cuda.runtime-version.full")
+        .map(str::to_string)
+        .or_else(
+            || match (labels.get("cuda.runtime.major"), labels.get("cuda.runtime.minor")) {
+                (Some(a), Some(b)) => Some(format!("{a}.{b}")),
+                _ => None,
+            },
+        )
+}
+
+/// A version as the manifest holds it; an empty or oversized label is left out, not kept.
+fn version_text(v: Option<String>) -> Option<VersionText> {
+    v.filter(|v| !v.is_empty() && v.len() <= MAX_TEXT_BYTES)
+        .map(VersionText::new)
 }
 
 /// The product name a GFD label stands for, or unknown (with one note per label) when it is
