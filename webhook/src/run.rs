@@ -86,12 +86,16 @@ pub struct Bound {
     pub health: SocketAddr,
 }
 
-fn bind(addr: SocketAddr) -> Result<std::net::TcpListener, Error> {
+/// A non-blocking listener on `addr`, and the address it got (port 0 lets the system pick).
+fn bind(addr: SocketAddr) -> Result<(std::net::TcpListener, SocketAddr), Error> {
     let listener = std::net::TcpListener::bind(addr).map_err(|source| Error::Bind { addr, source })?;
     listener
         .set_nonblocking(true)
         .map_err(|source| Error::Bind { addr, source })?;
-    Ok(listener)
+    let bound = listener
+        .local_addr()
+        .map_err(|source| Error::Bind { addr, source })?;
+    Ok((listener, bound))
 }
 
 /// Loads the store and the certificate, binds both ports, reports them through `on_bound`,
@@ -104,27 +108,7 @@ pub async fn serve(
     shutdown: impl Future<Output = ()>,
 ) -> Result<(), Error> {
     let metrics = Metrics::new();
-    let (store, files) = match &config.store {
-        StoreConfig::Dir(root) => {
-            let root = root.clone();
-            let store = tokio::task::spawn_blocking(move || FileStore::open(root))
-                .await
-                .map_err(|e| Error::Serve {
-                    what: "store loader",
-                    source: std::io::Error::other(e.to_string()),
-                })??;
-            let store = Arc::new(store);
-            (Store::File(store.clone()), Some(store))
-        }
-        StoreConfig::Kube(options) => {
-            let client = crate::cluster::client(crate::cluster::ClusterArgs {
-                kubeconfig: options.kubeconfig.as_deref(),
-                context: options.context.as_deref(),
-            })
-            .await?;
-            (Store::Kube(KubeStore::start(client, options, &metrics)), None)
-        }
-    };
+    let (store, files) = open_store(&config.store, &metrics).await?;
     let reloader = Reloader::load(config.tls.clone())?;
     let mut state = AppState::with_store(store, metrics);
     state.deadline = config.deadline;
@@ -140,17 +124,11 @@ pub async fn serve(
     );
     let state = Arc::new(state);
 
-    let admission_listener = bind(config.listen)?;
-    let health_listener = bind(config.health_listen)?;
+    let (admission_listener, admission_addr) = bind(config.listen)?;
+    let (health_listener, health_addr) = bind(config.health_listen)?;
     let bound = Bound {
-        admission: admission_listener.local_addr().map_err(|source| Error::Bind {
-            addr: config.listen,
-            source,
-        })?,
-        health: health_listener.local_addr().map_err(|source| Error::Bind {
-            addr: config.health_listen,
-            source,
-        })?,
+        admission: admission_addr,
+        health: health_addr,
     };
 
     let handle: Handle<SocketAddr> = Handle::new();
@@ -158,44 +136,22 @@ pub async fn serve(
         RustlsAcceptor::new(reloader.rustls_config()).handshake_timeout(Duration::from_secs(3)),
         gate,
     );
-    let mut admission = axum_server::from_tcp(admission_listener)
-        .map_err(|source| Error::Bind {
-            addr: config.listen,
-            source,
-        })?
-        .acceptor(acceptor)
-        // HTTP/1.1 only, as the TLS ALPN says: no HTTP/2 streams multiplied per connection.
-        .http1_only()
-        .first_request_timeout(config.deadline)
-        .handle(handle.clone());
-    // A request head (the first, or the next on a kept-alive connection) must arrive within
-    // the deadline, and hyper's per-connection buffer stays small.
-    admission
-        .http_builder()
-        .http1()
-        .header_read_timeout(config.deadline)
-        .max_buf_size(MAX_CONNECTION_BUFFER);
-    let service = admission_router(state.clone());
     let admission =
-        admission.serve(ServiceExt::<axum::http::Request<hyper::body::Incoming>>::into_make_service(service));
-    let admission = tokio::spawn(admission);
+        http1_server(admission_listener, config.listen, config.deadline, &handle)?.acceptor(acceptor);
+    let service = admission_router(state.clone());
+    let admission = tokio::spawn(
+        admission.serve(ServiceExt::<axum::http::Request<hyper::body::Incoming>>::into_make_service(service)),
+    );
 
     // The health port has no cap (the kubelet's probes must always get in), but the same
     // header deadline, so no client holds a connection there for longer than it.
     let health_handle: Handle<SocketAddr> = Handle::new();
-    let mut health = axum_server::from_tcp(health_listener)
-        .map_err(|source| Error::Bind {
-            addr: config.health_listen,
-            source,
-        })?
-        .http1_only()
-        .first_request_timeout(config.deadline)
-        .handle(health_handle.clone());
-    health
-        .http_builder()
-        .http1()
-        .header_read_timeout(config.deadline)
-        .max_buf_size(MAX_CONNECTION_BUFFER);
+    let health = http1_server(
+        health_listener,
+        config.health_listen,
+        config.deadline,
+        &health_handle,
+    )?;
     let health = tokio::spawn(health.serve(health_router(state.clone()).into_make_service()));
 
     let poller = tokio::spawn(poll(files, reloader, state.clone(), config.poll_interval));
@@ -214,23 +170,9 @@ pub async fn serve(
     let served = admission.await;
     poller.abort();
     health_handle.graceful_shutdown(Some(Duration::from_secs(1)));
-    let health_result = health.await;
-    match served {
-        Ok(Ok(())) => {}
-        Ok(Err(source)) => {
-            return Err(Error::Serve {
-                what: "admission",
-                source,
-            });
-        }
-        Err(e) => {
-            return Err(Error::Serve {
-                what: "admission",
-                source: std::io::Error::other(e.to_string()),
-            });
-        }
-    }
-    if let Ok(Err(source)) = health_result {
+    let health_served = health.await;
+    served_result("admission", served)?;
+    if let Ok(Err(source)) = health_served {
         return Err(Error::Serve {
             what: "health",
             source,
@@ -238,6 +180,73 @@ pub async fn serve(
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The store `config` names: a directory loaded off the executor threads (kept too for the
+/// reload loop), or watch caches over the API server, counting into `metrics`.
+async fn open_store(
+    config: &StoreConfig,
+    metrics: &Metrics,
+) -> Result<(Store, Option<Arc<FileStore>>), Error> {
+    match config {
+        StoreConfig::Dir(root) => {
+            let root = root.clone();
+            let store = tokio::task::spawn_blocking(move || FileStore::open(root))
+                .await
+                .map_err(|e| Error::Serve {
+                    what: "store loader",
+                    source: std::io::Error::other(e.to_string()),
+                })??;
+            let store = Arc::new(store);
+            Ok((Store::File(store.clone()), Some(store)))
+        }
+        StoreConfig::Kube(options) => {
+            let client = crate::cluster::client(crate::cluster::ClusterArgs {
+                kubeconfig: options.kubeconfig.as_deref(),
+                context: options.context.as_deref(),
+            })
+            .await?;
+            Ok((Store::Kube(KubeStore::start(client, options, metrics)), None))
+        }
+    }
+}
+
+/// An HTTP/1.1-only server on `listener` (as the TLS ALPN says: no HTTP/2 streams multiplied
+/// per connection), stopped through `handle`. A request head (the first, or the next on a
+/// kept-alive connection) must arrive within `deadline`, and hyper's per-connection buffer
+/// stays small.
+fn http1_server(
+    listener: std::net::TcpListener,
+    addr: SocketAddr,
+    deadline: Duration,
+    handle: &Handle<SocketAddr>,
+) -> Result<axum_server::Server<SocketAddr>, Error> {
+    let mut server = axum_server::from_tcp(listener)
+        .map_err(|source| Error::Bind { addr, source })?
+        .http1_only()
+        .first_request_timeout(deadline)
+        .handle(handle.clone());
+    server
+        .http_builder()
+        .http1()
+        .header_read_timeout(deadline)
+        .max_buf_size(MAX_CONNECTION_BUFFER);
+    Ok(server)
+}
+
+/// How the admission server's task ended, as the error `serve` returns.
+fn served_result(
+    what: &'static str,
+    served: Result<std::io::Result<()>, tokio::task::JoinError>,
+) -> Result<(), Error> {
+    match served {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(source)) => Err(Error::Serve { what, source }),
+        Err(e) => Err(Error::Serve {
+            what,
+            source: std::io::Error::other(e.to_string()),
+        }),
+    }
 }
 
 /// Re-reads the certificate and the file store (when there is one) every `interval`, off the
