@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use futures::{FutureExt as _, StreamExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
@@ -119,13 +119,17 @@ pub struct ReadBody {
 /// byte past [`SMALL_BODY_BYTES`] taken from the budget before it is kept. `declared` is the
 /// `Content-Length`, if any. A body over the limit is read to its end and thrown away (so the
 /// client can read the refusal), unless it is over twice the limit, declared or sent.
-pub async fn read_body(
-    body: Body,
+pub async fn read_body<B>(
+    body: B,
     declared: Option<u64>,
     limits: &BodyLimits,
     started: Instant,
     deadline: Duration,
-) -> Result<ReadBody, BodyError> {
+) -> Result<ReadBody, BodyError>
+where
+    B: http_body::Body<Data = Bytes>,
+    B::Error: Into<axum::BoxError>,
+{
     let too_large = || BodyError::TooLarge {
         limit: limits.max_bytes,
     };
@@ -164,7 +168,8 @@ pub async fn read_body(
         discarding = len > limits.max_bytes;
     }
     let end = started + deadline;
-    let mut stream = body.into_data_stream();
+    // Any body, read in place: the connection's own (hyper's) is not boxed first.
+    let mut stream = std::pin::pin!(http_body_util::BodyDataStream::new(body));
     // The declared length sizes the buffer up to [`PREALLOCATED_BYTES`], enough for a review
     // in one allocation; a larger body grows it as its bytes arrive. Declaring costs a client
     // nothing, so it must not cost the webhook more than a small buffer: an allocator may
@@ -201,7 +206,7 @@ pub async fn read_body(
                     buf.extend_from_slice(&chunk);
                 }
             }
-            Ok(Some(Err(e))) => return Err(BodyError::Read(e.to_string())),
+            Ok(Some(Err(e))) => return Err(BodyError::Read(e.into().to_string())),
             Err(_) if discarding => return Err(too_large()),
             Err(_) if Instant::now() >= end => {
                 return Err(BodyError::Deadline { deadline, received });
@@ -238,6 +243,7 @@ fn next_check(started: Instant, received: usize, rate: u64) -> Instant {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use axum::body::Body;
 
     fn stalled() -> Body {
         Body::from_stream(futures::stream::pending::<Result<Bytes, std::io::Error>>())

@@ -350,7 +350,8 @@ fn evaluate_pod(
         Err(refusal) => return Judgement::refused(refusal, Vec::new()),
     };
     let pod_known = pod_facts != miggate_compat::Pod::default();
-    let digests = Digests::compare(restore, checkpoint, &pod_facts, &mut warnings);
+    let mut skip = restore.waiver.checks.clone();
+    let digests = Digests::compare(checkpoint, &pod_facts, &mut skip, &mut warnings);
     let node_name = restore.node.as_deref();
     let node = match named_node(restore, store, &mut warnings) {
         Ok(node) => node,
@@ -364,7 +365,7 @@ fn evaluate_pod(
         _ => Target::pod(&pod_facts),
     };
     let options = Options {
-        skip: digests.skip.clone(),
+        skip,
         ..Options::mode(Mode::Offer)
     };
     let report = evaluate_target(&checkpoint.manifest, target, &options);
@@ -426,16 +427,13 @@ fn restore_container_facts(
     }
 }
 
-/// The image digests of the checkpoint and of the pod's spec, and the checks skipped once they
-/// are compared.
+/// The image digests of the checkpoint and of the pod's spec, compared.
 struct Digests {
     /// The checkpoint's digest, reduced to `sha256:…`.
     source: Option<String>,
     /// The digest the restore container's image pins, if it pins one.
     target: Option<String>,
-    /// The pod's waiver, plus `image-digest` when the two digests differ.
-    skip: BTreeSet<CheckName>,
-    /// Whether `image-digest` was added to `skip` here (not by the pod's waiver).
+    /// Whether `image-digest` was waived here because they differ (not by the pod's waiver).
     waived_here: bool,
 }
 
@@ -443,11 +441,11 @@ impl Digests {
     /// The spec pins an image by digest at best; the checkpoint holds the runtime's image id,
     /// which may be an index digest of the same image. A difference is not proof of another
     /// image, so it is waived here, with a warning, and left to the node agent, which sees the
-    /// runtime's id.
+    /// runtime's id: `skip` (the pod's waiver) gains `image-digest`.
     fn compare(
-        restore: &RestoreRequest<'_>,
         checkpoint: &Checkpoint,
         pod_facts: &miggate_compat::Pod,
+        skip: &mut BTreeSet<CheckName>,
         warnings: &mut Vec<String>,
     ) -> Digests {
         let source = checkpoint
@@ -457,7 +455,6 @@ impl Digests {
             .and_then(|p| p.image_digest.as_deref())
             .and_then(reduce_digest);
         let target = pod_facts.image_digest.as_deref().and_then(reduce_digest);
-        let mut skip = restore.waiver.checks.clone();
         let mut waived_here = false;
         if let (Some(s), Some(t)) = (&source, &target)
             && s != t
@@ -472,7 +469,6 @@ impl Digests {
         Digests {
             source,
             target,
-            skip,
             waived_here,
         }
     }

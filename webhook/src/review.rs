@@ -239,7 +239,13 @@ impl<'a> Review<'a> {
 /// Reads a review from a request body: the envelope checked, the request borrowed, the
 /// object's `spec` and `target` kept raw.
 pub fn parse(body: &[u8]) -> Result<Review<'_>, BadReview> {
-    read(body).map_err(|e| malformed(body, &e))?
+    // One UTF-8 check of the whole body is cheaper than one per string; a body that is not
+    // UTF-8 goes to serde's byte reader, which says where, exactly as before.
+    let envelope: Result<Envelope<'_, RawObject<'_>>, _> = match std::str::from_utf8(body) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(body),
+    };
+    review(envelope.map_err(|e| malformed(body, &e))?)
 }
 
 /// [`parse`] for a decision: a restore pod's spec (an object of kind `v1` `Pod` whose
@@ -257,18 +263,6 @@ pub fn parse_restore(body: &[u8]) -> Result<Review<'_>, BadReview> {
         Ok(Ok(review)) => Ok(review),
         _ => parse(body),
     }
-}
-
-/// The review in `body` with its object kept raw; serde's error when it is not JSON of a
-/// review's shape.
-fn read(body: &[u8]) -> Result<Result<Review<'_>, BadReview>, serde_json::Error> {
-    // One UTF-8 check of the whole body is cheaper than one per string; a body that is not
-    // UTF-8 goes to serde's byte reader, which says where, exactly as before.
-    let envelope: Envelope<'_, RawObject<'_>> = match std::str::from_utf8(body) {
-        Ok(text) => serde_json::from_str(text)?,
-        Err(_) => serde_json::from_slice(body)?,
-    };
-    Ok(review(envelope))
 }
 
 /// The review an envelope carries, or why it cannot be answered.
@@ -370,12 +364,8 @@ struct Envelope<'a, O> {
     api_version: Text<'a>,
     #[serde(borrow)]
     kind: Text<'a>,
-    #[serde(borrow, default = "none")]
+    #[serde(borrow, default)]
     request: Option<Request<'a, O>>,
-}
-
-fn none<T>() -> Option<T> {
-    None
 }
 
 #[derive(Deserialize)]
@@ -397,7 +387,7 @@ struct Request<'a, O> {
     // Required by kube's types and by the API; not read.
     #[allow(dead_code)]
     user_info: IgnoredAny,
-    #[serde(default = "none")]
+    #[serde(default)]
     object: Option<O>,
     #[serde(default)]
     dry_run: bool,

@@ -16,7 +16,7 @@ use crate::body::{BodyLimits, DEFAULT_BODY_BUDGET_BYTES, DEFAULT_MIN_BODY_RATE};
 use crate::connections::{CappedAcceptor, ConnectionGate, DEFAULT_MAX_CONNECTIONS};
 use crate::kube_store::{KubeOptions, KubeStore};
 use crate::metrics::Metrics;
-use crate::server::{AppState, DEFAULT_DEADLINE, Store, admission_router, health_router};
+use crate::server::{AppState, DEFAULT_DEADLINE, Store, admission_service, health_router};
 use crate::store::FileStore;
 use crate::tls::{CertPaths, Reload, Reloader};
 
@@ -138,7 +138,7 @@ pub async fn serve(
     );
     let admission =
         http1_server(admission_listener, config.listen, config.deadline, &handle)?.acceptor(acceptor);
-    let service = admission_router(state.clone());
+    let service = admission_service(state.clone());
     let admission = tokio::spawn(
         admission.serve(ServiceExt::<axum::http::Request<hyper::body::Incoming>>::into_make_service(service)),
     );

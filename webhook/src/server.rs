@@ -77,11 +77,11 @@ impl AppState {
 /// same path (the head's route, the body read under [`read_body`]'s limits, one handler
 /// bounded by the deadline), and on a busy two-core node the per-request layers cost more
 /// than the decision (`../shared/anchors/webhook-echo/run.sh`, docs/webhook.md).
-pub fn admission_router(state: Arc<AppState>) -> AdmissionService {
+pub fn admission_service(state: Arc<AppState>) -> AdmissionService {
     AdmissionService { state }
 }
 
-/// What [`admission_router`] returns: a cheap-to-clone `tower` service over any request body.
+/// What [`admission_service`] returns: a cheap-to-clone `tower` service over any request body.
 #[derive(Debug, Clone)]
 pub struct AdmissionService {
     state: Arc<AppState>,
@@ -124,7 +124,7 @@ fn no_route(status: StatusCode) -> Response {
 impl<B> tower::Service<http::Request<B>> for AdmissionService
 where
     B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<axum::BoxError>,
+    B::Error: Into<axum::BoxError> + Send,
 {
     type Response = Response;
     type Error = std::convert::Infallible;
@@ -152,7 +152,7 @@ where
 async fn admit<B>(state: &AppState, req: http::Request<B>) -> Response
 where
     B: http_body::Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<axum::BoxError>,
+    B::Error: Into<axum::BoxError> + Send,
 {
     let head_at = TokioInstant::now();
     let started = head_at.into_std();
@@ -166,7 +166,7 @@ where
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    let read = match read_body(Body::new(body), declared, &state.body, head_at, state.deadline).await {
+    let read = match read_body(body, declared, &state.body, head_at, state.deadline).await {
         Ok(read) => read,
         Err(e) => return body_refused(state, &e, started),
     };

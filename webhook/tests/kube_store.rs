@@ -22,7 +22,7 @@ use miggate_crds::{GpuCheckpoint, GpuNode};
 use miggate_webhook::kube_store::{KubeOptions, KubeStore};
 use miggate_webhook::lookup::Lookup;
 use miggate_webhook::metrics::Metrics;
-use miggate_webhook::server::{AppState, Store, admission_router, health_router};
+use miggate_webhook::server::{AppState, Store, admission_service, health_router};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -128,7 +128,7 @@ impl Harness {
             .header("content-type", "application/json")
             .body(Body::from(body))
             .unwrap();
-        let resp = admission_router(self.state.clone()).oneshot(req).await.unwrap();
+        let resp = admission_service(self.state.clone()).oneshot(req).await.unwrap();
         assert_eq!(resp.status(), StatusCode::OK);
         let bytes = resp.into_body().collect().await.unwrap().to_bytes();
         let review: Value = serde_json::from_slice(&bytes).unwrap();

@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
-use miggate_webhook::server::{AppState, MAX_BODY_BYTES, admission_router, health_router};
+use miggate_webhook::server::{AppState, MAX_BODY_BYTES, admission_service, health_router};
 use miggate_webhook::store::FileStore;
 use tower::ServiceExt;
 
@@ -26,7 +26,7 @@ async fn post(state: &Arc<AppState>, body: impl Into<Body>) -> (StatusCode, Stri
         .header("content-type", "application/json")
         .body(body.into())
         .unwrap();
-    let resp = admission_router(state.clone()).oneshot(req).await.unwrap();
+    let resp = admission_service(state.clone()).oneshot(req).await.unwrap();
     let status = resp.status();
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
     (status, String::from_utf8(bytes.to_vec()).unwrap())
@@ -88,7 +88,7 @@ async fn admission_routes_take_post_only(#[case] method: &str, #[case] path: &st
         .uri(path)
         .body(Body::from("{}"))
         .unwrap();
-    let resp = admission_router(state.clone()).oneshot(req).await.unwrap();
+    let resp = admission_service(state.clone()).oneshot(req).await.unwrap();
     assert_eq!(resp.status().as_u16(), expected);
     if expected == 405 {
         assert_eq!(resp.headers().get("allow").unwrap(), "POST");

@@ -12,7 +12,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::Pod;
-use miggate_webhook::server::{AppState, admission_router};
+use miggate_webhook::server::{AppState, admission_service};
 use miggate_webhook::store::FileStore;
 use rstest::rstest;
 use serde_json::{Value, json};
@@ -43,7 +43,7 @@ async fn mutate(body: Value) -> (StatusCode, Value) {
         .header("content-type", "application/json")
         .body(Body::from(body.to_string()))
         .unwrap();
-    let resp = admission_router(state()).oneshot(req).await.unwrap();
+    let resp = admission_service(state()).oneshot(req).await.unwrap();
     let status = resp.status();
     let bytes = resp.into_body().collect().await.unwrap().to_bytes();
     let text = String::from_utf8(bytes.to_vec()).unwrap();

@@ -113,22 +113,29 @@ impl<'a> GfdLabels<'a> {
         unreadable(Source::GfdLabels, self.node, why)
     }
 
-    /// A label's value, trimmed.
+    /// A label's value, trimmed. The keys are in order (a map's range with one prefix cut
+    /// off), so a lookup is a binary search, not a walk of up to [`MAX_GFD_LABELS`].
     fn get(&self, key: &str) -> Option<&'a str> {
-        self.labels.iter().find(|(k, _)| *k == key).map(|(_, v)| v.trim())
+        self.labels
+            .binary_search_by(|(k, _)| (*k).cmp(key))
+            .ok()
+            .map(|i| self.labels[i].1.trim())
     }
 
     /// A label that must be a device count: an error when it is not a number or exceeds
     /// [`MAX_DEVICES`], so a wrong count never passes as zero.
     fn count(&self, key: &str) -> Result<Option<usize>, Error> {
-        self.get(key)
-            .map(|v| {
-                v.parse::<usize>()
-                    .ok()
-                    .filter(|n| *n <= MAX_DEVICES)
-                    .ok_or_else(|| self.bad(format!("nvidia.com/{key}={} is not a device count", quote(v))))
-            })
-            .transpose()
+        self.get(key).map(|v| self.count_of(key, v)).transpose()
+    }
+
+    /// [`GfdLabels::count`] of a value already at hand.
+    fn count_of(&self, key: &str, value: &str) -> Result<usize, Error> {
+        let value = value.trim();
+        value
+            .parse::<usize>()
+            .ok()
+            .filter(|n| *n <= MAX_DEVICES)
+            .ok_or_else(|| self.bad(format!("nvidia.com/{key}={} is not a device count", quote(value))))
     }
 
     /// A memory label in MiB; one that is not a number leaves the memory unknown.
@@ -181,9 +188,9 @@ impl<'a> MigFacts<'a> {
         let product_label = labels.get("gpu.product");
         let single_mig = product_label.and_then(|p| p.rsplit_once("-MIG-"));
         let mut profiles = Vec::new();
-        for (key, _) in &labels.labels {
+        for (key, value) in &labels.labels {
             if let Some(profile) = key.strip_prefix("mig-").and_then(|k| k.strip_suffix(".count")) {
-                let count = labels.count(key)?.unwrap_or_default();
+                let count = labels.count_of(key, value)?;
                 profiles.push(ProfileCount {
                     label: profile,
                     count,
