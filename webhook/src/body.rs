@@ -133,40 +133,8 @@ where
     let too_large = || BodyError::TooLarge {
         limit: limits.max_bytes,
     };
-    let mut reservation: Option<OwnedSemaphorePermit> = None;
-    let mut reserved: usize = 0;
-    let mut reserve = |upto: usize, reservation: &mut Option<OwnedSemaphorePermit>| {
-        if upto <= reserved {
-            return Ok(());
-        }
-        let more = u32::try_from(upto - reserved).map_err(|_| too_large())?;
-        let permit = limits
-            .budget
-            .clone()
-            .try_acquire_many_owned(more)
-            .map_err(|_| BodyError::Busy {
-                budget: limits.budget_bytes,
-            })?;
-        match reservation {
-            Some(held) => held.merge(permit),
-            None => *reservation = Some(permit),
-        }
-        reserved = upto;
-        Ok(())
-    };
-    // A body over the limit is still read, and thrown away, up to twice the limit, so that a
-    // client still sending can read the 413 instead of a reset; one declared beyond that is
-    // refused before any is read. A declared length reserves nothing: declaring costs a client
-    // nothing, sending does.
-    let drain_limit = limits.max_bytes.saturating_mul(2);
-    let mut discarding = false;
-    if let Some(len) = declared {
-        let len = usize::try_from(len).unwrap_or(usize::MAX);
-        if len > drain_limit {
-            return Err(too_large());
-        }
-        discarding = len > limits.max_bytes;
-    }
+    let mut reservation = Reservation::default();
+    let mut discarding = discards(declared, limits)?;
     let end = started + deadline;
     // Any body, read in place: the connection's own (hyper's) is not boxed first.
     let mut stream = std::pin::pin!(http_body_util::BodyDataStream::new(body));
@@ -193,16 +161,16 @@ where
             Ok(None) => break,
             Ok(Some(Ok(chunk))) => {
                 received = received.saturating_add(chunk.len());
-                if received > drain_limit {
+                if received > limits.max_bytes.saturating_mul(2) {
                     return Err(too_large());
                 }
                 if received > limits.max_bytes && !discarding {
                     discarding = true;
                     buf = Vec::new();
-                    reservation = None;
+                    reservation = Reservation::default();
                 }
                 if !discarding {
-                    reserve(received.saturating_sub(SMALL_BODY_BYTES), &mut reservation)?;
+                    reservation.grow(received.saturating_sub(SMALL_BODY_BYTES), limits)?;
                     buf.extend_from_slice(&chunk);
                 }
             }
@@ -225,8 +193,60 @@ where
     }
     Ok(ReadBody {
         bytes: Bytes::from(buf),
-        reservation,
+        reservation: reservation.permit,
     })
+}
+
+/// Whether a body of the `declared` length is read and thrown away (over the limit), or the
+/// error when it is refused before any of it is read.
+///
+/// A body over the limit is still read, and thrown away, up to twice the limit, so that a
+/// client still sending can read the 413 instead of a reset; one declared beyond that is
+/// refused before any is read. A declared length reserves nothing: declaring costs a client
+/// nothing, sending does.
+fn discards(declared: Option<u64>, limits: &BodyLimits) -> Result<bool, BodyError> {
+    let Some(len) = declared else {
+        return Ok(false);
+    };
+    let len = usize::try_from(len).unwrap_or(usize::MAX);
+    if len > limits.max_bytes.saturating_mul(2) {
+        return Err(BodyError::TooLarge {
+            limit: limits.max_bytes,
+        });
+    }
+    Ok(len > limits.max_bytes)
+}
+
+/// The bytes of the shared body budget one body holds, grown as its bytes arrive.
+#[derive(Default)]
+struct Reservation {
+    permit: Option<OwnedSemaphorePermit>,
+    reserved: usize,
+}
+
+impl Reservation {
+    /// Holds `upto` bytes of the budget; `Busy` when the budget has not that many left.
+    fn grow(&mut self, upto: usize, limits: &BodyLimits) -> Result<(), BodyError> {
+        if upto <= self.reserved {
+            return Ok(());
+        }
+        let more = u32::try_from(upto - self.reserved).map_err(|_| BodyError::TooLarge {
+            limit: limits.max_bytes,
+        })?;
+        let permit = limits
+            .budget
+            .clone()
+            .try_acquire_many_owned(more)
+            .map_err(|_| BodyError::Busy {
+                budget: limits.budget_bytes,
+            })?;
+        match &mut self.permit {
+            Some(held) => held.merge(permit),
+            None => self.permit = Some(permit),
+        }
+        self.reserved = upto;
+        Ok(())
+    }
 }
 
 /// When `received` bytes stop meeting `rate` (never before the grace): `received / rate`

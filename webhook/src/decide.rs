@@ -540,23 +540,9 @@ fn evaluate_binding(
     store: &(impl Lookup + ?Sized),
 ) -> Judgement {
     let node = restore.node.as_deref().unwrap_or_default();
-    let node_esc = escape_within(node, 256);
     let inventory = match store.inventory(node) {
         Ok(inventory) => inventory,
-        Err(missing) => {
-            // Warnings are cut to 256 bytes each: the reasons follow one per warning.
-            let has = if missing.passed_over.is_empty() {
-                format!("no GPU inventory ({NO_INVENTORY})")
-            } else {
-                "no usable GPU inventory (the sources present cannot be read, as follows)".to_string()
-            };
-            let mut warnings = vec![format!(
-                "miggate: node {node_esc} has {has}; binding of restore pod {} not checked, the node agent decides",
-                restore.pod()
-            )];
-            passed_over_warnings(node, &missing.passed_over, &mut warnings);
-            return Judgement::unchecked(warnings);
-        }
+        Err(missing) => return binding_unchecked(restore, node, &missing),
     };
     let mut warnings = Vec::new();
     inventory_warnings(node, &inventory, &mut warnings);
@@ -594,18 +580,13 @@ fn evaluate_binding(
         })
         .unwrap_or_default();
     // --- end DRA
-    if restore.waiver.annotated {
-        waived_warning(&report, &mut warnings, |r| r.check.scope() != Scope::Pod);
-    }
-    for r in report.results.iter().filter(|r| r.outcome == Outcome::Unknown) {
-        unknown_warning(r, &mut warnings);
-    }
-    report_warnings(&report, &mut warnings);
+    binding_report_warnings(restore, &report, &mut warnings);
     let refusal = (!report.compatible).then(|| Refusal::Incompatible {
         checkpoint: restore.checkpoint_ref(),
         of_pod: Some(restore.pod()),
         place: format!(
-            "on node {node_esc} (inventory from {}{}{on_devices})",
+            "on node {} (inventory from {}{}{on_devices})",
+            escape_within(node, 256),
             inventory.source.as_str(),
             fallback(&inventory)
         ),
@@ -618,6 +599,35 @@ fn evaluate_binding(
         source: Some(inventory.source),
         exact_on,
     }
+}
+
+/// A binding to a node no source describes: allowed unchecked, with why as warnings (cut to
+/// 256 bytes each, so the unusable sources follow one per warning).
+fn binding_unchecked(restore: &RestoreRequest<'_>, node: &str, missing: &NoInventory) -> Judgement {
+    let has = if missing.passed_over.is_empty() {
+        format!("no GPU inventory ({NO_INVENTORY})")
+    } else {
+        "no usable GPU inventory (the sources present cannot be read, as follows)".to_string()
+    };
+    let mut warnings = vec![format!(
+        "miggate: node {} has {has}; binding of restore pod {} not checked, the node agent decides",
+        escape_within(node, 256),
+        restore.pod()
+    )];
+    passed_over_warnings(node, &missing.passed_over, &mut warnings);
+    Judgement::unchecked(warnings)
+}
+
+/// The warnings a binding's report gives: the waived node checks (when the pod waives any),
+/// every unknown and the report's own.
+fn binding_report_warnings(restore: &RestoreRequest<'_>, report: &Report, warnings: &mut Vec<String>) {
+    if restore.waiver.annotated {
+        waived_warning(report, warnings, |r| r.check.scope() != Scope::Pod);
+    }
+    for r in report.results.iter().filter(|r| r.outcome == Outcome::Unknown) {
+        unknown_warning(r, warnings);
+    }
+    report_warnings(report, warnings);
 }
 
 /// "waived by …" naming the skipped checks `keep` accepts, when there are any.
