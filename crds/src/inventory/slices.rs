@@ -46,104 +46,24 @@ pub fn from_resource_slices(
     slices: &[&ResourceSlice],
 ) -> Result<Option<Inventory>, Error> {
     let bad = |why: String| unreadable(Source::ResourceSlice, node_name, why);
-    let ours: Vec<&ResourceSlice> = slices
-        .iter()
-        .copied()
-        .filter(|s| s.spec.driver == DRA_DRIVER && s.spec.node_name.as_deref() == Some(node_name))
-        .take(MAX_SLICES + 1)
-        .collect();
-    if ours.is_empty() {
+    let Some(pool) = Pool::current(node_name, slices).map_err(bad)? else {
         return Ok(None);
-    }
-    if ours.len() > MAX_SLICES {
-        return Err(bad(format!("more than {MAX_SLICES} slices for one node")));
-    }
-    // The scheduler reads only a complete pool at its newest generation; so does this.
-    let generation = ours
-        .iter()
-        .map(|s| s.spec.pool.generation)
-        .max()
-        .unwrap_or_default();
-    let current: Vec<&ResourceSlice> = ours
-        .into_iter()
-        .filter(|s| s.spec.pool.generation == generation)
-        .collect();
-    let pool = &current[0].spec.pool;
-    if current.iter().any(|s| s.spec.pool.name != pool.name) {
-        return Err(bad("its slices name more than one pool".into()));
-    }
-    let expected = usize::try_from(pool.resource_slice_count).unwrap_or(usize::MAX);
-    if current.len() != expected {
-        return Err(bad(format!(
-            "pool {} generation {generation} has {} of its {} slices; it is being updated",
-            quote(&pool.name),
-            current.len(),
-            pool.resource_slice_count
-        )));
-    }
+    };
     // DynamicMIG: the slices list possible partitions over shared counters, not the layout.
-    let dynamic = current
+    let dynamic = pool
+        .slices
         .iter()
         .any(|s| s.spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty()));
     let sets = if dynamic {
-        Some(CounterSets::read(&current).map_err(|why| bad(format!("DynamicMIG pool: {why}")))?)
+        Some(CounterSets::read(&pool.slices).map_err(|why| bad(format!("DynamicMIG pool: {why}")))?)
     } else {
         None
     };
     let mut supply = sets.as_ref().map(Supply::new);
+    let read = read_pool(&pool, sets.as_ref().zip(supply.as_mut())).map_err(bad)?;
 
-    let mut read = Read::default();
-    let mut count = 0usize;
-    for slice in &current {
-        let slice_name = slice.metadata.name.as_deref().unwrap_or("(unnamed)");
-        for device in slice.spec.devices.iter().flatten() {
-            count += 1;
-            if count > MAX_DEVICES {
-                return Err(bad(format!("more than {MAX_DEVICES} devices")));
-            }
-            let at = |why: String| {
-                bad(format!(
-                    "slice {}, device {}: {why}",
-                    quote(slice_name),
-                    quote(&device.name)
-                ))
-            };
-            let before = read.devices.len();
-            read.device(device, supply.is_some()).map_err(at)?;
-            if let (Some((supply, index)), Some(sets)) = (supply.as_mut(), sets.as_ref())
-                && read.devices.len() > before
-                && let Some(d) = read.devices.pop()
-            {
-                supply.add(sets, index, device, d).map_err(at)?;
-            }
-        }
-    }
-
-    let mut notes = vec![format!(
-        "ResourceSlice: {} slice(s) of driver {DRA_DRIVER}, pool {} generation {generation}",
-        current.len(),
-        quote(&pool.name)
-    )];
-    if let Some((supply, _)) = &supply {
-        notes.insert(
-            0,
-            format!(
-                "ResourceSlice: DynamicMIG: node {} partitions its GPUs on demand; judged by what each GPU's shared counters can supply ({} possible devices), not by slices that exist",
-                quote(node_name),
-                supply.offered()
-            ),
-        );
-    }
     let host = host_from_node(node_name, node);
-    if host.kernel_version.is_none() {
-        notes.push("ResourceSlice: no Node.status.nodeInfo kernelVersion; kernel checks are unknown".into());
-    }
-    if read.skipped > 0 {
-        notes.push(format!(
-            "ResourceSlice: {} device(s) that are neither a GPU nor a MIG slice (vfio) left out",
-            read.skipped
-        ));
-    }
+    let notes = pool_notes(node_name, &pool, supply.as_ref().map(|(s, _)| s), &read, &host);
     let mut nvidia = read.nvidia();
     if supply.is_some() {
         // What exists is decided per claim: no device list, and MIG mode is the driver's.
@@ -165,6 +85,123 @@ pub fn from_resource_slices(
         slices_listed: false,
         supply: supply.map(|(s, _)| std::sync::Arc::new(s)),
     }))
+}
+
+/// A node's pool as the scheduler reads it: complete, at its newest generation.
+struct Pool<'s> {
+    slices: Vec<&'s ResourceSlice>,
+    name: &'s str,
+    generation: i64,
+}
+
+impl<'s> Pool<'s> {
+    /// The driver's slices for `node_name` at their newest generation; `None` when there are
+    /// none, an error when they are too many, name two pools or are not all there yet.
+    fn current(node_name: &str, slices: &[&'s ResourceSlice]) -> Result<Option<Pool<'s>>, String> {
+        let ours: Vec<&ResourceSlice> = slices
+            .iter()
+            .copied()
+            .filter(|s| s.spec.driver == DRA_DRIVER && s.spec.node_name.as_deref() == Some(node_name))
+            .take(MAX_SLICES + 1)
+            .collect();
+        if ours.len() > MAX_SLICES {
+            return Err(format!("more than {MAX_SLICES} slices for one node"));
+        }
+        let Some(generation) = ours.iter().map(|s| s.spec.pool.generation).max() else {
+            return Ok(None);
+        };
+        let current: Vec<&ResourceSlice> = ours
+            .into_iter()
+            .filter(|s| s.spec.pool.generation == generation)
+            .collect();
+        let pool = &current[0].spec.pool;
+        if current.iter().any(|s| s.spec.pool.name != pool.name) {
+            return Err("its slices name more than one pool".into());
+        }
+        let expected = usize::try_from(pool.resource_slice_count).unwrap_or(usize::MAX);
+        if current.len() != expected {
+            return Err(format!(
+                "pool {} generation {generation} has {} of its {} slices; it is being updated",
+                quote(&pool.name),
+                current.len(),
+                pool.resource_slice_count
+            ));
+        }
+        Ok(Some(Pool {
+            name: &pool.name,
+            slices: current,
+            generation,
+        }))
+    }
+}
+
+/// A DynamicMIG pool being read: its counter sets, and the supply with its GPUs by name.
+type Supplying<'a> = (&'a CounterSets, &'a mut (Supply, BTreeMap<String, usize>));
+
+/// Every device of `pool`, at most [`MAX_DEVICES`]; under DynamicMIG each possible partition
+/// goes to the GPU's `supply` instead of the device list. An error names the slice and device.
+fn read_pool(pool: &Pool<'_>, mut supply: Option<Supplying<'_>>) -> Result<Read, String> {
+    let mut read = Read::default();
+    let mut count = 0usize;
+    for slice in &pool.slices {
+        let slice_name = slice.metadata.name.as_deref().unwrap_or("(unnamed)");
+        for device in slice.spec.devices.iter().flatten() {
+            count += 1;
+            if count > MAX_DEVICES {
+                return Err(format!("more than {MAX_DEVICES} devices"));
+            }
+            let at = |why: String| {
+                format!(
+                    "slice {}, device {}: {why}",
+                    quote(slice_name),
+                    quote(&device.name)
+                )
+            };
+            let before = read.devices.len();
+            read.device(device, supply.is_some()).map_err(at)?;
+            if let Some((sets, (supply, index))) = supply.as_mut()
+                && read.devices.len() > before
+                && let Some(d) = read.devices.pop()
+            {
+                supply.add(sets, index, device, d).map_err(at)?;
+            }
+        }
+    }
+    Ok(read)
+}
+
+/// What the inventory says of where it came from and what it left out.
+fn pool_notes(
+    node_name: &str,
+    pool: &Pool<'_>,
+    supply: Option<&Supply>,
+    read: &Read,
+    host: &miggate_compat::Host,
+) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(supply) = supply {
+        notes.push(format!(
+            "ResourceSlice: DynamicMIG: node {} partitions its GPUs on demand; judged by what each GPU's shared counters can supply ({} possible devices), not by slices that exist",
+            quote(node_name),
+            supply.offered()
+        ));
+    }
+    notes.push(format!(
+        "ResourceSlice: {} slice(s) of driver {DRA_DRIVER}, pool {} generation {}",
+        pool.slices.len(),
+        quote(pool.name),
+        pool.generation
+    ));
+    if host.kernel_version.is_none() {
+        notes.push("ResourceSlice: no Node.status.nodeInfo kernelVersion; kernel checks are unknown".into());
+    }
+    if read.skipped > 0 {
+        notes.push(format!(
+            "ResourceSlice: {} device(s) that are neither a GPU nor a MIG slice (vfio) left out",
+            read.skipped
+        ));
+    }
+    notes
 }
 
 /// Each of `devices` as an inventory device, in the order given (the allocation's), read as
