@@ -247,8 +247,25 @@ impl Read {
         let attrs = Attrs(device.attributes.as_ref().unwrap_or(&empty));
         let kind = attrs.string("type")?.ok_or("no `type` attribute")?;
         let product = attrs.string("productName")?;
-        // Every device of a node runs the same driver; a pool that says otherwise is not
-        // one node's snapshot.
+        self.versions(&attrs)?;
+        let memory_mib = device
+            .capacity
+            .as_ref()
+            .and_then(|c| c.get("memory"))
+            .and_then(|c| mib(&c.value.0));
+        match kind.as_str() {
+            "gpu" => self.whole_gpu(&attrs, product, memory_mib),
+            "mig" => self.mig_slice(&attrs, product, memory_mib),
+            _ => {
+                self.skipped += 1;
+                Ok(())
+            }
+        }
+    }
+
+    /// The driver and CUDA versions a device states. Every device of a node runs the same
+    /// driver; a pool that says otherwise is not one node's snapshot.
+    fn versions(&mut self, attrs: &Attrs<'_>) -> Result<(), String> {
         if let Some(v) = attrs.version("driverVersion")? {
             match &self.driver {
                 Some(seen) if *seen != v => {
@@ -265,76 +282,84 @@ impl Read {
         if let Some(v) = attrs.version("cudaDriverVersion")? {
             self.cuda.get_or_insert(v);
         }
-        let memory_mib = device
-            .capacity
-            .as_ref()
-            .and_then(|c| c.get("memory"))
-            .and_then(|c| mib(&c.value.0));
-        match kind.as_str() {
-            "gpu" => {
-                let uuid = attrs.string("uuid")?.ok_or("a GPU without a `uuid`")?;
-                let parsed: GpuUuid = uuid.parse().map_err(|e| format!("`uuid`: {e}"))?;
-                let device_uuid: DeviceUuid = uuid.parse().map_err(|e| format!("`uuid`: {e}"))?;
-                self.gpus.insert(
-                    uuid.clone(),
-                    Gpu {
-                        index: attrs.index()?,
-                        uuid: Some(parsed),
-                        product_name: product.clone(),
-                        pci_bus_id: attrs.pci_bus_id()?,
-                        memory_mib,
-                        compute_capability: attrs.compute_capability()?,
-                        mig_mode: Some(MigMode::Disabled),
-                        ..Gpu::default()
-                    },
-                );
-                self.devices.push(Device {
-                    uuid: Some(device_uuid),
-                    product_name: product,
-                    memory_mib,
-                    ..Device::default()
-                });
-            }
-            "mig" => {
-                // DynamicMIG slices have no uuid; static ones always do. Without one the
-                // device is still a slice (by its profile), its identity unknown.
-                let uuid = match attrs.string("uuid")? {
-                    Some(u) => Some(u.parse::<DeviceUuid>().map_err(|e| format!("`uuid`: {e}"))?),
-                    None => None,
-                };
-                let parent = match attrs.string("parentUUID")? {
-                    Some(p) => Some(p.parse::<GpuUuid>().map_err(|e| format!("`parentUUID`: {e}"))?),
-                    None => None,
-                };
-                let profile = match attrs.string("profile")? {
-                    Some(p) => Some(p.parse::<MigProfile>().map_err(|e| format!("`profile`: {e}"))?),
-                    None => None,
-                };
-                if let Some(parent) = &parent
-                    && !self.gpus.contains_key(parent.as_str())
-                {
-                    // A slice inherits its parent's product, bus id and capability.
-                    let gpu = Gpu {
-                        uuid: Some(parent.clone()),
-                        product_name: product.clone(),
-                        pci_bus_id: attrs.pci_bus_id()?,
-                        compute_capability: attrs.compute_capability()?,
-                        mig_mode: Some(MigMode::Enabled),
-                        ..Gpu::default()
-                    };
-                    self.gpus.insert(parent.as_str().to_string(), gpu);
-                }
-                self.devices.push(Device {
-                    uuid,
-                    parent_uuid: parent,
-                    product_name: product,
-                    mig_profile: profile,
-                    memory_mib,
-                    ..Device::default()
-                });
-            }
-            _ => self.skipped += 1,
+        Ok(())
+    }
+
+    /// A GPU without MIG (`type: gpu`): a GPU and a device of its own.
+    fn whole_gpu(
+        &mut self,
+        attrs: &Attrs<'_>,
+        product: Option<String>,
+        memory_mib: Option<u64>,
+    ) -> Result<(), String> {
+        let uuid = attrs.string("uuid")?.ok_or("a GPU without a `uuid`")?;
+        let parsed: GpuUuid = uuid.parse().map_err(|e| format!("`uuid`: {e}"))?;
+        let device_uuid: DeviceUuid = uuid.parse().map_err(|e| format!("`uuid`: {e}"))?;
+        self.gpus.insert(
+            uuid.clone(),
+            Gpu {
+                index: attrs.index()?,
+                uuid: Some(parsed),
+                product_name: product.clone(),
+                pci_bus_id: attrs.pci_bus_id()?,
+                memory_mib,
+                compute_capability: attrs.compute_capability()?,
+                mig_mode: Some(MigMode::Disabled),
+                ..Gpu::default()
+            },
+        );
+        self.devices.push(Device {
+            uuid: Some(device_uuid),
+            product_name: product,
+            memory_mib,
+            ..Device::default()
+        });
+        Ok(())
+    }
+
+    /// A MIG slice (`type: mig`), and its parent GPU the first time one of its slices is seen.
+    /// DynamicMIG slices have no uuid; static ones always do. Without one the device is still
+    /// a slice (by its profile), its identity unknown.
+    fn mig_slice(
+        &mut self,
+        attrs: &Attrs<'_>,
+        product: Option<String>,
+        memory_mib: Option<u64>,
+    ) -> Result<(), String> {
+        let uuid = match attrs.string("uuid")? {
+            Some(u) => Some(u.parse::<DeviceUuid>().map_err(|e| format!("`uuid`: {e}"))?),
+            None => None,
+        };
+        let parent = match attrs.string("parentUUID")? {
+            Some(p) => Some(p.parse::<GpuUuid>().map_err(|e| format!("`parentUUID`: {e}"))?),
+            None => None,
+        };
+        let profile = match attrs.string("profile")? {
+            Some(p) => Some(p.parse::<MigProfile>().map_err(|e| format!("`profile`: {e}"))?),
+            None => None,
+        };
+        if let Some(parent) = &parent
+            && !self.gpus.contains_key(parent.as_str())
+        {
+            // A slice inherits its parent's product, bus id and capability.
+            let gpu = Gpu {
+                uuid: Some(parent.clone()),
+                product_name: product.clone(),
+                pci_bus_id: attrs.pci_bus_id()?,
+                compute_capability: attrs.compute_capability()?,
+                mig_mode: Some(MigMode::Enabled),
+                ..Gpu::default()
+            };
+            self.gpus.insert(parent.as_str().to_string(), gpu);
         }
+        self.devices.push(Device {
+            uuid,
+            parent_uuid: parent,
+            product_name: product,
+            mig_profile: profile,
+            memory_mib,
+            ..Device::default()
+        });
         Ok(())
     }
 
