@@ -4,10 +4,13 @@
 //! strategy, each GPU-instance profile as `nvidia.com/mig-<profile>` with `+` turned into `.`.
 //! Under `single`, `nvidia.com/gpu` hands out one slice of the node's only shape.
 
+use std::collections::BTreeMap;
+
 use super::{Ctx, Devices};
 use crate::device::DeviceKind;
 use crate::manifest::MigStrategy;
 use crate::multiset::Multiset;
+use crate::quantity::Quantity;
 use crate::report::CheckResult;
 use crate::vocab::Outcome;
 
@@ -89,18 +92,7 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> CheckResult {
             "the target records no GPU requests",
         );
     };
-    let mut asked = Multiset::new();
-    let mut odd = Vec::new();
-    for (name, qty) in requests.iter().filter(|(n, _)| n.starts_with("nvidia.com/")) {
-        match qty.whole() {
-            Some(n) if name == GPU || name.starts_with(MIG_PREFIX) => {
-                asked.add_n(name.as_str(), usize::try_from(n).unwrap_or(usize::MAX));
-            }
-            Some(0) => {}
-            Some(_) => odd.push(format!("{name} is not a resource this check knows")),
-            None => odd.push(format!("{name}: `{qty}` is not a whole number")),
-        }
-    }
+    let (asked, odd) = asked_for(requests);
     let Some(devs) = ctx.devices().0 else {
         return ctx.row(
             Outcome::Unknown,
@@ -122,41 +114,8 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> CheckResult {
         Some(Problem::Unrequestable(why)) if !maybe_claimed => return v(Outcome::Refuse, why),
         _ => {}
     }
-    let mig_requests = asked.iter().any(|(k, _)| k != GPU);
-    if mig_requests && matches!(strategy, Some(MigStrategy::Single | MigStrategy::None)) {
-        let name = if strategy == Some(MigStrategy::Single) {
-            "single"
-        } else {
-            "none"
-        };
-        return v(
-            Outcome::Refuse,
-            format!("the {name} strategy advertises no {MIG_PREFIX}* resources"),
-        );
-    }
-    // Whatever the node's strategy, `nvidia.com/gpu` never serves slices of two profiles:
-    // under `single` every device it gives on a node has the one shape, under `mixed` and
-    // `none` it gives whole GPUs. No node needs to be known to refuse this (with a known
-    // strategy, the rows below say it in that strategy's words).
-    let mig = |k: &&str| k.starts_with(MIG_PREFIX);
-    // Slices a pod asks for by their own resource name are not left to `nvidia.com/gpu`: when
-    // every slice is, `nvidia.com/gpu` serves only the whole GPUs (the mixed strategy).
-    let left_to_gpu = need.iter().any(|(k, n)| mig(&k) && asked.count(k) < n);
-    // Counted before anything is collected: the refusal's list is built only when it is said.
-    if strategy.is_none()
-        && gpus > 0
-        && left_to_gpu
-        && need.iter().map(|(k, _)| k).filter(mig).nth(1).is_some()
-    {
-        let profiles: Vec<&str> = need.iter().map(|(k, _)| k).filter(mig).collect();
-        return v(
-            Outcome::Refuse,
-            format!(
-                "the checkpoint used slices of {} profiles ({}), which {GPU} can never give: under the single strategy every device it gives on a node has one shape, under mixed and none it gives whole GPUs",
-                profiles.len(),
-                profiles.join(", ")
-            ),
-        );
+    if let Some(why) = strategy_refusal(strategy, &need, &asked) {
+        return v(Outcome::Refuse, why);
     }
     if maybe_claimed {
         return v(
@@ -191,23 +150,89 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> CheckResult {
             )
         };
     }
+    let (outcome, why) = whole_gpus(strategy, &need, &asked);
+    v(outcome, why)
+}
+
+/// The pod's `nvidia.com/` requests: those this check counts, and what it cannot read.
+fn asked_for(requests: &BTreeMap<String, Quantity>) -> (Multiset<'_>, Vec<String>) {
+    let mut asked = Multiset::new();
+    let mut odd = Vec::new();
+    for (name, qty) in requests.iter().filter(|(n, _)| n.starts_with("nvidia.com/")) {
+        match qty.whole() {
+            Some(n) if name == GPU || name.starts_with(MIG_PREFIX) => {
+                asked.add_n(name.as_str(), usize::try_from(n).unwrap_or(usize::MAX));
+            }
+            Some(0) => {}
+            Some(_) => odd.push(format!("{name} is not a resource this check knows")),
+            None => odd.push(format!("{name}: `{qty}` is not a whole number")),
+        }
+    }
+    (asked, odd)
+}
+
+/// Why no node of `strategy` (or of any, when it is not known) could serve these requests
+/// these devices, if none could.
+fn strategy_refusal(
+    strategy: Option<MigStrategy>,
+    need: &Multiset<'_>,
+    asked: &Multiset<'_>,
+) -> Option<String> {
+    let mig_requests = asked.iter().any(|(k, _)| k != GPU);
+    if mig_requests && matches!(strategy, Some(MigStrategy::Single | MigStrategy::None)) {
+        let name = if strategy == Some(MigStrategy::Single) {
+            "single"
+        } else {
+            "none"
+        };
+        return Some(format!(
+            "the {name} strategy advertises no {MIG_PREFIX}* resources"
+        ));
+    }
+    // Whatever the node's strategy, `nvidia.com/gpu` never serves slices of two profiles:
+    // under `single` every device it gives on a node has the one shape, under `mixed` and
+    // `none` it gives whole GPUs. No node needs to be known to refuse this (with a known
+    // strategy, [`whole_gpus`] says it in that strategy's words).
+    let mig = |k: &&str| k.starts_with(MIG_PREFIX);
+    // Slices a pod asks for by their own resource name are not left to `nvidia.com/gpu`: when
+    // every slice is, `nvidia.com/gpu` serves only the whole GPUs (the mixed strategy).
+    let left_to_gpu = need.iter().any(|(k, n)| mig(&k) && asked.count(k) < n);
+    // Counted before anything is collected: the refusal's list is built only when it is said.
+    if strategy.is_none()
+        && asked.count(GPU) > 0
+        && left_to_gpu
+        && need.iter().map(|(k, _)| k).filter(mig).nth(1).is_some()
+    {
+        let profiles: Vec<&str> = need.iter().map(|(k, _)| k).filter(mig).collect();
+        return Some(format!(
+            "the checkpoint used slices of {} profiles ({}), which {GPU} can never give: under the single strategy every device it gives on a node has one shape, under mixed and none it gives whole GPUs",
+            profiles.len(),
+            profiles.join(", ")
+        ));
+    }
+    None
+}
+
+/// The verdict on requests that name `nvidia.com/gpu` and as many devices as the checkpoint
+/// used: what `nvidia.com/gpu` gives depends on the node's strategy.
+fn whole_gpus(strategy: Option<MigStrategy>, need: &Multiset<'_>, asked: &Multiset<'_>) -> (Outcome, String) {
     match strategy {
-        None => v(
+        None => (
             Outcome::Unknown,
             format!(
                 "{GPU} gives a whole GPU or a slice depending on the node's MIG strategy, which is not known"
             ),
         ),
         Some(MigStrategy::None | MigStrategy::Mixed) if need == asked => {
-            v(Outcome::Pass, "requests give the checkpoint's devices".into())
+            (Outcome::Pass, "requests give the checkpoint's devices".into())
         }
-        Some(MigStrategy::None | MigStrategy::Mixed) => v(
+        Some(MigStrategy::None | MigStrategy::Mixed) => (
             Outcome::Refuse,
             format!("{GPU} gives whole GPUs here; the checkpoint used other devices"),
         ),
         // The single strategy needs every GPU of a node cut the same way (or none cut), so
         // `nvidia.com/gpu` never gives two shapes on one node.
-        Some(MigStrategy::Single) if need.iter().count() > 1 => v(
+        Some(MigStrategy::Single) if need.iter().count() > 1 => (
             Outcome::Refuse,
             format!(
                 "under the single strategy every device {GPU} gives on a node has the same shape; the checkpoint used {} shapes ({})",
@@ -215,14 +240,14 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> CheckResult {
                 need.iter().map(|(k, _)| k).collect::<Vec<_>>().join(", ")
             ),
         ),
-        Some(MigStrategy::Single) if need.count(GPU) > 0 => v(
+        Some(MigStrategy::Single) if need.count(GPU) > 0 => (
             Outcome::Unknown,
             format!(
                 "under the single strategy {GPU} gives a slice on a MIG node; the checkpoint used whole GPUs"
             ),
         ),
         // Only `nvidia.com/gpu` is left here (mig-* resources under single refused above).
-        Some(MigStrategy::Single) => v(
+        Some(MigStrategy::Single) => (
             Outcome::Pass,
             format!("under the single strategy {GPU} gives one slice each; mig-profile checks the shape"),
         ),
