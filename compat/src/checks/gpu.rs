@@ -291,25 +291,8 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> CheckResult {
     let differ = |d: &Devices<'_>| d.slices().any(|t| t.model != first);
     let with_model = every(all_s) && every(all_t) && (differ(all_s) || differ(all_t));
     let (fs, ft) = (flat(all_s, with_model), flat(all_t, with_model));
-    // A slice without a profile has an unknown shape, and a device of unknown kind may be such a
-    // slice: either could make up any difference.
-    let no_shape = |d: &Devices<'_>| d.slices().any(|t| t.profile.is_none());
-    let no_kind = |d: &Devices<'_>| d.any(|t| t.kind == DeviceKind::Unknown);
-    let unknown = |why: String| ctx.row(Outcome::Unknown, fs.render(), ft.render(), Cow::<str>::Owned(why));
-    if no_shape(all_s) || no_shape(all_t) {
-        return unknown(format!(
-            "a slice's profile is not recorded on {}",
-            unknown_sides(no_shape(all_s), no_shape(all_t))
-        ));
-    }
-    // A target that lists every slice (GFD's counts per profile) has no slice among its
-    // devices of unknown kind: they cannot make up a shortfall its counts state for certain.
-    let (ks, kt) = (no_kind(all_s), no_kind(all_t) && !ctx.target.slices_listed);
-    if ks || kt {
-        return unknown(format!(
-            "a device's kind is not known on {}, and it may be a slice",
-            unknown_sides(ks, kt)
-        ));
+    if let Some(why) = shape_unknown(all_s, all_t, ctx.target.slices_listed) {
+        return ctx.row(Outcome::Unknown, fs.render(), ft.render(), Cow::<str>::Owned(why));
     }
     let is_ci = |t: &Tally<'_>| t.profile.is_some_and(|p| p.is_compute_instance());
     let has_ci = all_s.slices().any(is_ci) || all_t.slices().any(is_ci);
@@ -345,36 +328,8 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> CheckResult {
     if !compare(mode, &fs, &ft) {
         return v(Outcome::Refuse, refused(mode, &fs, &ft, "slice shapes").into());
     }
-    if grouped {
-        match mode {
-            Mode::Exact if ds != dt => {
-                return v(
-                    Outcome::Refuse,
-                    "different GPU-instance layouts (compute instances share their GPU instance's memory)"
-                        .into(),
-                );
-            }
-            Mode::Offer => match unplaced(&ls.groups, &lt.groups) {
-                Some(left) if left.is_empty() => {}
-                Some(left) => {
-                    return v(
-                            Outcome::Refuse,
-                            format!(
-                                "no GPU instance on the target can hold {} (each needs its own GPU instance of the same profile with at least those compute instances, which share its memory)",
-                                left.render()
-                            )
-                            .into(),
-                        );
-                }
-                None => {
-                    return v(
-                        Outcome::Unknown,
-                        "the GPU-instance layouts are too varied to place within miggate's work bound".into(),
-                    );
-                }
-            },
-            Mode::Exact => {}
-        }
+    if grouped && let Some((outcome, why)) = layouts_differ(mode, (&ls, &lt), (ds, dt)) {
+        return v(outcome, why);
     }
     if has_ci && !grouped {
         return v(
@@ -383,6 +338,62 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> CheckResult {
         );
     }
     v(Outcome::Pass, "same slice shapes".into())
+}
+
+/// Why the slice shapes cannot be compared, if they cannot: a slice without a profile has an
+/// unknown shape, and a device of unknown kind may be such a slice; either could make up any
+/// difference. A target that lists every slice (GFD's counts per profile, `slices_listed`)
+/// has no slice among its devices of unknown kind: they cannot make up a shortfall its counts
+/// state for certain.
+fn shape_unknown(all_s: &Devices<'_>, all_t: &Devices<'_>, slices_listed: bool) -> Option<String> {
+    let no_shape = |d: &Devices<'_>| d.slices().any(|t| t.profile.is_none());
+    let no_kind = |d: &Devices<'_>| d.any(|t| t.kind == DeviceKind::Unknown);
+    if no_shape(all_s) || no_shape(all_t) {
+        return Some(format!(
+            "a slice's profile is not recorded on {}",
+            unknown_sides(no_shape(all_s), no_shape(all_t))
+        ));
+    }
+    let (ks, kt) = (no_kind(all_s), no_kind(all_t) && !slices_listed);
+    (ks || kt).then(|| {
+        format!(
+            "a device's kind is not known on {}, and it may be a slice",
+            unknown_sides(ks, kt)
+        )
+    })
+}
+
+/// The verdict when grouped compute instances do not fit as GPU-instance layouts (`layouts`
+/// of source and target, `shown` as their counts), or `None` when they do: in exact mode the
+/// layouts must be equal; in offer mode every source GPU instance needs a target one of its
+/// profile that holds its compute instances.
+fn layouts_differ(
+    mode: Mode,
+    layouts: (&Layout<'_>, &Layout<'_>),
+    shown: (&Multiset<'_>, &Multiset<'_>),
+) -> Option<(Outcome, Text)> {
+    match mode {
+        Mode::Exact if shown.0 != shown.1 => Some((
+            Outcome::Refuse,
+            "different GPU-instance layouts (compute instances share their GPU instance's memory)".into(),
+        )),
+        Mode::Exact => None,
+        Mode::Offer => match unplaced(&layouts.0.groups, &layouts.1.groups) {
+            Some(left) if left.is_empty() => None,
+            Some(left) => Some((
+                Outcome::Refuse,
+                format!(
+                    "no GPU instance on the target can hold {} (each needs its own GPU instance of the same profile with at least those compute instances, which share its memory)",
+                    left.render()
+                )
+                .into(),
+            )),
+            None => Some((
+                Outcome::Unknown,
+                "the GPU-instance layouts are too varied to place within miggate's work bound".into(),
+            )),
+        },
+    }
 }
 
 fn key<'a>(d: &'a Device, with_model: bool, shape: &'a str) -> Cow<'a, str> {
