@@ -352,12 +352,12 @@ impl GpuBuilder {
 
     /// The physical GPU and the devices it gives, checked.
     fn build(
-        self,
+        mut self,
         seed: &str,
         index: usize,
         seen: &mut BTreeSet<String>,
     ) -> Result<(Gpu, Vec<Device>), Error> {
-        let uuid: GpuUuid = match self.uuid {
+        let uuid: GpuUuid = match &self.uuid {
             Some(text) => text.parse()?,
             None => generated("GPU", &format!("{seed}/{index}")).parse()?,
         };
@@ -381,13 +381,13 @@ impl GpuBuilder {
             index: Some(index_u32),
             uuid: Some(uuid.clone()),
             product_name: Some(self.product_name.clone()),
-            pci_bus_id: self.pci_bus_id,
+            pci_bus_id: self.pci_bus_id.take(),
             memory_mib: self.memory_mib,
-            compute_capability: self.compute_capability.map(VersionText::new),
+            compute_capability: self.compute_capability.take().map(VersionText::new),
             mig_mode,
             unknown: Default::default(),
         };
-        let Some(profiles) = self.slices else {
+        let Some(profiles) = self.slices.as_deref() else {
             let whole = Device {
                 uuid: Some(uuid.as_str().parse()?),
                 product_name: Some(self.product_name),
@@ -396,6 +396,19 @@ impl GpuBuilder {
             };
             return Ok((gpu, vec![whole]));
         };
+        let devices = self.slice_devices(profiles, &uuid, &format!("{seed}/{index}"), seen)?;
+        Ok((gpu, devices))
+    }
+
+    /// The slices of GPU `uuid` cut as `profiles`, in order, with their instance ids and
+    /// UUIDs (given, legacy-form or generated from `seed`).
+    fn slice_devices(
+        &self,
+        profiles: &[String],
+        uuid: &GpuUuid,
+        seed: &str,
+        seen: &mut BTreeSet<String>,
+    ) -> Result<Vec<Device>, Error> {
         if let Some(given) = &self.slice_uuids
             && given.len() != profiles.len()
         {
@@ -405,33 +418,14 @@ impl GpuBuilder {
             });
         }
         let mut devices = Vec::with_capacity(profiles.len());
-        // (GPU-instance profile, slices it has, compute slices used) of the open GPU instance.
-        let mut open: Option<(String, u16, u16)> = None;
-        let (mut gi, mut ci) = (0u32, 0u32);
+        let mut ids = InstanceIds::default();
         for (i, text) in profiles.iter().enumerate() {
             let profile: MigProfile = text.parse()?;
-            let slices = gpu_slices(profile.gpu_instance_profile());
-            let compute = compute_slices(profile.as_str());
-            let shares = match (&open, compute) {
-                (Some((gip, size, used)), Some(c)) => {
-                    gip == profile.gpu_instance_profile() && used.saturating_add(c) <= *size
-                }
-                _ => false,
-            };
-            if shares {
-                ci += 1;
-                if let (Some((_, _, used)), Some(c)) = (open.as_mut(), compute) {
-                    *used += c;
-                }
-            } else {
-                gi += 1;
-                ci = 0;
-                open = compute.map(|c| (profile.gpu_instance_profile().to_string(), slices, c));
-            }
+            let (gi, ci) = ids.next(&profile);
             let device_uuid: DeviceUuid = match (&self.slice_uuids, self.legacy_uuids) {
                 (Some(given), _) => given.get(i).map(String::as_str).unwrap_or_default().parse()?,
                 (None, true) => format!("MIG-{uuid}/{gi}/{ci}").parse()?,
-                (None, false) => generated("MIG", &format!("{seed}/{index}/{i}")).parse()?,
+                (None, false) => generated("MIG", &format!("{seed}/{i}")).parse()?,
             };
             if !device_uuid.is_mig() {
                 return Err(Error::Build {
@@ -451,7 +445,43 @@ impl GpuBuilder {
                 unknown: Default::default(),
             });
         }
-        Ok((gpu, devices))
+        Ok(devices)
+    }
+}
+
+/// GPU- and compute-instance ids as a driver hands them out when slices are made in order: a
+/// compute-instance slice joins the open GPU instance of its profile while that has room,
+/// anything else opens the next GPU instance.
+#[derive(Default)]
+struct InstanceIds {
+    /// (GPU-instance profile, slices it has, compute slices used) of the open GPU instance.
+    open: Option<(String, u16, u16)>,
+    gi: u32,
+    ci: u32,
+}
+
+impl InstanceIds {
+    /// The (GPU instance, compute instance) ids of the next slice, of `profile`.
+    fn next(&mut self, profile: &MigProfile) -> (u32, u32) {
+        let slices = gpu_slices(profile.gpu_instance_profile());
+        let compute = compute_slices(profile.as_str());
+        let shares = match (&self.open, compute) {
+            (Some((gip, size, used)), Some(c)) => {
+                gip == profile.gpu_instance_profile() && used.saturating_add(c) <= *size
+            }
+            _ => false,
+        };
+        if shares {
+            self.ci += 1;
+            if let (Some((_, _, used)), Some(c)) = (self.open.as_mut(), compute) {
+                *used += c;
+            }
+        } else {
+            self.gi += 1;
+            self.ci = 0;
+            self.open = compute.map(|c| (profile.gpu_instance_profile().to_string(), slices, c));
+        }
+        (self.gi, self.ci)
     }
 }
 
