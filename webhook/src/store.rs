@@ -273,79 +273,88 @@ impl FileStore {
                 .display()
                 .to_string();
             let is_node = path.parent() == Some(nodes.as_path());
-            let stem = path
-                .file_stem()
-                .and_then(|s| s.to_str())
-                .unwrap_or_default()
-                .to_string();
-            let mut problem = |error: String| {
-                if is_node && !stem.is_empty() {
-                    snapshot.unusable_nodes.entry(stem.clone()).or_insert_with(|| {
-                        format!(
-                            "store file {} cannot be used: {}",
-                            escape_within(&rel, 256),
-                            error
-                        )
-                    });
-                }
-                snapshot_problem(&mut snapshot.problems, &rel, error);
-            };
-            let stored = match parsed {
-                Ok(s) => s,
-                Err(why) => {
-                    problem(why.clone());
-                    continue;
-                }
-            };
-            let Some(name) = path.file_stem().and_then(|s| s.to_str()) else {
-                problem("file name is not UTF-8".into());
-                continue;
-            };
-            if let Some(ns_dir) = path
-                .parent()
-                .filter(|p| p.parent() == Some(checkpoints.as_path()))
-            {
-                let ns = ns_dir.file_name().and_then(|s| s.to_str()).unwrap_or_default();
-                if let Err(why) = agrees(stored, StoredKind::Checkpoint, name, Some(ns)) {
-                    problem(why);
-                    continue;
-                }
-                let entry = snapshot.checkpoints.entry(ns.to_string()).or_default();
-                if entry.contains_key(name) {
-                    problem(format!(
-                        "another file already defines checkpoint {}/{}",
-                        escape(ns),
-                        escape(name)
-                    ));
-                    continue;
-                }
-                entry.insert(
-                    name.to_string(),
-                    Arc::new(Checkpoint {
-                        manifest: stored.manifest.clone(),
-                        container_name: stored.container_name.clone(),
-                        origin: rel.clone(),
-                    }),
-                );
-            } else if is_node {
-                if let Err(why) = node_agrees(stored, name) {
-                    problem(why);
-                    continue;
-                }
-                if snapshot.nodes.contains_key(name) {
-                    problem(format!("another file already defines node {}", escape(name)));
-                    continue;
-                }
-                snapshot.nodes.insert(
-                    name.to_string(),
-                    Node {
-                        manifest: Arc::new(stored.manifest.clone()),
-                        file: path.clone(),
+            let placed = match parsed {
+                Err(why) => Err(why.clone()),
+                Ok(stored) => match path.file_stem().and_then(|s| s.to_str()) {
+                    None => Err("file name is not UTF-8".into()),
+                    Some(name) => match path
+                        .parent()
+                        .filter(|p| p.parent() == Some(checkpoints.as_path()))
+                    {
+                        Some(ns_dir) => {
+                            let ns = ns_dir.file_name().and_then(|s| s.to_str()).unwrap_or_default();
+                            snapshot.add_checkpoint(ns, name, stored, &rel)
+                        }
+                        None if is_node => snapshot.add_node(name, stored, path),
+                        None => Ok(()),
                     },
-                );
+                },
+            };
+            if let Err(error) = placed {
+                let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
+                snapshot.file_problem(&rel, is_node.then_some(stem), error);
             }
         }
         snapshot
+    }
+}
+
+impl Snapshot {
+    /// Checkpoint `namespace`/`name` from the store file `rel`; an error when the file says
+    /// another kind, name or namespace, or another file has defined it.
+    fn add_checkpoint(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        stored: &Stored,
+        rel: &str,
+    ) -> Result<(), String> {
+        agrees(stored, StoredKind::Checkpoint, name, Some(namespace))?;
+        let entry = self.checkpoints.entry(namespace.to_string()).or_default();
+        if entry.contains_key(name) {
+            return Err(format!(
+                "another file already defines checkpoint {}/{}",
+                escape(namespace),
+                escape(name)
+            ));
+        }
+        entry.insert(
+            name.to_string(),
+            Arc::new(Checkpoint {
+                manifest: stored.manifest.clone(),
+                container_name: stored.container_name.clone(),
+                origin: rel.to_string(),
+            }),
+        );
+        Ok(())
+    }
+
+    /// Node `name`'s inventory from the store file at `path`; an error when the file says
+    /// another kind or name, or another file has defined it.
+    fn add_node(&mut self, name: &str, stored: &Stored, path: &Path) -> Result<(), String> {
+        node_agrees(stored, name)?;
+        if self.nodes.contains_key(name) {
+            return Err(format!("another file already defines node {}", escape(name)));
+        }
+        self.nodes.insert(
+            name.to_string(),
+            Node {
+                manifest: Arc::new(stored.manifest.clone()),
+                file: path.to_path_buf(),
+            },
+        );
+        Ok(())
+    }
+
+    /// A store file that cannot be used: a problem of the snapshot, and the reason node
+    /// `node` (the file's stem, for a file under `nodes/`) has no inventory.
+    fn file_problem(&mut self, rel: &str, node: Option<&str>, error: String) {
+        if let Some(node) = node.filter(|n| !n.is_empty()) {
+            self.unusable_nodes.entry(node.to_string()).or_insert_with(|| {
+                format!("store file {} cannot be used: {}", escape_within(rel, 256), error)
+            });
+        }
+        snapshot_problem(&mut self.problems, rel, error);
     }
 }
 
