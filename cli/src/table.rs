@@ -77,6 +77,22 @@ pub fn write_report(
         escape(&target.display().to_string()),
         report.mode
     )?;
+    write_rows(out, report, width)?;
+    writeln!(out)?;
+    write_notes(out, report)?;
+    write_verdict(out, report)?;
+    if !report.warnings.is_empty() {
+        writeln!(out, "\n{bold}warnings{bold:#}")?;
+        for w in &report.warnings {
+            writeln!(out, "  - {}", escape(w))?;
+        }
+    }
+    Ok(())
+}
+
+/// The table: a row per check, its source and target values wrapped at `width`.
+fn write_rows(out: &mut impl Write, report: &Report, width: usize) -> io::Result<()> {
+    let bold = Style::new().bold();
     let check_w = report
         .results
         .iter()
@@ -119,9 +135,12 @@ pub fn write_report(
             writeln!(out, "{}", cells.trim_end())?;
         }
     }
-    writeln!(out)?;
-    // Rows that did not pass, with their reasons; rows sharing a message (every pod check on a
-    // node inventory) share one line.
+    Ok(())
+}
+
+/// Rows that did not pass, with their reasons; rows sharing a message (every pod check on a
+/// node inventory) share one line. Nothing when every row passed.
+fn write_notes(out: &mut impl Write, report: &Report) -> io::Result<()> {
     let mut notes: Vec<(Vec<&str>, Outcome, &str)> = Vec::new();
     for r in report.results.iter().filter(|r| r.outcome != Outcome::Pass) {
         match notes
@@ -132,19 +151,25 @@ pub fn write_report(
             None => notes.push((vec![r.check.as_str()], r.outcome, &r.message)),
         }
     }
-    if !notes.is_empty() {
-        writeln!(out, "{bold}notes{bold:#}")?;
-        for (checks, outcome, message) in notes {
-            let style = outcome_style(outcome);
-            writeln!(
-                out,
-                "  {style}{}{style:#}: {}",
-                checks.join(", "),
-                escape(message)
-            )?;
-        }
-        writeln!(out)?;
+    if notes.is_empty() {
+        return Ok(());
     }
+    let bold = Style::new().bold();
+    writeln!(out, "{bold}notes{bold:#}")?;
+    for (checks, outcome, message) in notes {
+        let style = outcome_style(outcome);
+        writeln!(
+            out,
+            "  {style}{}{style:#}: {}",
+            checks.join(", "),
+            escape(message)
+        )?;
+    }
+    writeln!(out)
+}
+
+/// The verdict (with the reason of a refusal) and the device map.
+fn write_verdict(out: &mut impl Write, report: &Report) -> io::Result<()> {
     if report.compared_nothing() {
         // Not a pass: no check said anything about this target (exit status 3).
         let s = outcome_style(Outcome::Unknown).bold();
@@ -161,22 +186,16 @@ pub fn write_report(
         writeln!(out, "reason:     {}", escape(&report.reason))?;
     }
     match report.device_map.as_deref() {
-        Some("") => writeln!(out, "device map: (every device maps to itself)")?,
+        Some("") => writeln!(out, "device map: (every device maps to itself)"),
         Some(map) => {
             writeln!(out, "device map:")?;
             for pair in map.split(',') {
                 writeln!(out, "  {}", escape(pair))?;
             }
+            Ok(())
         }
-        None => writeln!(out, "device map: none")?,
+        None => writeln!(out, "device map: none"),
     }
-    if !report.warnings.is_empty() {
-        writeln!(out, "\n{bold}warnings{bold:#}")?;
-        for w in &report.warnings {
-            writeln!(out, "  - {}", escape(w))?;
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
