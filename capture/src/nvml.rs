@@ -176,23 +176,7 @@ fn read_gpu(
     )
     .map(|c| VersionText::new(format!("{}.{}", c.major, c.minor)));
 
-    // `Err(())`: the mode could not be read, so neither can the devices this GPU offers.
-    let mig_mode = match handle.mig_mode() {
-        Ok(m) => Ok(Some(MigMode::from_current_pending(
-            m.current == MIG_ENABLE,
-            Some(m.pending == MIG_ENABLE),
-        ))),
-        // Not MIG-capable: a whole GPU, and "MIG mode" is not a fact it has.
-        Err(NvmlError::NotSupported) => Ok(None),
-        Err(e) => {
-            warnings.push(format!(
-                "{at}: cannot read the MIG mode (nvmlDeviceGetMigMode: {}); the device list is unknown",
-                describe(&e)
-            ));
-            Err(())
-        }
-    };
-
+    let mig_mode = read_mig_mode(handle, &at, warnings);
     let gpu = Gpu {
         unknown: Default::default(),
         index: Some(index),
@@ -222,6 +206,30 @@ fn read_gpu(
         Err(()) => None,
     };
     Ok((gpu, devices))
+}
+
+/// The GPU's MIG mode: `Ok(None)` when it is not MIG-capable (a whole GPU, and "MIG mode"
+/// is not a fact it has); `Err(())`, with a warning, when the mode could not be read, so
+/// neither can the devices this GPU offers.
+fn read_mig_mode(
+    handle: &nvml_wrapper::Device<'_>,
+    at: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Option<MigMode>, ()> {
+    match handle.mig_mode() {
+        Ok(m) => Ok(Some(MigMode::from_current_pending(
+            m.current == MIG_ENABLE,
+            Some(m.pending == MIG_ENABLE),
+        ))),
+        Err(NvmlError::NotSupported) => Ok(None),
+        Err(e) => {
+            warnings.push(format!(
+                "{at}: cannot read the MIG mode (nvmlDeviceGetMigMode: {}); the device list is unknown",
+                describe(&e)
+            ));
+            Err(())
+        }
+    }
 }
 
 /// What a slice inherits from, or is described by, its parent GPU.
