@@ -283,41 +283,8 @@ fn mig_line(line: &str, n: usize, warnings: &mut Vec<String>) -> Result<Option<L
             (rest[..at].trim(), None, &rest[at..])
         }
     };
-    let uuid = match split_uuid(tail) {
-        Some((_, uuid)) => {
-            let uuid = read_uuid::<DeviceUuid>(uuid, n, warnings)?;
-            if !uuid.is_mig() {
-                return Err(invalid_uuid(
-                    n,
-                    miggate_compat::Error::InvalidUuid {
-                        uuid: uuid.to_string(),
-                        why: "a MIG line's UUID starts with `MIG-`",
-                    },
-                ));
-            }
-            Some(uuid)
-        }
-        None => {
-            warnings.push(format!(
-                "{COMMAND} line {n}: MIG line has no `(UUID: …)` part; its UUID is unknown"
-            ));
-            None
-        }
-    };
-    let (profile, unreadable_profile) = if profile_text.is_empty() {
-        warnings.push(format!(
-            "{COMMAND} line {n}: MIG line names no profile; its shape is unknown"
-        ));
-        (None, None)
-    } else {
-        match profile_text.parse::<MigProfile>() {
-            Ok(p) => (Some(p), None),
-            Err(e) => {
-                warnings.push(format!("{COMMAND} line {n}: {e}; the slice's shape is unknown"));
-                (None, Some(profile_text.to_string()))
-            }
-        }
-    };
+    let uuid = slice_uuid(tail, n, warnings)?;
+    let (profile, unreadable_profile) = slice_profile(profile_text, n, warnings);
     let legacy = uuid.as_ref().and_then(|u| match u.form() {
         UuidForm::LegacyMig {
             gpu_instance,
@@ -340,6 +307,46 @@ fn mig_line(line: &str, n: usize, warnings: &mut Vec<String>) -> Result<Option<L
         uuid,
         line: n,
     }))
+}
+
+/// A MIG line's UUID, from what follows its `Device <n>:`; `None`, with a warning, when the
+/// line has none. An error when it is not a UUID or not a slice's.
+fn slice_uuid(tail: &str, n: usize, warnings: &mut Vec<String>) -> Result<Option<DeviceUuid>, Error> {
+    let Some((_, uuid)) = split_uuid(tail) else {
+        warnings.push(format!(
+            "{COMMAND} line {n}: MIG line has no `(UUID: …)` part; its UUID is unknown"
+        ));
+        return Ok(None);
+    };
+    let uuid = read_uuid::<DeviceUuid>(uuid, n, warnings)?;
+    if !uuid.is_mig() {
+        return Err(invalid_uuid(
+            n,
+            miggate_compat::Error::InvalidUuid {
+                uuid: uuid.to_string(),
+                why: "a MIG line's UUID starts with `MIG-`",
+            },
+        ));
+    }
+    Ok(Some(uuid))
+}
+
+/// A MIG line's profile, or the text that is not one (kept, with a warning: the slice's
+/// shape is unknown).
+fn slice_profile(text: &str, n: usize, warnings: &mut Vec<String>) -> (Option<MigProfile>, Option<String>) {
+    if text.is_empty() {
+        warnings.push(format!(
+            "{COMMAND} line {n}: MIG line names no profile; its shape is unknown"
+        ));
+        return (None, None);
+    }
+    match text.parse::<MigProfile>() {
+        Ok(p) => (Some(p), None),
+        Err(e) => {
+            warnings.push(format!("{COMMAND} line {n}: {e}; the slice's shape is unknown"));
+            (None, Some(text.to_string()))
+        }
+    }
 }
 
 /// Splits `<head> (UUID: <uuid>)` at the last `(UUID:`; the UUID runs to the next `)` (or the
