@@ -696,86 +696,16 @@ fn merge(into: &mut Value, patch: &Value) {
 }
 
 fn patch(shared: &Arc<Shared>, target: &Target, name: &str, req: &Recorded) -> Response {
-    if req.content_type.as_deref() != Some("application/apply-patch+yaml") {
-        return status(
-            415,
-            "UnsupportedMediaType",
-            "the fake supports only server-side apply (application/apply-patch+yaml)",
-        );
-    }
-    if req.query.get("fieldManager").is_none_or(String::is_empty) {
-        return status(
-            422,
-            "Invalid",
-            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
-        );
-    }
-    let Some(body) = req.body.as_ref().filter(|b| b.is_object()) else {
-        return status(400, "BadRequest", "the apply body is not a JSON or YAML object");
+    let body = match apply_body(target, name, req) {
+        Ok(body) => body,
+        Err(refused) => return *refused,
     };
-    let want_kind = kind_of(&target.plural);
-    if body.get("apiVersion").and_then(Value::as_str) != Some(target.api_version.as_str()) {
-        return status(
-            400,
-            "BadRequest",
-            "apiVersion is missing or differs from the path",
-        );
-    }
-    if body.get("kind").and_then(Value::as_str) != Some(want_kind) {
-        return status(400, "BadRequest", "kind is missing or differs from the path");
-    }
-    if body.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
-        return status(
-            400,
-            "BadRequest",
-            "metadata.name is missing or differs from the path",
-        );
-    }
     let k = key(target.namespace.as_deref(), name);
     let mut inner = shared.lock();
     let existing = inner.objects.get(&target.plural).and_then(|m| m.get(&k)).cloned();
-    let next = match (target.subresource.as_deref(), existing) {
-        (Some("status"), None) => {
-            return status(
-                404,
-                "NotFound",
-                &format!("{} \"{name}\" not found", target.plural),
-            );
-        }
-        (Some("status"), Some(mut obj)) => {
-            let slot = obj
-                .as_object_mut()
-                .map(|o| o.entry("status").or_insert_with(|| json!({})));
-            if let (Some(slot), Some(patch)) = (slot, body.get("status")) {
-                merge(slot, patch);
-            }
-            obj
-        }
-        (Some(other), _) => {
-            return status(404, "NotFound", &format!("no subresource {other}"));
-        }
-        (None, existing) => {
-            let mut patch = body.clone();
-            // With a status subresource, status is not written through the object.
-            if let Some(o) = patch.as_object_mut() {
-                o.remove("status");
-            }
-            match existing {
-                Some(mut obj) => {
-                    merge(&mut obj, &patch);
-                    obj
-                }
-                None => {
-                    if let (Some(ns), Some(meta)) = (
-                        &target.namespace,
-                        patch.get_mut("metadata").and_then(Value::as_object_mut),
-                    ) {
-                        meta.insert("namespace".into(), Value::String(ns.clone()));
-                    }
-                    patch
-                }
-            }
-        }
+    let next = match applied(target, name, body, existing) {
+        Ok(next) => next,
+        Err(refused) => return *refused,
     };
     let created = inner
         .objects
@@ -788,6 +718,108 @@ fn patch(shared: &Arc<Shared>, target: &Target, name: &str, req: &Recorded) -> R
         StatusCode::OK
     };
     json_response(code, &stored)
+}
+
+/// The body of a server-side apply to `target`/`name`, or the answer the API server gives a
+/// request it refuses: another content type, no field manager, a body that is not an object
+/// of the path's apiVersion, kind and name.
+fn apply_body<'r>(target: &Target, name: &str, req: &'r Recorded) -> Result<&'r Value, Box<Response>> {
+    if req.content_type.as_deref() != Some("application/apply-patch+yaml") {
+        return Err(Box::new(status(
+            415,
+            "UnsupportedMediaType",
+            "the fake supports only server-side apply (application/apply-patch+yaml)",
+        )));
+    }
+    if req.query.get("fieldManager").is_none_or(String::is_empty) {
+        return Err(Box::new(status(
+            422,
+            "Invalid",
+            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
+        )));
+    }
+    let Some(body) = req.body.as_ref().filter(|b| b.is_object()) else {
+        return Err(Box::new(status(
+            400,
+            "BadRequest",
+            "the apply body is not a JSON or YAML object",
+        )));
+    };
+    if body.get("apiVersion").and_then(Value::as_str) != Some(target.api_version.as_str()) {
+        return Err(Box::new(status(
+            400,
+            "BadRequest",
+            "apiVersion is missing or differs from the path",
+        )));
+    }
+    if body.get("kind").and_then(Value::as_str) != Some(kind_of(&target.plural)) {
+        return Err(Box::new(status(
+            400,
+            "BadRequest",
+            "kind is missing or differs from the path",
+        )));
+    }
+    if body.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
+        return Err(Box::new(status(
+            400,
+            "BadRequest",
+            "metadata.name is missing or differs from the path",
+        )));
+    }
+    Ok(body)
+}
+
+/// The object after applying `body` to what exists: the status subresource merges only
+/// `status` into an existing object; the object itself merges all but `status`.
+fn applied(
+    target: &Target,
+    name: &str,
+    body: &Value,
+    existing: Option<Value>,
+) -> Result<Value, Box<Response>> {
+    match (target.subresource.as_deref(), existing) {
+        (Some("status"), None) => Err(Box::new(status(
+            404,
+            "NotFound",
+            &format!("{} \"{name}\" not found", target.plural),
+        ))),
+        (Some("status"), Some(mut obj)) => {
+            let slot = obj
+                .as_object_mut()
+                .map(|o| o.entry("status").or_insert_with(|| json!({})));
+            if let (Some(slot), Some(patch)) = (slot, body.get("status")) {
+                merge(slot, patch);
+            }
+            Ok(obj)
+        }
+        (Some(other), _) => Err(Box::new(status(
+            404,
+            "NotFound",
+            &format!("no subresource {other}"),
+        ))),
+        (None, existing) => {
+            let mut patch = body.clone();
+            // With a status subresource, status is not written through the object.
+            if let Some(o) = patch.as_object_mut() {
+                o.remove("status");
+            }
+            match existing {
+                Some(mut obj) => {
+                    merge(&mut obj, &patch);
+                    Ok(obj)
+                }
+                None => {
+                    if let (Some(ns), Some(meta)) = (
+                        &target.namespace,
+                        patch.get_mut("metadata").and_then(Value::as_object_mut),
+                    ) {
+                        meta.insert("namespace".into(), Value::String(ns.clone()));
+                    }
+                    Ok(patch)
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
