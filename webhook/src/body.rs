@@ -49,6 +49,12 @@ pub struct BodyLimits {
 }
 
 impl BodyLimits {
+    /// How far a body over the limit is still read, and thrown away, so that a client still
+    /// sending can read the 413 instead of a reset: twice the limit.
+    fn drain_limit(&self) -> usize {
+        self.max_bytes.saturating_mul(2)
+    }
+
     /// Limits with a budget of `budget_bytes` (at least one largest body).
     pub fn new(min_rate: u64, budget_bytes: usize) -> Self {
         let budget_bytes = budget_bytes.clamp(MAX_BODY_BYTES, Semaphore::MAX_PERMITS);
@@ -161,7 +167,7 @@ where
             Ok(None) => break,
             Ok(Some(Ok(chunk))) => {
                 received = received.saturating_add(chunk.len());
-                if received > limits.max_bytes.saturating_mul(2) {
+                if received > limits.drain_limit() {
                     return Err(too_large());
                 }
                 if received > limits.max_bytes && !discarding {
@@ -198,18 +204,15 @@ where
 }
 
 /// Whether a body of the `declared` length is read and thrown away (over the limit), or the
-/// error when it is refused before any of it is read.
-///
-/// A body over the limit is still read, and thrown away, up to twice the limit, so that a
-/// client still sending can read the 413 instead of a reset; one declared beyond that is
-/// refused before any is read. A declared length reserves nothing: declaring costs a client
+/// error when it is refused before any of it is read (declared past
+/// [`BodyLimits::drain_limit`]). A declared length reserves nothing: declaring costs a client
 /// nothing, sending does.
 fn discards(declared: Option<u64>, limits: &BodyLimits) -> Result<bool, BodyError> {
     let Some(len) = declared else {
         return Ok(false);
     };
     let len = usize::try_from(len).unwrap_or(usize::MAX);
-    if len > limits.max_bytes.saturating_mul(2) {
+    if len > limits.drain_limit() {
         return Err(BodyError::TooLarge {
             limit: limits.max_bytes,
         });

@@ -16,8 +16,8 @@ use std::collections::{HashMap, HashSet};
 use k8s_openapi::api::resource::v1::{Device as DraDevice, ResourceSlice};
 use miggate_compat::{Device, GpuManifest, Nvidia};
 
-use super::slices::read_devices;
-use super::{DRA_DRIVER, MAX_DEVICES, MAX_SLICES, quote};
+use super::slices::{Pool, read_devices};
+use super::{DRA_DRIVER, MAX_DEVICES, quote};
 use crate::error::Error;
 
 /// The most allocation results read for one pod: far above any real restore (8 GPUs × 7
@@ -133,42 +133,25 @@ pub fn allocated(
 }
 
 /// A pool's name and its devices by name.
-type Pool<'a> = (String, HashMap<&'a str, &'a DraDevice>);
+type PoolDevices<'a> = (String, HashMap<&'a str, &'a DraDevice>);
 
-/// The node's pool of driver `gpu.nvidia.com` at its newest generation: its name and its
-/// devices by name. `None` when the node has no slice of the driver.
-fn pool_devices<'a>(node_name: &str, slices: &[&'a ResourceSlice]) -> Result<Option<Pool<'a>>, String> {
-    let ours: Vec<&ResourceSlice> = slices
-        .iter()
-        .copied()
-        .filter(|s| s.spec.driver == DRA_DRIVER && s.spec.node_name.as_deref() == Some(node_name))
-        .take(MAX_SLICES + 1)
-        .collect();
-    if ours.len() > MAX_SLICES {
-        return Err(format!("more than {MAX_SLICES} slices for one node"));
-    }
-    let Some(generation) = ours.iter().map(|s| s.spec.pool.generation).max() else {
+/// The node's pool of driver `gpu.nvidia.com` at its newest generation ([`Pool::newest`]): its
+/// name and its devices by name. `None` when the node has no slice of the driver.
+fn pool_devices<'a>(
+    node_name: &str,
+    slices: &[&'a ResourceSlice],
+) -> Result<Option<PoolDevices<'a>>, String> {
+    let Some(pool) = Pool::newest(node_name, slices)? else {
         return Ok(None);
     };
-    let current: Vec<&ResourceSlice> = ours
-        .into_iter()
-        .filter(|s| s.spec.pool.generation == generation)
-        .collect();
-    let Some(first) = current.first() else {
-        return Ok(None);
-    };
-    let name = first.spec.pool.name.clone();
-    if current.iter().any(|s| s.spec.pool.name != name) {
-        return Err("its slices name more than one pool".into());
-    }
     let mut devices = HashMap::new();
-    for device in current.iter().flat_map(|s| s.spec.devices.iter().flatten()) {
+    for device in pool.slices.iter().flat_map(|s| s.spec.devices.iter().flatten()) {
         if devices.len() >= MAX_DEVICES {
             return Err(format!("more than {MAX_DEVICES} devices"));
         }
         devices.insert(device.name.as_str(), device);
     }
-    Ok(Some((name, devices)))
+    Ok(Some((pool.name.to_string(), devices)))
 }
 
 /// `manifest` (a node's inventory, from whichever source) with its devices replaced by the

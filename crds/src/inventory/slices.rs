@@ -87,17 +87,19 @@ pub fn from_resource_slices(
     }))
 }
 
-/// A node's pool as the scheduler reads it: complete, at its newest generation.
-struct Pool<'s> {
-    slices: Vec<&'s ResourceSlice>,
-    name: &'s str,
+/// A node's pool of the driver at its newest generation, as the scheduler reads it.
+pub(super) struct Pool<'s> {
+    pub(super) slices: Vec<&'s ResourceSlice>,
+    pub(super) name: &'s str,
     generation: i64,
+    /// How many slices the pool says it has (`resourceSliceCount`).
+    expected: i64,
 }
 
 impl<'s> Pool<'s> {
     /// The driver's slices for `node_name` at their newest generation; `None` when there are
-    /// none, an error when they are too many, name two pools or are not all there yet.
-    fn current(node_name: &str, slices: &[&'s ResourceSlice]) -> Result<Option<Pool<'s>>, String> {
+    /// none, an error when they are too many or name two pools.
+    pub(super) fn newest(node_name: &str, slices: &[&'s ResourceSlice]) -> Result<Option<Pool<'s>>, String> {
         let ours: Vec<&ResourceSlice> = slices
             .iter()
             .copied()
@@ -118,20 +120,30 @@ impl<'s> Pool<'s> {
         if current.iter().any(|s| s.spec.pool.name != pool.name) {
             return Err("its slices name more than one pool".into());
         }
-        let expected = usize::try_from(pool.resource_slice_count).unwrap_or(usize::MAX);
-        if current.len() != expected {
-            return Err(format!(
-                "pool {} generation {generation} has {} of its {} slices; it is being updated",
-                quote(&pool.name),
-                current.len(),
-                pool.resource_slice_count
-            ));
-        }
         Ok(Some(Pool {
             name: &pool.name,
+            expected: pool.resource_slice_count,
             slices: current,
             generation,
         }))
+    }
+
+    /// [`Pool::newest`], refused unless every slice of it has been published: a pool being
+    /// updated is not yet a description of the node.
+    fn current(node_name: &str, slices: &[&'s ResourceSlice]) -> Result<Option<Pool<'s>>, String> {
+        let Some(pool) = Pool::newest(node_name, slices)? else {
+            return Ok(None);
+        };
+        if usize::try_from(pool.expected).unwrap_or(usize::MAX) != pool.slices.len() {
+            return Err(format!(
+                "pool {} generation {} has {} of its {} slices; it is being updated",
+                quote(pool.name),
+                pool.generation,
+                pool.slices.len(),
+                pool.expected
+            ));
+        }
+        Ok(Some(pool))
     }
 }
 
