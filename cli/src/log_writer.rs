@@ -102,21 +102,24 @@ fn flush_loop<W: Write>(shared: &Shared, mut out: W) {
     }
 }
 
-impl Write for BatchWriter {
-    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
-        let mut state = lock(&self.shared.state);
+impl Shared {
+    /// Adds `bytes` to what the flusher writes next; past [`MAX_BYTES`] waits for it first.
+    fn append(&self, bytes: &[u8]) {
+        let mut state = lock(&self.state);
         while state.buf.len() >= MAX_BYTES && !state.stop {
-            state = self
-                .shared
-                .drained
-                .wait(state)
-                .unwrap_or_else(PoisonError::into_inner);
+            state = self.drained.wait(state).unwrap_or_else(PoisonError::into_inner);
         }
         let was = state.buf.len();
         state.buf.extend_from_slice(bytes);
         if was < EAGER_BYTES && state.buf.len() >= EAGER_BYTES {
-            self.shared.wake.notify_one();
+            self.wake.notify_one();
         }
+    }
+}
+
+impl Write for BatchWriter {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.shared.append(bytes);
         Ok(bytes.len())
     }
 
@@ -126,10 +129,28 @@ impl Write for BatchWriter {
     }
 }
 
+/// What the subscriber writes one line through: a borrow of the [`BatchWriter`], so a line
+/// costs no reference count (an `Arc` clone per line is an atomic that every worker thread
+/// contends for).
+pub(crate) struct LineWriter<'a> {
+    shared: &'a Shared,
+}
+
+impl Write for LineWriter<'_> {
+    fn write(&mut self, bytes: &[u8]) -> io::Result<usize> {
+        self.shared.append(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for BatchWriter {
-    type Writer = BatchWriter;
-    fn make_writer(&'a self) -> BatchWriter {
-        self.clone()
+    type Writer = LineWriter<'a>;
+    fn make_writer(&'a self) -> LineWriter<'a> {
+        LineWriter { shared: &self.shared }
     }
 }
 
@@ -209,6 +230,31 @@ mod tests {
             std::thread::sleep(Duration::from_millis(5));
         }
         assert_eq!(sink.0.lock().unwrap().as_slice(), b"one\n");
+    }
+
+    /// The subscriber's path: each event's line goes through a [`LineWriter`] borrowed from
+    /// the writer, and reaches the sink whole.
+    #[test]
+    fn a_subscribers_lines_reach_the_sink_through_borrowed_writers() {
+        let sink = Sink::default();
+        let (writer, guard) = batched(sink.clone()).unwrap();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(writer)
+            .with_ansi(false)
+            .without_time()
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            for i in 0..3 {
+                tracing::info!(line = i, "decided");
+            }
+        });
+        drop(guard);
+        let text = String::from_utf8(sink.0.lock().unwrap().clone()).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3, "{text}");
+        for (i, line) in lines.iter().enumerate() {
+            assert!(line.ends_with(&format!("decided line={i}")), "{line}");
+        }
     }
 
     #[test]

@@ -21,6 +21,16 @@ pub fn is_hazard(c: char) -> bool {
         )
 }
 
+/// Whether `text` has no hazard. Printable ASCII, which nearly every name and message is, is
+/// told byte by byte; characters are decoded only from the first other byte on (a control, or
+/// the first byte of a multi-byte character, since every byte before it is ASCII).
+fn is_plain(text: &str) -> bool {
+    match text.bytes().position(|b| !(b' '..=b'~').contains(&b)) {
+        None => true,
+        Some(at) => text.get(at..).is_some_and(|rest| !rest.chars().any(is_hazard)),
+    }
+}
+
 /// `text` with every hazard written as an escape (`\n`, `\t`, `\u{1b}`, `\u{202e}`) and cut to
 /// [`MAX_QUOTED_BYTES`], ending in `… [N more bytes cut]` when it was cut. Borrowed when there
 /// is nothing to change, which is the common case.
@@ -30,7 +40,7 @@ pub fn escape(text: &str) -> Cow<'_, str> {
 
 /// [`escape`] with another bound, for callers that quote many texts in one message.
 pub fn escape_within(text: &str, max_bytes: usize) -> Cow<'_, str> {
-    if text.len() <= max_bytes && !text.chars().any(is_hazard) {
+    if text.len() <= max_bytes && is_plain(text) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len().min(max_bytes) + 32);
@@ -69,6 +79,9 @@ mod tests {
     #[case("\u{2066}\u{2069}\u{200f}\u{61c}", "\\u{2066}\\u{2069}\\u{200f}\\u{61c}")]
     #[case("nul\0", "nul\\u{0}")]
     #[case("ümlaut 日本", "ümlaut 日本")]
+    #[case("plain ü\u{1b}[2J", "plain ü\\u{1b}[2J")]
+    #[case("ab 日本 evil\u{202e}", "ab 日本 evil\\u{202e}")]
+    #[case("ü then \n", "ü then \\n")]
     fn hazards_are_escaped(#[case] text: &str, #[case] want: &str) {
         assert_eq!(escape(text), want);
     }
@@ -93,6 +106,29 @@ mod tests {
         let out = escape(&escapes);
         let kept = out.split('…').next().unwrap_or_default();
         assert!(kept.ends_with("\\u{1b}"), "{kept:?}");
+    }
+
+    /// The ASCII fast path keeps exactly the printable range: DEL and every control are
+    /// escaped, alone or beside plain text.
+    #[test]
+    fn every_ascii_byte_is_kept_or_escaped_as_the_char_rule_says() {
+        for b in 0u8..=0x7f {
+            let c = char::from(b);
+            let alone = c.to_string();
+            let beside = format!("plain {c} text");
+            let printable = (0x20..0x7f).contains(&b);
+            assert_eq!(printable, !is_hazard(c), "byte {b:#x}");
+            assert_eq!(
+                matches!(escape(&alone), Cow::Borrowed(_)),
+                printable,
+                "byte {b:#x} alone"
+            );
+            assert_eq!(
+                matches!(escape(&beside), Cow::Borrowed(_)),
+                printable,
+                "byte {b:#x} in text"
+            );
+        }
     }
 
     #[test]

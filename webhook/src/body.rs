@@ -149,9 +149,10 @@ where
     // nothing, so it must not cost the webhook more than a small buffer: an allocator may
     // commit what it hands out (mimalloc does), and thousands of connections may each declare
     // megabytes and send a byte.
-    let mut buf: Vec<u8> = Vec::with_capacity(declared.map_or(0, |d| {
+    let capacity = declared.map_or(0, |d| {
         usize::try_from(d).unwrap_or(usize::MAX).min(PREALLOCATED_BYTES)
-    }));
+    });
+    let mut whole = Whole::default();
     let mut received: usize = 0;
     loop {
         // What has arrived is taken without a timer: a small body usually comes with its
@@ -172,12 +173,12 @@ where
                 }
                 if received > limits.max_bytes && !discarding {
                     discarding = true;
-                    buf = Vec::new();
+                    whole = Whole::default();
                     reservation = Reservation::default();
                 }
                 if !discarding {
                     reservation.grow(received.saturating_sub(SMALL_BODY_BYTES), limits)?;
-                    buf.extend_from_slice(&chunk);
+                    whole.push(chunk, capacity);
                 }
             }
             Ok(Some(Err(e))) => return Err(BodyError::Read(e.into().to_string())),
@@ -198,9 +199,45 @@ where
         return Err(too_large());
     }
     Ok(ReadBody {
-        bytes: Bytes::from(buf),
+        bytes: whole.into_bytes(),
         reservation: reservation.permit,
     })
+}
+
+/// A body's chunks joined. A body that came in one chunk, as a review with its head usually
+/// does, is kept as that chunk (no copy); a second chunk starts a buffer of `capacity`.
+#[derive(Default)]
+enum Whole {
+    #[default]
+    Empty,
+    One(Bytes),
+    Joined(Vec<u8>),
+}
+
+impl Whole {
+    fn push(&mut self, chunk: Bytes, capacity: usize) {
+        *self = match std::mem::take(self) {
+            Whole::Empty => Whole::One(chunk),
+            Whole::One(first) => {
+                let mut buf = Vec::with_capacity(capacity.max(first.len() + chunk.len()));
+                buf.extend_from_slice(&first);
+                buf.extend_from_slice(&chunk);
+                Whole::Joined(buf)
+            }
+            Whole::Joined(mut buf) => {
+                buf.extend_from_slice(&chunk);
+                Whole::Joined(buf)
+            }
+        };
+    }
+
+    fn into_bytes(self) -> Bytes {
+        match self {
+            Whole::Empty => Bytes::new(),
+            Whole::One(chunk) => chunk,
+            Whole::Joined(buf) => Bytes::from(buf),
+        }
+    }
 }
 
 /// Whether a body of the `declared` length is read and thrown away (over the limit), or the
@@ -280,6 +317,41 @@ mod tests {
             tokio::time::sleep(every).await;
             Some((Ok::<_, std::io::Error>(Bytes::from_static(b"x")), n + 1))
         }))
+    }
+
+    /// A body comes whole and byte for byte however it is cut: in one chunk (kept as it is),
+    /// in two, or in many, with or without a declared length.
+    #[rstest::rstest]
+    #[case::one_chunk(&[2800], true)]
+    #[case::one_chunk_undeclared(&[2800], false)]
+    #[case::two_chunks(&[1000, 1800], true)]
+    #[case::many_chunks(&[1, 999, 0, 700, 1100], true)]
+    #[case::many_undeclared(&[1, 999, 0, 700, 1100], false)]
+    #[case::empty(&[], true)]
+    #[tokio::test]
+    async fn a_body_is_read_whole_however_it_is_cut(#[case] cuts: &[usize], #[case] declare: bool) {
+        let total: usize = cuts.iter().sum();
+        let text: Vec<u8> = (0..total).map(|i| b'a' + (i % 26) as u8).collect();
+        let mut at = 0;
+        let chunks: Vec<Result<Bytes, std::io::Error>> = cuts
+            .iter()
+            .map(|n| {
+                let chunk = Bytes::copy_from_slice(&text[at..at + n]);
+                at += n;
+                Ok(chunk)
+            })
+            .collect();
+        let body = Body::from_stream(futures::stream::iter(chunks));
+        let read = read_body(
+            body,
+            declare.then_some(total as u64),
+            &BodyLimits::default(),
+            Instant::now(),
+            Duration::from_secs(4),
+        )
+        .await
+        .unwrap();
+        assert_eq!(read.bytes.as_ref(), text.as_slice());
     }
 
     #[tokio::test(start_paused = true)]
