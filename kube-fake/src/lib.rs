@@ -703,14 +703,11 @@ fn patch(shared: &Arc<Shared>, target: &Target, name: &str, req: &Recorded) -> R
     let k = key(target.namespace.as_deref(), name);
     let mut inner = shared.lock();
     let existing = inner.objects.get(&target.plural).and_then(|m| m.get(&k)).cloned();
+    let created = existing.is_none();
     let next = match applied(target, name, body, existing) {
         Ok(next) => next,
         Err(refused) => return *refused,
     };
-    let created = inner
-        .objects
-        .get(&target.plural)
-        .is_none_or(|m| !m.contains_key(&k));
     let stored = store(shared, &mut inner, &target.plural, next);
     let code = if created {
         StatusCode::CREATED

@@ -55,6 +55,13 @@ impl BodyLimits {
         self.max_bytes.saturating_mul(2)
     }
 
+    /// The refusal of a body over the limit.
+    fn too_large(&self) -> BodyError {
+        BodyError::TooLarge {
+            limit: self.max_bytes,
+        }
+    }
+
     /// Limits with a budget of `budget_bytes` (at least one largest body).
     pub fn new(min_rate: u64, budget_bytes: usize) -> Self {
         let budget_bytes = budget_bytes.clamp(MAX_BODY_BYTES, Semaphore::MAX_PERMITS);
@@ -136,9 +143,6 @@ where
     B: http_body::Body<Data = Bytes>,
     B::Error: Into<axum::BoxError>,
 {
-    let too_large = || BodyError::TooLarge {
-        limit: limits.max_bytes,
-    };
     let mut reservation = Reservation::default();
     let mut discarding = discards(declared, limits)?;
     let end = started + deadline;
@@ -169,7 +173,7 @@ where
             Ok(Some(Ok(chunk))) => {
                 received = received.saturating_add(chunk.len());
                 if received > limits.drain_limit() {
-                    return Err(too_large());
+                    return Err(limits.too_large());
                 }
                 if received > limits.max_bytes && !discarding {
                     discarding = true;
@@ -182,7 +186,7 @@ where
                 }
             }
             Ok(Some(Err(e))) => return Err(BodyError::Read(e.into().to_string())),
-            Err(_) if discarding => return Err(too_large()),
+            Err(_) if discarding => return Err(limits.too_large()),
             Err(_) if Instant::now() >= end => {
                 return Err(BodyError::Deadline { deadline, received });
             }
@@ -196,7 +200,7 @@ where
         }
     }
     if discarding {
-        return Err(too_large());
+        return Err(limits.too_large());
     }
     Ok(ReadBody {
         bytes: whole.into_bytes(),
@@ -250,9 +254,7 @@ fn discards(declared: Option<u64>, limits: &BodyLimits) -> Result<bool, BodyErro
     };
     let len = usize::try_from(len).unwrap_or(usize::MAX);
     if len > limits.drain_limit() {
-        return Err(BodyError::TooLarge {
-            limit: limits.max_bytes,
-        });
+        return Err(limits.too_large());
     }
     Ok(len > limits.max_bytes)
 }
@@ -270,9 +272,7 @@ impl Reservation {
         if upto <= self.reserved {
             return Ok(());
         }
-        let more = u32::try_from(upto - self.reserved).map_err(|_| BodyError::TooLarge {
-            limit: limits.max_bytes,
-        })?;
+        let more = u32::try_from(upto - self.reserved).map_err(|_| limits.too_large())?;
         let permit = limits
             .budget
             .clone()

@@ -259,40 +259,34 @@ impl FileStore {
             loaded_at: Some(SystemTime::now()),
             ..Snapshot::default()
         };
-        let mut paths: Vec<&PathBuf> = cache.keys().collect();
-        paths.sort();
+        let mut files: Vec<(&PathBuf, &Parsed)> = cache.iter().map(|(p, (_, parsed))| (p, parsed)).collect();
+        files.sort_by_key(|(p, _)| *p);
         let checkpoints = self.root.join(CHECKPOINTS_DIR);
         let nodes = self.root.join(NODES_DIR);
-        for path in paths {
-            let Some((_, parsed)) = cache.get(path) else {
-                continue;
-            };
+        for (path, parsed) in files {
             let rel = path
                 .strip_prefix(&self.root)
                 .unwrap_or(path)
                 .display()
                 .to_string();
             let is_node = path.parent() == Some(nodes.as_path());
-            let placed = match parsed {
-                Err(why) => Err(why.clone()),
-                Ok(stored) => match path.file_stem().and_then(|s| s.to_str()) {
-                    None => Err("file name is not UTF-8".into()),
-                    Some(name) => match path
-                        .parent()
-                        .filter(|p| p.parent() == Some(checkpoints.as_path()))
-                    {
-                        Some(ns_dir) => {
-                            let ns = ns_dir.file_name().and_then(|s| s.to_str()).unwrap_or_default();
-                            snapshot.add_checkpoint(ns, name, stored, &rel)
-                        }
-                        None if is_node => snapshot.add_node(name, stored, path),
-                        None => Ok(()),
-                    },
-                },
-            };
+            let stem = path.file_stem().and_then(|s| s.to_str());
+            let placed = parsed.as_ref().map_err(Clone::clone).and_then(|stored| {
+                let name = stem.ok_or_else(|| "file name is not UTF-8".to_string())?;
+                match path
+                    .parent()
+                    .filter(|p| p.parent() == Some(checkpoints.as_path()))
+                {
+                    Some(ns_dir) => {
+                        let ns = ns_dir.file_name().and_then(|s| s.to_str()).unwrap_or_default();
+                        snapshot.add_checkpoint(ns, name, stored, &rel)
+                    }
+                    None if is_node => snapshot.add_node(name, stored, path),
+                    None => Ok(()),
+                }
+            });
             if let Err(error) = placed {
-                let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-                snapshot.file_problem(&rel, is_node.then_some(stem), error);
+                snapshot.file_problem(&rel, is_node.then(|| stem.unwrap_or_default()), error);
             }
         }
         snapshot

@@ -171,8 +171,8 @@ fn asked_for(requests: &BTreeMap<String, Quantity>) -> (Multiset<'_>, Vec<String
     (asked, odd)
 }
 
-/// Why no node of `strategy` (or of any, when it is not known) could serve these requests
-/// these devices, if none could.
+/// Why no node of `strategy` (of any strategy, when it is not known) could give the
+/// checkpoint's devices (`need`) for these requests (`asked`), if none could.
 fn strategy_refusal(
     strategy: Option<MigStrategy>,
     need: &Multiset<'_>,

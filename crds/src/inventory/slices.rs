@@ -116,7 +116,9 @@ impl<'s> Pool<'s> {
             .into_iter()
             .filter(|s| s.spec.pool.generation == generation)
             .collect();
-        let pool = &current[0].spec.pool;
+        let Some(pool) = current.first().map(|s| &s.spec.pool) else {
+            return Ok(None);
+        };
         if current.iter().any(|s| s.spec.pool.name != pool.name) {
             return Err("its slices name more than one pool".into());
         }
@@ -338,18 +340,9 @@ impl Read {
         product: Option<String>,
         memory_mib: Option<u64>,
     ) -> Result<(), String> {
-        let uuid = match attrs.string("uuid")? {
-            Some(u) => Some(u.parse::<DeviceUuid>().map_err(|e| format!("`uuid`: {e}"))?),
-            None => None,
-        };
-        let parent = match attrs.string("parentUUID")? {
-            Some(p) => Some(p.parse::<GpuUuid>().map_err(|e| format!("`parentUUID`: {e}"))?),
-            None => None,
-        };
-        let profile = match attrs.string("profile")? {
-            Some(p) => Some(p.parse::<MigProfile>().map_err(|e| format!("`profile`: {e}"))?),
-            None => None,
-        };
+        let uuid = attrs.parsed::<DeviceUuid>("uuid")?;
+        let parent = attrs.parsed::<GpuUuid>("parentUUID")?;
+        let profile = attrs.parsed::<MigProfile>("profile")?;
         if let Some(parent) = &parent
             && !self.gpus.contains_key(parent.as_str())
         {
@@ -416,6 +409,17 @@ impl Attrs<'_> {
     }
 
     /// A version attribute; a string is accepted too (older releases and hand-written slices).
+    /// A string attribute read as `T`, `None` when absent; an error names the attribute.
+    fn parsed<T>(&self, name: &str) -> Result<Option<T>, String>
+    where
+        T: std::str::FromStr,
+        T::Err: std::fmt::Display,
+    {
+        self.string(name)?
+            .map(|s| s.parse::<T>().map_err(|e| format!("`{name}`: {e}")))
+            .transpose()
+    }
+
     fn version(&self, name: &str) -> Result<Option<String>, String> {
         match self.0.get(name) {
             None => Ok(None),
