@@ -13,6 +13,7 @@ mod crds;
 mod deploy;
 mod duration;
 mod input;
+mod log_format;
 mod log_writer;
 mod place;
 mod printable;

@@ -55,29 +55,40 @@ pub(crate) async fn stop_signal() -> &'static str {
 /// (the system refuses one), lines go straight to stderr.
 #[must_use = "dropping the guard stops the log writer"]
 pub(crate) fn init_logging() -> Option<crate::log_writer::Guard> {
+    match crate::log_writer::batched(std::io::stderr()) {
+        Ok((writer, guard)) => {
+            install_subscriber(writer);
+            Some(guard)
+        }
+        Err(_) => {
+            install_subscriber(std::io::stderr);
+            None
+        }
+    }
+}
+
+/// The subscriber over `writer`: JSON lines when `MIGGATE_LOG_FORMAT=json`; otherwise text,
+/// coloured on a terminal, and else written by [`crate::log_format`]'s cheaper, identical
+/// fields.
+fn install_subscriber<W>(writer: W)
+where
+    W: for<'a> tracing_subscriber::fmt::MakeWriter<'a> + Send + Sync + 'static,
+{
     let filter = tracing_subscriber::EnvFilter::try_from_env("MIGGATE_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let json = std::env::var("MIGGATE_LOG_FORMAT").is_ok_and(|f| f == "json");
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_ansi(ansi);
-    match crate::log_writer::batched(std::io::stderr()) {
-        Ok((writer, guard)) => {
-            let builder = builder.with_writer(writer);
-            let _ = if json {
-                builder.json().try_init()
-            } else {
-                builder.try_init()
-            };
-            Some(guard)
-        }
-        Err(_) => {
-            let builder = builder.with_writer(std::io::stderr);
-            let _ = if json {
-                builder.json().try_init()
-            } else {
-                builder.try_init()
-            };
-            None
-        }
-    }
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_ansi(ansi)
+        .with_timer(crate::log_format::Rfc3339Micros)
+        .with_writer(writer);
+    // An error here means a subscriber is set already (a test's): that one keeps logging.
+    let _ = if json {
+        builder.json().try_init()
+    } else if ansi {
+        builder.try_init()
+    } else {
+        builder.fmt_fields(crate::log_format::PlainFields).try_init()
+    };
 }

@@ -14,8 +14,8 @@
 //! [`store`] (checkpoints and nodes from a directory, in memory, reloaded on change),
 //! [`kube_store`] (watch caches over the API server), [`server`] (the routers), [`body`]
 //! (reading a body under the deadline, a minimum rate and a memory budget), [`connections`]
-//! (the cap on open connections), [`tls`] (rustls with reloads), [`metrics`], and [`serve`],
-//! which runs them all.
+//! (the cap on open connections), `http1` (the accept loop, each connection's head deadline and
+//! the stop), [`tls`] (rustls with reloads), [`metrics`], and [`serve`], which runs them all.
 
 pub mod allocation;
 pub mod body;
@@ -25,6 +25,7 @@ pub mod connections;
 pub mod decide;
 pub mod device_map;
 mod error;
+mod http1;
 pub mod kube_store;
 pub mod lookup;
 pub mod metrics;

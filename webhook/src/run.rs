@@ -7,13 +7,13 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use axum::ServiceExt;
-use axum_server::Handle;
+use axum_server::accept::DefaultAcceptor;
 use axum_server::tls_rustls::RustlsAcceptor;
 
 use crate::Error;
 use crate::body::{BodyLimits, DEFAULT_BODY_BUDGET_BYTES, DEFAULT_MIN_BODY_RATE};
 use crate::connections::{CappedAcceptor, ConnectionGate, DEFAULT_MAX_CONNECTIONS};
+use crate::http1::{self, Stop};
 use crate::kube_store::{KubeOptions, KubeStore};
 use crate::metrics::Metrics;
 use crate::server::{AppState, DEFAULT_DEADLINE, Store, admission_service, health_router};
@@ -77,6 +77,9 @@ impl Config {
 /// pass through it.
 const MAX_CONNECTION_BUFFER: usize = 64 * 1024;
 
+/// How long the health port's requests in flight may take once the webhook stops.
+const HEALTH_DRAIN: Duration = Duration::from_secs(1);
+
 /// The addresses a running webhook listens on (with the ports the OS chose for port 0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Bound {
@@ -131,28 +134,29 @@ pub async fn serve(
         health: health_addr,
     };
 
-    let handle: Handle<SocketAddr> = Handle::new();
     let acceptor = CappedAcceptor::new(
         RustlsAcceptor::new(reloader.rustls_config()).handshake_timeout(Duration::from_secs(3)),
         gate,
     );
-    let admission =
-        http1_server(admission_listener, config.listen, config.deadline, &handle)?.acceptor(acceptor);
-    let service = admission_service(state.clone());
-    let admission = tokio::spawn(
-        admission.serve(ServiceExt::<axum::http::Request<hyper::body::Incoming>>::into_make_service(service)),
-    );
+    let stop = Stop::new();
+    let admission = tokio::spawn(http1::serve(
+        admission_listener,
+        acceptor,
+        admission_service(state.clone()),
+        http1::Options::new(config.deadline, config.drain, MAX_CONNECTION_BUFFER),
+        stop.clone(),
+    ));
 
     // The health port has no cap (the kubelet's probes must always get in), but the same
-    // header deadline, so no client holds a connection there for longer than it.
-    let health_handle: Handle<SocketAddr> = Handle::new();
-    let health = http1_server(
+    // head deadline, so no client holds a connection there for longer than it.
+    let health_stop = Stop::new();
+    let health = tokio::spawn(http1::serve(
         health_listener,
-        config.health_listen,
-        config.deadline,
-        &health_handle,
-    )?;
-    let health = tokio::spawn(health.serve(health_router(state.clone()).into_make_service()));
+        DefaultAcceptor,
+        health_router(state.clone()),
+        http1::Options::new(config.deadline, HEALTH_DRAIN, MAX_CONNECTION_BUFFER),
+        health_stop.clone(),
+    ));
 
     let poller = tokio::spawn(poll(files, reloader, state.clone(), config.poll_interval));
 
@@ -166,18 +170,13 @@ pub async fn serve(
         "stopping: draining in-flight admission requests"
     );
     state.ready.store(false, Ordering::Release);
-    handle.graceful_shutdown(Some(config.drain));
+    stop.ask();
     let served = admission.await;
     poller.abort();
-    health_handle.graceful_shutdown(Some(Duration::from_secs(1)));
+    health_stop.ask();
     let health_served = health.await;
     served_result("admission", served)?;
-    if let Ok(Err(source)) = health_served {
-        return Err(Error::Serve {
-            what: "health",
-            source,
-        });
-    }
+    served_result("health", health_served)?;
     tracing::info!("stopped");
     Ok(())
 }
@@ -209,29 +208,6 @@ async fn open_store(
             Ok((Store::Kube(KubeStore::start(client, options, metrics)), None))
         }
     }
-}
-
-/// An HTTP/1.1-only server on `listener` (as the TLS ALPN says: no HTTP/2 streams multiplied
-/// per connection), stopped through `handle`. A request head (the first, or the next on a
-/// kept-alive connection) must arrive within `deadline`, and hyper's per-connection buffer
-/// stays small.
-fn http1_server(
-    listener: std::net::TcpListener,
-    addr: SocketAddr,
-    deadline: Duration,
-    handle: &Handle<SocketAddr>,
-) -> Result<axum_server::Server<SocketAddr>, Error> {
-    let mut server = axum_server::from_tcp(listener)
-        .map_err(|source| Error::Bind { addr, source })?
-        .http1_only()
-        .first_request_timeout(deadline)
-        .handle(handle.clone());
-    server
-        .http_builder()
-        .http1()
-        .header_read_timeout(deadline)
-        .max_buf_size(MAX_CONNECTION_BUFFER);
-    Ok(server)
 }
 
 /// How the admission server's task ended, as the error `serve` returns.
