@@ -419,7 +419,12 @@ mod tests {
             if let Some(ms) = req.uri().path().strip_prefix("/slow/") {
                 tokio::time::sleep(Duration::from_millis(ms.parse().unwrap())).await;
             }
-            Ok::<_, std::convert::Infallible>(http::Response::new(String::from("done")))
+            let body = if req.uri().path() == "/big" {
+                "x".repeat(BIG)
+            } else {
+                String::from("done")
+            };
+            Ok::<_, std::convert::Infallible>(http::Response::new(body))
         });
         let stop = Stop::new();
         let served = tokio::spawn(serve(
@@ -431,6 +436,9 @@ mod tests {
         ));
         (addr, stop, served)
     }
+
+    /// The size of `/big`'s answer: more than loopback's socket buffers hold.
+    const BIG: usize = 64 * 1024 * 1024;
 
     async fn get(tcp: &mut TcpStream, path: &str) {
         use tokio::io::AsyncWriteExt;
@@ -484,6 +492,30 @@ mod tests {
             "{:?}",
             started.elapsed()
         );
+    }
+
+    #[tokio::test]
+    async fn a_client_that_does_not_read_its_answer_is_cut_a_deadline_after_it() {
+        use tokio::io::AsyncReadExt;
+        let deadline = Duration::from_millis(300);
+        let (addr, _stop, _served) = server(deadline, Duration::from_secs(1)).await;
+        let mut tcp = TcpStream::connect(addr).await.unwrap();
+        get(&mut tcp, "/big").await;
+        tokio::time::sleep(deadline * 4).await;
+        // What the buffers held arrives; then the end, or a reset, well short of the answer.
+        let mut got = 0;
+        let mut buf = vec![0_u8; 1 << 20];
+        let ended = tokio::time::timeout(Duration::from_secs(5), async {
+            loop {
+                match tcp.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => got += n,
+                }
+            }
+        })
+        .await;
+        assert!(ended.is_ok(), "the connection was held open");
+        assert!(got < BIG, "the whole answer arrived: {got} bytes");
     }
 
     #[tokio::test]
