@@ -48,6 +48,13 @@ impl PlainVisitor<'_> {
         name != "message" && !name.starts_with("r#") && !name.starts_with("log.")
     }
 
+    /// Writes `name=value`, a space before it unless it is the line's first field.
+    fn write_pair(&mut self, name: &str, value: &dyn fmt::Debug) {
+        let pad = if self.is_empty { "" } else { " " };
+        self.is_empty = false;
+        self.result = write!(self.writer, "{pad}{name}={value:?}");
+    }
+
     /// Hands the field `name` to tracing-subscriber's own visitor, writing into the same line.
     fn by_default(&mut self, name: &str, record: impl FnOnce(&mut DefaultVisitor<'_>)) {
         let mut visitor = DefaultVisitor::new(self.writer.by_ref(), self.is_empty);
@@ -86,17 +93,6 @@ impl Visit for PlainVisitor<'_> {
         } else {
             self.by_default(field.name(), |v| v.record_debug(field, value));
         }
-    }
-}
-
-impl PlainVisitor<'_> {
-    fn write_pair(&mut self, name: &str, value: &dyn fmt::Debug) {
-        let pad = if self.is_empty { "" } else { " " };
-        self.is_empty = false;
-        self.result = fmt::Write::write_str(&mut self.writer, pad)
-            .and_then(|()| fmt::Write::write_str(&mut self.writer, name))
-            .and_then(|()| fmt::Write::write_char(&mut self.writer, '='))
-            .and_then(|()| write!(self.writer, "{value:?}"));
     }
 }
 

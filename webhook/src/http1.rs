@@ -100,6 +100,43 @@ impl Options {
     }
 }
 
+/// A service a connection is served with: tower's, over hyper's request bodies, answering
+/// with `B`, cloned per connection.
+pub(crate) trait Served<B>:
+    tower::Service<
+        http::Request<Incoming>,
+        Response = http::Response<B>,
+        Future: Send,
+        Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    > + Clone
+    + Send
+    + 'static
+{
+}
+
+impl<T, B> Served<B> for T where
+    T: tower::Service<
+            http::Request<Incoming>,
+            Response = http::Response<B>,
+            Future: Send,
+            Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+        > + Clone
+        + Send
+        + 'static
+{
+}
+
+/// An answer's body, as hyper writes it from any task.
+pub(crate) trait AnswerBody:
+    Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
+{
+}
+
+impl<T> AnswerBody for T where
+    T: Body<Data: Send, Error: Into<Box<dyn std::error::Error + Send + Sync>>> + Send + 'static
+{
+}
+
 /// Serves `listener` until `stop` is asked: each accepted connection goes through `acceptor`
 /// (the cap and TLS for admission) in a task of its own, and is served by a clone of
 /// `service`. Once asked, the listener is closed, open connections finish their requests in
@@ -115,15 +152,9 @@ where
     A: Accept<TcpStream, S> + Clone + Send + Sync + 'static,
     A::Future: Send,
     A::Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    A::Service:
-        tower::Service<http::Request<Incoming>, Response = http::Response<B>> + Clone + Send + 'static,
-    <A::Service as tower::Service<http::Request<Incoming>>>::Future: Send,
-    <A::Service as tower::Service<http::Request<Incoming>>>::Error:
-        Into<Box<dyn std::error::Error + Send + Sync>>,
+    A::Service: Served<B>,
     S: Clone + Send + 'static,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    B: AnswerBody,
 {
     let listener = tokio::net::TcpListener::from_std(listener)?;
     let options = Arc::new(options);
@@ -169,14 +200,8 @@ async fn connection<A, S, B>(tcp: TcpStream, acceptor: A, service: S, options: A
 where
     A: Accept<TcpStream, S>,
     A::Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static,
-    A::Service:
-        tower::Service<http::Request<Incoming>, Response = http::Response<B>> + Clone + Send + 'static,
-    <A::Service as tower::Service<http::Request<Incoming>>>::Future: Send,
-    <A::Service as tower::Service<http::Request<Incoming>>>::Error:
-        Into<Box<dyn std::error::Error + Send + Sync>>,
-    B: Body + Send + 'static,
-    B::Data: Send,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    A::Service: Served<B>,
+    B: AnswerBody,
 {
     // A connection still in its handshake when the stop comes is dropped: it has no request.
     let accepted = tokio::select! {
