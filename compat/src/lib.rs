@@ -43,7 +43,8 @@ pub use profile::MigProfile;
 pub use quantity::Quantity;
 pub use ranking::{NodeFit, rank_nodes, rank_nodes_listed};
 pub use read::{
-    MAX_MANIFEST_BYTES, MAX_YAML_DEPTH, from_slice, from_slice_with, from_str, from_str_with, read_document,
+    MAX_MANIFEST_BYTES, MAX_YAML_DEPTH, from_slice, from_slice_with, from_snapshot_source, from_str,
+    from_str_with, read_document,
 };
 pub use report::{CheckResult, Report, Text};
 pub use schema::{manifest_body_schema, manifest_schema, structural_problems};

@@ -49,6 +49,10 @@ const HOST: u16 = 1 << 8;
 /// Keys only a miggate manifest has: a document with one of them is not the peer's.
 const MIGGATE_ONLY: u16 = 1 << 9;
 const OTHER: u16 = 1 << 10;
+/// `nvidia`: miggate's manifest has it, and so has the peer's vendor-keyed `status.source`.
+const NVIDIA: u16 = 1 << 11;
+/// `type`: the peer's vendor-keyed `status.source` names its vendor with it.
+const TYPE: u16 = 1 << 12;
 
 fn bit(key: &str) -> u16 {
     match key {
@@ -61,7 +65,9 @@ fn bit(key: &str) -> u16 {
         "devices" => DEVICES,
         "pod" => POD,
         "host" => HOST,
-        "capturedAt" | "capturedBy" | "warnings" | "nvidia" => MIGGATE_ONLY,
+        "capturedAt" | "capturedBy" | "warnings" => MIGGATE_ONLY,
+        "nvidia" => NVIDIA,
+        "type" => TYPE,
         // The peer's manifest has more top-level keys that no check needs.
         "overlay" | "cudaTools" | "cuinterpose" => ARTIFACT,
         _ => OTHER,
@@ -112,10 +118,13 @@ impl Keys {
         match (self.api_version.as_deref(), self.kind.as_deref()) {
             (Some(API_VERSION), _) => None,
             (_, Some("PodSnapshotContent")) => Some(Shape::SnapshotContent),
-            (None, None) if has(CREATED_AT | K8S | CRIU_DUMP | CUDA_RESTORE) && !has(MIGGATE_ONLY) => {
+            (None, None)
+                if has(CREATED_AT | K8S | CRIU_DUMP | CUDA_RESTORE) && !has(MIGGATE_ONLY | NVIDIA) =>
+            {
                 Some(Shape::Manifest)
             }
             (None, None) if has(NODE | DEVICES) && !has(!(NODE | DEVICES | POD)) => Some(Shape::Source),
+            (None, None) if has(TYPE) && !has(!(TYPE | NVIDIA)) => Some(Shape::Source),
             _ => None,
         }
     }
@@ -301,12 +310,22 @@ struct Status {
 }
 
 /// `status.source`: what the peer's agent shows of a checkpoint, without UUIDs by design.
+/// The peer has published three shapes of it, all read here: `node`, `pod` and `devices`
+/// (its types with the DRA driver's device fields); `node` alone (the CRD of a later `main`,
+/// which prunes the rest); and a vendor-keyed one, `type: Nvidia` with `nvidia {node,
+/// hardware {gpuCount, gpus[].uuid}, declaredVolumes}`. A content without any is not a
+/// source at all ([`from_object`]).
 #[derive(Debug, Default, Deserialize)]
 #[serde(default)]
 pub(crate) struct Source {
     node: Option<SourceNode>,
     pod: Option<SourcePod>,
     devices: Option<SourceDevices>,
+    /// The vendor-keyed shape's discriminator (`Nvidia`).
+    #[serde(rename = "type")]
+    vendor: Option<String>,
+    /// The vendor-keyed shape's NVIDIA facts.
+    nvidia: Option<HardwareSource>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -349,6 +368,31 @@ struct Instance {
     mig_profile: Option<MigProfile>,
 }
 
+/// The vendor-keyed shape's `nvidia`: the node's name and the GPUs by UUID.
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct HardwareSource {
+    node: Option<String>,
+    hardware: Option<Hardware>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+struct Hardware {
+    gpu_count: Option<u32>,
+    gpus: Option<Vec<HardwareGpu>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct HardwareGpu {
+    uuid: Option<DeviceUuid>,
+}
+
+/// The most devices a `gpuCount` without a list makes: no node has more, and a count is
+/// input (a `u32`), so it must not size an allocation by itself.
+const MAX_COUNTED_GPUS: u32 = 1024;
+
 /// A PodSnapshotContent object as a miggate manifest; an error when it has no
 /// `status.source` (the peer writes it when the content is Ready).
 pub(crate) fn from_object(c: SnapshotContent) -> Result<GpuManifest, Error> {
@@ -359,14 +403,37 @@ pub(crate) fn from_object(c: SnapshotContent) -> Result<GpuManifest, Error> {
     Ok(from_source(source))
 }
 
+/// What a `status.source` leaves unrecorded, by the parts it lacks, for a warning: the peer's
+/// newer CRDs prune what an older one does not describe, so absent parts are unknown.
+fn unrecorded_warning(missing: &[&str]) -> Option<String> {
+    (!missing.is_empty()).then(|| {
+        format!(
+            "status.source records no {}: {} unknown, not compared",
+            missing.join(", no "),
+            if missing.len() == 1 { "it is" } else { "they are" }
+        )
+    })
+}
+
 /// `status.source` as a miggate manifest (`docs/interop.md` has the mapping).
 pub(crate) fn from_source(s: Source) -> GpuManifest {
+    if s.vendor.is_some() || s.nvidia.is_some() {
+        return from_hardware(s);
+    }
     let mut warnings = vec![
         "read as the Go peer's PodSnapshotContent status.source and translated (node → host, \
          pod.memory/cpu → pod.memoryLimit/cpuLimit, devices.nvidia.instances → nvidia.devices; \
          see docs/interop.md)"
             .to_string(),
     ];
+    let recorded_pod = s.pod.is_some();
+    let mut missing = Vec::new();
+    if s.node.is_none() {
+        missing.push("node (kernel, architecture)");
+    }
+    if !recorded_pod {
+        missing.push("pod (image, digest, limits)");
+    }
     let host = s.node.map(|n| Host {
         node_name: present(n.name),
         kernel_version: n.kernel_version,
@@ -383,8 +450,28 @@ pub(crate) fn from_source(s: Source) -> GpuManifest {
             ..Pod::default()
         }
     });
-    // The peer leaves `devices` out for a capture without GPUs.
-    let devices = s.devices.unwrap_or_default();
+    // The peer leaves `devices` out for a capture without GPUs, in the release that records
+    // `pod` beside it. Without `pod` either (the node-only CRD prunes both), no devices is
+    // not known to be none: the GPUs are unknown.
+    let nvidia = match s.devices {
+        None if !recorded_pod => {
+            missing.push("devices (GPUs)");
+            None
+        }
+        devices => Some(source_devices(devices.unwrap_or_default(), &mut warnings)),
+    };
+    warnings.extend(unrecorded_warning(&missing));
+    GpuManifest {
+        warnings,
+        host,
+        pod,
+        nvidia,
+        ..GpuManifest::default()
+    }
+}
+
+/// `devices`: the NVIDIA instances, classed by profile; other vendors named and skipped.
+fn source_devices(devices: SourceDevices, warnings: &mut Vec<String>) -> Nvidia {
     for vendor in devices.other.keys() {
         warnings.push(format!(
             "devices.{}: not read (miggate compares NVIDIA devices only)",
@@ -405,12 +492,56 @@ pub(crate) fn from_source(s: Source) -> GpuManifest {
                 .to_string(),
         );
     }
+    Nvidia {
+        driver_version: nvidia.driver_version,
+        devices: Some(list),
+        ..Nvidia::default()
+    }
+}
+
+/// The vendor-keyed shape: `nvidia.node` is the node's name, `nvidia.hardware.gpus` its GPUs
+/// by UUID (a `MIG-` UUID is a slice of unknown profile), `gpuCount` their number when the
+/// list is absent. It records no kernel, architecture, pod or driver.
+fn from_hardware(s: Source) -> GpuManifest {
+    let mut warnings = vec![
+        "read as the Go peer's PodSnapshotContent status.source (type/nvidia shape) and translated \
+         (nvidia.node → host.nodeName, nvidia.hardware.gpus → nvidia.devices; see docs/interop.md)"
+            .to_string(),
+    ];
+    let mut missing = vec!["pod (image, digest, limits)", "kernel or architecture", "driver"];
+    if let Some(v) = s.vendor.as_deref().filter(|v| *v != "Nvidia") {
+        warnings.push(format!(
+            "status.source type {}: not read (miggate compares NVIDIA devices only)",
+            escape(v)
+        ));
+    }
+    let hw = s.nvidia.unwrap_or_default();
+    let host = present(hw.node).map(|name| Host {
+        node_name: Some(name),
+        ..Host::default()
+    });
+    let devices = hw.hardware.and_then(|h| match (h.gpus, h.gpu_count) {
+        (Some(gpus), _) if !gpus.is_empty() => Some(
+            gpus.into_iter()
+                .map(|g| device(g.uuid, None, None))
+                .collect::<Vec<_>>(),
+        ),
+        (_, Some(n)) if n <= MAX_COUNTED_GPUS => Some((0..n).map(|_| Device::default()).collect()),
+        (Some(_), None) => Some(Vec::new()),
+        _ => None,
+    });
+    match &devices {
+        None => missing.push("GPUs"),
+        Some(list) if !list.is_empty() => warnings.push(
+            "status.source records GPUs by UUID only: their model and MIG profile are unknown".to_string(),
+        ),
+        Some(_) => {}
+    }
+    warnings.extend(unrecorded_warning(&missing));
     GpuManifest {
         warnings,
         host,
-        pod,
-        nvidia: Some(Nvidia {
-            driver_version: nvidia.driver_version,
+        nvidia: devices.map(|list| Nvidia {
             devices: Some(list),
             ..Nvidia::default()
         }),
@@ -437,6 +568,9 @@ mod tests {
         );
         assert_eq!(shape(r#"{"node": {}, "pod": {}}"#), Some(Shape::Source));
         assert_eq!(shape(r#"{"devices": {}}"#), Some(Shape::Source));
+        assert_eq!(shape(r#"{"type": "Nvidia", "nvidia": {}}"#), Some(Shape::Source));
+        assert_eq!(shape(r#"{"type": "Nvidia", "nvidia": {}, "k8s": {}}"#), None);
+        assert_eq!(shape(r#"{"nvidia": {}}"#), None);
         // Not the peer's: miggate's own, a body without its envelope, anything else.
         assert_eq!(shape(r#"{"apiVersion": "miggate.io/v1alpha1", "k8s": 1}"#), None);
         assert_eq!(shape(r#"{"createdAt": "x", "nvidia": {}}"#), None);

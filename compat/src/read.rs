@@ -241,6 +241,22 @@ pub(crate) fn from_str_as_set(text: &str) -> Result<GpuManifest, Error> {
     }
 }
 
+/// Reads a `PodSnapshotContent`'s `status.source` (JSON or YAML text) as a manifest, whatever
+/// its keys: a caller that took it from the object's `status.source` knows what it is, so no
+/// shape is guessed (`{}` or a `pod` alone is a source too, with every other fact unknown).
+/// The manifest reader's size limit applies, and errors name the field.
+pub fn from_snapshot_source(text: &str) -> Result<GpuManifest, Error> {
+    if text.len() > MAX_MANIFEST_BYTES {
+        return Err(Error::TooLarge {
+            size: text.len(),
+            limit: MAX_MANIFEST_BYTES,
+        });
+    }
+    let body = text.trim_start_matches('\u{feff}');
+    let _scope = Scope::enter(ReadOptions::default().fields);
+    read_tracked(body, looks_like_json(body)).map(crate::peer::from_source)
+}
+
 /// A document that is not a miggate manifest, read as one of the Go peer's artifacts when its
 /// shape says it is one (`None` otherwise: the caller reports the miggate reading's error).
 /// Only a document the fast read refused gets here, so a miggate manifest costs nothing more.

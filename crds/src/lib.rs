@@ -29,6 +29,7 @@ pub mod deploy;
 mod error;
 pub mod inventory;
 mod node;
+pub mod peer;
 mod schema;
 mod stored;
 mod summary;

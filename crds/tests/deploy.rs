@@ -445,10 +445,12 @@ fn rbac_is_least_privilege() {
             "pods",
             "nodes",
             "resourceslices",
-            "resourceclaims"
+            "resourceclaims",
+            "podsnapshots",
+            "podsnapshotcontents"
         ]
     );
-    assert_eq!(webhook.len(), 18);
+    assert_eq!(webhook.len(), 24);
 
     let publisher = rules(&objects, "miggate-publish");
     assert!(

@@ -126,6 +126,8 @@ fn kind_of(plural: &str) -> &'static str {
         "resourceslices" => "ResourceSlice",
         "resourceclaims" => "ResourceClaim",
         "namespaces" => "Namespace",
+        "podsnapshots" => "PodSnapshot",
+        "podsnapshotcontents" => "PodSnapshotContent",
         _ => "Unknown",
     }
 }
@@ -140,6 +142,8 @@ fn plural_of(kind: &str) -> Option<&'static str> {
         "ResourceSlice" => "resourceslices",
         "ResourceClaim" => "resourceclaims",
         "Namespace" => "namespaces",
+        "PodSnapshot" => "podsnapshots",
+        "PodSnapshotContent" => "podsnapshotcontents",
         _ => return None,
     })
 }

@@ -28,10 +28,12 @@ use crate::lookup::{Lookup, NoInventory, NodeInventory, Source};
 use crate::pod::{self, Choice};
 pub use crate::pod::{Container, Spec as PodSpec};
 pub use crate::refusal::Refusal;
+use crate::resolve::{self, Kind, Reference, ReferenceError, Resolved};
 use crate::review::{Operation, Review, Spec, Text};
 use crate::store::Checkpoint;
 
 pub use miggate_wire::annotations::{RESTORE_FROM, SKIP_CHECKS};
+use miggate_wire::peer::SKIP_COMPAT_CHECK;
 /// At most this many warnings go back to the client: the apiserver may truncate a long list.
 pub const MAX_WARNINGS: usize = 12;
 /// Each warning is cut to this many bytes, the length Kubernetes keeps.
@@ -105,12 +107,14 @@ pub struct RestoreRequest<'a> {
     pub review: &'a Review<'a>,
     /// The namespace of the pod and of its checkpoint.
     pub namespace: &'a str,
-    /// The checkpoint's name (`miggate.io/restore-from`, trimmed).
-    pub checkpoint: Cow<'a, str>,
-    /// The checks `miggate.io/skip-checks` waives.
+    /// What the pod restores: a `GpuCheckpoint` or the Go peer's `PodSnapshot`, by name.
+    pub reference: Reference<'a>,
+    /// The checks `miggate.io/skip-checks` (or the peer's skip) waives.
     pub waiver: Waiver,
     /// The node the pod names (its `spec.nodeName`) or is being bound to.
     pub node: Option<Text<'a>>,
+    /// `nvidia.com/restore-container-map` of a `PodSnapshot` restore, when present.
+    pub container_map: Option<Cow<'a, str>>,
 }
 
 impl RestoreRequest<'_> {
@@ -124,9 +128,10 @@ impl RestoreRequest<'_> {
         }
     }
 
-    /// `namespace/name` of the checkpoint, escaped, for messages.
+    /// `namespace/name` of the checkpoint, escaped, for messages (the kind named when it is
+    /// the peer's `PodSnapshot`).
     pub fn checkpoint_ref(&self) -> String {
-        checkpoint_ref(self.namespace, &self.checkpoint)
+        self.reference.display(self.namespace)
     }
 }
 
@@ -149,6 +154,38 @@ pub struct Waiver {
     pub checks: BTreeSet<CheckName>,
     /// Whether `miggate.io/skip-checks` is present.
     pub annotated: bool,
+    /// A `PodSnapshot` restore with `nvidia.com/snapshot-skip-compat-check` true (Go's
+    /// `ParseBool`): every check waived, as the peer's agent waives them.
+    pub all_by_peer: bool,
+    /// The peer's skip annotation present with a value Go's `ParseBool` does not read: it
+    /// waives nothing, and a warning says so.
+    pub peer_unreadable: Option<String>,
+}
+
+impl Waiver {
+    /// The waiver a pod's annotations give: `skip_checks` (`miggate.io/skip-checks`, read
+    /// strictly) for any restore, and for a `PodSnapshot` restore the peer's `peer_skip`.
+    fn read(skip_checks: Option<&str>, kind: Kind, peer_skip: Option<&str>) -> Result<Waiver, String> {
+        let mut waiver = waiver(skip_checks)?;
+        if kind == Kind::PodSnapshot
+            && let Some(value) = peer_skip
+        {
+            waiver.all_by_peer = miggate_crds::peer::skip_compat_check(Some(value));
+            if !miggate_crds::peer::parses_as_bool(value) {
+                waiver.peer_unreadable = Some(escape_within(value.trim(), 64).into_owned());
+            }
+        }
+        Ok(waiver)
+    }
+
+    /// The warnings the waiver gives before any check ran.
+    fn notes(&self, warnings: &mut Vec<String>) {
+        if let Some(value) = &self.peer_unreadable {
+            warnings.push(format!(
+                "miggate: annotation {SKIP_COMPAT_CHECK} \"{value}\" is not a boolean (Go's ParseBool): it waives nothing"
+            ));
+        }
+    }
 }
 
 /// The result of [`parse`].
@@ -209,16 +246,13 @@ fn waiver(annotation: Option<&str>) -> Result<Waiver, String> {
         Ok(checks) => Ok(Waiver {
             checks,
             annotated: true,
+            ..Waiver::default()
         }),
         Err(e) => Err(format!(
             "annotation {SKIP_CHECKS} waives nothing: {}",
             escape(&e.to_string())
         )),
     }
-}
-
-fn checkpoint_ref(namespace: &str, name: &str) -> String {
-    format!("{}/{}", escape_within(namespace, 256), escape_within(name, 256))
 }
 
 /// Stage one: what the request asks, or why the request itself is refused. Reads the store
@@ -235,25 +269,30 @@ pub fn parse<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> Resu
     let Some(obj) = review.object.as_ref().filter(|_| is_pod) else {
         return Ok(Parsed::Ignored);
     };
-    let Some(from) = obj.meta.restore_from.as_deref() else {
-        return Ok(Parsed::Ignored);
+    let meta = &obj.meta;
+    let reference = match resolve::reference(meta.restore_from.as_deref(), meta.peer.restore_from.as_deref())
+    {
+        Ok(Some(reference)) => reference,
+        Ok(None) => return Ok(Parsed::Ignored),
+        Err(e) => return Err(reference_refusal(e, pod_name(review))),
     };
-    let from = from.trim();
-    if from.is_empty() {
-        return Err(Refusal::RestoreFromEmpty {
-            pod: pod_name(review),
-        });
-    }
-    let Some(namespace) = review.namespace.as_deref().or(obj.meta.namespace.as_deref()) else {
+    let Some(namespace) = review.namespace.as_deref().or(meta.namespace.as_deref()) else {
         return Err(Refusal::NoNamespace);
     };
     if !store.synced() {
         return Err(Refusal::StoreNotSynced {
-            checkpoint: checkpoint_ref(namespace, from),
+            checkpoint: reference.display(namespace),
         });
     }
-    let waiver = waiver(obj.meta.skip_checks.as_deref())
-        .map_err(|why| Refusal::SkipChecksInvalid { pod: None, why })?;
+    let waiver = Waiver::read(
+        meta.skip_checks.as_deref(),
+        reference.kind,
+        meta.peer.skip.as_deref(),
+    )
+    .map_err(|why| Refusal::SkipChecksInvalid { pod: None, why })?;
+    let container_map = container_map(reference.kind, meta.peer.container_map.as_deref(), || {
+        pod_name(review)
+    })?;
     let spec: Cow<'a, PodSpec<'a>> = match &obj.spec {
         Some(Spec::Pod(spec)) => Cow::Borrowed(&**spec),
         Some(Spec::Raw(raw)) => match raw.decode() {
@@ -272,10 +311,37 @@ pub fn parse<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> Resu
         subject: Subject::Pod(spec),
         review,
         namespace,
-        checkpoint: Cow::Borrowed(from),
+        reference,
         waiver,
         node,
+        container_map,
     }))
+}
+
+/// Why a pod's restore annotations name nothing to look up, as the refusal.
+fn reference_refusal(e: ReferenceError, pod: String) -> Refusal {
+    match e {
+        ReferenceError::Empty => Refusal::RestoreFromEmpty { pod },
+        ReferenceError::Invalid(why) => Refusal::RestoreFromInvalid { pod, why },
+        ReferenceError::Both => Refusal::RestoreFromBoth { pod },
+    }
+}
+
+/// A `PodSnapshot` restore's container map, its syntax checked now (which destinations it
+/// may name waits for the content's captured container); ignored on any other restore.
+fn container_map<'v>(
+    kind: Kind,
+    map: Option<&'v str>,
+    pod: impl FnOnce() -> String,
+) -> Result<Option<Cow<'v, str>>, Refusal> {
+    let Some(map) = map.filter(|_| kind == Kind::PodSnapshot) else {
+        return Ok(None);
+    };
+    miggate_crds::peer::check_container_map(map).map_err(|why| Refusal::ContainerMapInvalid {
+        pod: pod(),
+        why: escape_within(&why, 1024).into_owned(),
+    })?;
+    Ok(Some(Cow::Borrowed(map)))
 }
 
 /// A `pods/binding` CREATE: the scheduler (or a client) chose a node. The store says whether
@@ -300,8 +366,21 @@ fn parse_binding<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> 
             pod()
         )]));
     };
-    let from = restore.restore_from.trim();
-    let waiver = waiver(restore.skip_checks.as_deref()).map_err(|why| Refusal::SkipChecksInvalid {
+    let peer = restore.peer.as_ref();
+    let reference = match resolve::reference(
+        restore.restore_from.as_deref(),
+        peer.map(|p| p.restore_from.as_str()),
+    ) {
+        Ok(Some(reference)) => reference.into_owned(),
+        Ok(None) => return Ok(Parsed::Ignored),
+        Err(e) => return Err(reference_refusal(e, pod())),
+    };
+    let waiver = Waiver::read(
+        restore.skip_checks.as_deref(),
+        reference.kind,
+        peer.and_then(|p| p.skip.as_deref()),
+    )
+    .map_err(|why| Refusal::SkipChecksInvalid {
         pod: Some(pod()),
         why,
     })?;
@@ -309,35 +388,70 @@ fn parse_binding<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> 
         subject: Subject::Binding(restore.clone()),
         review,
         namespace,
-        checkpoint: Cow::Owned(from.to_string()),
+        reference,
         waiver,
         node: Some(node),
+        container_map: None,
     }))
 }
 
 /// Stage two: the checkpoint and the node's inventory looked up, the checks run.
 pub fn evaluate(restore: &RestoreRequest<'_>, store: &(impl Lookup + ?Sized)) -> Judgement {
-    let refused = Judgement::refused;
-    let Some(checkpoint) = store.checkpoint(restore.namespace, &restore.checkpoint) else {
-        let binding = match (&restore.subject, restore.node.as_deref()) {
-            (Subject::Binding(_), Some(node)) => Some((restore.pod(), escape_within(node, 256).into_owned())),
-            _ => None,
-        };
-        let refusal = Refusal::CheckpointNotFound {
-            checkpoint: restore.checkpoint_ref(),
-            namespace: escape_within(restore.namespace, 256).into_owned(),
-            binding,
-        };
-        return refused(refusal, Vec::new());
+    let mut warnings = Vec::new();
+    restore.waiver.notes(&mut warnings);
+    let (checkpoint, notes) = match resolve::resolve(store, restore.namespace, &restore.reference) {
+        Resolved::Found { checkpoint, notes } => (checkpoint, notes),
+        Resolved::Missing => return Judgement::refused(not_found(restore), Vec::new()),
+        Resolved::Unchecked(why) => {
+            warnings.push(format!(
+                "miggate: restore not checked: {why}; the peer's agent decides"
+            ));
+            return Judgement::unchecked(warnings);
+        }
     };
-    match &restore.subject {
+    warnings.extend(notes);
+    if restore.waiver.all_by_peer {
+        warnings.push(format!(
+            "miggate: every check waived by {SKIP_COMPAT_CHECK}; checkpoint {} not compared",
+            restore.checkpoint_ref()
+        ));
+        return Judgement::unchecked(warnings);
+    }
+    let mut judgement = match &restore.subject {
         Subject::Pod(spec) => evaluate_pod(restore, spec, &checkpoint, store),
         Subject::Binding(pod) => evaluate_binding(restore, pod, &checkpoint, store),
+    };
+    if !warnings.is_empty() {
+        warnings.append(&mut judgement.warnings);
+        judgement.warnings = warnings;
+    }
+    judgement
+}
+
+/// The refusal of a restore whose checkpoint does not exist.
+fn not_found(restore: &RestoreRequest<'_>) -> Refusal {
+    let binding = match (&restore.subject, restore.node.as_deref()) {
+        (Subject::Binding(_), Some(node)) => Some((restore.pod(), escape_within(node, 256).into_owned())),
+        _ => None,
+    };
+    let namespace = escape_within(restore.namespace, 256).into_owned();
+    match restore.reference.kind {
+        Kind::GpuCheckpoint => Refusal::CheckpointNotFound {
+            checkpoint: restore.checkpoint_ref(),
+            namespace,
+            binding,
+        },
+        Kind::PodSnapshot => Refusal::SnapshotNotFound {
+            snapshot: format!("{namespace}/{}", escape_within(&restore.reference.name, 256)),
+            namespace,
+            binding,
+        },
     }
 }
 
-/// A restore pod's creation: the pod checks on its restore container, and the node checks
-/// when it names a node.
+/// A restore pod's creation: the pod checks on each restore container, and the node checks
+/// when it names a node. A `PodSnapshot` restore names each destination container in its
+/// reason, as the peer's agent does (`engine-1: memory-limit: …`).
 fn evaluate_pod(
     restore: &RestoreRequest<'_>,
     spec: &PodSpec<'_>,
@@ -345,32 +459,50 @@ fn evaluate_pod(
     store: &(impl Lookup + ?Sized),
 ) -> Judgement {
     let mut warnings = Vec::new();
-    let pod_facts = match restore_container_facts(restore, spec, checkpoint, &mut warnings) {
-        Ok(facts) => facts,
+    let containers = match restore_containers(restore, spec, checkpoint, &mut warnings) {
+        Ok(containers) => containers,
         Err(refusal) => return Judgement::refused(refusal, Vec::new()),
     };
-    let pod_known = pod_facts != miggate_compat::Pod::default();
-    let mut skip = restore.waiver.checks.clone();
-    let digests = Digests::compare(checkpoint, &pod_facts, &mut skip, &mut warnings);
     let node_name = restore.node.as_deref();
     let node = match named_node(restore, store, &mut warnings) {
         Ok(node) => node,
         Err(refusal) => return Judgement::refused(refusal, warnings),
     };
     let judged = node.as_ref().map(|n| n.manifest_for(&checkpoint.manifest));
-    let target = match (node.as_ref(), judged.as_deref()) {
-        (Some(node), Some(manifest)) => {
-            Target::pod_on_node(&pod_facts, manifest).with_slices_listed(node.slices_listed)
+    let mut reasons: Vec<String> = Vec::new();
+    let mut checks: Vec<&'static str> = Vec::new();
+    for (destination, pod_facts) in &containers {
+        let pod_known = *pod_facts != miggate_compat::Pod::default();
+        let mut skip = restore.waiver.checks.clone();
+        let digests = Digests::compare(checkpoint, pod_facts, &mut skip, &mut warnings);
+        let target = match (node.as_ref(), judged.as_deref()) {
+            (Some(node), Some(manifest)) => {
+                Target::pod_on_node(pod_facts, manifest).with_slices_listed(node.slices_listed)
+            }
+            _ => Target::pod(pod_facts),
+        };
+        let options = Options {
+            skip,
+            ..Options::mode(Mode::Offer)
+        };
+        let report = evaluate_target(&checkpoint.manifest, target, &options);
+        pod_report_warnings(restore, &report, &digests, pod_known, &mut warnings);
+        if !report.compatible {
+            reasons.push(match destination {
+                Some(d) => format!("{d}: {}", report.reason),
+                None => report.reason.clone(),
+            });
+            for check in report.refusals().map(|r| r.check.as_str()) {
+                if !checks.contains(&check) {
+                    checks.push(check);
+                }
+            }
         }
-        _ => Target::pod(&pod_facts),
-    };
-    let options = Options {
-        skip,
-        ..Options::mode(Mode::Offer)
-    };
-    let report = evaluate_target(&checkpoint.manifest, target, &options);
-    pod_report_warnings(restore, &report, &digests, pod_known, &mut warnings);
-    let refusal = (!report.compatible).then(|| {
+    }
+    if containers.len() > 1 {
+        dedup_in_order(&mut warnings);
+    }
+    let refusal = (!reasons.is_empty()).then(|| {
         let place = match (node_name, node.as_ref()) {
             (Some(n), Some(inv)) => format!(
                 "on node {} (inventory from {}{})",
@@ -384,8 +516,8 @@ fn evaluate_pod(
             checkpoint: restore.checkpoint_ref(),
             of_pod: None,
             place,
-            reason: report.reason.clone(),
-            checks: report.refusals().map(|r| r.check.as_str()).collect(),
+            reason: reasons.join("; "),
+            checks,
         }
     });
     Judgement {
@@ -394,6 +526,53 @@ fn evaluate_pod(
         source: node.as_ref().map(|n| n.source),
         exact_on: None,
     }
+}
+
+/// Drops repeated warnings, keeping the first of each: several destinations of one restore
+/// give the same node and source notes.
+fn dedup_in_order(warnings: &mut Vec<String>) {
+    let mut seen = std::collections::HashSet::new();
+    warnings.retain(|w| seen.insert(w.clone()));
+}
+
+/// The containers a restore is compared with, each with the name its reasons carry: for a
+/// `GpuCheckpoint`, the one restore container (unnamed in reasons, as always); for a
+/// `PodSnapshot`, every destination of its container map, or the captured container itself.
+fn restore_containers(
+    restore: &RestoreRequest<'_>,
+    spec: &PodSpec<'_>,
+    checkpoint: &Checkpoint,
+    warnings: &mut Vec<String>,
+) -> Result<Vec<(Option<String>, miggate_compat::Pod)>, Refusal> {
+    let captured = checkpoint.container_name.as_deref();
+    let (Kind::PodSnapshot, Some(captured)) = (restore.reference.kind, captured) else {
+        return restore_container_facts(restore, spec, checkpoint, warnings).map(|facts| vec![(None, facts)]);
+    };
+    let map = restore.container_map.as_deref();
+    let destinations =
+        miggate_crds::peer::destinations(map, captured).map_err(|why| Refusal::ContainerMapInvalid {
+            pod: restore.pod(),
+            why: escape_within(&why, 1024).into_owned(),
+        })?;
+    destinations
+        .iter()
+        .map(
+            |name| match spec.containers.iter().find(|c| c.name == name.as_str()) {
+                Some(c) => Ok((Some(escape_within(name, 128).into_owned()), pod::facts(c))),
+                None => Err(Refusal::ContainerNotFound {
+                    checkpoint: restore.checkpoint_ref(),
+                    container: escape_within(name, 256).into_owned(),
+                    pod: restore.pod(),
+                    containers: spec
+                        .containers
+                        .iter()
+                        .map(|c| escape_within(&c.name, 128).into_owned())
+                        .collect(),
+                    mapped: map.is_some(),
+                }),
+            },
+        )
+        .collect()
 }
 
 /// The restore container's facts: the container the checkpoint names (refused when the pod
@@ -416,6 +595,7 @@ fn restore_container_facts(
                 .iter()
                 .map(|c| escape_within(&c.name, 128).into_owned())
                 .collect(),
+            mapped: false,
         }),
         Choice::Unknown(n) => {
             warnings.push(format!(

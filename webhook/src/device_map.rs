@@ -80,7 +80,12 @@ pub fn map_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Mappin
     let Some(node) = review.binding_node() else {
         return ignored(base);
     };
-    let Some(checkpoint) = store.checkpoint(namespace, restore.restore_from.trim()) else {
+    // A GpuCheckpoint's restore only: the peer's PodSnapshotContent records no UUIDs, and its
+    // agent pairs the devices itself.
+    let Some(from) = restore.restore_from.as_deref().filter(|_| restore.peer.is_none()) else {
+        return ignored(base);
+    };
+    let Some(checkpoint) = store.checkpoint(namespace, from.trim()) else {
         return ignored(base);
     };
     let Ok(inventory) = store.inventory(&node) else {

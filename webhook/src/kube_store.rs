@@ -1,14 +1,17 @@
 //! The Kubernetes store (`--store kube`): watch caches over `GpuCheckpoint`, `GpuNode`, restore
-//! pods, Nodes and the NVIDIA DRA driver's `ResourceSlice`s, filled by kube-runtime's
-//! `watcher` and read by admission without a request to the API server.
+//! pods, Nodes, the NVIDIA DRA driver's `ResourceSlice`s and `ResourceClaim`s, and the Go
+//! peer's `PodSnapshot`s and `PodSnapshotContent`s, filled by kube-runtime's `watcher` and read
+//! by admission without a request to the API server.
 //!
 //! Each kind has one [`watcher`] stream (list, then watch from the list's `resourceVersion`,
 //! bookmarks on), wrapped in kube-runtime's default backoff: a watch that ends is resumed from
 //! its last version, one answered `410 Gone` (or an error) is re-listed after a backoff
 //! (0.8 s doubling to 30 s, with jitter). A re-list is buffered and swapped in whole when it
 //! completes, so a decision never sees half a list. Each cache converts objects as they
-//! arrive and keeps only what decisions read: a restore pod is two annotation values, a Node
-//! its labels, capacity and `nodeInfo`; pods without `miggate.io/restore-from` are dropped.
+//! arrive and keeps only what decisions read: a restore pod is its restore annotations, a Node
+//! its labels, capacity and `nodeInfo`, a `PodSnapshot` the content it is bound to, a content
+//! its `status.source` translated; pods without `miggate.io/restore-from` or
+//! `nvidia.com/restore-from` are dropped.
 //!
 //! The store is [synced](KubeStore::synced) once every cache has completed its first list;
 //! `/readyz` reports ready only then, and until then a restore pod is refused (the webhook
@@ -35,9 +38,13 @@ use serde::de::DeserializeOwned;
 pub use crate::cache_status::CacheStatus;
 use crate::decide::{RESTORE_FROM, SKIP_CHECKS};
 use crate::lookup::Checkpoint;
-use crate::lookup::{ClaimAllocation, Lookup, NoInventory, NodeInventory, RestorePod};
+use crate::lookup::{
+    ClaimAllocation, Content, Lookup, NoInventory, NodeInventory, PeerRestore, RestorePod, SnapshotLookup,
+};
 use crate::metrics::{KindLabel, Metrics};
 use miggate_crds::inventory::best_or_why;
+use miggate_crds::peer::{PodSnapshot, PodSnapshotContent, SnapshotContent};
+use miggate_wire::peer;
 
 /// The DRA driver whose `ResourceSlice`s describe NVIDIA GPUs.
 pub use miggate_wire::dra::DRIVER as NVIDIA_DRA_DRIVER;
@@ -61,13 +68,25 @@ pub const FAILING_AFTER: u64 = 3;
 pub const FAILING_WINDOW: Duration = Duration::from_secs(90);
 
 /// The kinds cached, as named in metrics, logs and `/readyz`.
-pub const KINDS: [&str; 6] = [
+pub const KINDS: [&str; 8] = [
     "GpuCheckpoint",
     "GpuNode",
     "Pod",
     "Node",
     "ResourceSlice",
     "ResourceClaim",
+    "PodSnapshot",
+    "PodSnapshotContent",
+];
+
+/// The kinds a cluster may not serve: DRA's before Kubernetes 1.34, the Go peer's where its
+/// CRDs are not installed. A server that answers their list `404` counts as an empty, synced
+/// cache, and the watch keeps retrying, so kinds installed later are picked up.
+const OPTIONAL: [&str; 4] = [
+    "ResourceSlice",
+    "ResourceClaim",
+    "PodSnapshot",
+    "PodSnapshotContent",
 ];
 
 /// A value a cache holds, with an optional secondary key (a slice's node).
@@ -83,6 +102,15 @@ impl Entry for GpuNode {}
 impl Entry for Node {}
 impl Entry for RestorePod {}
 impl Entry for ClaimAllocation {}
+impl Entry for SnapshotEntry {}
+impl Entry for Content {}
+
+/// What the snapshot cache keeps of a `PodSnapshot`: the content it is bound to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SnapshotEntry {
+    /// `status.boundSnapshotContentName`, when bound.
+    bound: Option<String>,
+}
 impl Entry for ResourceSlice {
     fn index_key(&self) -> Option<&str> {
         self.spec.node_name.as_deref()
@@ -124,7 +152,7 @@ impl<V: Entry> Cache<V> {
     fn new(kind: &'static str, metrics: &Metrics) -> Self {
         Cache {
             kind,
-            optional: kind == "ResourceSlice" || kind == "ResourceClaim",
+            optional: OPTIONAL.contains(&kind),
             served: AtomicBool::new(true),
             contents: RwLock::new(Contents {
                 items: HashMap::new(),
@@ -331,6 +359,10 @@ pub struct KubeStore {
     /// Every `ResourceClaim`'s allocation (a claim is a few device names): a DRA restore
     /// pod's binding is judged on the devices its claims were allocated.
     claims: Arc<Cache<ClaimAllocation>>,
+    /// The Go peer's `PodSnapshot`s (what each is bound to) and `PodSnapshotContent`s (what
+    /// each records, translated as it arrives): a peer restore pod's checkpoint.
+    snapshots: Arc<Cache<SnapshotEntry>>,
+    contents: Arc<Cache<Content>>,
     /// Each node's inventory as last read, with the cached objects it was read from: reading
     /// is redone only when one of them was replaced, not on every admission request.
     inventories: Mutex<HashMap<String, Memo>>,
@@ -428,8 +460,18 @@ fn node_of(n: Node) -> Option<Node> {
 }
 
 fn restore_pod_of(p: Pod) -> Option<RestorePod> {
-    let annotations: BTreeMap<String, String> = p.metadata.annotations?;
-    let restore_from = annotations.get(RESTORE_FROM)?.clone();
+    let mut annotations: BTreeMap<String, String> = p.metadata.annotations?;
+    let restore_from = annotations.remove(RESTORE_FROM);
+    let peer = annotations
+        .remove(peer::RESTORE_FROM)
+        .map(|restore_from| PeerRestore {
+            restore_from,
+            container_map: annotations.remove(peer::RESTORE_CONTAINER_MAP),
+            skip: annotations.remove(peer::SKIP_COMPAT_CHECK),
+        });
+    if restore_from.is_none() && peer.is_none() {
+        return None;
+    }
     // A claim named in the spec, or made from a template (its name in the status).
     let named = p
         .spec
@@ -452,7 +494,8 @@ fn restore_pod_of(p: Pod) -> Option<RestorePod> {
     }
     Some(RestorePod {
         restore_from,
-        skip_checks: annotations.get(SKIP_CHECKS).cloned(),
+        skip_checks: annotations.remove(SKIP_CHECKS),
+        peer,
         claims,
     })
 }
@@ -479,6 +522,18 @@ fn claim_of(c: ResourceClaim) -> Option<ClaimAllocation> {
                 .collect()
         });
     Some(ClaimAllocation { devices })
+}
+
+/// What a `PodSnapshot` contributes: the content it is bound to.
+fn snapshot_of(s: PodSnapshot) -> Option<SnapshotEntry> {
+    Some(SnapshotEntry {
+        bound: s.bound_content().map(str::to_string),
+    })
+}
+
+/// What a `PodSnapshotContent` contributes: its `status.source` translated once, here.
+fn content_of(c: PodSnapshotContent) -> Option<Content> {
+    Some(Content::from(SnapshotContent::read(&c)))
 }
 
 fn slice_of(mut s: ResourceSlice) -> Option<ResourceSlice> {
@@ -523,6 +578,8 @@ impl KubeStore {
             nodes: Arc::new(Cache::new(KINDS[3], metrics)),
             slices: Arc::new(Cache::new(KINDS[4], metrics)),
             claims: Arc::new(Cache::new(KINDS[5], metrics)),
+            snapshots: Arc::new(Cache::new(KINDS[6], metrics)),
+            contents: Arc::new(Cache::new(KINDS[7], metrics)),
             inventories: Mutex::new(HashMap::new()),
             tasks: Mutex::new(Vec::new()),
         };
@@ -564,10 +621,22 @@ impl KubeStore {
                 slice_of,
             )),
             tokio::spawn(feed(
-                Api::<ResourceClaim>::all(client),
+                Api::<ResourceClaim>::all(client.clone()),
                 watcher::Config::default(),
                 store.claims.clone(),
                 claim_of,
+            )),
+            tokio::spawn(feed(
+                Api::<PodSnapshot>::all(client.clone()),
+                watcher::Config::default(),
+                store.snapshots.clone(),
+                snapshot_of,
+            )),
+            tokio::spawn(feed(
+                Api::<PodSnapshotContent>::all(client),
+                watcher::Config::default(),
+                store.contents.clone(),
+                content_of,
             )),
         ];
         *store.tasks.lock().unwrap_or_else(|p| p.into_inner()) = tasks;
@@ -583,6 +652,8 @@ impl KubeStore {
             self.nodes.status(),
             self.slices.status(),
             self.claims.status(),
+            self.snapshots.status(),
+            self.contents.status(),
         ]
     }
 
@@ -594,6 +665,8 @@ impl KubeStore {
             || self.nodes.failing()
             || self.slices.failing()
             || self.claims.failing()
+            || self.snapshots.failing()
+            || self.contents.failing()
     }
 
     /// Waits until every cache has synced, or `timeout` passes; returns whether they did.
@@ -622,6 +695,8 @@ impl Lookup for KubeStore {
             && self.nodes.synced.load(Ordering::Acquire)
             && self.slices.synced.load(Ordering::Acquire)
             && self.claims.synced.load(Ordering::Acquire)
+            && self.snapshots.synced.load(Ordering::Acquire)
+            && self.contents.synced.load(Ordering::Acquire)
     }
 
     fn checkpoint(&self, namespace: &str, name: &str) -> Option<Arc<Checkpoint>> {
@@ -669,6 +744,22 @@ impl Lookup for KubeStore {
 
     fn restore_pod(&self, namespace: &str, name: &str) -> Option<Arc<RestorePod>> {
         self.pods.get(&format!("{namespace}/{name}"))
+    }
+
+    fn snapshot(&self, namespace: &str, name: &str) -> SnapshotLookup {
+        if !self.snapshots.served.load(Ordering::Acquire) {
+            return SnapshotLookup::NotServed;
+        }
+        let Some(snapshot) = self.snapshots.get(&format!("{namespace}/{name}")) else {
+            return SnapshotLookup::Missing;
+        };
+        let Some(bound) = snapshot.bound.as_deref() else {
+            return SnapshotLookup::Unbound;
+        };
+        match self.contents.get(bound) {
+            Some(content) => SnapshotLookup::Bound(content),
+            None => SnapshotLookup::ContentMissing(bound.to_string()),
+        }
     }
 
     fn claim(&self, namespace: &str, name: &str) -> Option<Arc<ClaimAllocation>> {
@@ -752,6 +843,8 @@ mod tests {
             nodes: Arc::new(Cache::new(KINDS[3], &metrics)),
             slices: Arc::new(Cache::new(KINDS[4], &metrics)),
             claims: Arc::new(Cache::new(KINDS[5], &metrics)),
+            snapshots: Arc::new(Cache::new(KINDS[6], &metrics)),
+            contents: Arc::new(Cache::new(KINDS[7], &metrics)),
             inventories: Mutex::new(HashMap::new()),
             tasks: Mutex::new(Vec::new()),
         };
@@ -802,9 +895,8 @@ mod tests {
         assert_eq!(
             restore_pod_of(p),
             Some(RestorePod {
-                restore_from: "ck".into(),
-                skip_checks: None,
-                claims: Vec::new(),
+                restore_from: Some("ck".into()),
+                ..RestorePod::default()
             })
         );
         let mut n = Node::default();

@@ -31,6 +31,7 @@ pub mod lookup;
 pub mod metrics;
 mod pod;
 mod refusal;
+pub mod resolve;
 mod resource;
 pub mod review;
 mod run;

@@ -64,16 +64,74 @@ impl NodeInventory {
 
 /// What the pod cache keeps of a restore pod: only what a binding decision needs, so a
 /// cluster of many pods costs little memory.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RestorePod {
-    /// The value of `miggate.io/restore-from`.
-    pub restore_from: String,
+    /// The value of `miggate.io/restore-from`, when present.
+    pub restore_from: Option<String>,
     /// The value of `miggate.io/skip-checks`, when present.
     pub skip_checks: Option<String>,
+    /// The Go peer's restore annotations, when the pod carries `nvidia.com/restore-from`.
+    pub peer: Option<PeerRestore>,
     /// The names of the `ResourceClaim`s the pod uses (`spec.resourceClaims[].resourceClaimName`,
     /// and `status.resourceClaimStatuses` for claims made from a template), so a binding can
     /// find their allocation. Empty for a pod without DRA claims.
     pub claims: Vec<String>,
+}
+
+/// The Go peer's restore annotations of a cached restore pod.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PeerRestore {
+    /// The value of `nvidia.com/restore-from` (a `PodSnapshot`'s name).
+    pub restore_from: String,
+    /// The value of `nvidia.com/restore-container-map`, when present.
+    pub container_map: Option<String>,
+    /// The value of `nvidia.com/snapshot-skip-compat-check`, when present.
+    pub skip: Option<String>,
+}
+
+/// What the content cache keeps of a `PodSnapshotContent`: the checkpoint its `status.source`
+/// describes (translated once, as it arrives), or why it cannot be compared.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Content {
+    /// The content's name.
+    pub name: String,
+    /// `spec.snapshotRef` as (namespace, name).
+    pub snapshot_ref: Option<(String, String)>,
+    /// The checkpoint (its container the one `spec.source.podRef` captured), or why not.
+    pub checkpoint: Result<Arc<Checkpoint>, miggate_crds::peer::NoSource>,
+}
+
+impl From<miggate_crds::peer::SnapshotContent> for Content {
+    fn from(c: miggate_crds::peer::SnapshotContent) -> Self {
+        let origin = format!("PodSnapshotContent {}", c.name);
+        Content {
+            checkpoint: c.source.map(|manifest| {
+                Arc::new(Checkpoint {
+                    manifest,
+                    container_name: c.container,
+                    origin,
+                })
+            }),
+            name: c.name,
+            snapshot_ref: c.snapshot_ref,
+        }
+    }
+}
+
+/// A `PodSnapshot` looked up and followed to its content.
+#[derive(Debug, Clone)]
+pub enum SnapshotLookup {
+    /// The store does not watch PodSnapshots: the peer's CRDs are not installed, or the store
+    /// keeps none (the file store).
+    NotServed,
+    /// No `PodSnapshot` of that name.
+    Missing,
+    /// The snapshot is not bound to a content yet.
+    Unbound,
+    /// Bound to a content the cache does not hold.
+    ContentMissing(String),
+    /// Bound to this content.
+    Bound(Arc<Content>),
 }
 
 /// What the claim cache keeps of a `ResourceClaim`: its allocation's devices, once the
@@ -98,6 +156,12 @@ pub trait Lookup {
     /// The best inventory known for node `node`, or why there is none: the sources present
     /// but unreadable (empty when no source knows the node).
     fn inventory(&self, node: &str) -> Result<NodeInventory, NoInventory>;
+
+    /// The `PodSnapshot` `name` in `namespace`, followed to its `PodSnapshotContent`.
+    /// [`SnapshotLookup::NotServed`] for a store that keeps none.
+    fn snapshot(&self, _namespace: &str, _name: &str) -> SnapshotLookup {
+        SnapshotLookup::NotServed
+    }
 
     /// The restore pod `name` in `namespace`, when the store knows it as one. `None` means
     /// not a restore pod, or a store that keeps no pods (the file store).

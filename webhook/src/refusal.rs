@@ -5,6 +5,7 @@
 use std::fmt;
 
 use miggate_wire::annotations::RESTORE_FROM;
+use miggate_wire::peer;
 
 /// The reason a restore pod or its binding is refused. Every text field is escaped for
 /// messages already (names from the request are untrusted).
@@ -14,6 +15,25 @@ pub enum Refusal {
     RestoreFromEmpty {
         /// `namespace/name` of the pod.
         pod: String,
+    },
+    /// `nvidia.com/restore-from` does not name a `PodSnapshot` (the peer's words why).
+    RestoreFromInvalid {
+        /// `namespace/name` of the pod.
+        pod: String,
+        /// Why, as the peer's agent says it.
+        why: String,
+    },
+    /// Both `miggate.io/restore-from` and `nvidia.com/restore-from`: which restores?
+    RestoreFromBoth {
+        /// `namespace/name` of the pod.
+        pod: String,
+    },
+    /// `nvidia.com/restore-container-map` cannot be right (the peer's words why).
+    ContainerMapInvalid {
+        /// `namespace/name` of the pod.
+        pod: String,
+        /// Why, as the peer's agent says it.
+        why: String,
     },
     /// Neither the request nor the object names a namespace.
     NoNamespace,
@@ -40,6 +60,15 @@ pub enum Refusal {
         /// On the binding path: the pod and the node it was being bound to.
         binding: Option<(String, String)>,
     },
+    /// No `PodSnapshot` of that name.
+    SnapshotNotFound {
+        /// `namespace/name` of the snapshot.
+        snapshot: String,
+        /// The namespace looked in.
+        namespace: String,
+        /// On the binding path: the pod and the node it was being bound to.
+        binding: Option<(String, String)>,
+    },
     /// The pod's spec does not decode.
     PodUnreadable {
         /// `namespace/name` of the pod.
@@ -57,6 +86,9 @@ pub enum Refusal {
         pod: String,
         /// The pod's containers.
         containers: Vec<String>,
+        /// Whether the container is a destination `nvidia.com/restore-container-map` names
+        /// (else the one the checkpoint was taken from, restored under its own name).
+        mapped: bool,
     },
     /// The pod names a node no source describes.
     NodeNotFound {
@@ -90,7 +122,10 @@ impl Refusal {
     /// ([`Refusal::refused_by`]).
     pub fn as_str(&self) -> &'static str {
         match self {
-            Refusal::RestoreFromEmpty { .. } => "restore-from-invalid",
+            Refusal::RestoreFromEmpty { .. } | Refusal::RestoreFromInvalid { .. } => "restore-from-invalid",
+            Refusal::RestoreFromBoth { .. } => "restore-from-ambiguous",
+            Refusal::ContainerMapInvalid { .. } => "container-map-invalid",
+            Refusal::SnapshotNotFound { .. } => "snapshot-not-found",
             Refusal::NoNamespace => "no-namespace",
             Refusal::StoreNotSynced { .. } => "store-not-synced",
             Refusal::SkipChecksInvalid { .. } => "skip-checks-invalid",
@@ -111,8 +146,11 @@ impl Refusal {
     }
 
     /// Every label [`Refusal::as_str`] can give except `incompatible`, for docs and tests.
-    pub const LABELS: [&'static str; 8] = [
+    pub const LABELS: [&'static str; 11] = [
         "restore-from-invalid",
+        "restore-from-ambiguous",
+        "container-map-invalid",
+        "snapshot-not-found",
         "no-namespace",
         "store-not-synced",
         "skip-checks-invalid",
@@ -129,6 +167,35 @@ impl fmt::Display for Refusal {
             Refusal::RestoreFromEmpty { pod } => write!(
                 f,
                 "miggate: pod {pod}: annotation {RESTORE_FROM} is empty; name a GpuCheckpoint"
+            ),
+            Refusal::RestoreFromInvalid { pod, why } => write!(f, "miggate: pod {pod}: {why}"),
+            Refusal::RestoreFromBoth { pod } => write!(
+                f,
+                "miggate: pod {pod} names a checkpoint twice, by {RESTORE_FROM} and {}; keep the one that restores it",
+                peer::RESTORE_FROM
+            ),
+            Refusal::ContainerMapInvalid { pod, why } => write!(
+                f,
+                "miggate: pod {pod}: annotation {} cannot be followed: {why}",
+                peer::RESTORE_CONTAINER_MAP
+            ),
+            Refusal::SnapshotNotFound {
+                snapshot,
+                namespace,
+                binding: None,
+            } => write!(
+                f,
+                "miggate: PodSnapshot {snapshot} named by annotation {} does not exist (no PodSnapshot of that name in namespace {namespace})",
+                peer::RESTORE_FROM
+            ),
+            Refusal::SnapshotNotFound {
+                snapshot,
+                binding: Some((pod, node)),
+                ..
+            } => write!(
+                f,
+                "miggate: cannot bind pod {pod} to node {node}: PodSnapshot {snapshot} named by annotation {} does not exist",
+                peer::RESTORE_FROM
             ),
             Refusal::NoNamespace => {
                 f.write_str("miggate: the request names no namespace to find the checkpoint in")
@@ -163,9 +230,22 @@ impl fmt::Display for Refusal {
                 container,
                 pod,
                 containers,
+                mapped: false,
             } => write!(
                 f,
                 "miggate: checkpoint {checkpoint} was taken from container `{container}`, which pod {pod} does not have (containers: {})",
+                containers.join(", ")
+            ),
+            Refusal::ContainerNotFound {
+                checkpoint,
+                container,
+                pod,
+                containers,
+                mapped: true,
+            } => write!(
+                f,
+                "miggate: checkpoint {checkpoint} restores into container `{container}` ({}), which pod {pod} does not have (containers: {})",
+                peer::RESTORE_CONTAINER_MAP,
                 containers.join(", ")
             ),
             Refusal::NodeNotFound {
@@ -202,6 +282,16 @@ mod tests {
     fn labels_list_every_reason_but_checks() {
         let all = [
             Refusal::RestoreFromEmpty { pod: "p".into() },
+            Refusal::RestoreFromBoth { pod: "p".into() },
+            Refusal::ContainerMapInvalid {
+                pod: "p".into(),
+                why: "w".into(),
+            },
+            Refusal::SnapshotNotFound {
+                snapshot: "s".into(),
+                namespace: "n".into(),
+                binding: None,
+            },
             Refusal::NoNamespace,
             Refusal::StoreNotSynced {
                 checkpoint: "c".into(),
@@ -224,6 +314,7 @@ mod tests {
                 container: "w".into(),
                 pod: "p".into(),
                 containers: vec![],
+                mapped: false,
             },
             Refusal::NodeNotFound {
                 pod: "p".into(),

@@ -22,6 +22,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use miggate_wire::annotations::{RESTORE_FROM, SKIP_CHECKS, STEER, STEERED};
+use miggate_wire::peer;
 
 pub use crate::pod::Spec as PodSpec;
 pub use crate::text::Text;
@@ -134,6 +135,27 @@ pub struct Meta<'a> {
     pub steered: bool,
     /// Whether `metadata.annotations` is present (a JSON patch adds to it or creates it).
     pub has_annotations: bool,
+    /// The Go peer's restore annotations.
+    pub peer: PeerAnnotations<'a>,
+}
+
+/// The Go peer's restore annotations (`miggate_wire::peer`), as a pod carries them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerAnnotations<'a> {
+    /// The value of `nvidia.com/restore-from`: the `PodSnapshot` the pod restores.
+    pub restore_from: Option<Text<'a>>,
+    /// The value of `nvidia.com/restore-container-map`.
+    pub container_map: Option<Text<'a>>,
+    /// The value of `nvidia.com/snapshot-skip-compat-check`.
+    pub skip: Option<Text<'a>>,
+}
+
+impl Meta<'_> {
+    /// Whether the object names a checkpoint to restore: miggate's `GpuCheckpoint` or the
+    /// peer's `PodSnapshot`.
+    pub fn is_restore(&self) -> bool {
+        self.restore_from.is_some() || self.peer.restore_from.is_some()
+    }
 }
 
 /// An object's `spec`: raw JSON, or a restore pod's spec already decoded.
@@ -348,6 +370,11 @@ impl<'a> From<&'a AdmissionRequest<DynamicObject>> for Review<'a> {
                             .as_ref()
                             .is_some_and(|a| a.contains_key(STEERED)),
                         has_annotations: o.metadata.annotations.is_some(),
+                        peer: PeerAnnotations {
+                            restore_from: annotation(peer::RESTORE_FROM),
+                            container_map: annotation(peer::RESTORE_CONTAINER_MAP),
+                            skip: annotation(peer::SKIP_COMPAT_CHECK),
+                        },
                     },
                     spec: present(o, "spec").map(Spec::Raw),
                     target: present(o, "target"),
@@ -451,7 +478,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for PodObject<'a> {
                                 && kind.as_deref() == Some("Pod")
                                 && metadata
                                     .as_ref()
-                                    .is_some_and(|m| m.as_ref().is_some_and(|m| m.restore_from.is_some()));
+                                    .is_some_and(|m| m.as_ref().is_some_and(Meta::is_restore));
                             spec = Some(if restore_pod {
                                 map.next_value::<Option<PodSpec<'de>>>()?
                                     .map(|s| Spec::Pod(Box::new(s)))
@@ -501,6 +528,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Meta<'a> {
                                 meta.skip_checks = a.skip_checks;
                                 meta.steer = a.steer;
                                 meta.steered = a.steered;
+                                meta.peer = a.peer;
                                 meta.has_annotations = true;
                             }
                         }
@@ -524,6 +552,7 @@ struct Annotations<'a> {
     skip_checks: Option<Text<'a>>,
     steer: Option<Text<'a>>,
     steered: bool,
+    peer: PeerAnnotations<'a>,
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Annotations<'a> {
@@ -541,6 +570,9 @@ impl<'de: 'a, 'a> Deserialize<'de> for Annotations<'a> {
                         RESTORE_FROM => out.restore_from = Some(map.next_value()?),
                         SKIP_CHECKS => out.skip_checks = Some(map.next_value()?),
                         STEER => out.steer = Some(map.next_value()?),
+                        peer::RESTORE_FROM => out.peer.restore_from = Some(map.next_value()?),
+                        peer::RESTORE_CONTAINER_MAP => out.peer.container_map = Some(map.next_value()?),
+                        peer::SKIP_COMPAT_CHECK => out.peer.skip = Some(map.next_value()?),
                         STEERED => {
                             map.next_value::<de::IgnoredAny>()?;
                             out.steered = true;

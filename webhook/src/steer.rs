@@ -22,6 +22,7 @@ use serde_json::{Value, json};
 
 use crate::decide::MAX_WARNING_BYTES;
 use crate::lookup::Lookup;
+use crate::resolve::{self, Reference, Resolved};
 use crate::review::{Operation, Review, Spec};
 
 pub use miggate_wire::annotations::{STEER, STEERED};
@@ -198,18 +199,19 @@ pub fn steer(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Size
 /// spec is decoded (kube's `PodSpec`): steering patches fields a decision never reads.
 pub fn steer_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Steering {
     let base = review.allowed();
-    let Some((obj, from)) = asks_for_steering(review) else {
+    let Some((obj, reference)) = asks_for_steering(review) else {
         return Steering {
             response: base,
             outcome: Outcome::Ignored,
         };
     };
-    let steered = steerable(review, obj, from, store).and_then(|(checkpoint, spec)| {
-        match steer_by_claim(&base, &spec, &checkpoint, from) {
-            Some(steering) => Ok(steering),
-            None => steer_by_affinity(&base, &spec, &checkpoint),
-        }
-    });
+    let steered =
+        steerable(review, obj, &reference, store).and_then(|(checkpoint, spec)| {
+            match steer_by_claim(&base, &spec, &checkpoint, &reference.name) {
+                Some(steering) => Ok(steering),
+                None => steer_by_affinity(&base, &spec, &checkpoint),
+            }
+        });
     steered.unwrap_or_else(|why| {
         let mut response = base;
         let warning = format!("miggate: not steered: {why}");
@@ -221,18 +223,24 @@ pub fn steer_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Stee
     })
 }
 
-/// The object and checkpoint name of a restore pod's CREATE that asks for steering
-/// (`miggate.io/steer: "true"`) and was not steered already; `None` for anything else, which
-/// is allowed untouched.
-fn asks_for_steering<'r>(review: &'r Review<'_>) -> Option<(&'r crate::review::Object<'r>, &'r str)> {
+/// The object and the checkpoint it names (a `GpuCheckpoint` or the Go peer's `PodSnapshot`)
+/// of a restore pod's CREATE that asks for steering (`miggate.io/steer: "true"`) and was not
+/// steered already; `None` for anything else, which is allowed untouched (a reference that
+/// cannot be read included: the validating webhook refuses it).
+fn asks_for_steering<'r>(review: &'r Review<'_>) -> Option<(&'r crate::review::Object<'r>, Reference<'r>)> {
     let is_pod = review.kind.group.is_empty() && review.kind.kind == "Pod" && review.sub_resource.is_none();
     if review.operation != Operation::Create || !is_pod {
         return None;
     }
     let obj = review.object.as_ref()?;
     let asked = obj.meta.steer.as_deref().is_some_and(|v| v.trim() == "true");
-    let from = obj.meta.restore_from.as_deref()?;
-    (asked && !obj.meta.steered).then_some((obj, from.trim()))
+    let reference = resolve::reference(
+        obj.meta.restore_from.as_deref(),
+        obj.meta.peer.restore_from.as_deref(),
+    )
+    .ok()
+    .flatten()?;
+    (asked && !obj.meta.steered).then_some((obj, reference))
 }
 
 /// The checkpoint a pod asking for steering restores, and its whole spec; or why it cannot be
@@ -241,7 +249,7 @@ fn asks_for_steering<'r>(review: &'r Review<'_>) -> Option<(&'r crate::review::O
 fn steerable(
     review: &Review<'_>,
     obj: &crate::review::Object<'_>,
-    from: &str,
+    reference: &Reference<'_>,
     store: &(impl Lookup + ?Sized),
 ) -> Result<
     (
@@ -256,11 +264,16 @@ fn steerable(
     if !store.synced() {
         return Err("the webhook's caches have not finished their first list".into());
     }
-    let Some(checkpoint) = store.checkpoint(namespace, from) else {
-        return Err(format!(
-            "checkpoint {namespace}/{} does not exist",
-            escape_within(from, 253)
-        ));
+    let checkpoint = match resolve::resolve(store, namespace, reference) {
+        Resolved::Found { checkpoint, .. } => checkpoint,
+        Resolved::Missing => {
+            return Err(format!(
+                "{} {} does not exist",
+                reference.kind.as_str(),
+                reference.display(namespace)
+            ));
+        }
+        Resolved::Unchecked(why) => return Err(why),
     };
     // `review::parse` keeps every spec raw.
     let raw = match &obj.spec {

@@ -68,8 +68,9 @@ fn memory() -> Memory {
     let refused = "GpuNode inventory of node `other` cannot be read: GpuNode other holds the inventory of node gpu-node-1 (spec.manifest.host.nodeName)";
     let pod = |from: &str, skip: Option<&str>| {
         Arc::new(RestorePod {
-            restore_from: from.into(),
+            restore_from: Some(from.into()),
             skip_checks: skip.map(str::to_string),
+            peer: None,
             claims: Vec::new(),
         })
     };

@@ -63,8 +63,9 @@ impl Lookup for OneNode {
     fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
         (ns == "ml" && name == "restore").then(|| {
             Arc::new(RestorePod {
-                restore_from: "ckpt".into(),
+                restore_from: Some("ckpt".into()),
                 skip_checks: None,
+                peer: None,
                 claims: Vec::new(),
             })
         })

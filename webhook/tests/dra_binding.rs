@@ -108,8 +108,9 @@ fn cluster() -> Cluster {
     node.metadata.name = Some("gpu-node-7".into());
     let pod = |claims: &[&str]| {
         Arc::new(RestorePod {
-            restore_from: "ckpt".into(),
+            restore_from: Some("ckpt".into()),
             skip_checks: None,
+            peer: None,
             claims: claims.iter().map(|c| (*c).to_string()).collect(),
         })
     };

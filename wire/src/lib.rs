@@ -29,6 +29,31 @@ pub mod annotations {
     pub const DEVICE_MAP: &str = "miggate.io/device-map";
 }
 
+/// The Go peer's names (NVIDIA Snapshot, `ai-dynamo/snapshot`): its restore pods' annotations
+/// and its resources, which miggate reads but never writes.
+pub mod peer {
+    /// The peer's API group.
+    pub const GROUP: &str = "nvidia.com";
+    /// The version of the peer's resources that miggate reads.
+    pub const VERSION: &str = "v1alpha1";
+    /// `apiVersion` of the peer's resources.
+    pub const API_VERSION: &str = "nvidia.com/v1alpha1";
+    /// Names the `PodSnapshot` a pod restores, in the pod's namespace.
+    pub const RESTORE_FROM: &str = "nvidia.com/restore-from";
+    /// Maps the one captured container to destinations: `source=destination,…`.
+    pub const RESTORE_CONTAINER_MAP: &str = "nvidia.com/restore-container-map";
+    /// Disables the peer's compatibility checks for one restore (Go's `ParseBool`).
+    pub const SKIP_COMPAT_CHECK: &str = "nvidia.com/snapshot-skip-compat-check";
+    /// The namespaced capture request or restore reference.
+    pub const POD_SNAPSHOT: &str = "PodSnapshot";
+    /// Its plural, as in the API path.
+    pub const POD_SNAPSHOTS: &str = "podsnapshots";
+    /// The cluster-scoped artifact of record a `PodSnapshot` is bound to.
+    pub const POD_SNAPSHOT_CONTENT: &str = "PodSnapshotContent";
+    /// Its plural, as in the API path.
+    pub const POD_SNAPSHOT_CONTENTS: &str = "podsnapshotcontents";
+}
+
 pub mod store;
 
 /// The NVIDIA DRA driver's names.
@@ -48,5 +73,6 @@ mod tests {
     #[test]
     fn api_version_is_group_and_version() {
         assert_eq!(API_VERSION, format!("{GROUP}/{VERSION}"));
+        assert_eq!(peer::API_VERSION, format!("{}/{}", peer::GROUP, peer::VERSION));
     }
 }

@@ -18,15 +18,16 @@ use super::{Config, Object, typed};
 use crate::GROUP;
 use crate::error::Error;
 
-/// The restore-pod webhook's match condition: only pods naming a checkpoint reach it.
-pub const RESTORE_MATCH: &str =
-    "has(object.metadata.annotations) && 'miggate.io/restore-from' in object.metadata.annotations";
+/// The restore-pod webhook's match condition: only pods naming a checkpoint reach it, a
+/// `GpuCheckpoint` by `miggate.io/restore-from` or the Go peer's `PodSnapshot` by
+/// `nvidia.com/restore-from`.
+pub const RESTORE_MATCH: &str = "has(object.metadata.annotations) && ('miggate.io/restore-from' in object.metadata.annotations || 'nvidia.com/restore-from' in object.metadata.annotations)";
 /// The binding webhook's match condition: a `pods/binding` CREATE (how the scheduler places
 /// a pod) or one of the legacy `bindings` resource, which places a pod the same way.
 pub const BINDING_MATCH: &str = "request.subResource == 'binding' || request.resource.resource == 'bindings'";
 /// The steering webhook's match condition: a restore pod that asks for steering with
 /// `miggate.io/steer: "true"`. Nothing else is ever sent to `/mutate`.
-pub const STEER_MATCH: &str = "has(object.metadata.annotations) && 'miggate.io/restore-from' in object.metadata.annotations && 'miggate.io/steer' in object.metadata.annotations && object.metadata.annotations['miggate.io/steer'] == 'true'";
+pub const STEER_MATCH: &str = "has(object.metadata.annotations) && ('miggate.io/restore-from' in object.metadata.annotations || 'nvidia.com/restore-from' in object.metadata.annotations) && 'miggate.io/steer' in object.metadata.annotations && object.metadata.annotations['miggate.io/steer'] == 'true'";
 /// The publisher policy's rule: a GpuNode write is allowed only for the node the writing
 /// service account's token was bound to (the kubelet puts the pod's node name in the token;
 /// Kubernetes 1.30+ passes it as `userInfo.extra`).
@@ -139,6 +140,9 @@ fn webhook(config: &Config) -> Result<Vec<Object>, Error> {
                 {"apiGroups": [GROUP], "resources": ["gpucheckpoints", "gpunodes"], "verbs": read},
                 {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": read},
                 {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices", "resourceclaims"], "verbs": read},
+                // The Go peer's restore references: read only, never written.
+                {"apiGroups": [miggate_wire::peer::GROUP],
+                 "resources": [miggate_wire::peer::POD_SNAPSHOTS, miggate_wire::peer::POD_SNAPSHOT_CONTENTS], "verbs": read},
             ]}),
         )?,
         typed::<ClusterRoleBinding>(
@@ -507,6 +511,7 @@ fn mutating(
 mod tests {
     use kube::Resource;
     use miggate_wire::annotations::{RESTORE_FROM, STEER};
+    use miggate_wire::peer;
 
     use super::*;
     use crate::{GpuCheckpoint, GpuNode};
@@ -515,8 +520,10 @@ mod tests {
     // them to the annotation names' one home, so a rename there cannot leave them behind.
     #[test]
     fn match_conditions_name_the_wire_annotations() {
-        let restore =
-            format!("has(object.metadata.annotations) && '{RESTORE_FROM}' in object.metadata.annotations");
+        let restore = format!(
+            "has(object.metadata.annotations) && ('{RESTORE_FROM}' in object.metadata.annotations || '{}' in object.metadata.annotations)",
+            peer::RESTORE_FROM
+        );
         assert_eq!(RESTORE_MATCH, restore);
         assert_eq!(
             STEER_MATCH,
