@@ -268,8 +268,7 @@ fn steerable(
         Resolved::Found { checkpoint, .. } => checkpoint,
         Resolved::Missing => {
             return Err(format!(
-                "{} {} does not exist",
-                reference.kind.as_str(),
+                "checkpoint {} does not exist",
                 reference.display(namespace)
             ));
         }
