@@ -438,7 +438,7 @@ async fn kube_store_decides_bindings_over_https() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let ready: serde_json::Value = serde_json::from_str(&ready).unwrap();
-    assert_eq!(ready["store"]["kube"].as_array().unwrap().len(), 6, "{ready}");
+    assert_eq!(ready["store"]["kube"].as_array().unwrap().len(), 8, "{ready}");
 
     let url = format!("https://{listen}/validate");
     let https = client(&[&pki.ca_pem]);
