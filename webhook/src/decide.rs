@@ -559,20 +559,30 @@ fn restore_containers(
         .map(
             |name| match spec.containers.iter().find(|c| c.name == name.as_str()) {
                 Some(c) => Ok((Some(escape_within(name, 128).into_owned()), pod::facts(c))),
-                None => Err(Refusal::ContainerNotFound {
-                    checkpoint: restore.checkpoint_ref(),
-                    container: escape_within(name, 256).into_owned(),
-                    pod: restore.pod(),
-                    containers: spec
-                        .containers
-                        .iter()
-                        .map(|c| escape_within(&c.name, 128).into_owned())
-                        .collect(),
-                    mapped: map.is_some(),
-                }),
+                None => Err(container_not_found(restore, spec, name, map.is_some())),
             },
         )
         .collect()
+}
+
+/// The refusal of a restore into `name`, a container the pod does not have.
+fn container_not_found(
+    restore: &RestoreRequest<'_>,
+    spec: &PodSpec<'_>,
+    name: &str,
+    mapped: bool,
+) -> Refusal {
+    Refusal::ContainerNotFound {
+        checkpoint: restore.checkpoint_ref(),
+        container: escape_within(name, 256).into_owned(),
+        pod: restore.pod(),
+        containers: spec
+            .containers
+            .iter()
+            .map(|c| escape_within(&c.name, 128).into_owned())
+            .collect(),
+        mapped,
+    }
 }
 
 /// The restore container's facts: the container the checkpoint names (refused when the pod
@@ -586,17 +596,7 @@ fn restore_container_facts(
 ) -> Result<miggate_compat::Pod, Refusal> {
     match pod::choose(spec, checkpoint.container_name.as_deref()) {
         Choice::Container(c) => Ok(pod::facts(c)),
-        Choice::Missing(name) => Err(Refusal::ContainerNotFound {
-            checkpoint: restore.checkpoint_ref(),
-            container: escape_within(name, 256).into_owned(),
-            pod: restore.pod(),
-            containers: spec
-                .containers
-                .iter()
-                .map(|c| escape_within(&c.name, 128).into_owned())
-                .collect(),
-            mapped: false,
-        }),
+        Choice::Missing(name) => Err(container_not_found(restore, spec, name, false)),
         Choice::Unknown(n) => {
             warnings.push(format!(
                 "miggate: the restore container is unknown: checkpoint {} names none and {n} containers ask for GPUs; pod facts are not checked here, the node agent decides",
