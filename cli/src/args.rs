@@ -12,7 +12,8 @@ use clap::error::ErrorKind;
 use clap::{Arg, Command as ClapCommand, ValueEnum};
 use miggate_compat::escape::{MAX_QUOTED_BYTES, escape, escape_within};
 use miggate_compat::{
-    CheckName, DEFAULT_MIN_DRIVER, DEFAULT_MIN_KERNEL, Mode, Options, parse_min_kernel, parse_skip,
+    CheckName, DEFAULT_MIN_DRIVER, DEFAULT_MIN_KERNEL, DriverFloor, Mode, Options, parse_min_driver,
+    parse_min_kernel, parse_skip,
 };
 use miggate_webhook::StoreConfig;
 use miggate_webhook::kube_store::KubeOptions;
@@ -20,14 +21,15 @@ use miggate_webhook::kube_store::KubeOptions;
 /// Flags of `miggate check`.
 #[derive(Debug, clap::Args)]
 pub struct CheckArgs {
-    /// The checkpoint's manifest (JSON or YAML); `-` reads standard input. With `-n`, the
-    /// name of a GpuCheckpoint in the cluster.
+    /// The checkpoint's manifest (JSON or YAML); `-` reads standard input. With `-n`, a
+    /// checkpoint in the cluster: a GpuCheckpoint's name, or `podsnapshot/NAME` for the Go
+    /// peer's.
     pub source: PathBuf,
     /// The target's manifest: a restore container's devices (exact) or a node inventory
     /// (offer). Not with `--node`.
     #[arg(required_unless_present = "node", conflicts_with = "node")]
     pub target: Option<PathBuf>,
-    /// Read the checkpoint from the cluster: the GpuCheckpoint SOURCE in NAMESPACE.
+    /// Read the checkpoint from the cluster: SOURCE in NAMESPACE.
     #[arg(short = 'n', long, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
     /// The target is this node of the cluster, its inventory read as the webhook reads it
@@ -122,9 +124,10 @@ pub enum ConvertOutput {
 #[derive(Debug, clap::Args)]
 pub struct WhereArgs {
     /// The checkpoint: a manifest, a GpuCheckpoint object or a Go peer artifact; `-` reads
-    /// standard input. With `-n`, the name of a GpuCheckpoint in the cluster.
+    /// standard input. With `-n`, a checkpoint in the cluster: a GpuCheckpoint's name, or
+    /// `podsnapshot/NAME` for the Go peer's.
     pub checkpoint: PathBuf,
-    /// Read the checkpoint from the cluster: the GpuCheckpoint CHECKPOINT in NAMESPACE.
+    /// Read the checkpoint from the cluster: CHECKPOINT in NAMESPACE.
     #[arg(short = 'n', long, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
     /// Where the node inventories are: `dir:PATH`, a file store whose `nodes/<node>.yaml`
@@ -159,10 +162,11 @@ pub struct PolicyArgs {
     #[arg(long, value_name = "V", value_parser = FlagParser(kernel_floor),
           default_value_t = KernelFloor(DEFAULT_MIN_KERNEL))]
     pub min_kernel: KernelFloor,
-    /// Lowest NVIDIA driver major version a target may run.
-    #[arg(long, value_name = "N", value_parser = FlagParser(driver_floor),
+    /// Lowest NVIDIA driver a target may run: a major (580) or a whole version (580.82.07),
+    /// compared per numeric component.
+    #[arg(long, value_name = "VERSION", value_parser = FlagParser(driver_floor),
           default_value_t = DEFAULT_MIN_DRIVER)]
-    pub min_driver: u64,
+    pub min_driver: DriverFloor,
 }
 
 impl PolicyArgs {
@@ -236,10 +240,12 @@ fn kernel_floor(text: &str) -> Result<KernelFloor, String> {
     })
 }
 
-/// `--min-driver`: a driver major version.
-fn driver_floor(text: &str) -> Result<u64, String> {
-    text.parse::<u64>()
-        .map_err(|e| format!("expected a driver major version such as {DEFAULT_MIN_DRIVER}: {e}"))
+/// `--min-driver`: compat's reading; its reason quotes nothing from outside.
+fn driver_floor(text: &str) -> Result<DriverFloor, String> {
+    parse_min_driver(text).map_err(|e| match e {
+        miggate_compat::Error::InvalidOption { why, .. } => why.to_string(),
+        other => escape(&other.to_string()).into_owned(),
+    })
 }
 
 /// Flags of `miggate capture`.

@@ -24,8 +24,12 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         anyhow::bail!("source and target cannot both be `-`: standard input holds one manifest");
     }
     let read = args.read.options();
-    let source = match &args.namespace {
-        Some(ns) => crate::cluster_read::checkpoint(&args.cluster, ns, &args.source.to_string_lossy())?,
+    let (source, source_name) = match &args.namespace {
+        Some(ns) => {
+            let (manifest, name) =
+                crate::cluster_read::named_checkpoint(&args.cluster, ns, &args.source.to_string_lossy())?;
+            (manifest, std::path::PathBuf::from(name))
+        }
         None => {
             let stored = read_manifest(&args.source, "source", read)?;
             if stored.kind == StoredKind::Node {
@@ -34,7 +38,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                     escape(&args.source.display().to_string())
                 );
             }
-            stored.manifest
+            (stored.manifest, args.source.clone())
         }
     };
     // A cluster node is judged as the webhook judges it: in offer mode, by what its inventory
@@ -74,7 +78,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     } else {
         ExitCode::from(1)
     };
-    closed_pipe_is_fine(print(&report, args)).context("cannot write the report")?;
+    closed_pipe_is_fine(print(&report, args, &source_name)).context("cannot write the report")?;
     Ok(code)
 }
 
@@ -87,12 +91,9 @@ pub const EXIT_NOTHING_COMPARED: u8 = 3;
 pub const NOTHING_COMPARED: &str = "nothing was compared: every check is not applicable or unknown for this \
      target (exit status 3); is it the right file, and the right --target-scope?";
 
-fn print(report: &miggate_compat::Report, args: &CheckArgs) -> std::io::Result<()> {
-    // What the header names each side by: the file, or what was read from the cluster.
-    let source = match &args.namespace {
-        Some(ns) => std::path::PathBuf::from(format!("GpuCheckpoint {ns}/{}", args.source.display())),
-        None => args.source.clone(),
-    };
+/// Prints the report; its header names the source as `source` (the file, or what was read
+/// from the cluster) and the target by its file or node.
+fn print(report: &miggate_compat::Report, args: &CheckArgs, source: &std::path::Path) -> std::io::Result<()> {
     let target = match (&args.target, &args.node) {
         (Some(path), _) => path.clone(),
         (None, node) => std::path::PathBuf::from(format!("node {}", node.as_deref().unwrap_or_default())),
@@ -102,10 +103,10 @@ fn print(report: &miggate_compat::Report, args: &CheckArgs) -> std::io::Result<(
         CheckOutput::Json => write_json(&mut out, report)?,
         CheckOutput::Yaml => write_yaml(&mut out, report)?,
         CheckOutput::Table => {
-            crate::table::write_report(&mut out, report, &source, &target, crate::table::VALUE_WIDTH)?
+            crate::table::write_report(&mut out, report, source, &target, crate::table::VALUE_WIDTH)?
         }
         CheckOutput::Wide => {
-            crate::table::write_report(&mut out, report, &source, &target, crate::table::WIDE)?;
+            crate::table::write_report(&mut out, report, source, &target, crate::table::WIDE)?;
         }
     }
     out.flush()

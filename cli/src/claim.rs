@@ -11,8 +11,15 @@ use anyhow::Context;
 #[derive(Debug, clap::Args)]
 pub struct ClaimArgs {
     /// The checkpoint: a manifest, a GpuCheckpoint object or a Go peer artifact; `-` reads
-    /// standard input.
+    /// standard input. With `-n`, a checkpoint in the cluster: a GpuCheckpoint's name, or
+    /// `podsnapshot/NAME` for the Go peer's.
     pub checkpoint: PathBuf,
+    /// Read the checkpoint from the cluster, in NAMESPACE.
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Which cluster, as kubectl takes it (with `-n`).
+    #[command(flatten)]
+    pub cluster: crate::service::ClusterFlags,
     /// How strictly the checkpoint is read (`--validate`).
     #[command(flatten)]
     pub read: crate::args::ReadArgs,
@@ -36,7 +43,12 @@ pub enum ClaimOutput {
 
 /// Prints the template. Exit status: 0 written, 2 a checkpoint that cannot be claimed.
 pub fn run(args: &ClaimArgs) -> anyhow::Result<ExitCode> {
-    let manifest = crate::place::read_checkpoint(&args.checkpoint, args.read.options())?;
+    let manifest = match &args.namespace {
+        Some(ns) => {
+            crate::cluster_read::named_checkpoint(&args.cluster, ns, &args.checkpoint.to_string_lossy())?.0
+        }
+        None => crate::place::read_checkpoint(&args.checkpoint, args.read.options())?,
+    };
     let template = miggate_crds::claim::claim_template(&args.name, &manifest)?;
     let text = match args.output {
         ClaimOutput::Yaml => {

@@ -1,11 +1,12 @@
-//! `where` and `check` reading the cluster, as a kubectl user would ask them to
-//! (`miggate where -n team-a ckpt-1`, `miggate check -n team-a ckpt-1 --node gpu-node-7`): a
-//! `GpuCheckpoint` by namespace and name, and node inventories through the same sources, in the
+//! `where`, `check` and `claim` reading the cluster, as a kubectl user would ask them to
+//! (`miggate where -n team-a ckpt-1`, `miggate check -n team-a podsnapshot/snap-1 --node
+//! gpu-node-7`): a `GpuCheckpoint`, or the Go peer's `PodSnapshot`, by namespace and name, and node inventories through the same sources, in the
 //! same order, as the webhook (`miggate_crds::inventory::best_or_why` over the node's `GpuNode`,
 //! the DRA driver's `ResourceSlice`s and the `Node` with its GFD labels).
 //!
 //! Each command reads once (list or get), on a small runtime of its own, and needs only `get`
-//! and `list` on those kinds: the webhook's ClusterRole grants them.
+//! and `list` on those kinds (and on `podsnapshots` and `podsnapshotcontents` for the peer's):
+//! the webhook's ClusterRole grants them.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -15,8 +16,9 @@ use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, ListParams};
 use miggate_compat::GpuManifest;
-use miggate_compat::escape::escape;
+use miggate_compat::escape::{escape, escape_within};
 use miggate_crds::inventory::{Inventory, NoInventory, best_or_why};
+use miggate_crds::peer::{PodSnapshot, PodSnapshotContent, SnapshotContent};
 use miggate_crds::{GpuCheckpoint, GpuNode};
 use serde::de::DeserializeOwned;
 
@@ -40,25 +42,205 @@ pub type NodeView = (
     std::collections::HashMap<String, String>,
 );
 
-/// The checkpoint `namespace/name` from the cluster.
-pub fn checkpoint(flags: &ClusterFlags, namespace: &str, name: &str) -> anyhow::Result<GpuManifest> {
+/// Which kind of object `-n NAMESPACE CHECKPOINT` names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointKind {
+    /// miggate's `GpuCheckpoint`: a bare name, or `gpucheckpoint/NAME`.
+    GpuCheckpoint,
+    /// The Go peer's `PodSnapshot`, followed to its `PodSnapshotContent`'s `status.source`:
+    /// `podsnapshot/NAME`.
+    PodSnapshot,
+}
+
+/// A checkpoint in the cluster, as a kubectl user names one: `NAME` (a `GpuCheckpoint`, as
+/// before the peer's kinds were read) or kubectl's `TYPE/NAME`, with the type's plural,
+/// singular or short name and, optionally, its API group (`podsnapshots.nvidia.com/snap-1`),
+/// in any case. The name is a DNS-1123 subdomain, as both kinds' names are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointRef {
+    /// The kind named.
+    pub kind: CheckpointKind,
+    /// The object's name.
+    pub name: String,
+}
+
+/// The type names each kind answers to, as kubectl takes them: (names, API group).
+const KIND_NAMES: [(CheckpointKind, &[&str], &str); 2] = [
+    (
+        CheckpointKind::GpuCheckpoint,
+        &["gpucheckpoint", "gpucheckpoints", "gpuckpt"],
+        miggate_wire::GROUP,
+    ),
+    (
+        CheckpointKind::PodSnapshot,
+        &["podsnapshot", "podsnapshots", "podsnap"],
+        miggate_wire::peer::GROUP,
+    ),
+];
+
+impl std::str::FromStr for CheckpointRef {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let shown = || escape_within(text, 256).into_owned();
+        let (kind, name) = match text.split_once('/') {
+            None => (CheckpointKind::GpuCheckpoint, text),
+            Some((kind, name)) => {
+                let kind = kind.to_ascii_lowercase();
+                let found = KIND_NAMES.iter().find(|(_, names, group)| {
+                    let bare = kind
+                        .strip_suffix(group)
+                        .and_then(|k| k.strip_suffix('.'))
+                        .unwrap_or(&kind);
+                    names.contains(&bare)
+                });
+                match found {
+                    Some((kind, _, _)) => (*kind, name),
+                    None => {
+                        return Err(format!(
+                            "{} names no checkpoint kind: name a GpuCheckpoint as NAME or gpucheckpoint/NAME, \
+                             a PodSnapshot as podsnapshot/NAME",
+                            shown()
+                        ));
+                    }
+                }
+            }
+        };
+        if !miggate_crds::is_dns_subdomain(name) {
+            return Err(format!(
+                "{} is not an object name: lowercase letters, digits, '-' and '.', at most 253 characters",
+                shown()
+            ));
+        }
+        Ok(CheckpointRef {
+            kind,
+            name: name.to_string(),
+        })
+    }
+}
+
+impl CheckpointRef {
+    /// `Kind namespace/name`, how a report's header names the checkpoint.
+    pub fn display(&self, namespace: &str) -> String {
+        let kind = match self.kind {
+            CheckpointKind::GpuCheckpoint => "GpuCheckpoint",
+            CheckpointKind::PodSnapshot => miggate_wire::peer::POD_SNAPSHOT,
+        };
+        format!("{kind} {}/{}", escape(namespace), self.name)
+    }
+}
+
+/// The checkpoint named `text` (a [`CheckpointRef`]) in `namespace`, read from the cluster,
+/// and how a report names it.
+pub fn named_checkpoint(
+    flags: &ClusterFlags,
+    namespace: &str,
+    text: &str,
+) -> anyhow::Result<(GpuManifest, String)> {
+    let reference: CheckpointRef = text.parse().map_err(|why: String| anyhow!(why))?;
+    let manifest = checkpoint(flags, namespace, &reference)?;
+    Ok((manifest, reference.display(namespace)))
+}
+
+/// The checkpoint `reference` names in `namespace`, read from the cluster: a `GpuCheckpoint`'s
+/// manifest, or a `PodSnapshot`'s content's `status.source` translated as the webhook
+/// translates it.
+pub fn checkpoint(
+    flags: &ClusterFlags,
+    namespace: &str,
+    reference: &CheckpointRef,
+) -> anyhow::Result<GpuManifest> {
     run(flags, |client| async move {
-        let api: Api<GpuCheckpoint> = Api::namespaced(client, namespace);
-        match api.get_opt(name).await {
-            Ok(Some(c)) => Ok(c.spec.manifest),
-            Ok(None) => Err(anyhow!(
-                "no GpuCheckpoint {} in namespace {}",
-                escape(name),
-                escape(namespace)
-            )),
-            Err(e) => Err(anyhow!(
-                "cannot read GpuCheckpoint {}/{}: {}",
-                escape(namespace),
-                escape(name),
-                words(&e)
-            )),
+        match reference.kind {
+            CheckpointKind::GpuCheckpoint => gpu_checkpoint(client, namespace, &reference.name).await,
+            CheckpointKind::PodSnapshot => pod_snapshot(client, namespace, &reference.name).await,
         }
     })
+}
+
+async fn gpu_checkpoint(client: kube::Client, namespace: &str, name: &str) -> anyhow::Result<GpuManifest> {
+    let api: Api<GpuCheckpoint> = Api::namespaced(client, namespace);
+    match api.get_opt(name).await {
+        Ok(Some(c)) => Ok(c.spec.manifest),
+        Ok(None) => Err(anyhow!(
+            "no GpuCheckpoint {} in namespace {}",
+            escape(name),
+            escape(namespace)
+        )),
+        Err(e) => Err(anyhow!(
+            "cannot read GpuCheckpoint {}/{}: {}",
+            escape(namespace),
+            escape(name),
+            words(&e)
+        )),
+    }
+}
+
+/// A `PodSnapshot` followed through `status.boundSnapshotContentName` to its content, whose
+/// `status.source` is the checkpoint's facts. Unlike the webhook, which admits a restore it
+/// cannot compare (the peer's agent still gates it), a question asked here about a snapshot
+/// with nothing to compare is an error that says what is missing.
+async fn pod_snapshot(client: kube::Client, namespace: &str, name: &str) -> anyhow::Result<GpuManifest> {
+    let snap = format!("{}/{}", escape(namespace), escape(name));
+    let snapshots: Api<PodSnapshot> = Api::namespaced(client.clone(), namespace);
+    let snapshot = match snapshots.get_opt(name).await {
+        Ok(Some(s)) => s,
+        Ok(None) => {
+            // A 404 is both "no such object" and "no such kind": a list tells them apart.
+            return Err(match snapshots.list(&ListParams::default().limit(1)).await {
+                Err(kube::Error::Api(s)) if s.code == 404 => anyhow!(
+                    "the cluster does not serve {} PodSnapshots (is NVIDIA Snapshot installed?)",
+                    miggate_wire::peer::API_VERSION
+                ),
+                _ => anyhow!(
+                    "no PodSnapshot {} in namespace {}",
+                    escape(name),
+                    escape(namespace)
+                ),
+            });
+        }
+        Err(e) => return Err(anyhow!("cannot read PodSnapshot {snap}: {}", words(&e))),
+    };
+    let Some(content_name) = snapshot.bound_content() else {
+        return Err(anyhow!(
+            "PodSnapshot {snap} is not bound to a PodSnapshotContent yet (no status.boundSnapshotContentName): \
+             nothing records what it was captured on"
+        ));
+    };
+    let contents: Api<PodSnapshotContent> = Api::all(client);
+    let content = match contents.get_opt(content_name).await {
+        Ok(Some(c)) => c,
+        Ok(None) => {
+            return Err(anyhow!(
+                "PodSnapshot {snap} is bound to PodSnapshotContent {}, which does not exist",
+                escape(content_name)
+            ));
+        }
+        Err(e) => {
+            return Err(anyhow!(
+                "cannot read PodSnapshotContent {}: {}",
+                escape(content_name),
+                words(&e)
+            ));
+        }
+    };
+    let read = SnapshotContent::read(&content);
+    let mut manifest = read.source.map_err(|why| {
+        anyhow!(
+            "PodSnapshotContent {} of PodSnapshot {snap} {why}: nothing to compare",
+            escape(content_name)
+        )
+    })?;
+    if read
+        .snapshot_ref
+        .is_some_and(|(ns, n)| ns != namespace || n != name)
+    {
+        manifest.warnings.push(format!(
+            "PodSnapshotContent {} points back to another PodSnapshot than {snap}; read all the same",
+            escape(content_name)
+        ));
+    }
+    Ok(manifest)
 }
 
 /// Every node the cluster knows (a `Node` or a `GpuNode`), with its inventory, by name.

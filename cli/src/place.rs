@@ -24,7 +24,9 @@ pub fn run(args: &WhereArgs) -> anyhow::Result<ExitCode> {
     let options = args.policy.options(Mode::Offer);
     let read = args.read.options();
     let checkpoint = match &args.namespace {
-        Some(ns) => crate::cluster_read::checkpoint(&args.cluster, ns, &args.checkpoint.to_string_lossy())?,
+        Some(ns) => {
+            crate::cluster_read::named_checkpoint(&args.cluster, ns, &args.checkpoint.to_string_lossy())?.0
+        }
         None => read_checkpoint(&args.checkpoint, read)?,
     };
     let (nodes, problems, names) = match &args.store {

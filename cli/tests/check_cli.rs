@@ -281,3 +281,55 @@ fn target_scope_pod_judges_a_pod_on_its_own_facts() {
         "{report}"
     );
 }
+
+/// `--min-driver` takes a driver version as people type it, compared per numeric component:
+/// the node's driver is 580.65.06.
+#[rstest]
+#[case::major("580", 0, "pass")]
+#[case::major_and_minor_above("580.82", 1, "refuse")]
+#[case::the_same_build("580.65.06", 0, "pass")]
+#[case::without_the_leading_zero("580.65.6", 0, "pass")]
+#[case::an_older_branch("575.51", 0, "pass")]
+#[case::a_newer_build("580.65.07", 1, "refuse")]
+fn min_driver_takes_a_whole_version(#[case] floor: &str, #[case] code: i32, #[case] outcome: &str) {
+    let node = manifests().join("node-a100-sxm4-40gb-7x1g5gb.yaml");
+    let node = node.to_str().unwrap();
+    let out = miggate(&["check", node, node, "--min-driver", floor, "-o", "json"]);
+    assert_eq!(out.status.code(), Some(code), "{}", text(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let row = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["check"] == "driver-minimum")
+        .unwrap()
+        .clone();
+    assert_eq!(row["outcome"], outcome, "{row}");
+    assert_eq!(row["source"], format!("{floor} or newer"), "{row}");
+    if outcome == "refuse" {
+        assert_eq!(
+            report["reason"],
+            format!("driver-minimum: source {floor} or newer, target 580.65.06"),
+            "{report}"
+        );
+    }
+}
+
+#[rstest]
+#[case("580.82.x")]
+#[case("580..82")]
+#[case("v580")]
+#[case("")]
+fn min_driver_that_is_no_version_exits_2(#[case] floor: &str) {
+    let node = manifests().join("node-a100-sxm4-40gb-7x1g5gb.yaml");
+    let node = node.to_str().unwrap();
+    let out = miggate(&["check", node, node, "--min-driver", floor]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        err.contains(&format!(
+            "invalid value '{floor}' for '--min-driver <VERSION>': expected a driver version such as 580 or 580.82.07"
+        )),
+        "{err}"
+    );
+}

@@ -200,3 +200,237 @@ fn check_takes_a_target_file_or_a_node_not_both() {
         "{neither:?}"
     );
 }
+
+/// A `PodSnapshot` of the Go peer, bound to a content whose `status.source` records
+/// 2 x 3g.40gb + 1 x 1g.10gb of an H100.
+fn peer_objects(fake: &kube_fake::FakeApiServer) {
+    use serde_json::json;
+    let snapshot = |name: &str, content: Option<&str>| {
+        let mut s = json!({"apiVersion": "nvidia.com/v1alpha1", "kind": "PodSnapshot",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {"source": {"podRef": {"name": "vllm-0", "containers": ["engine"]}}}});
+        if let Some(c) = content {
+            s["status"] = json!({"boundSnapshotContentName": c});
+        }
+        s
+    };
+    let content = |name: &str, snapshot: &str, source: Option<Value>| {
+        let mut c = json!({"apiVersion": "nvidia.com/v1alpha1", "kind": "PodSnapshotContent",
+            "metadata": {"name": name},
+            "spec": {"snapshotRef": {"namespace": "ml", "name": snapshot},
+                "source": {"nodeName": "node-big", "podRef": {"name": "vllm-0", "containers": ["engine"]}}}});
+        if let Some(source) = source {
+            c["status"] = json!({"source": source});
+        }
+        c
+    };
+    let i = |p: &str| json!({"productName": "NVIDIA H100 80GB HBM3", "migProfile": p});
+    let source = json!({"node": {"name": "node-big", "architecture": "amd64", "kernelVersion": "5.15.0-1071-aws"},
+        "pod": {"image": "vllm:1", "memory": "32Gi", "cpu": "8"},
+        "devices": {"nvidia": {"driverVersion": "580.82.07", "instances": [i("3g.40gb"), i("3g.40gb"), i("1g.10gb")]}}});
+    let gpu_node = |name: &str, profiles: &[&str]| {
+        let devices: Vec<Value> = profiles
+            .iter()
+            .enumerate()
+            .map(|(n, p)| {
+                json!({"uuid": format!("MIG-00000000-0000-5000-8000-{n:012}"),
+                "parentUuid": "GPU-00000000-0000-4000-8000-000000000000",
+                "productName": "NVIDIA H100 80GB HBM3", "migProfile": p})
+            })
+            .collect();
+        json!({"apiVersion": "miggate.io/v1alpha1", "kind": "GpuNode", "metadata": {"name": name},
+            "spec": {"observedAt": "2026-12-01T00:00:00Z", "manifest": {
+                "host": {"nodeName": name, "kernelVersion": "5.15.0-1071-aws", "cpuArch": "amd64"},
+                "nvidia": {"driverVersion": "580.82.07", "devices": devices}}}})
+    };
+    fake.apply(gpu_node("node-big", &["3g.40gb", "3g.40gb", "1g.10gb"]));
+    fake.apply(gpu_node("node-short", &["3g.40gb", "3g.40gb"]));
+    fake.apply(snapshot("vllm-snap", Some("vllm-content")));
+    fake.apply(content("vllm-content", "vllm-snap", Some(source)));
+    fake.apply(snapshot("pending", None));
+    fake.apply(snapshot("old", Some("old-content")));
+    fake.apply(content("old-content", "old", None));
+    fake.apply(snapshot("dangling", Some("gone")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn where_check_and_claim_name_a_podsnapshot_as_kubectl_does() {
+    let fake = kube_fake::FakeApiServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, fake.kubeconfig()).unwrap();
+    peer_objects(&fake);
+
+    // `where`: the big node fits, the short one lacks the 1g.10gb slice.
+    let (code, stdout, stderr) =
+        text(&miggate(&kubeconfig, &["where", "-n", "ml", "podsnapshot/vllm-snap"]).await);
+    assert_eq!(code, 0, "{stderr}");
+    let rows: Vec<&str> = stdout.lines().collect();
+    assert!(rows[1].starts_with("node-big    fits"), "{stdout}");
+    assert!(rows[2].starts_with("node-short  refused  "), "{stdout}");
+    assert!(
+        rows[2].contains(
+            "source NVIDIA H100 80GB HBM3 (MIG slice) x3, target NVIDIA H100 80GB HBM3 (MIG slice) x2"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("no device map"), "{stdout}");
+    assert!(stdout.contains("1 of 2 nodes fit"), "{stdout}");
+
+    // kubectl's other spellings of the type: plural, short name, with the group, any case.
+    for spelled in [
+        "podsnapshots/vllm-snap",
+        "podsnap/vllm-snap",
+        "PodSnapshot/vllm-snap",
+        "podsnapshots.nvidia.com/vllm-snap",
+    ] {
+        let (code, stdout, stderr) = text(&miggate(&kubeconfig, &["where", "-n", "ml", spelled]).await);
+        assert_eq!(
+            (code, stdout.contains("1 of 2 nodes fit")),
+            (0, true),
+            "{spelled}: {stderr}"
+        );
+    }
+
+    // `check`: the header names the PodSnapshot; the short node is refused on mig-profile.
+    let (code, stdout, stderr) = text(
+        &miggate(
+            &kubeconfig,
+            &[
+                "check",
+                "-n",
+                "ml",
+                "podsnapshot/vllm-snap",
+                "--node",
+                "node-short",
+            ],
+        )
+        .await,
+    );
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stdout.starts_with("PodSnapshot ml/vllm-snap -> node node-short (offer mode)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("mig-profile"), "{stdout}");
+    let (code, _, stderr) = text(
+        &miggate(
+            &kubeconfig,
+            &["check", "-n", "ml", "podsnapshot/vllm-snap", "--node", "node-big"],
+        )
+        .await,
+    );
+    assert_eq!(code, 0, "{stderr}");
+
+    // `claim`: the checkpoint's shape from status.source, as a ResourceClaimTemplate.
+    let (code, stdout, stderr) = text(
+        &miggate(
+            &kubeconfig,
+            &["claim", "-n", "ml", "podsnapshot/vllm-snap", "-o", "json"],
+        )
+        .await,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let template: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(template["kind"], "ResourceClaimTemplate", "{template}");
+    let requests = template["spec"]["spec"]["devices"]["requests"]
+        .as_array()
+        .unwrap();
+    let counted: Vec<(String, u64)> = requests
+        .iter()
+        .map(|r| {
+            let exactly = &r["exactly"];
+            (
+                exactly["selectors"].to_string(),
+                exactly["count"].as_u64().unwrap_or(1),
+            )
+        })
+        .collect();
+    assert_eq!(counted.iter().map(|(_, n)| n).sum::<u64>(), 3, "{template}");
+    assert!(
+        counted.iter().any(|(s, n)| s.contains("3g.40gb") && *n == 2),
+        "{template}"
+    );
+    assert!(
+        counted.iter().any(|(s, n)| s.contains("1g.10gb") && *n == 1),
+        "{template}"
+    );
+
+    // What cannot be compared is an error that says why, exit 2.
+    for (name, said) in [
+        (
+            "podsnapshot/nope",
+            "miggate: no PodSnapshot nope in namespace ml\n",
+        ),
+        (
+            "podsnapshot/pending",
+            "miggate: PodSnapshot ml/pending is not bound to a PodSnapshotContent yet (no status.boundSnapshotContentName): nothing records what it was captured on\n",
+        ),
+        (
+            "podsnapshot/old",
+            "miggate: PodSnapshotContent old-content of PodSnapshot ml/old has no status.source (an agent that does not record it, or a capture not Ready yet): nothing to compare\n",
+        ),
+        (
+            "podsnapshot/dangling",
+            "miggate: PodSnapshot ml/dangling is bound to PodSnapshotContent gone, which does not exist\n",
+        ),
+        (
+            "widget/vllm-snap",
+            "miggate: widget/vllm-snap names no checkpoint kind: name a GpuCheckpoint as NAME or gpucheckpoint/NAME, a PodSnapshot as podsnapshot/NAME\n",
+        ),
+        (
+            "podsnapshot/Bad_Name",
+            "miggate: podsnapshot/Bad_Name is not an object name: lowercase letters, digits, '-' and '.', at most 253 characters\n",
+        ),
+        (
+            "podsnapshot/a/b",
+            "miggate: podsnapshot/a/b is not an object name: lowercase letters, digits, '-' and '.', at most 253 characters\n",
+        ),
+    ] {
+        let (code, _, stderr) = text(&miggate(&kubeconfig, &["where", "-n", "ml", name]).await);
+        assert_eq!((code, stderr.as_str()), (2, said), "{name}");
+    }
+
+    // A cluster without the peer's CRDs says so, rather than "no PodSnapshot".
+    fake.serve("podsnapshots", false);
+    let (code, _, stderr) =
+        text(&miggate(&kubeconfig, &["where", "-n", "ml", "podsnapshot/vllm-snap"]).await);
+    assert_eq!(
+        (code, stderr.as_str()),
+        (
+            2,
+            "miggate: the cluster does not serve nvidia.com/v1alpha1 PodSnapshots (is NVIDIA Snapshot installed?)\n"
+        )
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claim_reads_a_gpucheckpoint_by_namespace_and_name() {
+    let fake = kube_fake::FakeApiServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, fake.kubeconfig()).unwrap();
+    fake.apply(object("webhook-store/checkpoints/ml/vllm-ckpt.yaml"));
+    let from_file = text(
+        &miggate(
+            &kubeconfig,
+            &[
+                "claim",
+                testdata("webhook-store/checkpoints/ml/vllm-ckpt.yaml")
+                    .to_str()
+                    .unwrap(),
+            ],
+        )
+        .await,
+    );
+    for named in ["vllm-ckpt", "gpucheckpoint/vllm-ckpt", "gpuckpt/vllm-ckpt"] {
+        let (code, stdout, stderr) = text(&miggate(&kubeconfig, &["claim", "-n", "ml", named]).await);
+        assert_eq!(code, 0, "{named}: {stderr}");
+        assert_eq!(stdout, from_file.1, "{named}: the same template as from the file");
+    }
+    let (code, _, stderr) = text(&miggate(&kubeconfig, &["claim", "-n", "ml", "nope"]).await);
+    assert_eq!(
+        (code, stderr.as_str()),
+        (2, "miggate: no GpuCheckpoint nope in namespace ml\n")
+    );
+}

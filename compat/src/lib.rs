@@ -29,8 +29,8 @@ mod vocab;
 
 pub use build::{GpuBuilder, ManifestBuilder, PodBuilder};
 pub use checks::{
-    DEFAULT_MIN_DRIVER, DEFAULT_MIN_KERNEL, Options, Target, evaluate, evaluate_target, parse_min_kernel,
-    parse_skip, reduce_digest,
+    DEFAULT_MIN_DRIVER, DEFAULT_MIN_KERNEL, DriverFloor, Options, Target, evaluate, evaluate_target,
+    parse_min_driver, parse_min_kernel, parse_skip, reduce_digest,
 };
 pub use device::{DeviceKind, SliceShape};
 pub use error::Error;

@@ -42,6 +42,7 @@ pub use miggate_compat::GpuManifest;
 pub use node::{
     GpuNode, GpuNodeSpec, GpuNodeStatus, NODE_NAME_MESSAGE, NODE_NAME_RULE, RECOVERED, RecoveredReason,
 };
+pub use schema::is_dns_subdomain;
 pub use stored::{Stored, StoredKind, read_stored, read_stored_with};
 pub use summary::{MAX_SUMMARY_ENTRIES, SUMMARY_MESSAGE, SUMMARY_RULE, Summary};
 

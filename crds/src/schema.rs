@@ -105,7 +105,7 @@ pub(crate) const DNS_LABEL_MAX: usize = 63;
 /// (`validation.IsDNS1123Subdomain`): dot-separated parts of lowercase letters, digits and
 /// `-`, each starting and ending with a letter or digit, at most 253 bytes in all. Kubernetes'
 /// regex bounds only the whole, so one part may be longer than a label's 63.
-pub(crate) fn is_dns_subdomain(name: &str) -> bool {
+pub fn is_dns_subdomain(name: &str) -> bool {
     name.len() <= 253 && name.split('.').all(is_subdomain_part)
 }
 

@@ -4,9 +4,10 @@
 //! by admission without a request to the API server.
 //!
 //! Each kind has one [`watcher`] stream (list, then watch from the list's `resourceVersion`,
-//! bookmarks on), wrapped in kube-runtime's default backoff: a watch that ends is resumed from
+//! bookmarks on), wrapped in a backoff ([`WatchBackoff`]): a watch that ends is resumed from
 //! its last version, one answered `410 Gone` (or an error) is re-listed after a backoff
-//! (0.8 s doubling to 30 s, with jitter). A re-list is buffered and swapped in whole when it
+//! (0.8 s doubling to [`WATCH_RETRY_MAX`], each wait plus up to as much again of jitter, so
+//! never 5 s; reset by the first event received). A re-list is buffered and swapped in whole when it
 //! completes, so a decision never sees half a list. Each cache converts objects as they
 //! arrive and keeps only what decisions read: a restore pod is its restore annotations, a Node
 //! its labels, capacity and `nodeInfo`, a `PodSnapshot` the content it is bound to, a content
@@ -64,7 +65,8 @@ pub struct KubeOptions {
 
 /// Errors in a row, with nothing received between them, after which a watch counts as failing.
 pub const FAILING_AFTER: u64 = 3;
-/// How recent the last of those errors must be (the backoff retries at least every 30 s).
+/// How recent the last of those errors must be (the backoff retries at least every
+/// [`WATCH_RETRY_MAX`]).
 pub const FAILING_WINDOW: Duration = Duration::from_secs(90);
 
 /// The kinds cached, as named in metrics, logs and `/readyz`.
@@ -186,7 +188,7 @@ impl<V: Entry> Cache<V> {
 
     /// Whether the watch is failing now: [`FAILING_AFTER`] errors in a row with nothing
     /// received between them, the last within [`FAILING_WINDOW`]. A backoff retries at least
-    /// every 30 s, so a watch that cannot recover keeps erroring inside the window; one that
+    /// every [`WATCH_RETRY_MAX`], so a watch that cannot recover keeps erroring inside the window; one that
     /// resumed on a quiet kind sends nothing, and its last error ages out of it.
     fn failing(&self) -> bool {
         self.served.load(Ordering::Acquire)
@@ -541,13 +543,62 @@ fn slice_of(mut s: ResourceSlice) -> Option<ResourceSlice> {
     Some(s)
 }
 
+/// The cap on the wait between two tries of a failed watch, before jitter adds up to as much
+/// again (so every wait is under twice this, 5 s). kube-runtime's default caps at 30 s (up to
+/// 60 s with its jitter) and resets only after 120 s without an error: a webhook then stays
+/// unready for half a minute after the API server is back, and a kind whose CRD is installed
+/// after the webhook started (the Go peer's) goes unseen as long. A list every few seconds per
+/// failing kind is nothing to an API server, and the jitter keeps replicas out of step.
+pub const WATCH_RETRY_MAX: Duration = Duration::from_millis(2500);
+/// The first wait after a watch fails, doubled at each failure in a row.
+const WATCH_RETRY_MIN: Duration = Duration::from_millis(800);
+
+/// The watches' backoff: exponential from [`WATCH_RETRY_MIN`] to [`WATCH_RETRY_MAX`], each
+/// wait lengthened by a random share of itself (below 100%), never giving up; kube-runtime's `StreamBackoff` resets it whenever the watch yields
+/// an event, so one failure after a long healthy run waits the shortest time again.
+pub(crate) struct WatchBackoff {
+    builder: backon::ExponentialBuilder,
+    current: backon::ExponentialBackoff,
+}
+
+impl WatchBackoff {
+    pub(crate) fn new() -> Self {
+        use backon::BackoffBuilder;
+        let builder = backon::ExponentialBuilder::default()
+            .with_min_delay(WATCH_RETRY_MIN)
+            .with_max_delay(WATCH_RETRY_MAX)
+            .with_factor(2.0)
+            .with_jitter()
+            .without_max_times();
+        WatchBackoff {
+            current: builder.build(),
+            builder,
+        }
+    }
+}
+
+impl Iterator for WatchBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        self.current.next()
+    }
+}
+
+impl kube::runtime::utils::Backoff for WatchBackoff {
+    fn reset(&mut self) {
+        use backon::BackoffBuilder;
+        self.current = self.builder.build();
+    }
+}
+
 /// Feeds `cache` from a watcher over `api` until the task is aborted.
 async fn feed<K, V>(api: Api<K>, config: watcher::Config, cache: Arc<Cache<V>>, convert: fn(K) -> Option<V>)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     V: Entry,
 {
-    let stream = watcher::watcher(api, config).default_backoff();
+    let stream = watcher::watcher(api, config).backoff(WatchBackoff::new());
     let mut stream = std::pin::pin!(stream);
     while let Some(item) = stream.next().await {
         match item {
@@ -796,6 +847,28 @@ impl KubeStore {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_failed_watch_retries_within_seconds_forever_and_starts_over_after_a_reset() {
+        use kube::runtime::utils::Backoff;
+        let mut backoff = WatchBackoff::new();
+        let waits: Vec<Duration> = backoff.by_ref().take(200).collect();
+        assert_eq!(waits.len(), 200, "never gives up");
+        assert!(
+            waits[0] >= WATCH_RETRY_MIN && waits[0] < WATCH_RETRY_MIN * 2,
+            "{waits:?}"
+        );
+        assert!(waits.iter().all(|w| *w < WATCH_RETRY_MAX * 2), "{waits:?}");
+        assert!(
+            waits[10..].iter().all(|w| *w >= WATCH_RETRY_MAX),
+            "capped, not shrinking: {waits:?}"
+        );
+        // Jitter: the capped waits are not all alike, so replicas do not retry in step.
+        assert!(waits[10..].iter().any(|w| *w != waits[10]), "{waits:?}");
+        backoff.reset();
+        let first = backoff.next().unwrap();
+        assert!(first < WATCH_RETRY_MIN * 2, "{first:?}");
+    }
 
     #[test]
     fn a_relist_is_swapped_in_whole_and_the_index_follows() {

@@ -2,7 +2,7 @@
 
 use super::{Ctx, Side, must_match, words};
 use crate::report::{CheckResult, Text};
-use crate::text::{leading_number, versions_equal};
+use crate::text::versions_equal;
 use crate::vocab::Outcome;
 
 fn driver<'a>(side: Side<'a>) -> Option<&'a str> {
@@ -21,7 +21,8 @@ pub(super) fn driver_version(ctx: &Ctx<'_>) -> CheckResult {
     )
 }
 
-/// The checkpoint/restore driver API needs a recent driver on the target.
+/// The checkpoint/restore driver API needs a recent driver on the target: at least the floor,
+/// per numeric component (`--min-driver 580.82` refuses 580.65.06).
 pub(super) fn driver_minimum(ctx: &Ctx<'_>) -> CheckResult {
     let floor = ctx.options.min_driver;
     // The default floor's texts are written out once; only another floor builds its own.
@@ -37,8 +38,8 @@ pub(super) fn driver_minimum(ctx: &Ctx<'_>) -> CheckResult {
     let Some(version) = driver(ctx.target).map(str::trim).filter(|s| !s.is_empty()) else {
         return ctx.row(Outcome::Unknown, need, "unknown", "target driver not recorded");
     };
-    match leading_number(version) {
-        Some(major) if major >= floor => ctx.row(
+    match floor.admits(version) {
+        Some(true) => ctx.row(
             Outcome::Pass,
             need,
             Text::copied(version),
@@ -46,7 +47,7 @@ pub(super) fn driver_minimum(ctx: &Ctx<'_>) -> CheckResult {
                 format!("driver is at least {floor}")
             }),
         ),
-        Some(_) => ctx.row(
+        Some(false) => ctx.row(
             Outcome::Refuse,
             need,
             Text::copied(version),
@@ -58,15 +59,65 @@ pub(super) fn driver_minimum(ctx: &Ctx<'_>) -> CheckResult {
             Outcome::Unknown,
             need,
             Text::copied(version),
-            format!("driver version `{version}` has no readable major number"),
+            format!("driver version `{version}` has no number where {floor} has one"),
         ),
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::{DEFAULT_MIN_DRIVER, parse_min_driver};
+    use rstest::rstest;
+
     #[test]
     fn the_written_out_floor_is_the_default() {
-        assert_eq!(super::super::DEFAULT_MIN_DRIVER.to_string(), "580");
+        assert_eq!(DEFAULT_MIN_DRIVER.to_string(), "580");
+        assert_eq!(parse_min_driver("580").ok(), Some(DEFAULT_MIN_DRIVER));
+    }
+
+    /// `--min-driver` as people type it, shown back as typed.
+    #[rstest]
+    #[case("580", Some("580"))]
+    #[case("580.82", Some("580.82"))]
+    #[case(" 580.82.07 ", Some("580.82.07"))]
+    #[case("535.104.05.1", Some("535.104.05.1"))]
+    #[case("535.104.05.1.2", None)]
+    #[case("", None)]
+    #[case("580.", None)]
+    #[case(".82", None)]
+    #[case("580..82", None)]
+    #[case("+580", None)]
+    #[case("580.82-open", None)]
+    #[case("v580", None)]
+    #[case("99999999999999999999", None)]
+    fn min_driver_reads_what_people_type(#[case] text: &str, #[case] shown: Option<&str>) {
+        assert_eq!(
+            parse_min_driver(text).ok().map(|f| f.to_string()).as_deref(),
+            shown,
+            "{text:?}"
+        );
+    }
+
+    /// A target's driver against a floor, per numeric component.
+    #[rstest]
+    #[case("580", "580.65.06", Some(true))]
+    #[case("580", "575.51.03", Some(false))]
+    #[case("580.82", "580.82.07", Some(true))]
+    #[case("580.82", "580.65.06", Some(false))]
+    #[case("580.82", "590.48.01", Some(true))]
+    #[case("580.82.07", "580.82.7", Some(true))]
+    #[case("580.82.07", "580.82.06", Some(false))]
+    #[case("580.82", "580", Some(false))]
+    #[case("580.82", "580.95.05-open", Some(true))]
+    #[case("580.82", "r580", None)]
+    #[case("580.82", "580.beta", None)]
+    #[case("580", "580.beta", Some(true))]
+    fn a_target_driver_is_compared_per_component(
+        #[case] floor: &str,
+        #[case] target: &str,
+        #[case] admits: Option<bool>,
+    ) {
+        let floor = parse_min_driver(floor).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(floor.admits(target), admits, "{floor} vs {target}");
     }
 }

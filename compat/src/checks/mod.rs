@@ -25,8 +25,91 @@ pub(crate) use devices::Devices;
 
 /// The kernel release a restore target needs at least (CRIU's rseq support).
 pub const DEFAULT_MIN_KERNEL: (u64, u64) = (5, 13);
-/// The driver major version a restore target needs at least (cuda-checkpoint's restore API).
-pub const DEFAULT_MIN_DRIVER: u64 = 580;
+/// The driver a restore target needs at least (cuda-checkpoint's restore API): 580.
+pub const DEFAULT_MIN_DRIVER: DriverFloor = DriverFloor::major(580);
+
+/// `driver-minimum`'s floor: the oldest NVIDIA driver a target may run, as people write a
+/// driver version (`580`, `580.82`, `580.82.07`). A target's version is compared with it per
+/// numeric component, as many as the floor has: `580.82` admits 580.82.07 and 590.48.01 and
+/// refuses 580.65.06; `580` looks at the major only. A component the target lacks counts as 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriverFloor {
+    /// Each component's value, and the width it was written with when that had a leading zero
+    /// (`07` prints as `07`), else 0.
+    parts: [(u64, u8); DriverFloor::MAX_PARTS],
+    /// How many of `parts` are used: 1 to [`DriverFloor::MAX_PARTS`].
+    len: usize,
+}
+
+impl DriverFloor {
+    /// The most components a driver version has (`580.82.07`), and one to spare.
+    const MAX_PARTS: usize = 4;
+
+    /// A floor on the major version alone.
+    pub const fn major(major: u64) -> Self {
+        DriverFloor {
+            parts: [(major, 0), (0, 0), (0, 0), (0, 0)],
+            len: 1,
+        }
+    }
+
+    /// Whether the target's driver `version` is at least this floor; `None` when the version
+    /// has no number where the floor has one (`r580`, `580.beta`).
+    pub fn admits(&self, version: &str) -> Option<bool> {
+        let mut target = version.trim().split('.');
+        for &(floor, _) in &self.parts[..self.len] {
+            let got = match target.next() {
+                None => 0,
+                Some(part) => crate::text::leading_number(part)?,
+            };
+            if got != floor {
+                return Some(got > floor);
+            }
+        }
+        Some(true)
+    }
+}
+
+impl std::fmt::Display for DriverFloor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, &(value, width)) in self.parts[..self.len].iter().enumerate() {
+            if i > 0 {
+                f.write_str(".")?;
+            }
+            write!(f, "{value:0width$}", width = usize::from(width))?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads `--min-driver`: a driver version as people type it, `580`, `580.82` or `580.82.07`
+/// (one to four dot-separated decimal numbers; spaces around it are dropped).
+pub fn parse_min_driver(text: &str) -> Result<DriverFloor, Error> {
+    let bad = || Error::InvalidOption {
+        what: "minimum driver",
+        value: crate::escape::escape(text).into_owned(),
+        why: "expected a driver version such as 580 or 580.82.07",
+    };
+    let mut floor = DriverFloor::major(0);
+    floor.len = 0;
+    for part in text.trim().split('.') {
+        let slot = floor.parts.get_mut(floor.len).ok_or_else(bad)?;
+        if part.is_empty() || part.len() > 19 || !part.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(bad());
+        }
+        let value = part.parse::<u64>().map_err(|_| bad())?;
+        // Only a leading zero needs its width kept (`07`); otherwise 0, the number's own width,
+        // so `580` typed equals `DriverFloor::major(580)`. At most 19 digits, checked above.
+        let width = if part.len() > 1 && part.starts_with('0') {
+            u8::try_from(part.len()).map_err(|_| bad())?
+        } else {
+            0
+        };
+        *slot = (value, width);
+        floor.len += 1;
+    }
+    Ok(floor)
+}
 
 /// How to compare.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,7 +123,7 @@ pub struct Options {
     /// `kernel-minimum`'s floor as (major, minor).
     pub min_kernel: (u64, u64),
     /// `driver-minimum`'s floor.
-    pub min_driver: u64,
+    pub min_driver: DriverFloor,
 }
 
 impl Default for Options {
