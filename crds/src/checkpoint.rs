@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::schema;
-use crate::summary::{SUMMARY_MESSAGE, SUMMARY_RULE, Summary};
+use crate::summary::Summary;
 
 /// A GPU checkpoint's facts: the manifest it was captured on, and which container restores it.
 ///
@@ -29,7 +29,6 @@ use crate::summary::{SUMMARY_MESSAGE, SUMMARY_RULE, Summary};
     status = "GpuCheckpointStatus",
     derive = "PartialEq",
     doc = "A GPU checkpoint's manifest: what it was captured on, compared with a restore target at admission.",
-    validation = kube::core::Rule::new(SUMMARY_RULE).message(SUMMARY_MESSAGE).field_path(".spec.summary.profiles").reason(kube::core::Reason::FieldValueRequired),
     printcolumn(
         name = "Model",
         type_ = "string",
@@ -69,8 +68,10 @@ pub struct GpuCheckpointSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = schema::DNS_LABEL_MAX), pattern(schema::DNS_LABEL_PATTERN))]
     pub container_name: Option<String>,
-    /// The manifest in three short texts for `kubectl get`, written with it. For people only:
-    /// no check reads it.
+    /// The manifest in three short texts for `kubectl get`, derived from it: miggate's library
+    /// writes it, and the webhook's summary mutation writes it for any other writer. Optional
+    /// (a cluster without the webhook shows an empty column). For people only: no check reads
+    /// it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<Summary>,
 }

@@ -44,7 +44,7 @@ pub use node::{
 };
 pub use schema::is_dns_subdomain;
 pub use stored::{Stored, StoredKind, read_stored, read_stored_with};
-pub use summary::{MAX_SUMMARY_ENTRIES, SUMMARY_MESSAGE, SUMMARY_RULE, Summary};
+pub use summary::{MAX_SUMMARY_ENTRIES, Summary};
 
 pub use miggate_wire::{GROUP, VERSION};
 

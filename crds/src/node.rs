@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::Error;
 use crate::schema;
-use crate::summary::{SUMMARY_MESSAGE, SUMMARY_RULE, Summary};
+use crate::summary::Summary;
 
 /// The CEL rule that ties a `GpuNode` to its node: a manifest that says which node it was
 /// captured on must be stored under that node's name, or admission would judge one node by
@@ -43,7 +43,6 @@ pub const NODE_NAME_MESSAGE: &str =
     derive = "PartialEq",
     doc = "A node's GPU inventory, named after the node: the target side of admission's node checks.",
     validation = kube::core::Rule::new(NODE_NAME_RULE).message(NODE_NAME_MESSAGE),
-    validation = kube::core::Rule::new(SUMMARY_RULE).message(SUMMARY_MESSAGE).field_path(".spec.summary.profiles").reason(kube::core::Reason::FieldValueRequired),
     printcolumn(name = "Model", type_ = "string", json_path = ".spec.manifest.nvidia.devices[0].productName", description = "The first device's GPU product name (a slice carries its parent's)"),
     printcolumn(name = "Devices", type_ = "string", json_path = ".spec.summary.profiles", description = "Devices by MIG profile, then whole GPUs"),
     printcolumn(name = "Driver", type_ = "string", json_path = ".spec.manifest.nvidia.driverVersion", description = "NVIDIA driver version"),
@@ -61,8 +60,10 @@ pub struct GpuNodeSpec {
     /// When the inventory was observed (RFC 3339), written by the publisher, so a reader can
     /// tell a fresh inventory from one left by a publisher that stopped.
     pub observed_at: Time,
-    /// The manifest in three short texts for `kubectl get`, written with it. For people only:
-    /// no check reads it.
+    /// The manifest in three short texts for `kubectl get`, derived from it: miggate's library
+    /// writes it, and the webhook's summary mutation writes it for any other writer. Optional
+    /// (a cluster without the webhook shows an empty column). For people only: no check reads
+    /// it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<Summary>,
 }

@@ -1,6 +1,9 @@
 //! The few facts a person wants from `kubectl get`: the GPU model, the devices by MIG profile,
 //! the driver. `kubectl`'s printer columns are JSONPath into the object and cannot count or
-//! join, so the writer of a resource computes this from the manifest and stores it beside it.
+//! join, so the text is computed from the manifest and stored beside it: by miggate's own
+//! library when it writes an object, and by the webhook's summary mutation
+//! (`miggate_webhook::summary`) for every other writer. The CRDs do not require it: a derived
+//! field is not a writer's to compute.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -8,17 +11,6 @@ use miggate_compat::escape::{escape_within, is_hazard};
 use miggate_compat::{DeviceKind, GpuManifest, SliceShape};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-
-/// The CEL rule that keeps `kubectl get`'s Devices column filled, whoever writes the object:
-/// a manifest that records its devices carries their summary beside it. Printer columns are
-/// JSONPath and cannot count, so the count is the writer's to give; the model and the driver
-/// columns read the manifest itself and need no rule. Public so tests and docs quote the rule
-/// the CRDs carry.
-pub const SUMMARY_RULE: &str = "!has(self.spec.manifest.nvidia) || !has(self.spec.manifest.nvidia.devices) || (has(self.spec.summary) && has(self.spec.summary.profiles))";
-
-/// The message the API server returns when [`SUMMARY_RULE`] refuses an object, after
-/// `spec.summary.profiles: Required value:`.
-pub const SUMMARY_MESSAGE: &str = "required when spec.manifest.nvidia.devices is recorded: the devices counted by MIG profile, then whole GPUs (`3g.40gb x2, whole x1`, or `none`), as kubectl get shows them; miggate publish and the miggate-crds library write it";
 
 /// How many distinct entries a summary field lists before it says how many more there are:
 /// enough for any real node, and a bound on what a crafted manifest can put in a column.

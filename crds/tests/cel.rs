@@ -4,9 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use kube::core::cel::{ScopeContext, Validator, WarningKind, analyze_rule, check_rule_scope, compile_schema};
-use miggate_crds::{
-    CustomResourceDefinition, GpuNode, NODE_NAME_MESSAGE, NODE_NAME_RULE, SUMMARY_MESSAGE, SUMMARY_RULE, crds,
-};
+use miggate_crds::{CustomResourceDefinition, GpuNode, NODE_NAME_MESSAGE, NODE_NAME_RULE, crds};
 use rstest::rstest;
 use serde_json::{Value, json};
 
@@ -43,17 +41,6 @@ fn every_rule_compiles_and_stays_in_scope() {
         "{warnings:?}"
     );
     assert_eq!(check_rule_scope(NODE_NAME_RULE, ScopeContext::CrdValidation), []);
-    for kind in ["GpuCheckpoint", "GpuNode"] {
-        let compiled = compile_schema(&schema(kind));
-        let warnings = analyze_rule(SUMMARY_RULE, &compiled, ScopeContext::CrdValidation);
-        assert!(
-            warnings
-                .iter()
-                .all(|w| !matches!(w.kind, WarningKind::CostExceeded)),
-            "{kind}: {warnings:?}"
-        );
-    }
-    assert_eq!(check_rule_scope(SUMMARY_RULE, ScopeContext::CrdValidation), []);
 }
 
 fn node(name: &str, manifest: Value) -> Value {
@@ -98,17 +85,15 @@ fn what_from_manifest_builds_passes_the_rule() {
     kube::core::cel::validate_cel(&node).unwrap();
 }
 
+/// The summary is derived (by miggate's library, or the webhook's summary mutation), never
+/// demanded: a writer that records devices without one, or with part of one, is accepted.
 #[rstest]
-#[case::devices_with_summary(json!({"nvidia": {"devices": []}}), Some(json!({"profiles": "none"})), true)]
-#[case::devices_without_summary(json!({"nvidia": {"devices": []}}), None, false)]
-#[case::summary_without_profiles(json!({"nvidia": {"devices": []}}), Some(json!({"model": "NVIDIA L4"})), false)]
-#[case::no_devices_recorded(json!({"nvidia": {"driverVersion": "580.82.07"}}), None, true)]
-#[case::no_nvidia(json!({}), None, true)]
-fn recorded_devices_carry_their_summary(
-    #[case] manifest: Value,
-    #[case] summary: Option<Value>,
-    #[case] ok: bool,
-) {
+#[case::devices_with_summary(json!({"nvidia": {"devices": []}}), Some(json!({"profiles": "none"})))]
+#[case::devices_without_summary(json!({"nvidia": {"devices": []}}), None)]
+#[case::summary_without_profiles(json!({"nvidia": {"devices": []}}), Some(json!({"model": "NVIDIA L4"})))]
+#[case::no_devices_recorded(json!({"nvidia": {"driverVersion": "580.82.07"}}), None)]
+#[case::no_nvidia(json!({}), None)]
+fn a_summary_is_never_required(#[case] manifest: Value, #[case] summary: Option<Value>) {
     for kind in ["GpuNode", "GpuCheckpoint"] {
         let mut object = node("gpu-node-9", manifest.clone());
         object["kind"] = json!(kind);
@@ -116,13 +101,6 @@ fn recorded_devices_carry_their_summary(
             object["spec"]["summary"] = s.clone();
         }
         let result = Validator::new().validate(&schema(kind), &object, None);
-        match (result, ok) {
-            (Ok(()), true) => {}
-            (Err(errors), false) => {
-                assert_eq!(errors.as_slice().len(), 1, "{kind}: {errors:?}");
-                assert_eq!(errors.as_slice()[0].message, SUMMARY_MESSAGE, "{kind}");
-            }
-            (result, _) => panic!("{kind}: expected ok={ok}, got {result:?}"),
-        }
+        assert!(result.is_ok(), "{kind}: {result:?}");
     }
 }

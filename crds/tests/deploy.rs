@@ -196,12 +196,16 @@ fn webhook_called(webhook: &Value, req: &Value) -> bool {
         .contains(&req["namespace"]);
     rule_matches
         && !excluded
-        && webhook["matchConditions"].as_array().unwrap().iter().all(|c| {
-            eval(
-                c["expression"].as_str().unwrap(),
-                &[("object", &req["object"]), ("request", req)],
-            )
-        })
+        && webhook["matchConditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .all(|c| {
+                eval(
+                    c["expression"].as_str().unwrap(),
+                    &[("object", &req["object"]), ("request", req)],
+                )
+            })
 }
 
 fn pod(annotations: Option<Value>) -> Value {
@@ -620,6 +624,42 @@ fn steering_is_sent_only_restore_pods_that_ask(
         config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
         "miggate-system/miggate-webhook"
     );
+}
+
+/// The summary mutation sees every create and update of miggate's two kinds, and nothing else.
+#[rstest]
+#[case::checkpoint_created("gpucheckpoints", "CREATE", "ml", true)]
+#[case::checkpoint_updated("gpucheckpoints", "UPDATE", "ml", true)]
+#[case::node_created("gpunodes", "CREATE", "", true)]
+#[case::node_updated("gpunodes", "UPDATE", "", true)]
+#[case::checkpoint_deleted("gpucheckpoints", "DELETE", "ml", false)]
+#[case::a_pod("pods", "CREATE", "ml", false)]
+fn the_summary_is_derived_for_every_writer(
+    #[case] resource: &str,
+    #[case] operation: &str,
+    #[case] namespace: &str,
+    #[case] called: bool,
+) {
+    let objects = objects();
+    let config = find(&objects, "MutatingWebhookConfiguration", "miggate-summary");
+    let webhook = &config["webhooks"][0];
+    let mut req = request(
+        resource,
+        "",
+        operation,
+        namespace,
+        json!({"metadata": {"name": "x"}}),
+    );
+    if resource != "pods" {
+        req["resource"]["group"] = json!("miggate.io");
+    }
+    assert_eq!(webhook_called(webhook, &req), called);
+    // Never blocks a writer: without the webhook the object is accepted, its column empty.
+    assert_eq!(webhook["failurePolicy"], "Ignore");
+    assert_eq!(webhook["reinvocationPolicy"], "Never");
+    assert_eq!(webhook["sideEffects"], "None");
+    assert_eq!(webhook["rules"][0]["scope"], "*");
+    assert_eq!(webhook["clientConfig"]["service"]["path"], "/mutate-summary");
 }
 
 #[rstest]

@@ -39,6 +39,7 @@ pub mod server;
 pub mod steer;
 pub mod steer_claim;
 pub mod store;
+pub mod summary;
 mod text;
 pub mod tls;
 

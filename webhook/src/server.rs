@@ -87,12 +87,14 @@ pub struct AdmissionService {
     state: Arc<AppState>,
 }
 
-/// The paths the admission port serves (`/validate`, `/mutate`, `/mutate-binding`), POST only.
+/// The paths the admission port serves (`/validate`, `/mutate`, `/mutate-binding`,
+/// `/mutate-summary`), POST only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Route {
     Validate,
     Mutate,
     MutateBinding,
+    MutateSummary,
 }
 
 impl Route {
@@ -103,6 +105,7 @@ impl Route {
             "/validate" => Route::Validate,
             "/mutate" => Route::Mutate,
             "/mutate-binding" => Route::MutateBinding,
+            "/mutate-summary" => Route::MutateSummary,
             _ => return Err(StatusCode::NOT_FOUND),
         };
         if method != http::Method::POST {
@@ -177,6 +180,7 @@ where
                 Route::Validate => validate(state, body, started).await,
                 Route::Mutate => mutate(state, body, started),
                 Route::MutateBinding => mutate_binding(state, body, started).await,
+                Route::MutateSummary => mutate_summary(state, body, started),
             }
         });
         // The decision is synchronous: an answer ready at the first poll needs no timer.
@@ -330,6 +334,29 @@ async fn mutate_binding(state: &AppState, body: &[u8], started: Instant) -> Resp
     }
     state.metrics.record(outcome, &[], started.elapsed());
     render_response(&mapping.response)
+}
+
+/// `POST /mutate-summary`: a GpuCheckpoint's or GpuNode's `spec.summary` derived from its
+/// manifest ([`crate::summary`]).
+fn mutate_summary(state: &AppState, body: &[u8], started: Instant) -> Response {
+    let review = match read_review(state, body, started) {
+        Ok(r) => r,
+        Err(response) => return *response,
+    };
+    let (response, outcome) = crate::summary::summary_review(&review);
+    if outcome == crate::summary::Outcome::Written {
+        tracing::info!(
+            uid = %escape_within(&review.uid, 128),
+            namespace = review.namespace.as_deref().unwrap_or(""),
+            name = %escape_within(&review.name, 256),
+            resource = %escape_within(&review.resource.resource, 64),
+            outcome = outcome.as_str(),
+            summary = response.audit_annotations.get(crate::summary::SUMMARY_AUDIT).map_or("", String::as_str),
+            "summary"
+        );
+    }
+    state.metrics.record(outcome.as_str(), &[], started.elapsed());
+    render_response(&response)
 }
 
 /// The answer's JSON, or a 500 naming why it cannot be written.

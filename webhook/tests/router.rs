@@ -77,6 +77,7 @@ fn recorded_reviews() {
 #[case::validate_get("GET", "/validate", 405)]
 #[case::mutate_put("PUT", "/mutate", 405)]
 #[case::device_map_get("GET", "/mutate-binding", 405)]
+#[case::summary_get("GET", "/mutate-summary", 405)]
 #[case::health_on_the_admission_port("GET", "/healthz", 404)]
 #[case::unknown_path("POST", "/validate/extra", 404)]
 #[case::root("POST", "/", 404)]

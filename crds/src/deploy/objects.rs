@@ -119,6 +119,7 @@ pub(super) fn all(config: &Config) -> Result<Vec<Object>, Error> {
     out.extend(checkpoint_agent(config)?);
     // The registrations last, so the webhook they name exists before any pod is sent to it;
     // the validating one very last, after the opt-in steering and the device map.
+    out.push(summary_configuration()?);
     out.push(steering_configuration()?);
     out.push(device_map_configuration()?);
     out.push(webhook_configuration()?);
@@ -451,8 +452,8 @@ fn steering_configuration() -> Result<Object, Error> {
     mutating(
         "miggate-steer",
         "steer.miggate.io",
-        &["pods"],
-        ("restore-pods-asking-for-steering", STEER_MATCH),
+        pod_rules(&["pods"]),
+        Some(("restore-pods-asking-for-steering", STEER_MATCH)),
         "/mutate",
     )
 }
@@ -468,42 +469,66 @@ fn device_map_configuration() -> Result<Object, Error> {
     mutating(
         "miggate-device-map",
         "device-map.miggate.io",
-        &["pods/binding", "bindings"],
-        ("bindings", BINDING_MATCH),
+        pod_rules(&["pods/binding", "bindings"]),
+        Some(("bindings", BINDING_MATCH)),
         "/mutate-binding",
     )
 }
 
-/// A MutatingWebhookConfiguration of one webhook on the webhook's Service: CREATE of
-/// `resources`, selected by `condition`, outside miggate's and the system's namespaces, with
-/// failure policy Ignore and no reinvocation (a mutation here never blocks an object).
+/// The summary (`POST /mutate-summary`): a `GpuCheckpoint`'s or `GpuNode`'s `spec.summary`,
+/// the text of `kubectl get`'s Devices column, derived from its manifest on every create and
+/// update, so no writer has to compute it. Failure policy Ignore: without the webhook the
+/// object is still accepted, its column empty.
+fn summary_configuration() -> Result<Object, Error> {
+    mutating(
+        "miggate-summary",
+        "summary.miggate.io",
+        json!([{"apiGroups": [GROUP], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+            "resources": ["gpucheckpoints", "gpunodes"], "scope": "*"}]),
+        None,
+        "/mutate-summary",
+    )
+}
+
+/// CREATE of the core group's namespaced `resources`.
+fn pod_rules(resources: &[&str]) -> Value {
+    json!([{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+        "resources": resources, "scope": "Namespaced"}])
+}
+
+/// A MutatingWebhookConfiguration of one webhook on the webhook's Service: `rules`, selected
+/// by `condition` when given, outside miggate's and the system's namespaces (a cluster-scoped
+/// object is never skipped by that), with failure policy Ignore and no reinvocation (a
+/// mutation here never blocks an object).
 fn mutating(
     config: &str,
     name: &str,
-    resources: &[&str],
-    condition: (&str, &str),
+    rules: Value,
+    condition: Option<(&str, &str)>,
     path: &str,
 ) -> Result<Object, Error> {
+    let mut webhook = json!({
+        "name": name,
+        "admissionReviewVersions": ["v1"],
+        "sideEffects": "None",
+        "timeoutSeconds": 5,
+        "failurePolicy": "Ignore",
+        "reinvocationPolicy": "Never",
+        "matchPolicy": "Equivalent",
+        "rules": rules,
+        "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
+            "values": ["kube-system", NAMESPACE, NODE_NAMESPACE]}]},
+        "clientConfig": {"service": {"name": WEBHOOK, "namespace": NAMESPACE, "path": path, "port": 443}},
+    });
+    if let Some((condition, expression)) = condition {
+        webhook["matchConditions"] = json!([{"name": condition, "expression": expression}]);
+    }
     typed::<MutatingWebhookConfiguration>(
         FILE_CONFIG,
         json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
         "metadata": {"name": config, "labels": labels(WEBHOOK),
             "annotations": {"cert-manager.io/inject-ca-from": format!("{NAMESPACE}/{WEBHOOK}")}},
-        "webhooks": [{
-            "name": name,
-            "admissionReviewVersions": ["v1"],
-            "sideEffects": "None",
-            "timeoutSeconds": 5,
-            "failurePolicy": "Ignore",
-            "reinvocationPolicy": "Never",
-            "matchPolicy": "Equivalent",
-            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
-                "resources": resources, "scope": "Namespaced"}],
-            "matchConditions": [{"name": condition.0, "expression": condition.1}],
-            "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
-                "values": ["kube-system", NAMESPACE, NODE_NAMESPACE]}]},
-            "clientConfig": {"service": {"name": WEBHOOK, "namespace": NAMESPACE, "path": path, "port": 443}},
-        }]}),
+        "webhooks": [webhook]}),
     )
 }
 
