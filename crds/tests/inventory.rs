@@ -302,16 +302,30 @@ fn a_better_source_present_but_unreadable_falls_back_with_a_note() {
     assert_eq!(inv.source, Source::GfdLabels);
     insta::assert_yaml_snapshot!("fallback_notes", inv.notes);
 
-    // Only GFD labels written with no mig-manager state over MIG counts: unreadable, and
-    // why, with the refused GpuNode first: "no inventory" alone would send the operator
-    // looking for a GpuNode that exists.
-    let mut unsettled = node("gfd-mixed-gpu-node-7.yaml");
-    unsettled
+    // MIG counts with no mig-manager state (MIG made by hand): read as GFD counted them,
+    // with a note, not refused as unreadable (absence of mig-manager is not a change in flux).
+    let mut by_hand = node("gfd-mixed-gpu-node-7.yaml");
+    by_hand
         .metadata
         .labels
         .as_mut()
         .unwrap()
         .remove("nvidia.com/mig.config.state");
+    let read = inventory::best(None, Some(&by_hand), &[]).unwrap();
+    assert_eq!(read.source, Source::GfdLabels);
+    assert!(read.slices_listed);
+    assert!(
+        read.notes.iter().any(|n| n.contains("no mig-manager state")),
+        "{:?}",
+        read.notes
+    );
+    // GFD labels that cannot be trusted (the single strategy's INVALID product): unreadable,
+    // and why, with the refused GpuNode first: "no inventory" alone would send the operator
+    // looking for a GpuNode that exists.
+    let unsettled = with_labels(
+        node("gfd-mixed-gpu-node-7.yaml"),
+        &[("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3-MIG-INVALID")],
+    );
     assert_eq!(inventory::best(None, Some(&unsettled), &[]), None);
     let why = inventory::best_or_why(Some(&wrong), Some(&unsettled), &[]).unwrap_err();
     assert_eq!(why.passed_over.len(), 2, "{why:?}");
@@ -330,7 +344,7 @@ fn a_better_source_present_but_unreadable_falls_back_with_a_note() {
     let err = inventory::from_gfd_labels(&unsettled).unwrap_err();
     assert_eq!(
         err.to_string(),
-        "GFD labels inventory of node `gpu-node-7` cannot be read: nvidia.com/mig.config.state is absent, not success: the MIG layout is not known to be applied"
+        "GFD labels inventory of node `gpu-node-7` cannot be read: nvidia.com/gpu.product ends in -MIG-INVALID: the node breaks the single strategy's rules"
     );
 }
 

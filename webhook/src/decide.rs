@@ -761,7 +761,19 @@ fn evaluate_binding(
         .unwrap_or_default();
     // --- end DRA
     binding_report_warnings(restore, &report, &mut warnings);
-    let refusal = (!report.compatible).then(|| Refusal::Incompatible {
+    let requests = binding_gpu_requests(restore, pod_cached, checkpoint, &inventory, &options.skip);
+    let mut checks: Vec<&'static str> = report.refusals().map(|r| r.check.as_str()).collect();
+    let mut reasons: Vec<String> = Vec::new();
+    if !report.compatible {
+        reasons.push(report.reason.clone());
+    }
+    if !requests.is_empty() {
+        if !checks.contains(&CheckName::GPU_REQUEST.as_str()) {
+            checks.push(CheckName::GPU_REQUEST.as_str());
+        }
+        reasons.extend(requests);
+    }
+    let refusal = (!reasons.is_empty()).then(|| Refusal::Incompatible {
         checkpoint: restore.checkpoint_ref(),
         of_pod: Some(restore.pod()),
         place: format!(
@@ -770,8 +782,8 @@ fn evaluate_binding(
             inventory.source.as_str(),
             fallback(&inventory)
         ),
-        reason: report.reason.clone(),
-        checks: report.refusals().map(|r| r.check.as_str()).collect(),
+        reason: reasons.join("; "),
+        checks,
     });
     Judgement {
         refusal,
@@ -779,6 +791,70 @@ fn evaluate_binding(
         source: Some(inventory.source),
         exact_on,
     }
+}
+
+/// `gpu-request` of each restore container against the node it is being bound to: the node's
+/// MIG strategy, which the pod's creation could not know, decides what `nvidia.com/gpu` gives
+/// (whole GPUs only under `mixed` and `none`, slices only under `single`), so a one-slice
+/// checkpoint asking `nvidia.com/gpu: 1` is refused on a mixed-strategy node. The containers
+/// are the creation's: the one the checkpoint names (or the only one asking for GPUs), or each
+/// destination of a `PodSnapshot`'s container map; one that asks for no GPU was judged at
+/// creation. The refusals' reasons, each prefixed with its destination for the peer's pods;
+/// none when the node's strategy is unknown or the pod's waiver covers `gpu-request`.
+fn binding_gpu_requests(
+    restore: &RestoreRequest<'_>,
+    pod_cached: &crate::lookup::RestorePod,
+    checkpoint: &Checkpoint,
+    inventory: &NodeInventory,
+    skip: &BTreeSet<CheckName>,
+) -> Vec<String> {
+    let judged = inventory.manifest_for(&checkpoint.manifest);
+    let strategy_known = judged.nvidia.as_ref().and_then(|n| n.mig_strategy).is_some();
+    if skip.contains(&CheckName::GPU_REQUEST) || !strategy_known || pod_cached.gpu_asks.is_empty() {
+        return Vec::new();
+    }
+    let asks = &pod_cached.gpu_asks;
+    let find = |name: &str| asks.iter().find(|a| a.container == name);
+    let chosen: Vec<(Option<&str>, &crate::lookup::GpuAsk)> =
+        match (restore.reference.kind, checkpoint.container_name.as_deref()) {
+            (Kind::PodSnapshot, Some(captured)) => {
+                let Ok(destinations) =
+                    miggate_crds::peer::destinations(restore.container_map.as_deref(), captured)
+                else {
+                    // A map that cannot be read was refused at creation.
+                    return Vec::new();
+                };
+                destinations
+                    .iter()
+                    .filter_map(|d| find(d).map(|a| (Some(a.container.as_str()), a)))
+                    .collect()
+            }
+            (_, Some(named)) => find(named).map(|a| (None, a)).into_iter().collect(),
+            (_, None) => match asks.as_slice() {
+                [only] => vec![(None, only)],
+                _ => Vec::new(),
+            },
+        };
+    let options = Options {
+        skip: CheckName::ALL
+            .into_iter()
+            .filter(|c| *c != CheckName::GPU_REQUEST)
+            .collect(),
+        ..Options::mode(Mode::Offer)
+    };
+    let mut reasons = Vec::new();
+    for (destination, ask) in chosen {
+        let pod = ask.pod_facts();
+        let target = Target::pod_on_node(&pod, &judged).with_slices_listed(inventory.slices_listed);
+        let report = evaluate_target(&checkpoint.manifest, target, &options);
+        if !report.compatible {
+            reasons.push(match destination {
+                Some(d) => format!("{}: {}", escape_within(d, 128), report.reason),
+                None => report.reason,
+            });
+        }
+    }
+    reasons
 }
 
 /// A binding to a node no source describes: allowed unchecked, with why as warnings (cut to

@@ -40,7 +40,8 @@ pub use crate::cache_status::CacheStatus;
 use crate::decide::{RESTORE_FROM, SKIP_CHECKS};
 use crate::lookup::Checkpoint;
 use crate::lookup::{
-    ClaimAllocation, Content, Lookup, NoInventory, NodeInventory, PeerRestore, RestorePod, SnapshotLookup,
+    ClaimAllocation, Content, GpuAsk, Lookup, NoInventory, NodeInventory, PeerRestore, RestorePod,
+    SnapshotLookup,
 };
 use crate::metrics::{KindLabel, Metrics};
 use miggate_crds::inventory::best_or_why;
@@ -499,7 +500,50 @@ fn restore_pod_of(p: Pod) -> Option<RestorePod> {
         skip_checks: annotations.remove(SKIP_CHECKS),
         peer,
         claims,
+        gpu_asks: p.spec.as_ref().map(gpu_asks).unwrap_or_default(),
     })
+}
+
+/// The GPU asks of a restore pod's containers (see [`GpuAsk`]); none when the pod has more
+/// containers asking, or a container more resources, than [`GpuAsk::MAX`]: the binding then
+/// leaves `gpu-request` to the creation's check rather than judge part of the pod.
+fn gpu_asks(spec: &k8s_openapi::api::core::v1::PodSpec) -> Vec<GpuAsk> {
+    let mut asks = Vec::new();
+    for c in &spec.containers {
+        let resources = c.resources.as_ref();
+        let mut requests = BTreeMap::new();
+        // Extended resources are limits; a request alone stands for an equal limit.
+        for map in [
+            resources.and_then(|r| r.requests.as_ref()),
+            resources.and_then(|r| r.limits.as_ref()),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            for (k, v) in map
+                .iter()
+                .filter(|(k, _)| k.starts_with(crate::pod::NVIDIA_PREFIX))
+            {
+                requests.insert(k.clone(), miggate_compat::Quantity::new(v.0.as_str()));
+            }
+        }
+        let claims: Vec<String> = resources
+            .and_then(|r| r.claims.as_ref())
+            .map(|cs| cs.iter().map(|c| c.name.clone()).collect())
+            .unwrap_or_default();
+        if requests.is_empty() && claims.is_empty() {
+            continue;
+        }
+        if asks.len() >= GpuAsk::MAX || requests.len() > GpuAsk::MAX || claims.len() > GpuAsk::MAX {
+            return Vec::new();
+        }
+        asks.push(GpuAsk {
+            container: c.name.clone(),
+            requests,
+            claims,
+        });
+    }
+    asks
 }
 
 /// What a claim contributes: its allocation's devices (request, driver, pool, device), at
@@ -847,6 +891,41 @@ impl KubeStore {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_restore_pod_keeps_its_containers_gpu_asks_within_bounds() {
+        let pod = |containers: serde_json::Value| -> Pod {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "p", "namespace": "ml", "annotations": {"miggate.io/restore-from": "ck"}},
+                "spec": {"containers": containers}}))
+            .unwrap()
+        };
+        let kept = restore_pod_of(pod(serde_json::json!([
+            {"name": "sidecar", "resources": {"limits": {"cpu": "1"}}},
+            {"name": "vllm", "resources": {"requests": {"nvidia.com/gpu": "1"}, "limits": {"nvidia.com/gpu": "2", "memory": "1Gi"},
+                "claims": [{"name": "gpus"}]}},
+        ])))
+        .unwrap();
+        assert_eq!(kept.gpu_asks.len(), 1, "only containers asking for GPUs");
+        let ask = &kept.gpu_asks[0];
+        assert_eq!(ask.container, "vllm");
+        assert_eq!(
+            ask.requests.get("nvidia.com/gpu").map(|q| q.as_str()),
+            Some("2"),
+            "the limit stands"
+        );
+        assert_eq!(ask.claims, ["gpus"]);
+        // Past the bound, nothing is kept: the binding then leaves gpu-request alone.
+        let many: Vec<serde_json::Value> = (0..=GpuAsk::MAX)
+            .map(|i| serde_json::json!({"name": format!("c{i}"), "resources": {"limits": {"nvidia.com/gpu": "1"}}}))
+            .collect();
+        assert!(
+            restore_pod_of(pod(serde_json::Value::Array(many)))
+                .unwrap()
+                .gpu_asks
+                .is_empty()
+        );
+    }
 
     #[test]
     fn a_failed_watch_retries_within_seconds_forever_and_starts_over_after_a_reset() {

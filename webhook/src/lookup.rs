@@ -3,6 +3,7 @@
 //! ([`KubeStore`](crate::kube_store::KubeStore)) both answer it, so [`decide`](crate::decide)
 //! stays pure and is tested once for both.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use miggate_compat::GpuManifest;
@@ -76,6 +77,38 @@ pub struct RestorePod {
     /// and `status.resourceClaimStatuses` for claims made from a template), so a binding can
     /// find their allocation. Empty for a pod without DRA claims.
     pub claims: Vec<String>,
+    /// What each container asking for GPUs asks (see [`GpuAsk`]), so a binding can judge
+    /// `gpu-request` under the node's MIG strategy, which a pod's creation cannot know. Empty
+    /// for a pod whose containers ask for none, and for one past the bounds (then the binding
+    /// does not judge the requests).
+    pub gpu_asks: Vec<GpuAsk>,
+}
+
+/// One container's GPU asks, as `gpu-request` reads them: its `nvidia.com/…` requests and
+/// limits (a limit standing for its request) and its resource claims.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct GpuAsk {
+    /// The container's name.
+    pub container: String,
+    /// `nvidia.com/…` resource → quantity.
+    pub requests: BTreeMap<String, miggate_compat::Quantity>,
+    /// The names of the resource claims the container uses.
+    pub claims: Vec<String>,
+}
+
+impl GpuAsk {
+    /// The most containers, and resources per container, a cached restore pod keeps: far above
+    /// any real pod, a bound on what a pod's author can make the cache hold.
+    pub const MAX: usize = 16;
+
+    /// The container's facts for `gpu-request`: its requests and claims, nothing else.
+    pub fn pod_facts(&self) -> miggate_compat::Pod {
+        miggate_compat::Pod {
+            gpu_requests: Some(self.requests.clone()),
+            resource_claims: Some(self.claims.clone()),
+            ..miggate_compat::Pod::default()
+        }
+    }
 }
 
 /// The Go peer's restore annotations of a cached restore pod.

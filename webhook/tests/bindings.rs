@@ -72,6 +72,7 @@ fn memory() -> Memory {
             skip_checks: skip.map(str::to_string),
             peer: None,
             claims: Vec::new(),
+            gpu_asks: Vec::new(),
         })
     };
     Memory {
@@ -291,4 +292,103 @@ fn a_binding_through_the_legacy_bindings_resource_is_checked_too() {
     let d = decide(&review.try_into().unwrap(), &memory());
     assert_eq!(d.verdict, Verdict::Refused, "{:?}", d.response.result.message);
     assert_eq!(d.inventory_source, Some(Source::GpuNode));
+}
+
+/// The node's MIG strategy reaches the binding: `gpu-request` is judged there on the restore
+/// container's cached requests, which the pod's creation judged without a node. A checkpoint
+/// of one `3g.40gb` slice asking `nvidia.com/gpu: 1` is refused on a node whose strategy is
+/// mixed (whole GPUs only); asking `nvidia.com/mig-3g.40gb: 1` is not; with no strategy known,
+/// nothing new is said.
+#[rstest]
+#[case::gpu_on_mixed("asks-gpu", Some(miggate_compat::MigStrategy::Mixed), true)]
+#[case::gpu_on_none("asks-gpu", Some(miggate_compat::MigStrategy::None), true)]
+#[case::gpu_strategy_unknown("asks-gpu", None, false)]
+#[case::slice_on_mixed("asks-slice", Some(miggate_compat::MigStrategy::Mixed), false)]
+#[case::waived("asks-gpu-waived", Some(miggate_compat::MigStrategy::Mixed), false)]
+#[case::several_without_a_name("two-ask", Some(miggate_compat::MigStrategy::Mixed), false)]
+fn the_node_s_mig_strategy_judges_the_requests_at_binding(
+    #[case] pod: &str,
+    #[case] strategy: Option<miggate_compat::MigStrategy>,
+    #[case] refused: bool,
+) {
+    use miggate_webhook::lookup::GpuAsk;
+    let checkpoint = miggate_compat::from_str(
+        "apiVersion: miggate.io/v1alpha1\nkind: GpuManifest\nnvidia:\n  devices:\n  - {uuid: MIG-6d7e2b1c-0f4a-5e8b-9c3d-2a1b0c9d8e7f, parentUuid: GPU-00000000-0000-4000-8000-000000000000, productName: NVIDIA H100 80GB HBM3, migProfile: 3g.40gb}\n",
+    )
+    .unwrap();
+    let mut node = manifest("webhook-store/nodes/gpu-node-7.yaml");
+    node.nvidia.as_mut().unwrap().mig_strategy = strategy;
+    let ask = |container: &str, resource: &str| GpuAsk {
+        container: container.into(),
+        requests: [(resource.to_string(), miggate_compat::Quantity::new("1"))].into(),
+        claims: Vec::new(),
+    };
+    let restore = |asks: Vec<GpuAsk>, skip: Option<&str>| {
+        Arc::new(RestorePod {
+            restore_from: Some("one-slice".into()),
+            skip_checks: skip.map(str::to_string),
+            gpu_asks: asks,
+            ..RestorePod::default()
+        })
+    };
+    let store = Memory {
+        synced: true,
+        checkpoints: [(
+            "ml/one-slice".to_string(),
+            Arc::new(Checkpoint {
+                manifest: checkpoint,
+                container_name: None,
+                origin: "test".into(),
+            }),
+        )]
+        .into(),
+        nodes: [(
+            "gpu-node-7".to_string(),
+            NodeInventory {
+                manifest: Arc::new(node),
+                source: Source::GpuNode,
+                notes: Vec::new(),
+                passed_over: Vec::new(),
+                slices_listed: false,
+                supply: None,
+            },
+        )]
+        .into(),
+        unusable: HashMap::new(),
+        pods: [
+            (
+                "ml/asks-gpu".to_string(),
+                restore(vec![ask("vllm", "nvidia.com/gpu")], None),
+            ),
+            (
+                "ml/asks-slice".to_string(),
+                restore(vec![ask("vllm", "nvidia.com/mig-3g.40gb")], None),
+            ),
+            (
+                "ml/asks-gpu-waived".to_string(),
+                restore(vec![ask("vllm", "nvidia.com/gpu")], Some("gpu-request")),
+            ),
+            (
+                "ml/two-ask".to_string(),
+                restore(vec![ask("a", "nvidia.com/gpu"), ask("b", "nvidia.com/gpu")], None),
+            ),
+        ]
+        .into(),
+    };
+    let d = decide(&binding(pod, "gpu-node-7"), &store);
+    let message = &d.response.result.message;
+    assert_eq!(
+        d.verdict == Verdict::Refused,
+        refused,
+        "{message} {:?}",
+        d.response.warnings
+    );
+    if refused {
+        assert!(
+            message.ends_with(
+                "cannot be restored on node gpu-node-7 (inventory from GpuNode): gpu-request: source nvidia.com/mig-3g.40gb x1, target nvidia.com/gpu x1"
+            ),
+            "{message}"
+        );
+    }
 }

@@ -67,6 +67,7 @@ impl Lookup for OneNode {
                 skip_checks: None,
                 peer: None,
                 claims: Vec::new(),
+                gpu_asks: Vec::new(),
             })
         })
     }

@@ -112,6 +112,7 @@ fn cluster() -> Cluster {
             skip_checks: None,
             peer: None,
             claims: claims.iter().map(|c| (*c).to_string()).collect(),
+            gpu_asks: Vec::new(),
         })
     };
     Cluster {

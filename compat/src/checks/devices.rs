@@ -73,12 +73,29 @@ type Key<'a> = (DeviceKind, Option<&'a str>, Option<&'a str>);
 
 impl<'a> Devices<'a> {
     pub fn read(list: &'a [Device]) -> Self {
+        Devices::read_as(list, false)
+    }
+
+    /// A target's devices, where `slices_listed` says the target lists every slice it has
+    /// ([`crate::Target::with_slices_listed`]). One that then lists no slice at all has none:
+    /// its devices of unknown kind are whole GPUs, not merely "GPUs or parents of slices"
+    /// (GFD's labels of a node whose MIG is certainly off, or whose GPUs are all uncut).
+    pub fn read_target(list: &'a [Device], slices_listed: bool) -> Self {
+        let unknown_is_whole = slices_listed && !list.iter().any(|d| d.kind() == DeviceKind::Slice);
+        Devices::read_as(list, unknown_is_whole)
+    }
+
+    fn read_as(list: &'a [Device], unknown_is_whole: bool) -> Self {
         let mut tallies: Vec<Tally<'a>> = Vec::new();
         let mut class_of = Vec::with_capacity(list.len());
         let mut index: HashMap<Key<'a>, u32> = HashMap::new();
         let mut last: Option<u32> = None;
         for d in list {
-            let (kind, model, profile) = (d.kind(), d.model(), d.mig_profile.as_ref());
+            let kind = match d.kind() {
+                DeviceKind::Unknown if unknown_is_whole => DeviceKind::Whole,
+                kind => kind,
+            };
+            let (model, profile) = (d.model(), d.mig_profile.as_ref());
             // Devices come grouped (a node's slices are alike): most match the previous one.
             let found = last
                 .filter(|&c| tallies[c as usize].same(kind, model, profile))

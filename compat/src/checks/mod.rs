@@ -257,7 +257,8 @@ impl<'a> Target<'a> {
     /// parents of slices already listed), never further slices. GPU Feature Discovery's labels
     /// are such a source: `nvidia.com/mig-<profile>.count` is exact while the GPUs it counts carry
     /// no UUID. What such a source cannot tell then never masks a slice shortfall it states
-    /// for certain.
+    /// for certain. A target that says so and lists no slice at all has none: its devices of
+    /// unknown kind are whole GPUs (a node whose MIG is certainly off).
     pub fn with_slices_listed(self, listed: bool) -> Self {
         Target {
             slices_listed: listed,
@@ -342,8 +343,12 @@ impl<'a> Ctx<'a> {
         (
             s.get_or_init(|| self.source.devices().map(Devices::read))
                 .as_ref(),
-            t.get_or_init(|| self.target.devices().map(Devices::read))
-                .as_ref(),
+            t.get_or_init(|| {
+                self.target
+                    .devices()
+                    .map(|d| Devices::read_target(d, self.target.slices_listed))
+            })
+            .as_ref(),
         )
     }
 

@@ -11,8 +11,11 @@
 //! - `none`: whole GPUs only.
 //!
 //! Labels carry no UUIDs, no parent GPU and no placement, and lag the node by GFD's sleep
-//! interval; MIG counts are read only while mig-manager reports `nvidia.com/mig.config.state`
-//! `success`. Kernel and architecture come from `Node.status.nodeInfo` (the kubelet's, not
+//! interval. While mig-manager reports `nvidia.com/mig.config.state` other than `success` the
+//! node is in flux and nothing here is read; a node without that label (MIG made by hand, no
+//! mig-manager) is read as GFD counted it. `nvidia.com/mig.capable=false`, or mig-manager's
+//! `all-disabled` applied, makes MIG certainly off: the GPUs counted are whole. A vGPU guest's
+//! product (`GRID-A100-40C`, `NVIDIA-A16-4Q`) is read as the name its `nvidia-smi` prints. Kernel and architecture come from `Node.status.nodeInfo` (the kubelet's, not
 //! GFD's). Whole GPUs come out without a UUID, which compat classes as devices of unknown kind:
 //! the GPU checks then answer unknown, never refuse on a guess.
 
@@ -39,19 +42,33 @@ const PREFIX: &str = "nvidia.com/";
 /// strategy's `INVALID` product, a count that is not a number.
 pub fn from_gfd_labels(node: &Node) -> Result<Option<Inventory>, Error> {
     let labels = GfdLabels::read(node)?;
+    // mig-manager changing the layout (or failed to): the labels are not the node's. An
+    // inventory that knows nothing, with a note that names the state, so nothing read here
+    // refuses. Before the test for GFD's own labels: the GPU Operator removes
+    // `nvidia.com/gpu.product` while a change is pending, and the state still says why.
+    if let Some(state) = super::reconfiguring(node) {
+        return Ok(Some(super::in_flux(unknown_inventory(labels.node), state)));
+    }
     if !labels.written_by_gfd() {
         return Ok(None);
     }
     let mig = MigFacts::read(&labels)?;
-    // mig-manager changing the layout (or failed to): the labels are not the node's. An
-    // inventory that knows nothing, with a note that says so, so nothing read here refuses.
-    if let Some(state) = super::reconfiguring(node) {
-        return Ok(Some(super::in_flux(unknown_inventory(labels.node), state)));
-    }
-    mig.check_applied(&labels)?;
     let mut notes =
         vec!["GFD labels: counts per node only; device UUIDs and parent GPUs unknown".to_string()];
+    if mig.has_mig() && labels.get("mig.config.state").is_none() {
+        // No mig-manager on the node (MIG made by hand, `nvidia-smi mig` or mig-parted run on
+        // the host): nothing is in flux, the counts are GFD's reading of the device plugin's.
+        notes.push(
+            "GFD labels: no mig-manager state (nvidia.com/mig.config.state): the MIG layout is read as GFD counted it".into(),
+        );
+    }
     let devices = count_devices(node, &labels, &mig, &mut notes)?;
+    let devices_known = devices.is_some();
+    if devices.is_none() {
+        notes.push(
+            "GFD labels: no nvidia.com/gpu.count: how many GPUs the node has is unknown, so the GPU checks are unknown".into(),
+        );
+    }
     let host = host_from_node(labels.node, Some(node));
     if host.kernel_version.is_none() {
         notes.push("GFD labels: no Node.status.nodeInfo kernelVersion; kernel checks are unknown".into());
@@ -63,7 +80,7 @@ pub fn from_gfd_labels(node: &Node) -> Result<Option<Inventory>, Error> {
             driver_version: version_text(driver_version(&labels)),
             cuda_driver_version: version_text(cuda_version(&labels)),
             mig_strategy: mig.strategy,
-            devices: Some(devices.list),
+            devices: devices.map(|d| d.list),
             ..Nvidia::default()
         }),
         ..GpuManifest::default()
@@ -73,7 +90,7 @@ pub fn from_gfd_labels(node: &Node) -> Result<Option<Inventory>, Error> {
         source: Source::GfdLabels,
         notes,
         passed_over: Vec::new(),
-        slices_listed: mig.slices_listed(),
+        slices_listed: devices_known && mig.slices_listed(),
         supply: None,
     }))
 }
@@ -148,6 +165,11 @@ impl<'a> GfdLabels<'a> {
         self.get("gpu.product").is_some()
             || self.get("gpu.count").is_some()
             || self.get("gfd.timestamp").is_some()
+            || self.get("mig.strategy").is_some()
+            || self
+                .labels
+                .iter()
+                .any(|(k, _)| k.starts_with("mig-") && k.ends_with(".count"))
     }
 }
 
@@ -170,6 +192,10 @@ struct MigFacts<'a> {
     single_mig: Option<(&'a str, &'a str)>,
     /// The mixed strategy's counts per profile, in label order.
     profiles: Vec<ProfileCount<'a>>,
+    /// MIG is certainly off on every GPU: GFD says the GPUs cannot do MIG
+    /// (`nvidia.com/mig.capable=false`: a T4, an L4, a vGPU guest), the product is a known
+    /// part that cannot, or mig-manager applied `all-disabled`. Then the GPUs counted are whole, and a slice is certainly missing.
+    off: bool,
 }
 
 impl<'a> MigFacts<'a> {
@@ -197,11 +223,22 @@ impl<'a> MigFacts<'a> {
                 });
             }
         }
+        // A known product that cannot run MIG (`Tesla-T4`, or time-slicing's `Tesla-T4-SHARED`).
+        let whole_only_part = product_label
+            .map(|p| p.strip_suffix("-SHARED").unwrap_or(p))
+            .and_then(known_product)
+            .and_then(super::product::mig_capable)
+            == Some(false);
+        let off = whole_only_part
+            || labels.get("mig.capable") == Some("false")
+            || (labels.get("mig.config") == Some("all-disabled")
+                && labels.get("mig.config.state") == Some("success"));
         Ok(Self {
             strategy,
             product_label,
             single_mig,
             profiles,
+            off,
         })
     }
 
@@ -217,21 +254,9 @@ impl<'a> MigFacts<'a> {
 
     /// With the layout applied, the counts per profile are exact: every slice is listed, and
     /// the GPUs counted (no UUID, so of unknown kind) are whole ones or the slices' parents.
+    /// With MIG certainly off there are no slices at all, which is as exact.
     fn slices_listed(&self) -> bool {
-        self.has_mig() || !self.profiles.is_empty()
-    }
-
-    /// MIG counts are only the node's once mig-manager says its layout was applied.
-    fn check_applied(&self, labels: &GfdLabels<'_>) -> Result<(), Error> {
-        if self.has_mig() && labels.get("mig.config.state") != Some("success") {
-            return Err(labels.bad(format!(
-                "nvidia.com/mig.config.state is {}, not success: the MIG layout is not known to be applied",
-                labels
-                    .get("mig.config.state")
-                    .map_or_else(|| "absent".to_string(), quote)
-            )));
-        }
-        Ok(())
+        self.has_mig() || !self.profiles.is_empty() || (self.off && self.single_mig.is_none())
     }
 }
 
@@ -274,20 +299,26 @@ impl Counted {
 
 /// The devices per the strategy: the single strategy's slices, or the mixed strategy's
 /// slices per profile and then the whole GPUs.
+///
+/// `None` when `nvidia.com/gpu.count` is absent: GFD always writes it, so its absence is a
+/// fact missing, never a count of 0 (which would refuse every GPU checkpoint for certain).
 fn count_devices(
     node: &Node,
     labels: &GfdLabels<'_>,
     mig: &MigFacts<'_>,
     notes: &mut Vec<String>,
-) -> Result<Counted, Error> {
+) -> Result<Option<Counted>, Error> {
+    let Some(gpus) = labels.count("gpu.count")? else {
+        return Ok(None);
+    };
     let mut counted = Counted::default();
     if let Some((model, profile)) = mig.single_mig {
-        single_strategy_slices(labels, model, profile, &mut counted, notes)?;
+        single_strategy_slices(labels, model, profile, gpus, &mut counted, notes)?;
     } else {
         profile_slices(labels, mig, &mut counted, notes)?;
-        whole_gpus(node, labels, mig, &mut counted, notes)?;
+        whole_gpus(node, labels, mig, gpus, &mut counted, notes)?;
     }
-    Ok(counted)
+    Ok(Some(counted))
 }
 
 /// Single strategy: `gpu.count` slices, all of the one profile the product label names.
@@ -296,6 +327,7 @@ fn single_strategy_slices(
     labels: &GfdLabels<'_>,
     model: &str,
     profile: &str,
+    n: usize,
     counted: &mut Counted,
     notes: &mut Vec<String>,
 ) -> Result<(), Error> {
@@ -304,7 +336,6 @@ fn single_strategy_slices(
             "nvidia.com/gpu.product ends in -MIG-INVALID: the node breaks the single strategy's rules".into(),
         ));
     }
-    let n = labels.count("gpu.count")?.unwrap_or_default();
     let device = Device {
         product_name: model_of(model, notes),
         mig_profile: mig_profile(profile, notes),
@@ -344,10 +375,10 @@ fn whole_gpus(
     node: &Node,
     labels: &GfdLabels<'_>,
     mig: &MigFacts<'_>,
+    gpus: usize,
     counted: &mut Counted,
     notes: &mut Vec<String>,
 ) -> Result<(), Error> {
-    let gpus = labels.count("gpu.count")?.unwrap_or_default();
     let replicas = labels.get("gpu.replicas");
     let whole = if replicas == Some("0") {
         // Every GPU of the product is MIG-enabled: none is offered whole.
@@ -359,8 +390,16 @@ fn whole_gpus(
         // `nvidia.com/gpu` capacity counts the uncut ones (times their replicas).
         whole_from_capacity(node, replicas)
     };
+    // Without `gpu.product`, the model a profile's own product label names.
+    let product = mig.product_label.or_else(|| {
+        mig.profiles.iter().find_map(|p| {
+            labels
+                .get(&format!("mig-{}.product", p.label))
+                .and_then(|text| text.rsplit_once("-MIG-").map(|(m, _)| m))
+        })
+    });
     let device = Device {
-        product_name: mig.product_label.and_then(|p| model_of(p, notes)),
+        product_name: product.and_then(|p| model_of(p, notes)),
         memory_mib: labels.memory_mib("gpu.memory"),
         ..Device::default()
     };
@@ -419,17 +458,32 @@ fn version_text(v: Option<String>) -> Option<VersionText> {
 /// The product name a GFD label stands for, or unknown (with one note per label) when it is
 /// not a name this version can map back.
 fn model_of(label: &str, notes: &mut Vec<String>) -> Option<String> {
-    let known = known_product(label);
-    if known.is_none() {
+    // Time-slicing's renamed resource (`renameByDefault`, or GFD's `-SHARED` product): the
+    // GPU is the same, shared between replicas.
+    let label = label.strip_suffix("-SHARED").unwrap_or(label);
+    if let Some(known) = known_product(label) {
+        return Some(known.to_string());
+    }
+    if let Some(vgpu) = super::product::vgpu_product(label) {
         let note = format!(
-            "GFD labels: product {} is not a name miggate can map back; GPU model unknown",
-            quote(label)
+            "GFD labels: {} is a vGPU ({} of the {} profile); it is compared by that name, so only a checkpoint taken on the same vGPU profile fits",
+            quote(label),
+            quote(&vgpu.product),
+            quote(vgpu.profile)
         );
         if !notes.contains(&note) {
             notes.push(note);
         }
+        return Some(vgpu.product);
     }
-    known.map(str::to_string)
+    let note = format!(
+        "GFD labels: product {} is not a name miggate can map back; GPU model unknown",
+        quote(label)
+    );
+    if !notes.contains(&note) {
+        notes.push(note);
+    }
+    None
 }
 
 /// A profile from a label, where GFD wrote its `+` as `.`: the first `.` after the memory
