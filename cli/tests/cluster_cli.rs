@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
@@ -202,51 +204,13 @@ fn check_takes_a_target_file_or_a_node_not_both() {
 }
 
 /// A `PodSnapshot` of the Go peer, bound to a content whose `status.source` records
-/// 2 x 3g.40gb + 1 x 1g.10gb of an H100.
+/// 2 x 3g.40gb + 1 x 1g.10gb of an H100, and nodes with and without the 1g.10gb slice.
 fn peer_objects(fake: &kube_fake::FakeApiServer) {
-    use serde_json::json;
-    let snapshot = |name: &str, content: Option<&str>| {
-        let mut s = json!({"apiVersion": "nvidia.com/v1alpha1", "kind": "PodSnapshot",
-            "metadata": {"name": name, "namespace": "ml"},
-            "spec": {"source": {"podRef": {"name": "vllm-0", "containers": ["engine"]}}}});
-        if let Some(c) = content {
-            s["status"] = json!({"boundSnapshotContentName": c});
-        }
-        s
-    };
-    let content = |name: &str, snapshot: &str, source: Option<Value>| {
-        let mut c = json!({"apiVersion": "nvidia.com/v1alpha1", "kind": "PodSnapshotContent",
-            "metadata": {"name": name},
-            "spec": {"snapshotRef": {"namespace": "ml", "name": snapshot},
-                "source": {"nodeName": "node-big", "podRef": {"name": "vllm-0", "containers": ["engine"]}}}});
-        if let Some(source) = source {
-            c["status"] = json!({"source": source});
-        }
-        c
-    };
-    let i = |p: &str| json!({"productName": "NVIDIA H100 80GB HBM3", "migProfile": p});
-    let source = json!({"node": {"name": "node-big", "architecture": "amd64", "kernelVersion": "5.15.0-1071-aws"},
-        "pod": {"image": "vllm:1", "memory": "32Gi", "cpu": "8"},
-        "devices": {"nvidia": {"driverVersion": "580.82.07", "instances": [i("3g.40gb"), i("3g.40gb"), i("1g.10gb")]}}});
-    let gpu_node = |name: &str, profiles: &[&str]| {
-        let devices: Vec<Value> = profiles
-            .iter()
-            .enumerate()
-            .map(|(n, p)| {
-                json!({"uuid": format!("MIG-00000000-0000-5000-8000-{n:012}"),
-                "parentUuid": "GPU-00000000-0000-4000-8000-000000000000",
-                "productName": "NVIDIA H100 80GB HBM3", "migProfile": p})
-            })
-            .collect();
-        json!({"apiVersion": "miggate.io/v1alpha1", "kind": "GpuNode", "metadata": {"name": name},
-            "spec": {"observedAt": "2026-12-01T00:00:00Z", "manifest": {
-                "host": {"nodeName": name, "kernelVersion": "5.15.0-1071-aws", "cpuArch": "amd64"},
-                "nvidia": {"driverVersion": "580.82.07", "devices": devices}}}})
-    };
+    use support::peer::{content, full_source, gpu_node, snapshot};
     fake.apply(gpu_node("node-big", &["3g.40gb", "3g.40gb", "1g.10gb"]));
     fake.apply(gpu_node("node-short", &["3g.40gb", "3g.40gb"]));
     fake.apply(snapshot("vllm-snap", Some("vllm-content")));
-    fake.apply(content("vllm-content", "vllm-snap", Some(source)));
+    fake.apply(content("vllm-content", "vllm-snap", Some(full_source())));
     fake.apply(snapshot("pending", None));
     fake.apply(snapshot("old", Some("old-content")));
     fake.apply(content("old-content", "old", None));

@@ -11,7 +11,7 @@ mod support;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{Webhook, https, testdata};
+use support::{Webhook, testdata};
 
 fn yaml(rel: &str) -> Value {
     serde_saphyr::from_str(&std::fs::read_to_string(testdata(rel)).unwrap()).unwrap()
@@ -62,20 +62,7 @@ fn binding(pod: &str) -> String {
 }
 
 async fn post(webhook: &Webhook, path: &str, body: String) -> Value {
-    let resp = https(webhook)
-        .post(format!("https://{}{path}", webhook.listen))
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("not answered: {e}; {}", webhook.log()));
-    assert_eq!(resp.status().as_u16(), 200);
-    resp.json::<Value>().await.unwrap()["response"].clone()
-}
-
-fn patch_of(response: &Value) -> Option<Value> {
-    let bytes: Vec<u8> = serde_json::from_value(response.get("patch")?.clone()).unwrap();
-    Some(serde_json::from_slice(&bytes).unwrap())
+    support::post_review(webhook, path, body).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -102,7 +89,7 @@ async fn the_binary_maps_an_allocated_claim_s_devices_at_binding() {
     assert_eq!(r["allowed"], true, "{r}");
     let map = "MIG-00000000-0000-5000-8000-000000000001=MIG-0b9a8c7d-6e5f-5a4b-8c3d-1e2f3a4b5c6d,MIG-00000000-0000-5000-8000-000000000002=MIG-6d7e2b1c-0f4a-5e8b-9c3d-2a1b0c9d8e7f";
     assert_eq!(
-        patch_of(&r),
+        support::patch_of(&r),
         Some(
             json!([{"op": "add", "path": "/metadata/annotations", "value": {"miggate.io/device-map": map}}])
         )
@@ -139,7 +126,7 @@ async fn the_binary_maps_an_allocated_claim_s_devices_at_binding() {
     };
     let r = post(&webhook, "/mutate-binding", binding("late")).await;
     applier.await.unwrap();
-    let patch = patch_of(&r).unwrap_or_else(|| panic!("no map: {r}; {}", webhook.log()));
+    let patch = support::patch_of(&r).unwrap_or_else(|| panic!("no map: {r}; {}", webhook.log()));
     assert_eq!(patch[0]["path"], "/metadata/annotations");
 
     // A binding of a pod the webhook does not know as a restore pod is left alone.

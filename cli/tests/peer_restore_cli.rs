@@ -12,48 +12,8 @@ mod support;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use support::{Webhook, https};
-
-fn snapshot(name: &str, content: Option<&str>) -> Value {
-    let mut s = json!({"apiVersion": "nvidia.com/v1alpha1", "kind": "PodSnapshot",
-        "metadata": {"name": name, "namespace": "ml"},
-        "spec": {"source": {"podRef": {"name": "vllm-0", "containers": ["engine"]}}}});
-    if let Some(c) = content {
-        s["status"] = json!({"boundSnapshotContentName": c});
-    }
-    s
-}
-
-fn content(name: &str, snapshot: &str, source: Option<Value>) -> Value {
-    let mut c = json!({"apiVersion": "nvidia.com/v1alpha1", "kind": "PodSnapshotContent",
-        "metadata": {"name": name},
-        "spec": {"snapshotRef": {"namespace": "ml", "name": snapshot},
-            "source": {"nodeName": "node-big", "podRef": {"name": "vllm-0", "containers": ["engine"]}}}});
-    if let Some(source) = source {
-        c["status"] = json!({"source": source});
-    }
-    c
-}
-
-fn full_source() -> Value {
-    let i = |p: &str| json!({"productName": "NVIDIA H100 80GB HBM3", "migProfile": p});
-    json!({"node": {"name": "node-big", "architecture": "amd64", "kernelVersion": "5.15.0-1071-aws"},
-        "pod": {"image": "vllm:1", "memory": "32Gi", "cpu": "8"},
-        "devices": {"nvidia": {"driverVersion": "580.82.07", "instances": [i("3g.40gb"), i("3g.40gb"), i("1g.10gb")]}}})
-}
-
-fn gpu_node(name: &str, profiles: &[&str]) -> Value {
-    let devices: Vec<Value> = profiles
-        .iter()
-        .enumerate()
-        .map(|(n, p)| json!({"uuid": format!("MIG-00000000-0000-5000-8000-{n:012}"), "parentUuid": "GPU-00000000-0000-4000-8000-000000000000",
-            "productName": "NVIDIA H100 80GB HBM3", "migProfile": p}))
-        .collect();
-    json!({"apiVersion": "miggate.io/v1alpha1", "kind": "GpuNode", "metadata": {"name": name},
-        "spec": {"observedAt": "2026-12-01T00:00:00Z", "manifest": {
-            "host": {"nodeName": name, "kernelVersion": "5.15.0-1071-aws", "cpuArch": "amd64"},
-            "nvidia": {"driverVersion": "580.82.07", "devices": devices}}}})
-}
+use support::peer::{content, full_source, gpu_node, snapshot};
+use support::{Webhook, post_review};
 
 fn container(name: &str, memory: &str) -> Value {
     json!({"name": name, "image": "vllm:1", "resources": {"limits": {"memory": memory, "cpu": "8",
@@ -90,15 +50,7 @@ fn binding_review(pod: &str, node: &str) -> String {
 }
 
 async fn post(webhook: &Webhook, body: String) -> Value {
-    let resp = https(webhook)
-        .post(format!("https://{}/validate", webhook.listen))
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("not answered: {e}; {}", webhook.log()));
-    assert_eq!(resp.status().as_u16(), 200);
-    resp.json::<Value>().await.unwrap()["response"].clone()
+    post_review(webhook, "/validate", body).await
 }
 
 fn message(r: &Value) -> String {

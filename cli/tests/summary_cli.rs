@@ -8,7 +8,7 @@
 mod support;
 
 use serde_json::{Value, json};
-use support::{Webhook, https};
+use support::{Webhook, patch_of, post_review};
 
 fn review(resource: &str, summary: Option<Value>) -> String {
     let slice = |n: u32, p: &str| {
@@ -34,20 +34,7 @@ fn review(resource: &str, summary: Option<Value>) -> String {
 }
 
 async fn post(webhook: &Webhook, body: String) -> Value {
-    let resp = https(webhook)
-        .post(format!("https://{}/mutate-summary", webhook.listen))
-        .header("content-type", "application/json")
-        .body(body)
-        .send()
-        .await
-        .unwrap_or_else(|e| panic!("not answered: {e}; {}", webhook.log()));
-    assert_eq!(resp.status().as_u16(), 200);
-    resp.json::<Value>().await.unwrap()["response"].clone()
-}
-
-fn patch(response: &Value) -> Option<Value> {
-    let bytes: Vec<u8> = serde_json::from_value(response.get("patch")?.clone()).unwrap();
-    Some(serde_json::from_slice(&bytes).unwrap())
+    post_review(webhook, "/mutate-summary", body).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -60,7 +47,7 @@ async fn a_checkpoint_written_from_a_manifest_alone_gets_its_summary() {
     assert_eq!(r["allowed"], true, "{r}");
     assert_eq!(r["uid"], "00000000-0000-4000-8000-000000000301");
     assert_eq!(
-        patch(&r),
+        patch_of(&r),
         Some(json!([{"op": "add", "path": "/spec/summary", "value": expected}])),
         "{r}"
     );
@@ -73,16 +60,16 @@ async fn a_checkpoint_written_from_a_manifest_alone_gets_its_summary() {
     )
     .await;
     assert_eq!(
-        patch(&r),
+        patch_of(&r),
         Some(json!([{"op": "add", "path": "/spec/summary", "value": expected}])),
         "{r}"
     );
     let r = post(&webhook, review("gpucheckpoints", Some(expected.clone()))).await;
-    assert_eq!((r["allowed"].clone(), patch(&r)), (json!(true), None), "{r}");
+    assert_eq!((r["allowed"].clone(), patch_of(&r)), (json!(true), None), "{r}");
 
     // Another resource is left alone, allowed.
     let r = post(&webhook, review("widgets", None)).await;
-    assert_eq!((r["allowed"].clone(), patch(&r)), (json!(true), None), "{r}");
+    assert_eq!((r["allowed"].clone(), patch_of(&r)), (json!(true), None), "{r}");
 
     for (outcome, n) in [
         ("summary-written", 2),

@@ -221,6 +221,79 @@ pub fn plain() -> reqwest::Client {
         .unwrap()
 }
 
+/// Posts `body` to `path` of the webhook over HTTPS and returns the review's `response`,
+/// asserting a 200 (the log in the panic when nothing answered).
+pub async fn post_review(webhook: &Webhook, path: &str, body: String) -> serde_json::Value {
+    let resp = https(webhook)
+        .post(format!("https://{}{path}", webhook.listen))
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .unwrap_or_else(|e| panic!("not answered: {e}; {}", webhook.log()));
+    assert_eq!(resp.status().as_u16(), 200);
+    resp.json::<serde_json::Value>().await.unwrap()["response"].clone()
+}
+
+/// The JSON patch of a review's response, decoded; `None` when it has none.
+pub fn patch_of(response: &serde_json::Value) -> Option<serde_json::Value> {
+    let bytes: Vec<u8> = serde_json::from_value(response.get("patch")?.clone()).unwrap();
+    Some(serde_json::from_slice(&bytes).unwrap())
+}
+
+/// The Go peer's objects, as its agent writes them: a `PodSnapshot` of container `engine` of
+/// pod `vllm-0` in `ml`, its `PodSnapshotContent`, and a `status.source` recording
+/// 2 x 3g.40gb + 1 x 1g.10gb of an H100, 32Gi and 8 CPUs; and miggate's `GpuNode` of profiles.
+pub mod peer {
+    use serde_json::{Value, json};
+
+    /// A `PodSnapshot` in `ml`, bound to `content` when given.
+    pub fn snapshot(name: &str, content: Option<&str>) -> Value {
+        let mut s = json!({"apiVersion": "nvidia.com/v1alpha1", "kind": "PodSnapshot",
+            "metadata": {"name": name, "namespace": "ml"},
+            "spec": {"source": {"podRef": {"name": "vllm-0", "containers": ["engine"]}}}});
+        if let Some(c) = content {
+            s["status"] = json!({"boundSnapshotContentName": c});
+        }
+        s
+    }
+
+    /// A `PodSnapshotContent` pointing back to `snapshot` in `ml`, with `source` as its
+    /// `status.source` when given.
+    pub fn content(name: &str, snapshot: &str, source: Option<Value>) -> Value {
+        let mut c = json!({"apiVersion": "nvidia.com/v1alpha1", "kind": "PodSnapshotContent",
+            "metadata": {"name": name},
+            "spec": {"snapshotRef": {"namespace": "ml", "name": snapshot},
+                "source": {"nodeName": "node-big", "podRef": {"name": "vllm-0", "containers": ["engine"]}}}});
+        if let Some(source) = source {
+            c["status"] = json!({"source": source});
+        }
+        c
+    }
+
+    /// A `status.source` of every part: node, pod and devices.
+    pub fn full_source() -> Value {
+        let i = |p: &str| json!({"productName": "NVIDIA H100 80GB HBM3", "migProfile": p});
+        json!({"node": {"name": "node-big", "architecture": "amd64", "kernelVersion": "5.15.0-1071-aws"},
+            "pod": {"image": "vllm:1", "memory": "32Gi", "cpu": "8"},
+            "devices": {"nvidia": {"driverVersion": "580.82.07", "instances": [i("3g.40gb"), i("3g.40gb"), i("1g.10gb")]}}})
+    }
+
+    /// A `GpuNode` `name` of H100 slices of `profiles`.
+    pub fn gpu_node(name: &str, profiles: &[&str]) -> Value {
+        let devices: Vec<Value> = profiles
+            .iter()
+            .enumerate()
+            .map(|(n, p)| json!({"uuid": format!("MIG-00000000-0000-5000-8000-{n:012}"), "parentUuid": "GPU-00000000-0000-4000-8000-000000000000",
+                "productName": "NVIDIA H100 80GB HBM3", "migProfile": p}))
+            .collect();
+        json!({"apiVersion": "miggate.io/v1alpha1", "kind": "GpuNode", "metadata": {"name": name},
+            "spec": {"observedAt": "2026-12-01T00:00:00Z", "manifest": {
+                "host": {"nodeName": name, "kernelVersion": "5.15.0-1071-aws", "cpuArch": "amd64"},
+                "nvidia": {"driverVersion": "580.82.07", "devices": devices}}}})
+    }
+}
+
 /// A client that trusts only the webhook's CA.
 pub fn https(webhook: &Webhook) -> reqwest::Client {
     reqwest::Client::builder()
