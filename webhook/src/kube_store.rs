@@ -4,7 +4,7 @@
 //! by admission without a request to the API server.
 //!
 //! Each kind has one [`watcher`] stream (list, then watch from the list's `resourceVersion`,
-//! bookmarks on), wrapped in a backoff ([`WatchBackoff`]): a watch that ends is resumed from
+//! bookmarks on), wrapped in a backoff (`WatchBackoff`): a watch that ends is resumed from
 //! its last version, one answered `410 Gone` (or an error) is re-listed after a backoff
 //! (0.8 s doubling to [`WATCH_RETRY_MAX`], each wait plus up to as much again of jitter, so
 //! never 5 s; reset by the first event received). A re-list is buffered and swapped in whole when it
