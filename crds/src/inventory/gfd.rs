@@ -15,9 +15,10 @@
 //! node is in flux and nothing here is read; a node without that label (MIG made by hand, no
 //! mig-manager) is read as GFD counted it. `nvidia.com/mig.capable=false`, or mig-manager's
 //! `all-disabled` applied, makes MIG certainly off: the GPUs counted are whole. A vGPU guest's
-//! product (`GRID-A100-40C`, `NVIDIA-A16-4Q`) is read as the name its `nvidia-smi` prints. Kernel and architecture come from `Node.status.nodeInfo` (the kubelet's, not
-//! GFD's). Whole GPUs come out without a UUID, which compat classes as devices of unknown kind:
-//! the GPU checks then answer unknown, never refuse on a guess.
+//! product (`GRID-A100-40C`, `NVIDIA-A16-4Q`) is read as the name its `nvidia-smi` prints.
+//! Kernel and architecture come from `Node.status.nodeInfo` (the kubelet's, not GFD's).
+//! Where MIG may be on, whole GPUs come out without a UUID, which compat classes as devices
+//! of unknown kind: the GPU checks then answer unknown, never refuse on a guess.
 
 use k8s_openapi::api::core::v1::Node;
 use miggate_compat::{Device, GpuManifest, MigProfile, MigStrategy, Nvidia, VersionText};
@@ -194,7 +195,8 @@ struct MigFacts<'a> {
     profiles: Vec<ProfileCount<'a>>,
     /// MIG is certainly off on every GPU: GFD says the GPUs cannot do MIG
     /// (`nvidia.com/mig.capable=false`: a T4, an L4, a vGPU guest), the product is a known
-    /// part that cannot, or mig-manager applied `all-disabled`. Then the GPUs counted are whole, and a slice is certainly missing.
+    /// part that cannot, or mig-manager applied `all-disabled`. Then the GPUs counted are
+    /// whole, and a slice is certainly missing.
     off: bool,
 }
 
