@@ -20,6 +20,7 @@ use miggate_compat::escape::{escape, escape_within};
 use miggate_crds::inventory::{Inventory, NoInventory, best_or_why};
 use miggate_crds::peer::{PodSnapshot, PodSnapshotContent, SnapshotContent};
 use miggate_crds::{GpuCheckpoint, GpuNode};
+use miggate_webhook::resolve::Kind;
 use serde::de::DeserializeOwned;
 
 use crate::service::ClusterFlags;
@@ -42,37 +43,28 @@ pub type NodeView = (
     std::collections::HashMap<String, String>,
 );
 
-/// Which kind of object `-n NAMESPACE CHECKPOINT` names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CheckpointKind {
-    /// miggate's `GpuCheckpoint`: a bare name, or `gpucheckpoint/NAME`.
-    GpuCheckpoint,
-    /// The Go peer's `PodSnapshot`, followed to its `PodSnapshotContent`'s `status.source`:
-    /// `podsnapshot/NAME`.
-    PodSnapshot,
-}
-
 /// A checkpoint in the cluster, as a kubectl user names one: `NAME` (a `GpuCheckpoint`, as
 /// before the peer's kinds were read) or kubectl's `TYPE/NAME`, with the type's plural,
 /// singular or short name and, optionally, its API group (`podsnapshots.nvidia.com/snap-1`),
 /// in any case. The name is a DNS-1123 subdomain, as both kinds' names are.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckpointRef {
-    /// The kind named.
-    pub kind: CheckpointKind,
+    /// The kind named: the webhook's own, so the CLI and a restore pod's annotation name
+    /// the same two kinds.
+    pub kind: Kind,
     /// The object's name.
     pub name: String,
 }
 
 /// The type names each kind answers to, as kubectl takes them: (names, API group).
-const KIND_NAMES: [(CheckpointKind, &[&str], &str); 2] = [
+const KIND_NAMES: [(Kind, &[&str], &str); 2] = [
     (
-        CheckpointKind::GpuCheckpoint,
+        Kind::GpuCheckpoint,
         &["gpucheckpoint", "gpucheckpoints", "gpuckpt"],
         miggate_wire::GROUP,
     ),
     (
-        CheckpointKind::PodSnapshot,
+        Kind::PodSnapshot,
         &["podsnapshot", "podsnapshots", "podsnap"],
         miggate_wire::peer::GROUP,
     ),
@@ -84,7 +76,7 @@ impl std::str::FromStr for CheckpointRef {
     fn from_str(text: &str) -> Result<Self, String> {
         let shown = || escape_within(text, 256).into_owned();
         let (kind, name) = match text.split_once('/') {
-            None => (CheckpointKind::GpuCheckpoint, text),
+            None => (Kind::GpuCheckpoint, text),
             Some((kind, name)) => {
                 let kind = kind.to_ascii_lowercase();
                 let found = KIND_NAMES.iter().find(|(_, names, group)| {
@@ -122,11 +114,7 @@ impl std::str::FromStr for CheckpointRef {
 impl CheckpointRef {
     /// `Kind namespace/name`, how a report's header names the checkpoint.
     pub fn display(&self, namespace: &str) -> String {
-        let kind = match self.kind {
-            CheckpointKind::GpuCheckpoint => "GpuCheckpoint",
-            CheckpointKind::PodSnapshot => miggate_wire::peer::POD_SNAPSHOT,
-        };
-        format!("{kind} {}/{}", escape(namespace), self.name)
+        format!("{} {}/{}", self.kind.as_str(), escape(namespace), self.name)
     }
 }
 
@@ -152,8 +140,8 @@ pub fn checkpoint(
 ) -> anyhow::Result<GpuManifest> {
     run(flags, |client| async move {
         match reference.kind {
-            CheckpointKind::GpuCheckpoint => gpu_checkpoint(client, namespace, &reference.name).await,
-            CheckpointKind::PodSnapshot => pod_snapshot(client, namespace, &reference.name).await,
+            Kind::GpuCheckpoint => gpu_checkpoint(client, namespace, &reference.name).await,
+            Kind::PodSnapshot => pod_snapshot(client, namespace, &reference.name).await,
         }
     })
 }

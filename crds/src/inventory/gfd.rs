@@ -227,7 +227,6 @@ impl<'a> MigFacts<'a> {
         }
         // A known product that cannot run MIG (`Tesla-T4`, or time-slicing's `Tesla-T4-SHARED`).
         let whole_only_part = product_label
-            .map(|p| p.strip_suffix("-SHARED").unwrap_or(p))
             .and_then(known_product)
             .and_then(super::product::mig_capable)
             == Some(false);
@@ -460,9 +459,6 @@ fn version_text(v: Option<String>) -> Option<VersionText> {
 /// The product name a GFD label stands for, or unknown (with one note per label) when it is
 /// not a name this version can map back.
 fn model_of(label: &str, notes: &mut Vec<String>) -> Option<String> {
-    // Time-slicing's renamed resource (`renameByDefault`, or GFD's `-SHARED` product): the
-    // GPU is the same, shared between replicas.
-    let label = label.strip_suffix("-SHARED").unwrap_or(label);
     if let Some(known) = known_product(label) {
         return Some(known.to_string());
     }

@@ -74,8 +74,10 @@ pub fn gfd_product_name(name: &str) -> String {
 }
 
 /// The product name NVIDIA's tools print for a GFD product label, when it is one of the
-/// known names; `None` for a name this version cannot map back.
+/// known names; `None` for a name this version cannot map back. Time-slicing's `-SHARED`
+/// product (`Tesla-T4-SHARED`, GFD's label of a GPU shared between replicas) is the same GPU.
 pub fn known_product(label: &str) -> Option<&'static str> {
+    let label = label.strip_suffix("-SHARED").unwrap_or(label);
     KNOWN_PRODUCTS
         .iter()
         .copied()
@@ -98,6 +100,7 @@ pub struct VgpuProduct<'a> {
 /// part, digits and one series letter (`A`, `B`, `C` or `Q`), which no physical product's
 /// last part is (`40GB`, `HBM3`, `PCIe`). `None` for any other label.
 pub fn vgpu_product(label: &str) -> Option<VgpuProduct<'_>> {
+    let label = label.strip_suffix("-SHARED").unwrap_or(label);
     let (vendor, rest) = label.split_once('-')?;
     if !matches!(vendor, "GRID" | "NVIDIA") {
         return None;
@@ -146,6 +149,7 @@ mod tests {
     #[case("GRID--40C", None)]
     #[case("GRID-A100-C", None)]
     #[case("Tesla-T4", None)]
+    #[case("NVIDIA-A16-4Q-SHARED", Some(("NVIDIA A16-4Q", "4Q")))]
     #[case("", None)]
     fn vgpu_labels_are_read_as_the_guest_names_them(#[case] label: &str, #[case] read: Option<(&str, &str)>) {
         let got = vgpu_product(label);
@@ -182,6 +186,7 @@ mod tests {
             assert_eq!(known_product(&label), Some(*name));
         }
         assert_eq!(known_product("NVIDIA-Z9000"), None);
+        assert_eq!(known_product("Tesla-T4-SHARED"), Some("Tesla T4"));
         assert_eq!(
             known_product("NVIDIA H100 80GB HBM3"),
             None,
