@@ -21,6 +21,15 @@ pub struct DeployArgs {
     /// The checkpoint agent's service account, NAMESPACE/NAME: the only writer of GpuCheckpoints.
     #[arg(long, value_name = "NAMESPACE/NAME", value_parser = service_account)]
     pub checkpoint_agent: Option<(String, String)>,
+    /// A scheduler's user name that may bind pods with miggate's device map; repeat for
+    /// several schedulers. Replaces the default, system:kube-scheduler.
+    #[arg(long = "binder", value_name = "USER")]
+    pub binders: Vec<String>,
+    /// Waivers (miggate.io/skip-checks, nvidia.com/snapshot-skip-compat-check) need the
+    /// writer to hold verb `waive` on checks.miggate.io in the pod's namespace (ClusterRole
+    /// miggate-waiver). Without it, any pod author may waive checks.
+    #[arg(long)]
+    pub waivers_need_permission: bool,
 }
 
 /// `NAMESPACE/NAME`, each a DNS-1123 label (what Kubernetes names namespaces and service accounts by).
@@ -49,6 +58,10 @@ pub fn run(args: &DeployArgs) -> anyhow::Result<ExitCode> {
         config.checkpoint_agent_namespace.clone_from(ns);
         config.checkpoint_agent_name.clone_from(name);
     }
+    if !args.binders.is_empty() {
+        config.binders.clone_from(&args.binders);
+    }
+    config.waivers_need_permission = args.waivers_need_permission;
     match &args.out {
         None => {
             let yaml = deploy::stream(&config)?;

@@ -371,8 +371,13 @@ fn only_the_checkpoint_agent_writes_gpucheckpoints(#[case] user: &str, #[case] d
         "ValidatingAdmissionPolicy",
         "miggate-checkpoint-writers",
     );
-    let object = json!({"apiVersion": "miggate.io/v1alpha1", "kind": "GpuCheckpoint", "metadata": {"name": "c", "namespace": "ml"}});
-    assert_eq!(policy_denies(policy, &object, &vap_request(user, None)), denied);
+    // Recorded on the node the token is bound to (the node rule: tests/policies.rs).
+    let object = json!({"apiVersion": "miggate.io/v1alpha1", "kind": "GpuCheckpoint", "metadata": {"name": "c", "namespace": "ml"},
+        "spec": {"manifest": {"host": {"nodeName": "gpu-node-3"}}}});
+    assert_eq!(
+        policy_denies(policy, &object, &vap_request(user, Some("gpu-node-3"))),
+        denied
+    );
 }
 
 #[test]
@@ -388,18 +393,18 @@ fn the_checkpoint_agent_is_configurable() {
         "ValidatingAdmissionPolicy",
         "miggate-checkpoint-writers",
     );
-    let object = json!({"metadata": {"name": "c"}});
+    let object = json!({"metadata": {"name": "c"}, "spec": {"manifest": {"host": {"nodeName": "n"}}}});
     assert!(!policy_denies(
         policy,
         &object,
-        &vap_request("system:serviceaccount:snapshot:snapshot-agent", None)
+        &vap_request("system:serviceaccount:snapshot:snapshot-agent", Some("n"))
     ));
     assert!(policy_denies(
         policy,
         &object,
         &vap_request(
             "system:serviceaccount:miggate-system:miggate-checkpoint-agent",
-            None
+            Some("n")
         )
     ));
     let binding = find(&objects, "ClusterRoleBinding", "miggate-checkpoint-writer");
@@ -513,6 +518,11 @@ fn the_workloads_run_locked_down_with_the_real_flags() {
     let pod = spec.template.spec.unwrap();
     assert!(pod.affinity.unwrap().pod_anti_affinity.is_some());
     assert_eq!(pod.topology_spread_constraints.unwrap().len(), 1);
+    // Fail-closed: while no replica answers no restore pod is created, so it is not preempted first.
+    assert_eq!(
+        pod.priority_class_name.as_deref(),
+        Some("system-cluster-critical")
+    );
     assert!(
         pod.termination_grace_period_seconds.unwrap() > 20,
         "above the webhook's 20 s drain"

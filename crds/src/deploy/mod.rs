@@ -11,7 +11,10 @@
 //! - RBAC: the webhook reads (get/list/watch) checkpoints, node inventories, pods, nodes and
 //!   ResourceSlices, nothing else; the publisher writes GpuNodes, and a
 //!   `ValidatingAdmissionPolicy` holds it to its own node's; only the checkpoint agent's
-//!   service account writes GpuCheckpoints, enforced by another policy;
+//!   service account writes GpuCheckpoints, and only its own node's, enforced by another policy;
+//! - the tenant policies ([`policies`]): restore annotations fixed at creation, Bindings that
+//!   cannot smuggle them, the node namespace held to the publisher's pods, and (opt-in)
+//!   waivers under RBAC;
 //! - a `NetworkPolicy` ([`network_policy`]) keeping the webhook's health and metrics port to
 //!   the kubelet and the monitoring namespace;
 //! - the publisher `DaemonSet` (`miggate publish --node $(NODE_NAME)`) on GPU nodes;
@@ -21,6 +24,7 @@ pub mod cert_manager;
 mod names;
 pub mod network_policy;
 mod objects;
+pub mod policies;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -29,7 +33,10 @@ use serde_json::Value;
 use crate::error::Error;
 
 pub use names::{NAMESPACE, NODE_NAMESPACE, PUBLISHER, WEBHOOK};
-pub use objects::{BINDING_MATCH, CHECKPOINT_AGENT_RULE, PUBLISHER_NODE_RULE, RESTORE_MATCH, STEER_MATCH};
+pub use objects::{
+    BINDING_MATCH, CHECKPOINT_AGENT_RULE, CHECKPOINT_NODE_RULE, PUBLISHER_NODE_RULE, RESTORE_MATCH,
+    STEER_MATCH,
+};
 
 /// The image repository `image/build.sh` tags its image in when no other is named: local to the
 /// machine that built it, as buildah and podman name such images. A cluster pulls from a
@@ -47,6 +54,13 @@ pub struct Config {
     pub checkpoint_agent_namespace: String,
     /// The name of the checkpoint agent's service account: the only writer of GpuCheckpoints.
     pub checkpoint_agent_name: String,
+    /// The identities that may bind a pod with the device map (the schedulers' user names):
+    /// miggate's device-map webhook writes it into their Bindings, and the binding policy
+    /// refuses it from anyone else.
+    pub binders: Vec<String>,
+    /// Whether a waiver (`miggate.io/skip-checks`, the peer's skip) needs an RBAC permission of
+    /// its writer ([`policies::waivers`]). Off by default: any pod author may waive, as before.
+    pub waivers_need_permission: bool,
 }
 
 impl Default for Config {
@@ -55,6 +69,8 @@ impl Default for Config {
             image: format!("{DEFAULT_IMAGE_REPOSITORY}:{}", env!("CARGO_PKG_VERSION")),
             checkpoint_agent_namespace: NODE_NAMESPACE.to_string(),
             checkpoint_agent_name: "miggate-checkpoint-agent".to_string(),
+            binders: vec![policies::DEFAULT_BINDER.to_string()],
+            waivers_need_permission: false,
         }
     }
 }

@@ -14,3 +14,6 @@ pub const NODE_NAMESPACE: &str = "miggate-node";
 pub const WEBHOOK: &str = "miggate-webhook";
 /// The publisher's name: its DaemonSet, ServiceAccount and ClusterRole.
 pub const PUBLISHER: &str = "miggate-publish";
+/// The host directory where boot recovery leaves its state, which the publisher mounts
+/// read-only (and the node-namespace policy allows as its only host path).
+pub const RECOVERY_HOST_PATH: &str = "/run/miggate";

@@ -13,7 +13,7 @@ use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use serde_json::{Value, json};
 
 use super::cert_manager::{Certificate, Issuer};
-use super::names::{NAMESPACE, NODE_NAMESPACE, PUBLISHER, WEBHOOK};
+use super::names::{NAMESPACE, NODE_NAMESPACE, PUBLISHER, RECOVERY_HOST_PATH, WEBHOOK};
 use super::{Config, Object, typed};
 use crate::GROUP;
 use crate::error::Error;
@@ -34,6 +34,10 @@ pub const STEER_MATCH: &str = "has(object.metadata.annotations) && ('miggate.io/
 pub const PUBLISHER_NODE_RULE: &str = "has(request.userInfo.extra) && 'authentication.kubernetes.io/node-name' in request.userInfo.extra && object.metadata.name in request.userInfo.extra['authentication.kubernetes.io/node-name']";
 /// The checkpoint policy's rule, with the agent's service account user name put in.
 pub const CHECKPOINT_AGENT_RULE: &str = "request.userInfo.username == '{agent}'";
+/// The checkpoint policy's node rule: the agent writes only checkpoints recorded on the node
+/// its token is bound to (`spec.manifest.host.nodeName` against the token's node), as the
+/// publisher writes only its own node's GpuNode; a token bound to no pod on a node writes none.
+pub const CHECKPOINT_NODE_RULE: &str = "has(request.userInfo.extra) && 'authentication.kubernetes.io/node-name' in request.userInfo.extra && has(object.spec.manifest.host) && has(object.spec.manifest.host.nodeName) && object.spec.manifest.host.nodeName in request.userInfo.extra['authentication.kubernetes.io/node-name']";
 
 const FILE_NAMESPACE: &str = "namespace.yaml";
 const FILE_CRDS: &str = "crds.yaml";
@@ -117,6 +121,7 @@ pub(super) fn all(config: &Config) -> Result<Vec<Object>, Error> {
     out.extend(certificates()?);
     out.extend(publisher(config)?);
     out.extend(checkpoint_agent(config)?);
+    out.extend(super::policies::all(config)?);
     // The registrations last, so the webhook they name exists before any pod is sent to it;
     // the validating one very last, after the opt-in steering and the device map.
     out.push(summary_configuration()?);
@@ -183,6 +188,9 @@ fn webhook_deployment(config: &Config) -> Value {
             "metadata": {"labels": labels(WEBHOOK)},
             "spec": {
                 "serviceAccountName": WEBHOOK,
+                // Failure policy Fail: while no replica answers, no restore pod is created
+                // anywhere, so the webhook is not the first to be preempted.
+                "priorityClassName": "system-cluster-critical",
                 // Above the webhook's 20 s drain after SIGTERM.
                 "terminationGracePeriodSeconds": 30,
                 "securityContext": pod_security(),
@@ -350,7 +358,7 @@ fn publisher_daemonset(config: &Config) -> Value {
                     "volumeMounts": [{"name": "recovery-state", "mountPath": "/run/miggate", "readOnly": true}],
                 }],
                 "volumes": [{"name": "recovery-state",
-                    "hostPath": {"path": "/run/miggate", "type": "DirectoryOrCreate"}}],
+                    "hostPath": {"path": RECOVERY_HOST_PATH, "type": "DirectoryOrCreate"}}],
             }}}})
 }
 
@@ -401,6 +409,9 @@ fn checkpoint_agent(config: &Config) -> Result<Vec<Object>, Error> {
                     "validations": [{
                         "expression": CHECKPOINT_AGENT_RULE.replace("{agent}", &agent),
                         "message": format!("admission trusts GpuCheckpoints: only {agent} may write them"),
+                        "reason": "Forbidden"}, {
+                        "expression": format!("request.userInfo.username != '{agent}' || ({CHECKPOINT_NODE_RULE})"),
+                        "messageExpression": "'the checkpoint agent writes only checkpoints recorded on its own node (spec.manifest.host.nodeName), with a token bound to a pod there; this token is ' + (has(request.userInfo.extra) && 'authentication.kubernetes.io/node-name' in request.userInfo.extra ? 'bound to node ' + request.userInfo.extra['authentication.kubernetes.io/node-name'][0] : 'bound to no node')",
                         "reason": "Forbidden"}]}}),
         )?,
         typed::<ValidatingAdmissionPolicyBinding>(

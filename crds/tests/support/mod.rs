@@ -29,3 +29,117 @@ pub fn deploy_docs() -> Vec<(String, Value)> {
     }
     docs
 }
+
+/// Runs one CEL expression of a policy or webhook configuration, with `vars` bound (`object`,
+/// `oldObject`, `request`), and Kubernetes' extension functions registered.
+pub fn eval(expression: &str, vars: &[(&str, &Value)]) -> Result<bool, String> {
+    use kube::core::cel::cel::{Context, Program, Value as Cel};
+    let program = Program::compile(expression).map_err(|e| format!("{expression}: {e}"))?;
+    let mut ctx = Context::default();
+    for (name, value) in vars {
+        ctx.add_variable(*name, (*value).clone())
+            .map_err(|e| e.to_string())?;
+    }
+    match program.execute(&ctx) {
+        Ok(Cel::Bool(b)) => Ok(b),
+        other => Err(format!("{expression}: {other:?}")),
+    }
+}
+
+/// An AdmissionReview request as the API server builds it for a policy: `operation` on
+/// `resource` (with `/subresource` when given) in `namespace`, by `user` (with the token's
+/// `node`, when bound to one), carrying `object` and `old`.
+pub fn admission(
+    operation: &str,
+    resource: &str,
+    namespace: &str,
+    user: &str,
+    node: Option<&str>,
+    object: Value,
+    old: Option<Value>,
+) -> Value {
+    let (resource, sub) = resource.split_once('/').unwrap_or((resource, ""));
+    let (resource, group) = resource.split_once('.').unwrap_or((resource, ""));
+    let mut user_info = serde_json::json!({"username": user, "groups": ["system:authenticated"]});
+    if let Some(n) = node {
+        user_info["extra"] = serde_json::json!({"authentication.kubernetes.io/node-name": [n]});
+    }
+    serde_json::json!({
+        "operation": operation, "namespace": namespace, "userInfo": user_info,
+        "resource": {"group": group, "version": "v1", "resource": resource}, "subResource": sub,
+        "name": object.pointer("/metadata/name").cloned().unwrap_or(Value::Null),
+        "object": object, "oldObject": old.unwrap_or(Value::Null),
+    })
+}
+
+/// What a ValidatingAdmissionPolicy says of `req`, as the API server decides it: `None` when
+/// it does not apply (its resource rules, namespace selector on the namespace's name label,
+/// or a match condition), else the messages of the validations that fail (empty: allowed).
+/// `messageExpression` is evaluated as the API server does, falling back to `message`.
+pub fn policy_verdict(policy: &Value, req: &Value) -> Option<Vec<String>> {
+    let spec = &policy["spec"];
+    let resource = match req["subResource"].as_str().unwrap_or("") {
+        "" => req["resource"]["resource"].as_str().unwrap().to_string(),
+        sub => format!("{}/{sub}", req["resource"]["resource"].as_str().unwrap()),
+    };
+    let rule_matches = spec["matchConstraints"]["resourceRules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| {
+            r["apiGroups"]
+                .as_array()
+                .unwrap()
+                .contains(&req["resource"]["group"])
+                && r["operations"].as_array().unwrap().contains(&req["operation"])
+                && r["resources"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&Value::from(resource.clone()))
+        });
+    let namespace_matches = spec["matchConstraints"]["namespaceSelector"]["matchLabels"]
+        .as_object()
+        .is_none_or(|labels| {
+            labels
+                .iter()
+                .all(|(k, v)| k == "kubernetes.io/metadata.name" && *v == req["namespace"])
+        });
+    let vars = [
+        ("object", &req["object"]),
+        ("oldObject", &req["oldObject"]),
+        ("request", req),
+    ];
+    let conditions = spec["matchConditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .all(|c| eval(c["expression"].as_str().unwrap(), &vars).unwrap());
+    if !(rule_matches && namespace_matches && conditions) {
+        return None;
+    }
+    let mut failed = Vec::new();
+    for v in spec["validations"].as_array().unwrap() {
+        let expression = v["expression"].as_str().unwrap();
+        if eval(expression, &vars).unwrap_or_else(|e| panic!("{e}")) {
+            continue;
+        }
+        let message = v["messageExpression"]
+            .as_str()
+            .and_then(|m| {
+                use kube::core::cel::cel::{Context, Program, Value as Cel};
+                let program = Program::compile(m).unwrap();
+                let mut ctx = Context::default();
+                for (name, value) in &vars {
+                    ctx.add_variable(*name, (*value).clone()).unwrap();
+                }
+                match program.execute(&ctx) {
+                    Ok(Cel::String(s)) => Some(s.to_string()),
+                    _ => None,
+                }
+            })
+            .or_else(|| v["message"].as_str().map(String::from))
+            .unwrap();
+        failed.push(message);
+    }
+    Some(failed)
+}
