@@ -52,6 +52,23 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "N", default_value_t = miggate_webhook::connections::DEFAULT_MAX_CONNECTIONS as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
+    /// Most admission connections open at once from one source address; one more from it is
+    /// closed at once, so one client cannot take every place under `--max-connections`. Keep
+    /// it above what one API server replica opens (one connection per call in flight).
+    #[arg(long, value_name = "N", default_value_t = miggate_webhook::connections::DEFAULT_MAX_CONNECTIONS_PER_SOURCE as u64,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_connections_per_source: u64,
+    /// Age after which an admission connection is closed at its next idle moment (the request
+    /// in flight answered with `connection: close`), so every client reconnects and passes the
+    /// connection caps again (`5m`, `90s`; a bare number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = "5m",
+          value_parser = crate::duration::DurationParser::seconds(1, 86_400))]
+    pub max_connection_age: Duration,
+    /// PEM bundle of CAs: when given, a client must present a certificate chaining to one of
+    /// them, or its TLS handshake fails (give the API server one through its
+    /// AdmissionConfiguration). Re-read with the certificate.
+    #[arg(long, value_name = "FILE")]
+    pub client_ca: Option<PathBuf>,
     /// Time from a request's head to its answer, the body read included (`4s`, `2500ms`; a
     /// bare number is seconds); keep it under the webhook configuration's `timeoutSeconds`.
     #[arg(long, value_name = "DURATION", default_value = "4s",
@@ -99,6 +116,7 @@ pub fn run(args: &WebhookArgs) -> anyhow::Result<ExitCode> {
         CertPaths {
             cert: args.tls_cert.clone(),
             key: args.tls_key.clone(),
+            client_ca: args.client_ca.clone(),
         },
         store(args)?,
     );
@@ -106,6 +124,9 @@ pub fn run(args: &WebhookArgs) -> anyhow::Result<ExitCode> {
     config.health_listen = args.health_listen;
     config.poll_interval = args.poll_interval;
     config.max_connections = usize::try_from(args.max_connections).unwrap_or(usize::MAX);
+    config.max_connections_per_source =
+        usize::try_from(args.max_connections_per_source).unwrap_or(usize::MAX);
+    config.max_connection_age = args.max_connection_age;
     config.deadline = args.request_deadline;
     config.min_body_rate = args.min_body_rate;
     let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -19,7 +19,7 @@ use axum::Router;
 use axum::body::Bytes;
 use axum::routing::post;
 use axum_server::tls_rustls::RustlsConfig;
-use miggate_webhook::tls::{CertPaths, server_config};
+use miggate_webhook::tls::{CertPaths, Pems, server_config};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -140,6 +140,7 @@ fn main() {
     let paths = CertPaths {
         cert: dir.path().join("tls.crt"),
         key: dir.path().join("tls.key"),
+        client_ca: None,
     };
     std::fs::write(&paths.cert, leaf.pem()).unwrap();
     std::fs::write(&paths.key, key.serialize_pem()).unwrap();
@@ -165,9 +166,8 @@ fn main() {
     ));
     let webhook_addr = bound_rx.recv_timeout(Duration::from_secs(30)).unwrap();
 
-    let cert_pem = std::fs::read(&paths.cert).unwrap();
-    let key_pem = std::fs::read(&paths.key).unwrap();
-    let echo_tls = RustlsConfig::from_config(Arc::new(server_config(&paths, &cert_pem, &key_pem).unwrap()));
+    let pems = Pems::read(&paths).unwrap();
+    let echo_tls = RustlsConfig::from_config(Arc::new(server_config(&paths, &pems).unwrap()));
     let echo_handle = axum_server::Handle::<SocketAddr>::new();
     let echo_app = Router::new().route("/validate", post(|b: Bytes| async move { b }));
     servers.spawn(

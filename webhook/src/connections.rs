@@ -1,5 +1,5 @@
-//! A cap on the admission port's open connections, so memory stays bounded whatever the pod
-//! network sends.
+//! Caps on the admission port's open connections, so memory stays bounded whatever the pod
+//! network sends, and one client cannot take every place.
 //!
 //! Every open connection holds a task, TLS state and read buffers (about 20 KiB while a
 //! request is read). The port is reachable from every pod, so without a cap a client that
@@ -7,16 +7,27 @@
 //! OOM-killed, and with failure policy `Fail` no restore pod can be created anywhere. The cap
 //! sheds the newest: a connection accepted at the cap is closed at once, before its TLS
 //! handshake, and the connections already open (requests in flight among them) carry on.
+//!
+//! The global cap alone let one polite client (1,024 kept-alive connections from one address,
+//! each sending a request every few seconds) hold every place, and the API server's next
+//! connection was shed: every restore pod refused. So each source address also has a cap of
+//! its own ([`DEFAULT_MAX_CONNECTIONS_PER_SOURCE`]), and the connection's age is bounded
+//! (`http1`, [`DEFAULT_MAX_CONNECTION_AGE`]), so no place is held for good.
 
+use std::collections::HashMap;
 use std::io;
+use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum_server::accept::Accept;
 use futures::future::BoxFuture;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 
 /// The default cap on open admission connections per replica.
 ///
@@ -26,42 +37,125 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 /// their bounds; a connection reading a request holds about 20 KiB).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 
-/// Counts open connections against the cap; shared by the acceptor and the metrics.
+/// The default cap on admission connections open at once from one source address.
+///
+/// The API server opens one HTTP/1.1 connection per call in flight, and its calls here take
+/// milliseconds: even 1,000 calls a second at 50 ms each is 50 connections, so 128 leaves it
+/// more than twice that. It is an eighth of [`DEFAULT_MAX_CONNECTIONS`]: a client must hold
+/// eight addresses to fill the global cap, where one filled it before.
+pub const DEFAULT_MAX_CONNECTIONS_PER_SOURCE: usize = 128;
+
+/// The default age at which a connection is closed at its next idle moment (the request in
+/// flight answered, with `connection: close`).
+///
+/// A connection lives this long only by sending a request within every request deadline
+/// (4 s), as the API server under load does, or a client holding its place does. Five minutes
+/// makes both reconnect, and pass the caps again, about every five minutes; the API server's
+/// cost is one TLS handshake per connection per five minutes.
+pub const DEFAULT_MAX_CONNECTION_AGE: Duration = Duration::from_secs(300);
+
+/// Counts open connections against the caps; shared by the acceptor and the metrics.
 #[derive(Debug, Clone)]
 pub struct ConnectionGate {
     max: usize,
     open: Gauge,
     shed: Counter,
+    per_source: Option<PerSource>,
+}
+
+/// Open connections per source address, an entry only while it has one (so at most the
+/// global cap's worth of entries).
+type Counts = Arc<Mutex<HashMap<IpAddr, usize>>>;
+
+/// The per-source cap.
+#[derive(Debug, Clone)]
+struct PerSource {
+    max: usize,
+    shed: Counter,
+    counts: Counts,
 }
 
 impl ConnectionGate {
     /// A gate admitting at most `max` connections, counting into `open` and `shed`.
     pub fn new(max: usize, open: Gauge, shed: Counter) -> Self {
-        ConnectionGate { max, open, shed }
+        ConnectionGate {
+            max,
+            open,
+            shed,
+            per_source: None,
+        }
     }
 
-    /// A slot for one more connection, or `None` (and one more shed) at the cap.
-    pub fn enter(&self) -> Option<Slot> {
+    /// The gate with at most `max` connections from any one source address too, those shed
+    /// for it counted in `shed` (not in the global cap's counter).
+    #[must_use]
+    pub fn per_source(mut self, max: usize, shed: Counter) -> Self {
+        self.per_source = Some(PerSource {
+            max,
+            shed,
+            counts: Arc::default(),
+        });
+        self
+    }
+
+    /// A slot for one more connection from `source`, or `None` (and one more shed) at either
+    /// cap. A connection whose source is not known counts against the global cap only.
+    pub fn enter(&self, source: Option<IpAddr>) -> Option<Slot> {
+        let (Some(per), Some(ip)) = (&self.per_source, source) else {
+            return self.enter_global().map(|open| Slot { open, source: None });
+        };
+        // IPv4 clients of a dual-stack listener arrive as `::ffff:a.b.c.d`: one address, one count.
+        let ip = ip.to_canonical();
+        let mut counts = per.counts.lock().unwrap_or_else(|p| p.into_inner());
+        if counts.get(&ip).is_some_and(|n| *n >= per.max) {
+            per.shed.inc();
+            return None;
+        }
+        let open = self.enter_global()?;
+        *counts.entry(ip).or_insert(0) += 1;
+        Some(Slot {
+            open,
+            source: Some((ip, per.counts.clone())),
+        })
+    }
+
+    /// One more open connection under the global cap, or `None` (and one more shed).
+    fn enter_global(&self) -> Option<Gauge> {
         let before = self.open.inc();
         if usize::try_from(before).unwrap_or(usize::MAX) >= self.max {
             self.open.dec();
             self.shed.inc();
             return None;
         }
-        Some(Slot {
-            open: self.open.clone(),
-        })
+        Some(self.open.clone())
+    }
+
+    /// Source addresses with a connection open now.
+    pub fn sources(&self) -> usize {
+        self.per_source
+            .as_ref()
+            .map_or(0, |p| p.counts.lock().unwrap_or_else(|e| e.into_inner()).len())
     }
 }
 
-/// One open connection's place under the cap, given back when the connection is dropped.
+/// One open connection's place under the caps, given back when the connection is dropped.
 #[derive(Debug)]
 pub struct Slot {
     open: Gauge,
+    source: Option<(IpAddr, Counts)>,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
+        if let Some((ip, counts)) = &self.source {
+            let mut counts = counts.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(n) = counts.get_mut(ip) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    counts.remove(ip);
+                }
+            }
+        }
         self.open.dec();
     }
 }
@@ -81,20 +175,23 @@ impl<A> CappedAcceptor<A> {
     }
 }
 
-impl<I, S, A> Accept<I, S> for CappedAcceptor<A>
+/// The source is read from the socket (`getpeername`, once per connection: nothing beside
+/// the TLS handshake that follows); a socket already reset has none and is closed by the
+/// handshake's failure.
+impl<S, A> Accept<TcpStream, S> for CappedAcceptor<A>
 where
-    A: Accept<I, S>,
+    A: Accept<TcpStream, S>,
     A::Future: Send + 'static,
     A::Stream: Send + 'static,
     A::Service: Send + 'static,
-    I: Send + 'static,
 {
     type Stream = Counted<A::Stream>;
     type Service = A::Service;
     type Future = BoxFuture<'static, io::Result<(Self::Stream, Self::Service)>>;
 
-    fn accept(&self, stream: I, service: S) -> Self::Future {
-        let Some(slot) = self.gate.enter() else {
+    fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
+        let source = stream.peer_addr().ok().map(|a| a.ip());
+        let Some(slot) = self.gate.enter(source) else {
             // Dropping the stream closes the socket before any TLS work is done for it.
             drop(stream);
             return Box::pin(std::future::ready(Err(io::Error::other(
@@ -157,17 +254,60 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
 mod tests {
     use super::*;
 
+    use rstest::rstest;
+
+    const A: Option<IpAddr> = Some(IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1)));
+    const B: Option<IpAddr> = Some(IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2)));
+
     #[test]
     fn the_gate_sheds_the_newest_at_the_cap_and_reopens_when_one_closes() {
         let gate = ConnectionGate::new(2, Gauge::default(), Counter::default());
-        let a = gate.enter().unwrap();
-        let _b = gate.enter().unwrap();
-        assert!(gate.enter().is_none());
-        assert!(gate.enter().is_none());
+        let a = gate.enter(A).unwrap();
+        let _b = gate.enter(A).unwrap();
+        assert!(gate.enter(B).is_none());
+        assert!(gate.enter(None).is_none());
         assert_eq!((gate.open.get(), gate.shed.get()), (2, 2));
         drop(a);
         assert_eq!(gate.open.get(), 1);
-        assert!(gate.enter().is_some());
+        assert!(gate.enter(A).is_some());
         assert_eq!(gate.shed.get(), 2);
+    }
+
+    /// `(source, admitted)` in order, against a global cap of 4 and 2 per source.
+    #[rstest]
+    #[case::one_source_holds_its_share(&[(A, true), (A, true), (A, false), (B, true)], (1, 0))]
+    #[case::two_sources_fill_the_global_cap(&[(A, true), (A, true), (B, true), (B, true), (None, false)], (0, 1))]
+    #[case::at_both_caps_the_source_s_is_counted(&[(A, true), (A, true), (B, true), (B, true), (A, false)], (1, 0))]
+    #[case::unknown_sources_count_globally_only(&[(None, true), (None, true), (None, true), (A, true), (A, false)], (0, 1))]
+    fn each_source_has_a_share_of_the_global_cap(
+        #[case] arrivals: &[(Option<IpAddr>, bool)],
+        #[case] shed: (u64, u64),
+    ) {
+        let per_source_shed = Counter::default();
+        let gate = ConnectionGate::new(4, Gauge::default(), Counter::default())
+            .per_source(2, per_source_shed.clone());
+        let mut held = Vec::new();
+        for (i, (source, admitted)) in arrivals.iter().enumerate() {
+            let slot = gate.enter(*source);
+            assert_eq!(slot.is_some(), *admitted, "arrival {i} from {source:?}");
+            held.extend(slot);
+        }
+        assert_eq!((per_source_shed.get(), gate.shed.get()), shed);
+        drop(held);
+        assert_eq!(
+            (gate.open.get(), gate.sources()),
+            (0, 0),
+            "entries removed at zero"
+        );
+    }
+
+    #[test]
+    fn an_ipv4_client_of_a_dual_stack_listener_is_one_source() {
+        let gate =
+            ConnectionGate::new(8, Gauge::default(), Counter::default()).per_source(1, Counter::default());
+        let mapped = "::ffff:10.0.0.1".parse::<IpAddr>().ok();
+        let _a = gate.enter(A).unwrap();
+        assert!(gate.enter(mapped).is_none());
+        assert_eq!(gate.sources(), 1);
     }
 }

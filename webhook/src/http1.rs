@@ -17,6 +17,9 @@
 //!   moved to the next moment that could end it. A head (the first after the handshake, or the
 //!   next on a kept-alive connection) must so arrive whole within the deadline of the previous
 //!   answer, as with hyper's own timeout; a client that never reads its answers is cut as well.
+//! - **The age bound** shares that timer: once a connection is older than its maximum age,
+//!   hyper is told to finish its request in flight and close (as at the stop), so a client
+//!   reconnects and passes the connection caps again ([`crate::connections`]).
 //! - **The stop** is a flag read on each wake (one load of a line that is only written once)
 //!   and a cancellation token, polled once to register and again only once the flag is set.
 //!   The timer too is polled again only once it has fired: a poll would only store the same
@@ -37,6 +40,7 @@ use hyper::server::conn::http1;
 use hyper::service::{HttpService, Service};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
+use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio::task::JoinSet;
@@ -83,6 +87,9 @@ pub(crate) struct Options {
     /// How long, once the stop is asked, requests in flight may take before their
     /// connections are closed regardless.
     pub(crate) drain: Duration,
+    /// The age past which a connection finishes its request in flight and closes, and what
+    /// counts each one so closed; `None`: no bound.
+    pub(crate) max_age: Option<(Duration, Counter)>,
 }
 
 impl Options {
@@ -96,7 +103,15 @@ impl Options {
             http,
             head_deadline,
             drain,
+            max_age: None,
         }
+    }
+
+    /// These options with connections closed at their next idle moment once older than
+    /// `age`, each counted in `retired`.
+    pub(crate) fn max_age(mut self, age: Duration, retired: Counter) -> Self {
+        self.max_age = Some((age, retired));
+        self
     }
 }
 
@@ -219,15 +234,24 @@ where
         activity: activity.clone(),
     };
     let conn = options.http.serve_connection(TokioIo::new(stream), service);
+    let now = Instant::now();
+    let retire = options.max_age.as_ref().map(|(age, retired)| Retire {
+        at: now + *age,
+        counted: retired.clone(),
+    });
+    let first_check = now + options.head_deadline;
     Supervised {
         conn: Box::pin(conn),
         activity,
         head_deadline: options.head_deadline,
-        timer: Box::pin(tokio::time::sleep(options.head_deadline)),
+        timer: Box::pin(tokio::time::sleep_until(
+            retire.as_ref().map_or(first_check, |r| r.at.min(first_check)),
+        )),
         stopped: Box::pin(stop.token.clone().cancelled_owned()),
         stop,
         woken_by: None,
         graceful: false,
+        retire,
     }
     .await;
 }
@@ -339,6 +363,15 @@ where
     woken_by: Option<Waker>,
     /// Whether hyper has been told to finish its request in flight and close.
     graceful: bool,
+    /// When the connection is old enough to be closed at its next idle moment; `None` once
+    /// it has been (or with no age bound).
+    retire: Option<Retire>,
+}
+
+/// A connection's age bound: when it falls due, and what counts the connections it closes.
+struct Retire {
+    at: Instant,
+    counted: Counter,
 }
 
 impl<I, S> Future for Supervised<I, S>
@@ -369,8 +402,23 @@ where
         }
         if rewake || this.timer.is_elapsed() {
             while this.timer.as_mut().poll(cx).is_ready() {
-                match this.activity.next_check(Instant::now(), this.head_deadline) {
-                    Some(at) => this.timer.as_mut().reset(at),
+                let now = Instant::now();
+                if let Some(retire) = this.retire.take_if(|r| now >= r.at)
+                    && !this.graceful
+                {
+                    // As at the stop: the request in flight is answered (with `connection:
+                    // close`), an idle connection closes. hyper acts on it when the
+                    // connection is next polled: now.
+                    retire.counted.inc();
+                    this.graceful = true;
+                    this.conn.as_mut().graceful_shutdown();
+                    cx.waker().wake_by_ref();
+                }
+                match this.activity.next_check(now, this.head_deadline) {
+                    Some(at) => {
+                        let at = this.retire.as_ref().map_or(at, |r| r.at.min(at));
+                        this.timer.as_mut().reset(at);
+                    }
                     // Dropping the connection closes it: no head came in time.
                     None => return Poll::Ready(()),
                 }
@@ -437,6 +485,16 @@ mod tests {
         Stop,
         tokio::task::JoinHandle<io::Result<()>>,
     ) {
+        server_with(Options::new(head_deadline, drain, 64 * 1024)).await
+    }
+
+    async fn server_with(
+        options: Options,
+    ) -> (
+        std::net::SocketAddr,
+        Stop,
+        tokio::task::JoinHandle<io::Result<()>>,
+    ) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         listener.set_nonblocking(true).unwrap();
         let addr = listener.local_addr().unwrap();
@@ -456,7 +514,7 @@ mod tests {
             listener,
             axum_server::accept::DefaultAcceptor,
             service,
-            Options::new(head_deadline, drain, 64 * 1024),
+            options,
             stop.clone(),
         ));
         (addr, stop, served)
@@ -613,6 +671,47 @@ mod tests {
             until_closed(&mut busy, Duration::from_secs(2)).await.as_deref(),
             Some("")
         );
+    }
+
+    #[tokio::test]
+    async fn past_its_age_a_connection_answers_its_request_in_flight_and_closes() {
+        let age = Duration::from_millis(300);
+        let retired = Counter::default();
+        let options = Options::new(Duration::from_secs(10), Duration::from_secs(1), 64 * 1024)
+            .max_age(age, retired.clone());
+        let (addr, _stop, _served) = server_with(options).await;
+        let started = std::time::Instant::now();
+        let mut idle = TcpStream::connect(addr).await.unwrap();
+        let mut busy = TcpStream::connect(addr).await.unwrap();
+        get(&mut busy, "/slow/800").await;
+        // Idle at its age: closed then, long before the 10 s head deadline.
+        assert_eq!(
+            until_closed(&mut idle, Duration::from_secs(3)).await.as_deref(),
+            Some("")
+        );
+        assert!(started.elapsed() >= age, "{:?}", started.elapsed());
+        // Busy at its age: answered in full, told to close, and closed.
+        let answered = until_closed(&mut busy, Duration::from_secs(3)).await.unwrap();
+        assert!(
+            answered.starts_with("HTTP/1.1 200 OK")
+                && answered.to_ascii_lowercase().contains("connection: close")
+                && answered.ends_with("done"),
+            "{answered}"
+        );
+        assert_eq!(retired.get(), 2);
+    }
+
+    #[tokio::test]
+    async fn without_an_age_bound_a_kept_alive_connection_stays_open() {
+        use tokio::io::AsyncReadExt;
+        let (addr, _stop, _served) = server(Duration::from_secs(10), Duration::from_secs(1)).await;
+        let mut tcp = TcpStream::connect(addr).await.unwrap();
+        get(&mut tcp, "/slow/500").await;
+        let mut buf = [0_u8; 512];
+        let n = tcp.read(&mut buf).await.unwrap();
+        let text = String::from_utf8_lossy(&buf[..n]).to_ascii_lowercase();
+        assert!(!text.contains("connection: close"), "{text}");
+        assert_eq!(until_closed(&mut tcp, Duration::from_millis(500)).await, None);
     }
 
     #[test]

@@ -12,7 +12,10 @@
 //! arrive and keeps only what decisions read: a restore pod is its restore annotations, a Node
 //! its labels, capacity and `nodeInfo`, a `PodSnapshot` the content it is bound to, a content
 //! its `status.source` translated; pods without `miggate.io/restore-from` or
-//! `nvidia.com/restore-from` are dropped.
+//! `nvidia.com/restore-from` are dropped. Pods are read as a `WatchedPod`, which skips
+//! every field and annotation a restore pod's binding does not read as it is parsed (a kept
+//! value is bounded by [`MAX_KEPT_ANNOTATION_BYTES`]), and are listed in pages of
+//! [`POD_PAGE_SIZE`]: a cluster's other pods, however large, are never held whole.
 //!
 //! The store is [synced](KubeStore::synced) once every cache has completed its first list;
 //! `/readyz` reports ready only then, and until then a restore pod is refused (the webhook
@@ -25,7 +28,7 @@ use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod};
+use k8s_openapi::api::core::v1::{Node, NodeStatus};
 use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::WatchStreamExt;
@@ -37,16 +40,16 @@ use prometheus_client::metrics::family::Family;
 use serde::de::DeserializeOwned;
 
 pub use crate::cache_status::CacheStatus;
-use crate::decide::{RESTORE_FROM, SKIP_CHECKS};
 use crate::lookup::Checkpoint;
 use crate::lookup::{
     ClaimAllocation, Content, GpuAsk, Lookup, NoInventory, NodeInventory, PeerRestore, RestorePod,
     SnapshotLookup,
 };
 use crate::metrics::{KindLabel, Metrics};
+pub use crate::watched_pod::MAX_KEPT_ANNOTATION_BYTES;
+use crate::watched_pod::{Kept, WatchedContainer, WatchedPod};
 use miggate_crds::inventory::best_or_why;
 use miggate_crds::peer::{PodSnapshot, PodSnapshotContent, SnapshotContent};
-use miggate_wire::peer;
 
 /// The DRA driver whose `ResourceSlice`s describe NVIDIA GPUs.
 pub use miggate_wire::dra::DRIVER as NVIDIA_DRA_DRIVER;
@@ -63,6 +66,12 @@ pub struct KubeOptions {
     /// The kubeconfig context (`--context`); `None`: its current context.
     pub context: Option<String>,
 }
+
+/// Pods per page of the pod watch's list. A page is read whole before it is converted, so
+/// this bounds the list's passing memory: 100 pods with 256 KiB of annotations each (the API
+/// server's limit) is 25 MiB of JSON, where kube-runtime's default page of 500 is 125 MiB
+/// under a 256 MiB memory limit. A cluster of 10,000 pods is listed in 100 requests.
+pub const POD_PAGE_SIZE: u32 = 100;
 
 /// Errors in a row, with nothing received between them, after which a watch counts as failing.
 pub const FAILING_AFTER: u64 = 3;
@@ -462,16 +471,18 @@ fn node_of(n: Node) -> Option<Node> {
     })
 }
 
-fn restore_pod_of(p: Pod) -> Option<RestorePod> {
-    let mut annotations: BTreeMap<String, String> = p.metadata.annotations?;
-    let restore_from = annotations.remove(RESTORE_FROM);
-    let peer = annotations
-        .remove(peer::RESTORE_FROM)
-        .map(|restore_from| PeerRestore {
-            restore_from,
-            container_map: annotations.remove(peer::RESTORE_CONTAINER_MAP),
-            skip: annotations.remove(peer::SKIP_COMPAT_CHECK),
-        });
+/// What a restore pod contributes (see [`RestorePod`]); `None` for a pod without
+/// `miggate.io/restore-from` or `nvidia.com/restore-from`. An annotation value past
+/// [`MAX_KEPT_ANNOTATION_BYTES`] is its marker ([`Kept::into_value`]), so the pod is still
+/// a restore pod and its binding refused, never passed unchecked.
+fn restore_pod_of(p: WatchedPod) -> Option<RestorePod> {
+    let annotations = p.annotations;
+    let restore_from = annotations.restore_from.map(Kept::into_value);
+    let peer = annotations.peer_restore_from.map(|restore_from| PeerRestore {
+        restore_from: restore_from.into_value(),
+        container_map: annotations.peer_container_map.map(Kept::into_value),
+        skip: annotations.peer_skip.map(Kept::into_value),
+    });
     if restore_from.is_none() && peer.is_none() {
         return None;
     }
@@ -497,19 +508,24 @@ fn restore_pod_of(p: Pod) -> Option<RestorePod> {
     }
     Some(RestorePod {
         restore_from,
-        skip_checks: annotations.remove(SKIP_CHECKS),
+        skip_checks: annotations.skip_checks.map(Kept::into_value),
         peer,
         claims,
-        gpu_asks: p.spec.as_ref().map(gpu_asks).unwrap_or_default(),
+        gpu_asks: p
+            .spec
+            .as_ref()
+            .and_then(|s| s.containers.as_deref())
+            .map(gpu_asks)
+            .unwrap_or_default(),
     })
 }
 
 /// The GPU asks of a restore pod's containers (see [`GpuAsk`]); none when the pod has more
 /// containers asking, or a container more resources, than [`GpuAsk::MAX`]: the binding then
 /// leaves `gpu-request` to the creation's check rather than judge part of the pod.
-fn gpu_asks(spec: &k8s_openapi::api::core::v1::PodSpec) -> Vec<GpuAsk> {
+fn gpu_asks(containers: &[WatchedContainer]) -> Vec<GpuAsk> {
     let mut asks = Vec::new();
-    for c in &spec.containers {
+    for c in containers {
         let resources = c.resources.as_ref();
         let mut requests = BTreeMap::new();
         // Extended resources are limits; a request alone stands for an equal limit.
@@ -679,7 +695,7 @@ impl KubeStore {
             tasks: Mutex::new(Vec::new()),
         };
         let base = watcher::Config::default();
-        let mut pods = base.clone();
+        let mut pods = base.clone().page_size(POD_PAGE_SIZE);
         if let Some(sel) = options.restore_pod_selector.as_deref().filter(|s| !s.is_empty()) {
             pods = pods.labels(sel);
         }
@@ -698,7 +714,7 @@ impl KubeStore {
                 gpu_node_of,
             )),
             tokio::spawn(feed(
-                Api::<Pod>::all(client.clone()),
+                Api::<WatchedPod>::all(client.clone()),
                 pods,
                 store.pods.clone(),
                 restore_pod_of,
@@ -891,10 +907,11 @@ impl KubeStore {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn a_restore_pod_keeps_its_containers_gpu_asks_within_bounds() {
-        let pod = |containers: serde_json::Value| -> Pod {
+        let pod = |containers: serde_json::Value| -> WatchedPod {
             serde_json::from_value(serde_json::json!({
                 "metadata": {"name": "p", "namespace": "ml", "annotations": {"miggate.io/restore-from": "ck"}},
                 "spec": {"containers": containers}}))
@@ -924,6 +941,35 @@ mod tests {
                 .unwrap()
                 .gpu_asks
                 .is_empty()
+        );
+    }
+
+    /// A restore pod whose kept annotation is oversized stays a restore pod, the value its
+    /// marker: dropping it would let the pod's binding pass unchecked.
+    #[rstest::rstest]
+    #[case::ours(json!({"miggate.io/restore-from": "ck", "miggate.io/skip-checks": "x"}), |p: &RestorePod| p.skip_checks.clone())]
+    #[case::our_reference(json!({"miggate.io/restore-from": "x"}), |p: &RestorePod| p.restore_from.clone())]
+    #[case::peer_reference(json!({"nvidia.com/restore-from": "x"}), |p: &RestorePod| p.peer.as_ref().map(|p| p.restore_from.clone()))]
+    #[case::peer_map(json!({"nvidia.com/restore-from": "s", "nvidia.com/restore-container-map": "x"}),
+        |p: &RestorePod| p.peer.as_ref().and_then(|p| p.container_map.clone()))]
+    #[case::peer_skip(json!({"nvidia.com/restore-from": "s", "nvidia.com/snapshot-skip-compat-check": "x"}),
+        |p: &RestorePod| p.peer.as_ref().and_then(|p| p.skip.clone()))]
+    fn an_oversized_restore_annotation_keeps_the_pod_with_a_marker(
+        #[case] mut annotations: serde_json::Value,
+        #[case] read: fn(&RestorePod) -> Option<String>,
+    ) {
+        let over = MAX_KEPT_ANNOTATION_BYTES + 1;
+        for v in annotations.as_object_mut().unwrap().values_mut() {
+            if v == "x" {
+                *v = json!("a".repeat(over));
+            }
+        }
+        let pod: WatchedPod =
+            serde_json::from_value(json!({"metadata": {"name": "p", "annotations": annotations}})).unwrap();
+        let kept = restore_pod_of(pod).expect("still a restore pod");
+        assert_eq!(
+            read(&kept).as_deref(),
+            Some(format!("<value of {over} bytes not kept: over the 16384-byte bound>").as_str())
         );
     }
 
@@ -1021,7 +1067,7 @@ mod tests {
 
     #[test]
     fn a_restore_pod_keeps_its_claim_names_from_spec_and_status() {
-        let pod: Pod = serde_json::from_value(serde_json::json!({
+        let pod: WatchedPod = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "p", "namespace": "ml", "annotations": {"miggate.io/restore-from": "ck"}},
             "spec": {"containers": [], "resourceClaims": [
                 {"name": "own", "resourceClaimName": "shared-gpus"},
@@ -1038,14 +1084,17 @@ mod tests {
 
     #[test]
     fn only_restore_pods_are_kept_and_nodes_are_stripped() {
-        let mut p = Pod::default();
-        assert!(restore_pod_of(p.clone()).is_none());
-        p.metadata.annotations = Some(BTreeMap::from([
-            (RESTORE_FROM.to_string(), "ck".to_string()),
-            ("other".to_string(), "x".repeat(1000)),
-        ]));
+        let pod = |annotations: serde_json::Value| -> WatchedPod {
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "p", "annotations": annotations}}))
+                .unwrap()
+        };
+        assert!(restore_pod_of(WatchedPod::default()).is_none());
+        assert!(restore_pod_of(pod(serde_json::json!({"other": "x"}))).is_none());
         assert_eq!(
-            restore_pod_of(p),
+            restore_pod_of(pod(serde_json::json!({
+                miggate_wire::annotations::RESTORE_FROM: "ck",
+                "other": "x".repeat(1000),
+            }))),
             Some(RestorePod {
                 restore_from: Some("ck".into()),
                 ..RestorePod::default()

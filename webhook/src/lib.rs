@@ -12,7 +12,8 @@
 //!
 //! Parts: [`decide`] (pure: a request and a store's [`lookup::Lookup`] in, a response out),
 //! [`store`] (checkpoints and nodes from a directory, in memory, reloaded on change),
-//! [`kube_store`] (watch caches over the API server), [`server`] (the routers), [`body`]
+//! [`kube_store`] (watch caches over the API server; pods read through `watched_pod`, which
+//! keeps only what a restore pod's binding reads), [`server`] (the routers), [`body`]
 //! (reading a body under the deadline, a minimum rate and a memory budget), [`connections`]
 //! (the cap on open connections), `http1` (the accept loop, each connection's head deadline and
 //! the stop), [`tls`] (rustls with reloads), [`metrics`], and [`serve`], which runs them all.
@@ -42,6 +43,7 @@ pub mod store;
 pub mod summary;
 mod text;
 pub mod tls;
+mod watched_pod;
 
 pub use error::Error;
 pub use run::{Bound, Config, StoreConfig, serve};

@@ -13,8 +13,12 @@
 //! after a backoff), `miggate_watch_failing{kind}` (1 while a watch keeps failing: `/readyz`
 //! is then not ready) and `miggate_cache_served{kind}` (0 while the server does not serve
 //! the kind's API: ResourceSlices before Kubernetes 1.34). On the admission port:
-//! `miggate_connections_open` (now), `miggate_connections_max` (the cap) and
-//! `miggate_connections_shed_total` (closed at once because the cap was reached).
+//! `miggate_connections_open` (now), `miggate_connections_max` (the cap),
+//! `miggate_connections_shed_total` (closed at once because the cap was reached),
+//! `miggate_connections_per_source_max` (the cap per source address),
+//! `miggate_connections_shed_per_source_total` (closed at once because their source address
+//! was at its cap) and `miggate_connections_retired_total` (closed at their next idle moment
+//! because they reached the maximum connection age).
 
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime};
@@ -94,6 +98,12 @@ pub struct Metrics {
     pub connections_max: Gauge,
     /// Admission connections closed at once because the cap was reached.
     pub connections_shed: Counter,
+    /// The cap on admission connections from one source address.
+    pub connections_per_source_max: Gauge,
+    /// Admission connections closed at once because their source address was at its cap.
+    pub connections_shed_per_source: Counter,
+    /// Admission connections closed because they reached the maximum age.
+    pub connections_retired: Counter,
 }
 
 impl Default for Metrics {
@@ -125,6 +135,24 @@ impl Metrics {
         let connections_open = Gauge::default();
         let connections_max = Gauge::default();
         let connections_shed = Counter::default();
+        let connections_per_source_max = Gauge::default();
+        let connections_shed_per_source = Counter::default();
+        let connections_retired = Counter::default();
+        registry.register(
+            "connections_per_source_max",
+            "The cap on admission connections open at once from one source address",
+            connections_per_source_max.clone(),
+        );
+        registry.register(
+            "connections_shed_per_source",
+            "Admission connections closed at once because their source address was at its cap",
+            connections_shed_per_source.clone(),
+        );
+        registry.register(
+            "connections_retired",
+            "Admission connections closed at their next idle moment because they reached the maximum age",
+            connections_retired.clone(),
+        );
         registry.register(
             "connections_open",
             "Admission connections open now",
@@ -226,6 +254,9 @@ impl Metrics {
             connections_open,
             connections_max,
             connections_shed,
+            connections_per_source_max,
+            connections_shed_per_source,
+            connections_retired,
         }
     }
 

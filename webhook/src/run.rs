@@ -12,7 +12,10 @@ use axum_server::tls_rustls::RustlsAcceptor;
 
 use crate::Error;
 use crate::body::{BodyLimits, DEFAULT_BODY_BUDGET_BYTES, DEFAULT_MIN_BODY_RATE};
-use crate::connections::{CappedAcceptor, ConnectionGate, DEFAULT_MAX_CONNECTIONS};
+use crate::connections::{
+    CappedAcceptor, ConnectionGate, DEFAULT_MAX_CONNECTION_AGE, DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_CONNECTIONS_PER_SOURCE,
+};
 use crate::http1::{self, Stop};
 use crate::kube_store::{KubeOptions, KubeStore};
 use crate::metrics::Metrics;
@@ -27,7 +30,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// The plain-HTTP health and metrics address.
     pub health_listen: SocketAddr,
-    /// The certificate and key files.
+    /// The certificate and key files, and the client CA bundle when clients must present a
+    /// certificate.
     pub tls: CertPaths,
     /// Where facts come from.
     pub store: StoreConfig,
@@ -39,6 +43,12 @@ pub struct Config {
     pub drain: Duration,
     /// The cap on open admission connections; the newest are shed beyond it.
     pub max_connections: usize,
+    /// The cap on open admission connections from one source address, so one client cannot
+    /// take every place under `max_connections`.
+    pub max_connections_per_source: usize,
+    /// The age past which an admission connection is closed at its next idle moment, so a
+    /// client holding places must reconnect and pass the caps again.
+    pub max_connection_age: Duration,
     /// The minimum average body rate in bytes per second after the first second (0: none).
     pub min_body_rate: u64,
     /// Bytes of request bodies held in memory at once, over all connections.
@@ -67,6 +77,8 @@ impl Config {
             deadline: DEFAULT_DEADLINE,
             drain: Duration::from_secs(20),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_source: DEFAULT_MAX_CONNECTIONS_PER_SOURCE,
+            max_connection_age: DEFAULT_MAX_CONNECTION_AGE,
             min_body_rate: DEFAULT_MIN_BODY_RATE,
             body_budget: DEFAULT_BODY_BUDGET_BYTES,
         }
@@ -120,10 +132,18 @@ pub async fn serve(
         .metrics
         .connections_max
         .set(i64::try_from(config.max_connections).unwrap_or(i64::MAX));
+    state
+        .metrics
+        .connections_per_source_max
+        .set(i64::try_from(config.max_connections_per_source).unwrap_or(i64::MAX));
     let gate = ConnectionGate::new(
         config.max_connections,
         state.metrics.connections_open.clone(),
         state.metrics.connections_shed.clone(),
+    )
+    .per_source(
+        config.max_connections_per_source,
+        state.metrics.connections_shed_per_source.clone(),
     );
     let state = Arc::new(state);
 
@@ -143,7 +163,10 @@ pub async fn serve(
         admission_listener,
         acceptor,
         admission_service(state.clone()),
-        http1::Options::new(config.deadline, config.drain, MAX_CONNECTION_BUFFER),
+        http1::Options::new(config.deadline, config.drain, MAX_CONNECTION_BUFFER).max_age(
+            config.max_connection_age,
+            state.metrics.connections_retired.clone(),
+        ),
         stop.clone(),
     ));
 

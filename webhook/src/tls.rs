@@ -5,24 +5,56 @@
 //! path does not report reliably; so the files are polled, read through the link, and compared
 //! by content. A new pair that does not load (a half-written file, a key that does not match)
 //! keeps the old one serving and is logged once.
+//!
+//! With a client CA (`--client-ca`), a client must present a certificate that chains to it
+//! before any request is read: the port is reachable from every pod, and only the API server
+//! is given such a certificate (its `AdmissionConfiguration`), so a review made by anyone else
+//! fails the handshake. The bundle is reloaded with the pair, by the same rules.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use axum_server::tls_rustls::RustlsConfig;
-use rustls::ServerConfig;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
 
 use crate::Error;
 
-/// Paths of the PEM certificate chain and private key.
+/// Paths of the PEM certificate chain and private key, and of the CA bundle clients'
+/// certificates must chain to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CertPaths {
     /// PEM certificate chain, leaf first (`tls.crt`).
     pub cert: PathBuf,
     /// PEM private key (`tls.key`): PKCS#8, PKCS#1 or SEC1.
     pub key: PathBuf,
+    /// PEM bundle of the CAs a client's certificate must chain to (`--client-ca`); `None`: no
+    /// client certificate is asked for.
+    pub client_ca: Option<PathBuf>,
+}
+
+/// The files' content, as read together.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Pems {
+    /// The certificate chain.
+    pub cert: Vec<u8>,
+    /// The private key.
+    pub key: Vec<u8>,
+    /// The client CA bundle, when one is configured.
+    pub client_ca: Option<Vec<u8>>,
+}
+
+impl Pems {
+    /// Reads every file `paths` names.
+    pub fn read(paths: &CertPaths) -> Result<Pems, Error> {
+        Ok(Pems {
+            cert: read(&paths.cert)?,
+            key: read(&paths.key)?,
+            client_ca: paths.client_ca.as_deref().map(read).transpose()?,
+        })
+    }
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, Error> {
@@ -32,13 +64,15 @@ fn read(path: &Path) -> Result<Vec<u8>, Error> {
     })
 }
 
-/// A rustls server configuration from PEM bytes: ring only, TLS 1.2+, HTTP/1.1 ALPN. Errors
-/// name the file, never its content.
-pub fn server_config(paths: &CertPaths, cert_pem: &[u8], key_pem: &[u8]) -> Result<ServerConfig, Error> {
+/// A rustls server configuration from PEM bytes: ring only, TLS 1.2+, HTTP/1.1 ALPN, and a
+/// client certificate required when `pems` has a client CA bundle. Errors name the file,
+/// never its content.
+pub fn server_config(paths: &CertPaths, pems: &Pems) -> Result<ServerConfig, Error> {
     let tls = |path: &Path, why: String| Error::Tls {
         path: path.to_path_buf(),
         why,
     };
+    let (cert_pem, key_pem) = (&pems.cert, &pems.key);
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<_, _>>()
         .map_err(|e| tls(&paths.cert, format!("not a PEM certificate chain: {e}")))?;
@@ -48,19 +82,42 @@ pub fn server_config(paths: &CertPaths, cert_pem: &[u8], key_pem: &[u8]) -> Resu
     let key = PrivateKeyDer::from_pem_slice(key_pem)
         .map_err(|e| tls(&paths.key, format!("no usable PEM private key: {e}")))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
+    let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|e| tls(&paths.cert, e.to_string()))?
-        .with_no_client_auth()
-        .with_single_cert(certs, key)
-        .map_err(|e| {
-            tls(
-                &paths.cert,
-                format!("certificate and key do not make a pair: {e}"),
-            )
-        })?;
+        .map_err(|e| tls(&paths.cert, e.to_string()))?;
+    let builder = match (paths.client_ca.as_deref(), pems.client_ca.as_deref()) {
+        (Some(path), Some(pem)) => {
+            let roots = client_roots(pem).map_err(|why| tls(path, why))?;
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| tls(path, format!("not a usable client CA bundle: {e}")))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        _ => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_single_cert(certs, key).map_err(|e| {
+        tls(
+            &paths.cert,
+            format!("certificate and key do not make a pair: {e}"),
+        )
+    })?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
+}
+
+/// The CAs of a PEM bundle, for the client verifier; at least one.
+fn client_roots(pem: &[u8]) -> Result<RootCertStore, String> {
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        let cert = cert.map_err(|e| format!("not a PEM certificate bundle: {e}"))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("a certificate of the bundle is not a usable CA: {e}"))?;
+    }
+    if roots.is_empty() {
+        return Err("no CERTIFICATE block".into());
+    }
+    Ok(roots)
 }
 
 /// The serving configuration and what it was loaded from, for reloads.
@@ -68,14 +125,14 @@ pub fn server_config(paths: &CertPaths, cert_pem: &[u8], key_pem: &[u8]) -> Resu
 pub struct Reloader {
     paths: CertPaths,
     config: RustlsConfig,
-    /// The (certificate, key) bytes serving now, and the last pair that failed to load.
+    /// The files' content serving now, and the last content that failed to load.
     seen: Arc<Mutex<Seen>>,
 }
 
 #[derive(Debug, Default)]
 struct Seen {
-    serving: (Vec<u8>, Vec<u8>),
-    rejected: Option<(Vec<u8>, Vec<u8>)>,
+    serving: Pems,
+    rejected: Option<Pems>,
 }
 
 /// What one reload check did.
@@ -90,16 +147,16 @@ pub enum Reload {
 }
 
 impl Reloader {
-    /// Loads the pair; an error here stops start-up (there is nothing to serve yet).
+    /// Loads the pair (and the client CA bundle); an error here stops start-up (there is
+    /// nothing to serve yet).
     pub fn load(paths: CertPaths) -> Result<Self, Error> {
-        let cert = read(&paths.cert)?;
-        let key = read(&paths.key)?;
-        let config = server_config(&paths, &cert, &key)?;
+        let pems = Pems::read(&paths)?;
+        let config = server_config(&paths, &pems)?;
         Ok(Reloader {
             config: RustlsConfig::from_config(Arc::new(config)),
             paths,
             seen: Arc::new(Mutex::new(Seen {
-                serving: (cert, key),
+                serving: pems,
                 rejected: None,
             })),
         })
@@ -110,37 +167,104 @@ impl Reloader {
         self.config.clone()
     }
 
-    /// Re-reads both files (through any symlink) and swaps in a new configuration when their
+    /// Re-reads the files (through any symlink) and swaps in a new configuration when their
     /// content changed and loads. Blocking: call it off the async executor.
     pub fn check(&self) -> Reload {
         let mut seen = match self.seen.lock() {
             Ok(s) => s,
             Err(poisoned) => poisoned.into_inner(),
         };
-        let pair = match (read(&self.paths.cert), read(&self.paths.key)) {
-            (Ok(c), Ok(k)) => (c, k),
-            (Err(e), _) | (_, Err(e)) => {
+        let pems = match Pems::read(&self.paths) {
+            Ok(pems) => pems,
+            Err(e) => {
                 // A swap in progress can leave a link dangling for a moment: try next time.
                 tracing::debug!(error = %e, "certificate files unreadable; keeping the serving pair");
                 return Reload::Unchanged;
             }
         };
-        if pair == seen.serving || seen.rejected.as_ref() == Some(&pair) {
+        if pems == seen.serving || seen.rejected.as_ref() == Some(&pems) {
             return Reload::Unchanged;
         }
-        match server_config(&self.paths, &pair.0, &pair.1) {
+        match server_config(&self.paths, &pems) {
             Ok(config) => {
                 self.config.reload_from_config(Arc::new(config));
                 tracing::info!(cert = %self.paths.cert.display(), "TLS certificate reloaded");
-                seen.serving = pair;
+                seen.serving = pems;
                 seen.rejected = None;
                 Reload::Reloaded
             }
             Err(e) => {
                 tracing::error!(error = %e, "new TLS certificate rejected; the previous one keeps serving");
-                seen.rejected = Some(pair);
+                seen.rejected = Some(pems);
                 Reload::Rejected
             }
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    use rstest::rstest;
+
+    fn ca_pem() -> String {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.self_signed(&key).unwrap().pem()
+    }
+
+    /// A directory with a server pair and `client_ca` as the client CA bundle, when given.
+    fn files(client_ca: Option<&str>) -> (tempfile::TempDir, CertPaths) {
+        let dir = tempfile::tempdir().unwrap();
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec!["localhost".to_string()])
+            .unwrap()
+            .self_signed(&key)
+            .unwrap();
+        let paths = CertPaths {
+            cert: dir.path().join("tls.crt"),
+            key: dir.path().join("tls.key"),
+            client_ca: client_ca.map(|_| dir.path().join("ca.crt")),
+        };
+        std::fs::write(&paths.cert, cert.pem()).unwrap();
+        std::fs::write(&paths.key, key.serialize_pem()).unwrap();
+        if let (Some(path), Some(pem)) = (&paths.client_ca, client_ca) {
+            std::fs::write(path, pem).unwrap();
+        }
+        (dir, paths)
+    }
+
+    #[rstest]
+    #[case::none("", "no CERTIFICATE block")]
+    #[case::garbage(
+        "-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n",
+        "not a PEM certificate bundle"
+    )]
+    fn an_unusable_client_ca_bundle_stops_start_up_naming_the_file(#[case] pem: &str, #[case] why: &str) {
+        let (_dir, paths) = files(Some(pem));
+        let e = Reloader::load(paths).unwrap_err().to_string();
+        assert!(e.contains("ca.crt") && e.contains(why), "{e}");
+    }
+
+    #[test]
+    fn the_client_ca_bundle_reloads_with_the_pair() {
+        let (_dir, paths) = files(Some(&ca_pem()));
+        let reloader = Reloader::load(paths.clone()).unwrap();
+        assert_eq!(reloader.check(), Reload::Unchanged);
+        let ca = paths.client_ca.as_ref().unwrap();
+        // A rotation: the bundle holds the old CA and the new one.
+        let both = format!("{}{}", std::fs::read_to_string(ca).unwrap(), ca_pem());
+        std::fs::write(ca, both).unwrap();
+        assert_eq!(reloader.check(), Reload::Reloaded);
+        std::fs::write(ca, "half a file").unwrap();
+        assert_eq!(reloader.check(), Reload::Rejected);
+        assert_eq!(
+            reloader.check(),
+            Reload::Unchanged,
+            "a rejected bundle is logged once"
+        );
     }
 }

@@ -688,3 +688,86 @@ async fn a_restore_from_naming_another_namespace_finds_nothing_there() {
         "{r}"
     );
 }
+
+/// A pod of `ml` with `annotations` and a 64 KiB label-free blob of foreign annotations.
+fn bloated(name: &str, annotations: Value) -> Value {
+    let mut all = json!({"tenant.example/blob-a": "x".repeat(32 * 1024), "tenant.example/blob-b": "y".repeat(32 * 1024)});
+    if let (Some(all), Some(extra)) = (all.as_object_mut(), annotations.as_object()) {
+        all.extend(extra.clone());
+    }
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ml", "annotations": all},
+        "spec": {"containers": [{"name": "c", "image": "x", "env": [{"name": "E", "value": "z".repeat(8 * 1024)}]}]}})
+}
+
+#[tokio::test]
+async fn restore_pods_among_bloated_pods_are_found_across_small_list_pages() {
+    let fake = fake_with_checkpoint().await;
+    fake.apply(gpu_node("short", short()));
+    // 250 pods of about 72 KiB each, none a restore pod: three pages of 100.
+    for i in 0..250 {
+        fake.apply(bloated(&format!("web-{i:03}"), json!({})));
+    }
+    // Restore pods sorted among them (the fake pages by name), one with each oversized value.
+    let over = "a".repeat(miggate_webhook::kube_store::MAX_KEPT_ANNOTATION_BYTES + 1);
+    fake.apply(bloated(
+        "web-150-restore",
+        json!({"miggate.io/restore-from": "vllm-ckpt"}),
+    ));
+    fake.apply(bloated(
+        "web-151-restore-from-over",
+        json!({"miggate.io/restore-from": over}),
+    ));
+    fake.apply(bloated(
+        "web-152-skip-over",
+        json!({"miggate.io/restore-from": "vllm-ckpt", "miggate.io/skip-checks": format!("all{}", " ".repeat(over.len()))}),
+    ));
+    fake.apply(bloated(
+        "web-153-peer-over",
+        json!({"nvidia.com/restore-from": over}),
+    ));
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+
+    let lists: Vec<_> = h
+        .fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.is_list("pods"))
+        .collect();
+    assert!(
+        lists
+            .iter()
+            .all(|r| r.query.get("limit").map(String::as_str) == Some("100")),
+        "{lists:#?}"
+    );
+    assert_eq!(lists.len(), 3, "254 pods in pages of 100");
+    assert_eq!(h.store.status()[2].objects, 4, "only the restore pods are kept");
+
+    let refused = h.post(binding_review("web-150-restore", "short")).await;
+    assert_eq!(refused["allowed"], json!(false), "{refused}");
+    assert!(
+        refused["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("mig-profile"),
+        "{refused}"
+    );
+    // An oversized value is not kept, and the binding is refused, never passed unchecked
+    // (a 16 KiB "all" padded with spaces would otherwise waive every check).
+    for (pod, says) in [
+        ("web-151-restore-from-over", "does not exist"),
+        ("web-152-skip-over", "waives nothing"),
+        ("web-153-peer-over", "is not a valid PodSnapshot name"),
+    ] {
+        let r = h.post(binding_review(pod, "short")).await;
+        assert_eq!(r["allowed"], json!(false), "{pod}: {r}");
+        let message = r["status"]["message"].as_str().unwrap();
+        assert!(
+            message.contains(says) && message.contains("bytes not kept: over the 16384-byte bound"),
+            "{pod}: {message}"
+        );
+        let kept = h.store.restore_pod("ml", pod).unwrap();
+        assert!(format!("{kept:?}").len() < 1024, "{pod}: {kept:?}");
+    }
+}

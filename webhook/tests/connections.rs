@@ -1,0 +1,320 @@
+//! The admission port's connection limits over real TLS (a CA made here): one source address
+//! at its cap leaves room for another, a connection past its age is closed after its answer,
+//! and with a client CA only a client holding a certificate it signed is answered.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use miggate_webhook::tls::CertPaths;
+use miggate_webhook::{Bound, Config, StoreConfig};
+use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use rustls::pki_types::pem::PemObject;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Slack on every wait: the machine may be slow and loaded.
+const SLACK: Duration = Duration::from_secs(20);
+
+fn testdata(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../testdata")
+        .join(rel)
+}
+
+fn review() -> String {
+    std::fs::read_to_string(testdata("admission/pod-create-restore-allowed.json")).unwrap()
+}
+
+/// A CA and what it signs.
+struct Ca {
+    pem: String,
+    issuer: Issuer<'static, KeyPair>,
+}
+
+impl Ca {
+    fn new(name: &str) -> Ca {
+        let key = KeyPair::generate().unwrap();
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        let cert = params.self_signed(&key).unwrap();
+        Ca {
+            pem: cert.pem(),
+            issuer: Issuer::new(params, key),
+        }
+    }
+
+    /// A leaf for `name` signed by this CA: (certificate PEM, key PEM).
+    fn leaf(&self, name: &str) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let cert = CertificateParams::new(vec![name.to_string()])
+            .unwrap()
+            .signed_by(&key, &self.issuer)
+            .unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
+/// The webhook served in this process over the recorded file store; stopped when dropped.
+struct Server {
+    bound: Bound,
+    ca: Ca,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+impl Server {
+    /// Serves with `tweak` applied to the configuration; `client_ca`, when given, is the PEM
+    /// bundle clients' certificates must chain to.
+    async fn start(client_ca: Option<&str>, tweak: impl FnOnce(&mut Config)) -> Server {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let ca = Ca::new("miggate test CA");
+        let (cert, key) = ca.leaf("127.0.0.1");
+        let dir = tempfile::tempdir().unwrap();
+        let paths = CertPaths {
+            cert: dir.path().join("tls.crt"),
+            key: dir.path().join("tls.key"),
+            client_ca: client_ca.map(|_| dir.path().join("client-ca.crt")),
+        };
+        std::fs::write(&paths.cert, cert).unwrap();
+        std::fs::write(&paths.key, key).unwrap();
+        if let (Some(path), Some(pem)) = (&paths.client_ca, client_ca) {
+            std::fs::write(path, pem).unwrap();
+        }
+        let mut config = Config::new(paths, StoreConfig::Dir(testdata("webhook-store")));
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        config.health_listen = "127.0.0.1:0".parse().unwrap();
+        // Held connections are not closed by the head deadline while a test runs.
+        config.deadline = Duration::from_secs(20);
+        config.min_body_rate = 0;
+        tweak(&mut config);
+        let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let served = miggate_webhook::serve(
+                config,
+                move |b| {
+                    let _ = bound_tx.send(b);
+                },
+                async move {
+                    let _ = stopped.await;
+                },
+            )
+            .await;
+            if let Err(e) = served {
+                panic!("the webhook failed: {e}");
+            }
+        });
+        let bound = tokio::time::timeout(SLACK, bound_rx).await.unwrap().unwrap();
+        Server {
+            bound,
+            ca,
+            stop: Some(stop),
+            _dir: dir,
+        }
+    }
+
+    /// A client of the admission port trusting the server's CA, connecting from `from`,
+    /// presenting `identity` (certificate and key PEM) when given.
+    fn client(&self, from: IpAddr, identity: Option<&(String, String)>) -> reqwest::Client {
+        let mut builder = reqwest::Client::builder()
+            .tls_certs_only([reqwest::Certificate::from_pem(self.ca.pem.as_bytes()).unwrap()])
+            .no_proxy()
+            .local_address(from)
+            .timeout(SLACK);
+        if let Some((cert, key)) = identity {
+            builder =
+                builder.identity(reqwest::Identity::from_pem(format!("{cert}{key}").as_bytes()).unwrap());
+        }
+        builder.build().unwrap()
+    }
+
+    /// Posts the recorded allowed review: its answer's status and body, or the error.
+    async fn post(&self, client: &reqwest::Client) -> Result<(u16, String), reqwest::Error> {
+        let resp = client
+            .post(format!("https://{}/validate", self.bound.admission))
+            .header("content-type", "application/json")
+            .body(review())
+            .send()
+            .await?;
+        let status = resp.status().as_u16();
+        Ok((status, resp.text().await?))
+    }
+
+    /// A metric's value from the health port's `/metrics`.
+    async fn metric(&self, name: &str) -> i64 {
+        let text = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .unwrap()
+            .get(format!("http://{}/metrics", self.bound.health))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+            .unwrap_or_else(|| panic!("{name} not in\n{text}"))
+    }
+
+    /// A raw TLS connection to the admission port.
+    async fn tls(&self) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(self.ca.pem.as_bytes()) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let config = rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let tcp = tokio::net::TcpStream::connect(self.bound.admission)
+            .await
+            .unwrap();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+            .unwrap()
+    }
+}
+
+const HERE: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 1));
+/// Another source address: Linux routes all of 127.0.0.0/8 to the loopback interface.
+const THERE: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2));
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_source_at_its_cap_leaves_room_for_another_source() {
+    let server = Server::start(None, |c| {
+        c.max_connections = 6;
+        c.max_connections_per_source = 3;
+    })
+    .await;
+    // One source asks for the whole global cap, each connection kept alive after its answer.
+    let mut held = Vec::new();
+    let mut answered = 0;
+    for _ in 0..6 {
+        let client = server.client(HERE, None);
+        if let Ok((200, _)) = server.post(&client).await {
+            answered += 1;
+        }
+        held.push(client);
+    }
+    assert_eq!(answered, 3, "the source got more than its share");
+    assert_eq!(server.metric("miggate_connections_open").await, 3);
+    assert_eq!(
+        server.metric("miggate_connections_shed_per_source_total").await,
+        3
+    );
+
+    // Another source (the API server) is still answered.
+    let (status, body) = server.post(&server.client(THERE, None)).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"allowed\":true"), "{body}");
+    assert_eq!(server.metric("miggate_connections_shed_total").await, 0);
+
+    // The source's places come back as its connections close.
+    drop(held);
+    let until = Instant::now() + SLACK;
+    while server.metric("miggate_connections_open").await > 0 {
+        assert!(Instant::now() < until, "places never came back");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, _) = server.post(&server.client(HERE, None)).await.unwrap();
+    assert_eq!(status, 200);
+}
+
+/// What the server sends until it closes the connection, or `None` if it is still open
+/// after `within`.
+async fn until_closed<S: tokio::io::AsyncRead + Unpin>(stream: &mut S, within: Duration) -> Option<String> {
+    let mut out = Vec::new();
+    tokio::time::timeout(within, async {
+        let mut buf = [0_u8; 16 * 1024];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => out.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .ok()
+    .map(|()| String::from_utf8_lossy(&out).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_past_its_age_is_closed_after_its_answer() {
+    let age = Duration::from_millis(500);
+    let server = Server::start(None, |c| c.max_connection_age = age).await;
+    let body = review();
+    let (first, rest) = body.split_at(body.len() / 2);
+    let started = Instant::now();
+    let mut idle = server.tls().await;
+    // A request in flight when the age passes: half its body now, the rest after.
+    let mut busy = server.tls().await;
+    busy.write_all(
+        format!(
+            "POST /validate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{first}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await
+    .unwrap();
+    busy.flush().await.unwrap();
+
+    // Idle past its age: closed then, long before the 20 s head deadline.
+    assert_eq!(
+        until_closed(&mut idle, Duration::from_secs(10)).await.as_deref(),
+        Some("")
+    );
+    assert!(started.elapsed() >= age, "{:?}", started.elapsed());
+
+    tokio::time::sleep(age).await;
+    busy.write_all(rest.as_bytes()).await.unwrap();
+    busy.flush().await.unwrap();
+    let answer = until_closed(&mut busy, SLACK)
+        .await
+        .expect("the connection was kept open past its age");
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    assert!(answer.contains("\"allowed\":true"), "{answer}");
+    assert!(
+        answer.to_ascii_lowercase().contains("\r\nconnection: close\r\n"),
+        "{answer}"
+    );
+    assert_eq!(server.metric("miggate_connections_retired_total").await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_client_ca_only_a_client_with_a_certificate_it_signed_is_answered() {
+    let clients = Ca::new("API server clients");
+    let server = Server::start(Some(&clients.pem), |_| {}).await;
+    let apiserver = clients.leaf("miggate-webhook.miggate-system.svc");
+    let stranger = Ca::new("someone else").leaf("miggate-webhook.miggate-system.svc");
+
+    let (status, body) = server.post(&server.client(HERE, Some(&apiserver))).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"allowed\":true"), "{body}");
+    for (who, identity) in [("no certificate", None), ("another CA's", Some(&stranger))] {
+        let answer = server.post(&server.client(HERE, identity)).await;
+        assert!(answer.is_err(), "{who}: answered {answer:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_client_ca_no_certificate_is_asked_for() {
+    let server = Server::start(None, |_| {}).await;
+    let (status, _) = server.post(&server.client(HERE, None)).await.unwrap();
+    assert_eq!(status, 200);
+}
