@@ -123,6 +123,9 @@ async fn thousands_of_endless_bodies_leave_reviews_answered_and_memory_bounded()
         "--min-body-rate=0",
         "--request-deadline=29",
         "--max-connections=4096",
+        // Every connection here comes from 127.0.0.1: this test is of the total, not the
+        // per-source cap (webhook/tests/connections.rs).
+        "--max-connections-per-source=4096",
     ])
     .await;
     let deadline = Duration::from_secs(29);
