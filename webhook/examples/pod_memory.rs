@@ -89,7 +89,7 @@ async fn run(binary: &PathBuf, fake: &FakeApiServer) -> (u64, u64, Duration) {
     std::fs::write(dir.path().join("tls.key"), key.serialize_pem()).unwrap();
     std::fs::write(dir.path().join("kubeconfig"), fake.kubeconfig()).unwrap();
     let (listen, health) = (free_port(), free_port());
-    let mut child = Command::new(binary)
+    let child = Command::new(binary)
         .arg("webhook")
         .arg(format!("--listen={listen}"))
         .arg(format!("--health-listen={health}"))
@@ -103,6 +103,8 @@ async fn run(binary: &PathBuf, fake: &FakeApiServer) -> (u64, u64, Duration) {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
+    let mut child = Killed(child);
+    let child = &mut child.0;
     let client = reqwest::Client::builder().no_proxy().build().unwrap();
     let started = Instant::now();
     let ready = loop {
@@ -128,9 +130,17 @@ async fn run(binary: &PathBuf, fake: &FakeApiServer) -> (u64, u64, Duration) {
     // A moment for the allocator to settle what the list left behind.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (hwm, rss) = memory_kib(child.id());
-    let _ = child.kill();
-    let _ = child.wait();
     (hwm, rss, took)
+}
+
+/// The webhook process, killed when dropped (a failed run too).
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 fn median(mut v: Vec<u64>) -> u64 {
@@ -154,7 +164,7 @@ async fn main() {
     for i in 0..RESTORE_PODS {
         // Spread among the others (the fake lists in name order).
         fake.apply(pod(
-            &format!("web-{:04}-restore", i * bloated / RESTORE_PODS),
+            &format!("web-{:04}-restore-{i}", i * bloated / RESTORE_PODS),
             kib,
             true,
         ));

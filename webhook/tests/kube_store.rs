@@ -19,7 +19,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube_fake::FakeApiServer;
 use miggate_compat::GpuManifest;
 use miggate_crds::{GpuCheckpoint, GpuNode};
-use miggate_webhook::kube_store::{KubeOptions, KubeStore};
+use miggate_webhook::kube_store::{KubeOptions, KubeStore, MAX_KEPT_ANNOTATION_BYTES, POD_PAGE_SIZE};
 use miggate_webhook::lookup::Lookup;
 use miggate_webhook::metrics::Metrics;
 use miggate_webhook::server::{AppState, Store, admission_service, health_router};
@@ -704,12 +704,12 @@ fn bloated(name: &str, annotations: Value) -> Value {
 async fn restore_pods_among_bloated_pods_are_found_across_small_list_pages() {
     let fake = fake_with_checkpoint().await;
     fake.apply(gpu_node("short", short()));
-    // 250 pods of about 72 KiB each, none a restore pod: three pages of 100.
+    // 250 pods of about 72 KiB each, none a restore pod: several pages.
     for i in 0..250 {
         fake.apply(bloated(&format!("web-{i:03}"), json!({})));
     }
     // Restore pods sorted among them (the fake pages by name), one with each oversized value.
-    let over = "a".repeat(miggate_webhook::kube_store::MAX_KEPT_ANNOTATION_BYTES + 1);
+    let over = "a".repeat(MAX_KEPT_ANNOTATION_BYTES + 1);
     fake.apply(bloated(
         "web-150-restore",
         json!({"miggate.io/restore-from": "vllm-ckpt"}),
@@ -738,10 +738,14 @@ async fn restore_pods_among_bloated_pods_are_found_across_small_list_pages() {
     assert!(
         lists
             .iter()
-            .all(|r| r.query.get("limit").map(String::as_str) == Some("100")),
+            .all(|r| r.query.get("limit") == Some(&POD_PAGE_SIZE.to_string())),
         "{lists:#?}"
     );
-    assert_eq!(lists.len(), 3, "254 pods in pages of 100");
+    assert_eq!(
+        lists.len(),
+        254_usize.div_ceil(POD_PAGE_SIZE as usize),
+        "254 pods in pages of {POD_PAGE_SIZE}"
+    );
     assert_eq!(h.store.status()[2].objects, 4, "only the restore pods are kept");
 
     let refused = h.post(binding_review("web-150-restore", "short")).await;

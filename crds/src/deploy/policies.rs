@@ -253,7 +253,7 @@ pub fn node_pods(config: &Config) -> Result<Vec<Object>, Error> {
 }
 
 /// The waiver expression the API server runs as the request's user. Kept apart so the tests
-/// can hold it to [`waiver_role`]'s rule.
+/// can hold it to the `miggate-waiver` role's rule.
 pub const WAIVER_RULE: &str =
     "authorizer.group('miggate.io').resource('checks').namespace(request.namespace).check('waive').allowed()";
 
