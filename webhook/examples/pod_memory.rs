@@ -79,6 +79,7 @@ fn memory_kib(pid: u32) -> (u64, u64) {
 
 /// One run: a fresh webhook process over `fake`, its memory once ready.
 async fn run(binary: &PathBuf, fake: &FakeApiServer) -> (u64, u64, Duration) {
+    fake.clear_requests();
     let dir = tempfile::tempdir().unwrap();
     let key = KeyPair::generate().unwrap();
     let cert = CertificateParams::new(vec!["127.0.0.1".to_string()])
@@ -130,6 +131,13 @@ async fn run(binary: &PathBuf, fake: &FakeApiServer) -> (u64, u64, Duration) {
     // A moment for the allocator to settle what the list left behind.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (hwm, rss) = memory_kib(child.id());
+    let pages: Vec<String> = fake
+        .requests()
+        .iter()
+        .filter(|r| r.is_list("pods"))
+        .map(|r| r.query.get("limit").cloned().unwrap_or_else(|| "none".into()))
+        .collect();
+    println!("  pod list pages: {} (limit {})", pages.len(), pages.join(", "));
     (hwm, rss, took)
 }
 
