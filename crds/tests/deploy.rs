@@ -4,6 +4,8 @@
 //! `UPDATE_DEPLOY=1 cargo test -p miggate-crds --test deploy` rewrites `deploy/`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::path::PathBuf;
 
 use k8s_openapi::api::admissionregistration::v1::{
@@ -14,7 +16,6 @@ use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use kube::core::cel::cel::{Context, Program, Value as Cel};
 use miggate_crds::CustomResourceDefinition;
 use miggate_crds::deploy::cert_manager::{Certificate, Issuer};
 use miggate_crds::deploy::{self, Config, Object};
@@ -148,15 +149,7 @@ fn find<'a>(objects: &'a [Object], kind: &str, name: &str) -> &'a Value {
 }
 
 fn eval(expression: &str, vars: &[(&str, &Value)]) -> bool {
-    let program = Program::compile(expression).unwrap_or_else(|e| panic!("{expression}: {e}"));
-    let mut ctx = Context::default();
-    for (name, value) in vars {
-        ctx.add_variable(*name, (*value).clone()).unwrap();
-    }
-    match program.execute(&ctx) {
-        Ok(Cel::Bool(b)) => b,
-        other => panic!("{expression}: {other:?}"),
-    }
+    support::eval(expression, vars).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// An AdmissionReview request as the API server builds it, reduced to what rules and CEL read.

@@ -30,18 +30,23 @@ pub fn deploy_docs() -> Vec<(String, Value)> {
     docs
 }
 
-/// Runs one CEL expression of a policy or webhook configuration, with `vars` bound (`object`,
-/// `oldObject`, `request`), and Kubernetes' extension functions registered.
-pub fn eval(expression: &str, vars: &[(&str, &Value)]) -> Result<bool, String> {
-    use kube::core::cel::cel::{Context, Program, Value as Cel};
+/// Runs one CEL expression of a policy or webhook configuration with `vars` bound (`object`,
+/// `oldObject`, `request`), returning what it evaluates to.
+fn run(expression: &str, vars: &[(&str, &Value)]) -> Result<kube::core::cel::cel::Value, String> {
+    use kube::core::cel::cel::{Context, Program};
     let program = Program::compile(expression).map_err(|e| format!("{expression}: {e}"))?;
     let mut ctx = Context::default();
     for (name, value) in vars {
         ctx.add_variable(*name, (*value).clone())
             .map_err(|e| e.to_string())?;
     }
-    match program.execute(&ctx) {
-        Ok(Cel::Bool(b)) => Ok(b),
+    program.execute(&ctx).map_err(|e| format!("{expression}: {e}"))
+}
+
+/// [`run`] of an expression that must give a boolean (a rule, a condition, a validation).
+pub fn eval(expression: &str, vars: &[(&str, &Value)]) -> Result<bool, String> {
+    match run(expression, vars)? {
+        kube::core::cel::cel::Value::Bool(b) => Ok(b),
         other => Err(format!("{expression}: {other:?}")),
     }
 }
@@ -125,17 +130,9 @@ pub fn policy_verdict(policy: &Value, req: &Value) -> Option<Vec<String>> {
         }
         let message = v["messageExpression"]
             .as_str()
-            .and_then(|m| {
-                use kube::core::cel::cel::{Context, Program, Value as Cel};
-                let program = Program::compile(m).unwrap();
-                let mut ctx = Context::default();
-                for (name, value) in &vars {
-                    ctx.add_variable(*name, (*value).clone()).unwrap();
-                }
-                match program.execute(&ctx) {
-                    Ok(Cel::String(s)) => Some(s.to_string()),
-                    _ => None,
-                }
+            .and_then(|m| match run(m, &vars) {
+                Ok(kube::core::cel::cel::Value::String(s)) => Some(s.to_string()),
+                _ => None,
             })
             .or_else(|| v["message"].as_str().map(String::from))
             .unwrap();
