@@ -38,6 +38,13 @@ pub struct WebhookArgs {
     /// and all but those annotated `miggate.io/restore-from` are dropped on arrival.
     #[arg(long, value_name = "SELECTOR")]
     pub restore_pod_selector: Option<String>,
+    /// With `--store kube`: how long a watch cache may be behind the API server (its watch
+    /// failing: the server restarting, unreachable, or refusing) before `/readyz` reports not
+    /// ready and restores are refused; until then decisions are answered from the caches
+    /// (`60s`, `2m`; a bare number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = "60s",
+          value_parser = crate::duration::DurationParser::seconds(1, 86_400))]
+    pub max_staleness: Duration,
     /// Which cluster `--store kube` watches, as kubectl's flags say it.
     #[command(flatten)]
     pub cluster: crate::service::ClusterFlags,
@@ -96,6 +103,7 @@ fn store(args: &WebhookArgs) -> anyhow::Result<StoreConfig> {
             restore_pod_selector: args.restore_pod_selector.clone(),
             kubeconfig: args.cluster.kubeconfig.clone(),
             context: args.cluster.context.clone(),
+            max_staleness: args.max_staleness,
         }),
         dir => {
             if args.restore_pod_selector.is_some() {

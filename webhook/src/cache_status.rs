@@ -15,9 +15,12 @@ pub struct CacheStatus {
     /// False while the server does not serve the kind's API (ResourceSlices on Kubernetes
     /// before 1.34): that inventory source is skipped.
     pub served: bool,
-    /// Whether its watch keeps failing (several errors in a row, the last recent): the cache
-    /// may be stale, so `/readyz` reports not ready while any is.
+    /// Whether it has been behind the server (its watch failing) for longer than
+    /// `--max-staleness`: too old to decide on, so `/readyz` reports not ready while any is.
     pub failing: bool,
+    /// Seconds it may have been missing changes: 0 while its watch is open (or the kind is
+    /// not served), else since the watch first failed, until it catches up.
+    pub stale_seconds: f64,
     /// Objects held.
     pub objects: usize,
     /// Seconds since its last event or list; `None` before any.

@@ -62,6 +62,12 @@ pub async fn client(args: ClusterArgs<'_>) -> Result<kube::Client, Error> {
     kube::Client::try_from(config).map_err(|e| cluster(client_words(&e)))
 }
 
+/// A client for `config` that records the watches the server accepts through `layer`.
+pub fn client_with(config: Config, layer: &crate::freshness::WatchStartLayer) -> Result<kube::Client, Error> {
+    let builder = kube::client::ClientBuilder::try_from(config).map_err(|e| cluster(client_words(&e)))?;
+    Ok(builder.with_layer(layer).build())
+}
+
 /// Why the client could not be set up, in words, by what kube says failed. The TLS library's
 /// own text is kept only as the last cause, once; an X.509 v1 client certificate, which
 /// kubectl accepts and rustls does not, is named as such.

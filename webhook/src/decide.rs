@@ -284,6 +284,12 @@ pub fn parse<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> Resu
             checkpoint: reference.display(namespace),
         });
     }
+    if let Some(staleness) = store.too_stale() {
+        return Err(Refusal::StoreStale {
+            checkpoint: reference.display(namespace),
+            staleness,
+        });
+    }
     let waiver = Waiver::read(
         meta.skip_checks.as_deref(),
         reference.kind,
@@ -355,6 +361,11 @@ fn parse_binding<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> 
         return Ok(Parsed::Unchecked(vec![
             "miggate: binding not checked: the webhook's caches have not finished their first list".into(),
         ]));
+    }
+    if let Some(staleness) = store.too_stale() {
+        return Ok(Parsed::Unchecked(vec![format!(
+            "miggate: binding not checked: {staleness}"
+        )]));
     }
     let Some(restore) = store.restore_pod(namespace, name) else {
         return Ok(Parsed::Ignored);

@@ -68,7 +68,7 @@ pub fn map_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Mappin
     let Some((namespace, pod)) = review.bound_pod() else {
         return ignored(base);
     };
-    if !store.synced() {
+    if !store.synced() || store.too_stale().is_some() {
         return ignored(base);
     }
     let Some(restore) = store.restore_pod(namespace, pod) else {

@@ -20,6 +20,12 @@
 //! The store is [synced](KubeStore::synced) once every cache has completed its first list;
 //! `/readyz` reports ready only then, and until then a restore pod is refused (the webhook
 //! cannot tell a missing checkpoint from one not seen yet).
+//!
+//! After that, each cache tracks how far behind the server it may be ([`crate::freshness`]):
+//! from a watch's first failure until an event, a completed re-list or a watch the server
+//! accepted and kept open says it caught up. Through a short outage the caches keep
+//! answering; once one has been behind longer than [`KubeOptions::max_staleness`], `/readyz`
+//! reports not ready and restores are refused as if unsynced, until it catches up.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Debug;
@@ -33,17 +39,18 @@ use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use kube::{Api, Client, Resource, ResourceExt};
+use kube::{Api, Resource, ResourceExt};
 use miggate_crds::{GpuCheckpoint, GpuNode};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use serde::de::DeserializeOwned;
 
 pub use crate::cache_status::CacheStatus;
+use crate::freshness::{DEFAULT_MAX_STALENESS, Freshness, WatchStartLayer, WatchStarts};
 use crate::lookup::Checkpoint;
 use crate::lookup::{
     ClaimAllocation, Content, GpuAsk, Lookup, NoInventory, NodeInventory, PeerRestore, RestorePod,
-    SnapshotLookup,
+    SnapshotLookup, Staleness,
 };
 use crate::metrics::{KindLabel, Metrics};
 pub use crate::watched_pod::MAX_KEPT_ANNOTATION_BYTES;
@@ -55,7 +62,7 @@ use miggate_crds::peer::{PodSnapshot, PodSnapshotContent, SnapshotContent};
 pub use miggate_wire::dra::DRIVER as NVIDIA_DRA_DRIVER;
 
 /// How the caches select what they watch.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KubeOptions {
     /// A label selector for restore pods (`--restore-pod-selector`). Annotations cannot be
     /// selected by the API server, so without one every pod is watched and all but restore
@@ -65,6 +72,20 @@ pub struct KubeOptions {
     pub kubeconfig: Option<std::path::PathBuf>,
     /// The kubeconfig context (`--context`); `None`: its current context.
     pub context: Option<String>,
+    /// How long a cache may be behind the API server (its watch failing) before `/readyz`
+    /// reports not ready and restores are refused (`--max-staleness`).
+    pub max_staleness: Duration,
+}
+
+impl Default for KubeOptions {
+    fn default() -> Self {
+        KubeOptions {
+            restore_pod_selector: None,
+            kubeconfig: None,
+            context: None,
+            max_staleness: DEFAULT_MAX_STALENESS,
+        }
+    }
 }
 
 /// Pods per page of the pod watch's list. kube-client reads a page whole, holding its body
@@ -76,12 +97,6 @@ pub struct KubeOptions {
 /// is 125 MiB, under a 256 MiB memory limit. A cluster of 10,000 pods is listed in 100
 /// requests.
 pub const POD_PAGE_SIZE: u32 = 100;
-
-/// Errors in a row, with nothing received between them, after which a watch counts as failing.
-pub const FAILING_AFTER: u64 = 3;
-/// How recent the last of those errors must be (the backoff retries at least every
-/// [`WATCH_RETRY_MAX`]).
-pub const FAILING_WINDOW: Duration = Duration::from_secs(90);
 
 /// The kinds cached, as named in metrics, logs and `/readyz`.
 pub const KINDS: [&str; 8] = [
@@ -104,6 +119,28 @@ const OPTIONAL: [&str; 4] = [
     "PodSnapshot",
     "PodSnapshotContent",
 ];
+
+/// What every cache shares to tell how current it is.
+#[derive(Debug, Clone)]
+pub(crate) struct Tracking {
+    starts: Arc<WatchStarts>,
+    max_staleness: Duration,
+}
+
+impl Tracking {
+    #[cfg(test)]
+    pub(crate) fn for_tests() -> Self {
+        Tracking {
+            starts: Arc::default(),
+            max_staleness: DEFAULT_MAX_STALENESS,
+        }
+    }
+}
+
+/// The plural a watch of `K` names on the wire.
+fn plural<K: Resource<DynamicType = ()>>() -> String {
+    K::plural(&()).into_owned()
+}
 
 /// A value a cache holds, with an optional secondary key (a slice's node).
 pub(crate) trait Entry: Send + Sync + 'static {
@@ -157,15 +194,20 @@ pub(crate) struct Cache<V> {
     served: AtomicBool,
     last_event: Mutex<Option<Instant>>,
     errors: AtomicU64,
-    /// Errors since the last object or list received: a watch that keeps failing.
-    consecutive_errors: AtomicU64,
-    last_error: Mutex<Option<Instant>>,
+    /// Since when the cache may be missing changes.
+    freshness: Freshness,
+    /// The resource's plural, as watch requests name it.
+    plural: String,
+    /// The watches the server accepted, recorded by the client's [`WatchStartLayer`].
+    starts: Arc<WatchStarts>,
+    /// How long the cache may be behind before it counts as failing.
+    max_staleness: Duration,
     restarts: Family<KindLabel, Counter>,
     error_count: Family<KindLabel, Counter>,
 }
 
 impl<V: Entry> Cache<V> {
-    fn new(kind: &'static str, metrics: &Metrics) -> Self {
+    fn new(kind: &'static str, plural: &str, tracking: &Tracking, metrics: &Metrics) -> Self {
         Cache {
             kind,
             optional: OPTIONAL.contains(&kind),
@@ -179,8 +221,10 @@ impl<V: Entry> Cache<V> {
             synced: AtomicBool::new(false),
             last_event: Mutex::new(None),
             errors: AtomicU64::new(0),
-            consecutive_errors: AtomicU64::new(0),
-            last_error: Mutex::new(None),
+            freshness: Freshness::default(),
+            plural: plural.to_string(),
+            starts: tracking.starts.clone(),
+            max_staleness: tracking.max_staleness,
             restarts: metrics.watch_restarts.clone(),
             error_count: metrics.watch_errors.clone(),
         }
@@ -194,24 +238,27 @@ impl<V: Entry> Cache<V> {
         self.contents.write().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Something arrived from the server: the watch works.
+    /// Something arrived from the server: the cache is current.
     fn touch(&self) {
         *self.last_event.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
-        self.consecutive_errors.store(0, Ordering::Release);
+        self.freshness.current();
     }
 
-    /// Whether the watch is failing now: [`FAILING_AFTER`] errors in a row with nothing
-    /// received between them, the last within [`FAILING_WINDOW`]. A backoff retries at least
-    /// every [`WATCH_RETRY_MAX`], so a watch that cannot recover keeps erroring inside the window; one that
-    /// resumed on a quiet kind sends nothing, and its last error ages out of it.
+    /// How long the cache may have been missing changes: zero while current, and for a kind
+    /// the server does not serve (there is nothing to miss).
+    fn staleness(&self) -> Duration {
+        if !self.served.load(Ordering::Acquire) {
+            return Duration::ZERO;
+        }
+        let now = Instant::now();
+        self.freshness
+            .behind(now, self.starts.last(&self.plural))
+            .map_or(Duration::ZERO, |since| now.saturating_duration_since(since))
+    }
+
+    /// Whether the cache has been behind longer than the bound: too old to decide on.
     fn failing(&self) -> bool {
-        self.served.load(Ordering::Acquire)
-            && self.consecutive_errors.load(Ordering::Acquire) >= FAILING_AFTER
-            && self
-                .last_error
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .is_some_and(|t| t.elapsed() < FAILING_WINDOW)
+        self.staleness() > self.max_staleness
     }
 
     fn get(&self, key: &str) -> Option<Arc<V>> {
@@ -336,8 +383,8 @@ impl<V: Entry> Cache<V> {
     }
 
     fn error(&self) {
-        *self.last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(Instant::now());
-        self.consecutive_errors.fetch_add(1, Ordering::AcqRel);
+        self.freshness
+            .failed(Instant::now(), self.starts.last(&self.plural));
         self.errors.fetch_add(1, Ordering::Relaxed);
         self.error_count
             .get_or_create(&KindLabel { kind: self.kind })
@@ -356,6 +403,7 @@ impl<V: Entry> Cache<V> {
             synced: self.synced.load(Ordering::Acquire),
             served: self.served.load(Ordering::Acquire),
             failing: self.failing(),
+            stale_seconds: self.staleness().as_secs_f64(),
             objects: c.items.len(),
             age_seconds: age.map(|d| d.as_secs_f64()),
             lists: c.lists,
@@ -683,18 +731,31 @@ where
 }
 
 impl KubeStore {
-    /// Creates the caches and starts one watcher task per kind on the current runtime.
-    /// Restarts are counted in `metrics`.
-    pub fn start(client: Client, options: &KubeOptions, metrics: &Metrics) -> Arc<Self> {
+    /// Creates the caches over the cluster `config` names and starts one watcher task per
+    /// kind on the current runtime. Restarts are counted in `metrics`. The client is built
+    /// here, with a [`WatchStartLayer`] in its stack, so that a resumed watch on a quiet kind
+    /// is seen to have caught up.
+    pub fn start(
+        config: kube::Config,
+        options: &KubeOptions,
+        metrics: &Metrics,
+    ) -> Result<Arc<Self>, crate::Error> {
+        let layer = WatchStartLayer::new();
+        let client = crate::cluster::client_with(config, &layer)?;
+        let tracking = Tracking {
+            starts: layer.starts(),
+            max_staleness: options.max_staleness,
+        };
+        let t = &tracking;
         let store = KubeStore {
-            checkpoints: Arc::new(Cache::new(KINDS[0], metrics)),
-            gpu_nodes: Arc::new(Cache::new(KINDS[1], metrics)),
-            pods: Arc::new(Cache::new(KINDS[2], metrics)),
-            nodes: Arc::new(Cache::new(KINDS[3], metrics)),
-            slices: Arc::new(Cache::new(KINDS[4], metrics)),
-            claims: Arc::new(Cache::new(KINDS[5], metrics)),
-            snapshots: Arc::new(Cache::new(KINDS[6], metrics)),
-            contents: Arc::new(Cache::new(KINDS[7], metrics)),
+            checkpoints: Arc::new(Cache::new(KINDS[0], &plural::<GpuCheckpoint>(), t, metrics)),
+            gpu_nodes: Arc::new(Cache::new(KINDS[1], &plural::<GpuNode>(), t, metrics)),
+            pods: Arc::new(Cache::new(KINDS[2], &plural::<WatchedPod>(), t, metrics)),
+            nodes: Arc::new(Cache::new(KINDS[3], &plural::<Node>(), t, metrics)),
+            slices: Arc::new(Cache::new(KINDS[4], &plural::<ResourceSlice>(), t, metrics)),
+            claims: Arc::new(Cache::new(KINDS[5], &plural::<ResourceClaim>(), t, metrics)),
+            snapshots: Arc::new(Cache::new(KINDS[6], &plural::<PodSnapshot>(), t, metrics)),
+            contents: Arc::new(Cache::new(KINDS[7], &plural::<PodSnapshotContent>(), t, metrics)),
             inventories: Mutex::new(HashMap::new()),
             tasks: Mutex::new(Vec::new()),
         };
@@ -755,7 +816,7 @@ impl KubeStore {
             )),
         ];
         *store.tasks.lock().unwrap_or_else(|p| p.into_inner()) = tasks;
-        Arc::new(store)
+        Ok(Arc::new(store))
     }
 
     /// Every cache's state, in [`KINDS`] order.
@@ -803,6 +864,52 @@ impl KubeStore {
 }
 
 impl Lookup for KubeStore {
+    fn too_stale(&self) -> Option<Staleness> {
+        let worst = [
+            (
+                self.checkpoints.kind,
+                self.checkpoints.staleness(),
+                self.checkpoints.max_staleness,
+            ),
+            (
+                self.gpu_nodes.kind,
+                self.gpu_nodes.staleness(),
+                self.gpu_nodes.max_staleness,
+            ),
+            (self.pods.kind, self.pods.staleness(), self.pods.max_staleness),
+            (self.nodes.kind, self.nodes.staleness(), self.nodes.max_staleness),
+            (
+                self.slices.kind,
+                self.slices.staleness(),
+                self.slices.max_staleness,
+            ),
+            (
+                self.claims.kind,
+                self.claims.staleness(),
+                self.claims.max_staleness,
+            ),
+            (
+                self.snapshots.kind,
+                self.snapshots.staleness(),
+                self.snapshots.max_staleness,
+            ),
+            (
+                self.contents.kind,
+                self.contents.staleness(),
+                self.contents.max_staleness,
+            ),
+        ]
+        .into_iter()
+        .filter(|(_, stale, max)| stale > max)
+        .max_by_key(|(_, stale, _)| *stale)?;
+        let (kind, stale, max) = worst;
+        Some(Staleness {
+            kind,
+            seconds: stale.as_secs(),
+            max_seconds: max.as_secs(),
+        })
+    }
+
     fn synced(&self) -> bool {
         self.checkpoints.synced.load(Ordering::Acquire)
             && self.gpu_nodes.synced.load(Ordering::Acquire)
@@ -1002,7 +1109,12 @@ mod tests {
     #[test]
     fn a_relist_is_swapped_in_whole_and_the_index_follows() {
         let metrics = Metrics::new();
-        let cache: Cache<ResourceSlice> = Cache::new("ResourceSlice", &metrics);
+        let cache: Cache<ResourceSlice> = Cache::new(
+            "ResourceSlice",
+            "resourceslices",
+            &Tracking::for_tests(),
+            &metrics,
+        );
         let slice = |name: &str, node: &str| {
             let mut s = ResourceSlice::default();
             s.metadata.name = Some(name.into());
@@ -1039,14 +1151,14 @@ mod tests {
     fn memos_of_deleted_nodes_do_not_pile_up() {
         let metrics = Metrics::new();
         let store = KubeStore {
-            checkpoints: Arc::new(Cache::new(KINDS[0], &metrics)),
-            gpu_nodes: Arc::new(Cache::new(KINDS[1], &metrics)),
-            pods: Arc::new(Cache::new(KINDS[2], &metrics)),
-            nodes: Arc::new(Cache::new(KINDS[3], &metrics)),
-            slices: Arc::new(Cache::new(KINDS[4], &metrics)),
-            claims: Arc::new(Cache::new(KINDS[5], &metrics)),
-            snapshots: Arc::new(Cache::new(KINDS[6], &metrics)),
-            contents: Arc::new(Cache::new(KINDS[7], &metrics)),
+            checkpoints: Arc::new(Cache::new(KINDS[0], "test", &Tracking::for_tests(), &metrics)),
+            gpu_nodes: Arc::new(Cache::new(KINDS[1], "test", &Tracking::for_tests(), &metrics)),
+            pods: Arc::new(Cache::new(KINDS[2], "test", &Tracking::for_tests(), &metrics)),
+            nodes: Arc::new(Cache::new(KINDS[3], "test", &Tracking::for_tests(), &metrics)),
+            slices: Arc::new(Cache::new(KINDS[4], "test", &Tracking::for_tests(), &metrics)),
+            claims: Arc::new(Cache::new(KINDS[5], "test", &Tracking::for_tests(), &metrics)),
+            snapshots: Arc::new(Cache::new(KINDS[6], "test", &Tracking::for_tests(), &metrics)),
+            contents: Arc::new(Cache::new(KINDS[7], "test", &Tracking::for_tests(), &metrics)),
             inventories: Mutex::new(HashMap::new()),
             tasks: Mutex::new(Vec::new()),
         };

@@ -26,6 +26,7 @@ pub mod connections;
 pub mod decide;
 pub mod device_map;
 mod error;
+pub mod freshness;
 mod http1;
 pub mod kube_store;
 pub mod lookup;

@@ -175,12 +175,39 @@ pub struct ClaimAllocation {
     pub devices: Option<Vec<miggate_crds::inventory::AllocatedDevice>>,
 }
 
+/// A watch cache behind the API server for longer than the store allows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Staleness {
+    /// The cached kind (`GpuNode`, `Pod`, ...).
+    pub kind: &'static str,
+    /// Whole seconds it has been behind.
+    pub seconds: u64,
+    /// The bound it is over (`--max-staleness`), in whole seconds.
+    pub max_seconds: u64,
+}
+
+impl std::fmt::Display for Staleness {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the webhook's {} cache has been behind the API server for {} s (its watch is failing; --max-staleness is {} s)",
+            self.kind, self.seconds, self.max_seconds
+        )
+    }
+}
+
 /// Lookups by name. Implementations answer from memory: a decision never waits on I/O.
 pub trait Lookup {
     /// Whether the store holds the complete picture (every watch cache listed once). A store
     /// that is not synced cannot tell "absent" from "not seen yet".
     fn synced(&self) -> bool {
         true
+    }
+
+    /// The cache furthest behind the API server, when one has been behind longer than the
+    /// store allows: what it holds is too old to decide on. `None` for a current store.
+    fn too_stale(&self) -> Option<Staleness> {
+        None
     }
 
     /// The checkpoint `name` in `namespace`.

@@ -10,8 +10,10 @@
 //! (since its last event or list), `miggate_cache_synced{kind}`, `miggate_store_objects{kind}`,
 //! `miggate_watch_restarts_total{kind}` (re-lists after the first: a `410 Gone` or a broken
 //! watch), `miggate_watch_errors_total{kind}` (failed lists and watches, each retried
-//! after a backoff), `miggate_watch_failing{kind}` (1 while a watch keeps failing: `/readyz`
-//! is then not ready) and `miggate_cache_served{kind}` (0 while the server does not serve
+//! after a backoff), `miggate_cache_stale_seconds{kind}` (how long the cache may have been
+//! missing changes: 0 while its watch is open, else since the watch failed, until it catches
+//! up), `miggate_watch_failing{kind}` (1 while that exceeds `--max-staleness`: `/readyz`
+//! is then not ready and restores are refused) and `miggate_cache_served{kind}` (0 while the server does not serve
 //! the kind's API: ResourceSlices before Kubernetes 1.34). On the admission port:
 //! `miggate_connections_open` (now), `miggate_connections_max` (the cap),
 //! `miggate_connections_shed_total` (closed at once because the cap was reached),
@@ -88,8 +90,10 @@ pub struct Metrics {
     pub cache_age: Family<KindLabel, Gauge<f64, AtomicU64>>,
     /// Whether a cache has completed its first list (1) or not (0), per kind.
     pub cache_synced: Family<KindLabel, Gauge>,
-    /// Whether a cache's watch keeps failing (1) or not (0), per kind.
+    /// Whether a cache has been behind longer than `--max-staleness` (1) or not (0), per kind.
     pub watch_failing: Family<KindLabel, Gauge>,
+    /// Seconds a cache may have been missing changes, per kind.
+    pub cache_stale: Family<KindLabel, Gauge<f64, AtomicU64>>,
     /// Whether the server serves a cached kind's API (1) or not (0), per kind.
     pub cache_served: Family<KindLabel, Gauge>,
     /// Admission connections open now (in the TLS handshake or after).
@@ -131,6 +135,7 @@ impl Metrics {
         let cache_age = Family::<KindLabel, Gauge<f64, AtomicU64>>::default();
         let cache_synced = Family::<KindLabel, Gauge>::default();
         let watch_failing = Family::<KindLabel, Gauge>::default();
+        let cache_stale = Family::<KindLabel, Gauge<f64, AtomicU64>>::default();
         let cache_served = Family::<KindLabel, Gauge>::default();
         let connections_open = Gauge::default();
         let connections_max = Gauge::default();
@@ -170,8 +175,13 @@ impl Metrics {
         );
         registry.register(
             "watch_failing",
-            "Whether a watch cache's watch keeps failing (errors in a row, the last recent), by kind",
+            "Whether a watch cache has been behind the API server for longer than --max-staleness, by kind",
             watch_failing.clone(),
+        );
+        registry.register(
+            "cache_stale_seconds",
+            "Seconds a watch cache may have been missing changes (0 while its watch is open), by kind",
+            cache_stale.clone(),
         );
         registry.register(
             "cache_served",
@@ -250,6 +260,7 @@ impl Metrics {
             cache_age,
             cache_synced,
             watch_failing,
+            cache_stale,
             cache_served,
             connections_open,
             connections_max,
@@ -278,6 +289,7 @@ impl Metrics {
                 .set(c.age_seconds.unwrap_or(0.0));
             self.cache_synced.get_or_create(&kind).set(i64::from(c.synced));
             self.watch_failing.get_or_create(&kind).set(i64::from(c.failing));
+            self.cache_stale.get_or_create(&kind).set(c.stale_seconds);
             self.cache_served.get_or_create(&kind).set(i64::from(c.served));
             self.store_objects
                 .get_or_create(&kind)

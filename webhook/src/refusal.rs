@@ -43,6 +43,14 @@ pub enum Refusal {
         /// `namespace/name` of the checkpoint.
         checkpoint: String,
     },
+    /// A watch cache has been behind the API server longer than `--max-staleness`: what it
+    /// holds is too old to decide on.
+    StoreStale {
+        /// `namespace/name` of the checkpoint.
+        checkpoint: String,
+        /// Which cache, for how long.
+        staleness: crate::lookup::Staleness,
+    },
     /// `miggate.io/skip-checks` does not parse: a typo never waives.
     SkipChecksInvalid {
         /// `namespace/name` of the pod, named on the binding path (the pod is not the
@@ -128,6 +136,7 @@ impl Refusal {
             Refusal::SnapshotNotFound { .. } => "snapshot-not-found",
             Refusal::NoNamespace => "no-namespace",
             Refusal::StoreNotSynced { .. } => "store-not-synced",
+            Refusal::StoreStale { .. } => "store-stale",
             Refusal::SkipChecksInvalid { .. } => "skip-checks-invalid",
             Refusal::CheckpointNotFound { .. } => "checkpoint-not-found",
             Refusal::PodUnreadable { .. } => "pod-unreadable",
@@ -146,13 +155,14 @@ impl Refusal {
     }
 
     /// Every label [`Refusal::as_str`] can give except `incompatible`, for docs and tests.
-    pub const LABELS: [&'static str; 11] = [
+    pub const LABELS: [&'static str; 12] = [
         "restore-from-invalid",
         "restore-from-ambiguous",
         "container-map-invalid",
         "snapshot-not-found",
         "no-namespace",
         "store-not-synced",
+        "store-stale",
         "skip-checks-invalid",
         "checkpoint-not-found",
         "pod-unreadable",
@@ -203,6 +213,13 @@ impl fmt::Display for Refusal {
             Refusal::StoreNotSynced { checkpoint } => write!(
                 f,
                 "miggate: cannot check checkpoint {checkpoint} yet: the webhook's caches have not finished their first list; retry shortly"
+            ),
+            Refusal::StoreStale {
+                checkpoint,
+                staleness,
+            } => write!(
+                f,
+                "miggate: cannot check checkpoint {checkpoint} now: {staleness}; retry once the API server answers again"
             ),
             Refusal::SkipChecksInvalid { pod: None, why } => write!(f, "miggate: {why}"),
             Refusal::SkipChecksInvalid { pod: Some(pod), why } => write!(f, "miggate: pod {pod}: {why}"),
@@ -295,6 +312,14 @@ mod tests {
             Refusal::NoNamespace,
             Refusal::StoreNotSynced {
                 checkpoint: "c".into(),
+            },
+            Refusal::StoreStale {
+                checkpoint: "c".into(),
+                staleness: crate::lookup::Staleness {
+                    kind: "GpuNode",
+                    seconds: 75,
+                    max_seconds: 60,
+                },
             },
             Refusal::SkipChecksInvalid {
                 pod: None,

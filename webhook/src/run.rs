@@ -223,12 +223,12 @@ async fn open_store(
             Ok((Store::File(store.clone()), Some(store)))
         }
         StoreConfig::Kube(options) => {
-            let client = crate::cluster::client(crate::cluster::ClusterArgs {
+            let config = crate::cluster::config(crate::cluster::ClusterArgs {
                 kubeconfig: options.kubeconfig.as_deref(),
                 context: options.context.as_deref(),
             })
             .await?;
-            Ok((Store::Kube(KubeStore::start(client, options, metrics)), None))
+            Ok((Store::Kube(KubeStore::start(config, options, metrics)?), None))
         }
     }
 }

@@ -264,6 +264,9 @@ fn steerable(
     if !store.synced() {
         return Err("the webhook's caches have not finished their first list".into());
     }
+    if let Some(staleness) = store.too_stale() {
+        return Err(staleness.to_string());
+    }
     let checkpoint = match resolve::resolve(store, namespace, reference) {
         Resolved::Found { checkpoint, .. } => checkpoint,
         Resolved::Missing => {

@@ -110,7 +110,8 @@ struct Harness {
 
 async fn harness(fake: FakeApiServer, options: KubeOptions) -> Harness {
     let metrics = Metrics::new();
-    let store = KubeStore::start(fake.client().unwrap(), &options, &metrics);
+    let config = kube::Config::new(fake.url().parse().unwrap());
+    let store = KubeStore::start(config, &options, &metrics).unwrap();
     let state = Arc::new(AppState::with_store(Store::Kube(store.clone()), metrics));
     state.ready.store(true, Ordering::Release);
     Harness { fake, store, state }
@@ -603,51 +604,156 @@ async fn a_cluster_without_the_resource_slice_api_is_ready_without_that_source()
     assert_eq!(ready["store"]["kube"][4]["served"], json!(true), "{body}");
 }
 
+/// `/readyz`'s status and body, parsed.
+async fn readyz(h: &Harness) -> (StatusCode, Value) {
+    let (status, body) = h.get("/readyz").await;
+    (status, serde_json::from_str(&body).unwrap())
+}
+
+/// Polls `/readyz` until `done` holds of it, for up to `within`.
+async fn until_readyz(h: &Harness, within: Duration, done: impl Fn(StatusCode, &Value) -> bool) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let (status, body) = readyz(h).await;
+        if done(status, &body) {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "never: {status} {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn gpu_node_stale(body: &Value) -> f64 {
+    assert_eq!(body["store"]["kube"][1]["kind"], json!("GpuNode"));
+    body["store"]["kube"][1]["staleSeconds"].as_f64().unwrap()
+}
+
 #[tokio::test]
-async fn a_watch_that_keeps_failing_makes_readyz_unready_and_shows_in_metrics() {
+async fn through_a_short_outage_the_caches_keep_answering_and_say_how_stale() {
     let fake = fake_with_checkpoint().await;
     fake.apply(gpu_node("n1", fits()));
     let h = harness(fake, KubeOptions::default()).await;
     h.synced().await;
     tokio_wait(|| (h.count("gpunodes", true) == 1).then_some(())).await;
-    assert_eq!(h.get("/readyz").await.0, StatusCode::OK);
+    assert_eq!(h.post(pod_review("n1")).await["allowed"], json!(true));
 
-    // The GpuNode CRD is removed and the watch breaks: every retry fails. The cache is
-    // stale from now on, and the webhook must say so rather than stay ready on old facts.
+    // The GpuNode API goes away and its watch breaks: every retry fails.
     h.fake.serve("gpunodes", false);
     h.fake.drop_watches("gpunodes");
-    let deadline = Instant::now() + Duration::from_secs(40);
-    let body = loop {
-        let (status, body) = h.get("/readyz").await;
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            break body;
-        }
-        assert!(Instant::now() < deadline, "still ready: {body}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    let body = until_readyz(&h, Duration::from_secs(20), |_, b| gpu_node_stale(b) >= 2.0).await;
+    // Behind, but within --max-staleness (60 s): still ready, still deciding from the cache.
+    assert_eq!(readyz(&h).await.0, StatusCode::OK, "{body}");
+    assert_eq!(body["store"]["kube"][1]["failing"], json!(false), "{body}");
+    assert_eq!(body["store"]["kube"][0]["staleSeconds"], json!(0.0), "{body}");
+    assert_eq!(h.post(pod_review("n1")).await["allowed"], json!(true));
+    let (_, metrics) = h.get("/metrics").await;
+    let line = metrics
+        .lines()
+        .find(|l| l.starts_with("miggate_cache_stale_seconds{kind=\"GpuNode\"}"))
+        .unwrap_or_else(|| panic!("{metrics}"));
+    let stale: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
+    assert!(stale >= 2.0, "{line}");
+
+    // Served again. Nothing changed, so the resumed watch sends nothing: the cache is seen to
+    // have caught up because the server accepted the watch and kept it open, not by an event.
+    let before = h.count("gpunodes", false);
+    h.fake.serve("gpunodes", true);
+    let body = until_readyz(&h, Duration::from_secs(10), |_, b| gpu_node_stale(b) == 0.0).await;
+    assert_eq!(
+        h.count("gpunodes", false),
+        before,
+        "caught up without a re-list: {body}"
+    );
+}
+
+#[tokio::test]
+async fn a_cache_behind_longer_than_the_bound_is_not_ready_and_refuses_restores() {
+    let fake = fake_with_checkpoint().await;
+    fake.apply(gpu_node("n1", fits()));
+    fake.apply(node("n1"));
+    fake.apply(pod("ml", "vllm-restore-0", Some("vllm-ckpt")));
+    let options = KubeOptions {
+        max_staleness: Duration::from_secs(2),
+        ..KubeOptions::default()
     };
-    let ready: Value = serde_json::from_str(&body).unwrap();
-    assert_eq!(ready["store"]["kube"][1]["kind"], json!("GpuNode"));
-    assert_eq!(ready["store"]["kube"][1]["failing"], json!(true), "{body}");
-    assert_eq!(ready["store"]["kube"][0]["failing"], json!(false), "{body}");
+    let h = harness(fake, options).await;
+    h.synced().await;
+    tokio_wait(|| (h.count("gpunodes", true) == 1).then_some(())).await;
+    assert_eq!(readyz(&h).await.0, StatusCode::OK);
+
+    h.fake.serve("gpunodes", false);
+    h.fake.drop_watches("gpunodes");
+    let body = until_readyz(&h, Duration::from_secs(20), |s, _| {
+        s == StatusCode::SERVICE_UNAVAILABLE
+    })
+    .await;
+    assert_eq!(body["store"]["kube"][1]["failing"], json!(true), "{body}");
+    assert_eq!(body["store"]["kube"][0]["failing"], json!(false), "{body}");
     let (_, metrics) = h.get("/metrics").await;
     assert!(
         metrics.contains("miggate_watch_failing{kind=\"GpuNode\"} 1"),
         "{metrics}"
     );
 
-    // Served again: the watch resumes and the next event clears it.
+    // A restore is refused, saying which cache and for how long; a binding goes unchecked
+    // (as before the first list), with a warning saying why.
+    let refused = h.post(pod_review("n1")).await;
+    assert_eq!(refused["allowed"], json!(false), "{refused}");
+    let message = refused["status"]["message"].as_str().unwrap();
+    assert!(message.starts_with("miggate: cannot check checkpoint ml/vllm-ckpt now: the webhook's GpuNode cache has been behind the API server for "), "{message}");
+    assert!(
+        message.ends_with(
+            "s (its watch is failing; --max-staleness is 2 s); retry once the API server answers again"
+        ),
+        "{message}"
+    );
+    let binding = h.post(binding_review("vllm-restore-0", "n1")).await;
+    assert_eq!(binding["allowed"], json!(true), "{binding}");
+    assert!(
+        binding["warnings"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("miggate: binding not checked: the webhook's GpuNode cache has been behind"),
+        "{binding}"
+    );
+
+    // Served again: ready within seconds, without an event, and deciding again.
     h.fake.serve("gpunodes", true);
-    h.fake.apply(gpu_node("n1", short()));
-    let deadline = Instant::now() + Duration::from_secs(40);
-    while h.get("/readyz").await.0 != StatusCode::OK {
-        assert!(Instant::now() < deadline, "never ready again");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until_readyz(&h, Duration::from_secs(10), |s, _| s == StatusCode::OK).await;
+    assert_eq!(h.post(pod_review("n1")).await["allowed"], json!(true));
     let (_, metrics) = h.get("/metrics").await;
     assert!(
         metrics.contains("miggate_watch_failing{kind=\"GpuNode\"} 0"),
         "{metrics}"
     );
+}
+
+#[tokio::test]
+async fn an_expired_version_keeps_the_cache_behind_until_its_relist_completes() {
+    let fake = fake_with_checkpoint().await;
+    fake.apply(gpu_node("n1", fits()));
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+    tokio_wait(|| (h.count("gpunodes", true) == 1).then_some(())).await;
+    // The server forgets the history and is slow to list: the watch is accepted and answered
+    // 410 at once, and the cache stays behind through the re-list, then is current.
+    h.fake.fail_next("gpunodes", 500);
+    h.fake.expire("gpunodes");
+    let body = until_readyz(&h, Duration::from_secs(10), |_, b| gpu_node_stale(b) > 0.0).await;
+    assert_eq!(
+        body["store"]["kube"][1]["lists"],
+        json!(1),
+        "behind before the re-list: {body}"
+    );
+    let body = until_readyz(&h, Duration::from_secs(15), |_, b| gpu_node_stale(b) == 0.0).await;
+    // Current only once a list completed: the failed one counts as started, not done.
+    assert!(body["store"]["kube"][1]["lists"].as_u64().unwrap() >= 2, "{body}");
+    assert_eq!(
+        body["store"]["kube"][1]["errors"],
+        json!(2),
+        "the 410 and the 500: {body}"
+    );
+    assert_eq!(body["ready"], json!(true), "{body}");
 }
 
 #[tokio::test]
