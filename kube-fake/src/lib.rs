@@ -13,6 +13,44 @@
 //! [`FakeApiServer::expire`] answers open and future watches of older versions with
 //! `410 Gone`, and [`FakeApiServer::requests`] returns every request received.
 //!
+//! # Faults
+//!
+//! What a client of a real cluster meets, so its recovery is tested rather than assumed:
+//!
+//! - [`FakeApiServer::fail_next`]: the next request of a plural is answered with an error
+//!   `Status`; [`FakeApiServer::serve`]: a plural is not served at all (`404`).
+//! - [`FakeApiServer::stop`], [`FakeApiServer::start_again`] and [`FakeApiServer::restart`]:
+//!   the API server process killed and started again with etcd intact. Stopping closes the
+//!   listener (connects are refused) and resets every open connection where it is: a watch
+//!   stream is cut, not ended cleanly, so its client sees a transport error (a reset, since
+//!   kube-client takes a plain HTTP/1.1 stream closed early as a watch's normal end). Started
+//!   again,
+//!   it listens on the same port (the [`url`](FakeApiServer::url) and
+//!   [`kubeconfig`](FakeApiServer::kubeconfig) stay valid) with the same objects and versions,
+//!   and its watch window starts after every version issued before the restart: a watch from
+//!   any of them is answered `200` with one `ERROR` event carrying a `410` `Status`, reason
+//!   `Expired`, message `too old resource version: {asked} ({oldest})`, so clients re-list.
+//!   Lists work at once, and versions keep increasing from where they were.
+//! - [`FakeApiServer::delay_lists`]: every list of a plural is answered only after a delay, as
+//!   by a loaded server; [`FakeApiServer::break_next_list`]: the next list of a plural sends its
+//!   status and part of its body, then the connection is cut, as a list in flight when the
+//!   server goes down (the client must see an error, never a short list).
+//!
+//! # What was checked against a real API server
+//!
+//! The restart behaviour above was measured on kube-apiserver v1.36.2 with etcd 3.4: the
+//! server killed and started again, open watches ended with a transport error, connects
+//! refused while it was down, then a watch from a version issued before the restart answered
+//! `200` with the single `ERROR` event `{"type":"ERROR","object":{"kind":"Status",
+//! "apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 272
+//! (283)","reason":"Expired","code":410}}`, lists served at once, and versions continuing from
+//! where they were. The fake reproduces those; its message's second number is the first
+//! version of its window (the real server's restart also wrote, so its window started past the
+//! last version a client had seen; the fake's restart takes one version for the same effect).
+//! The slow and broken lists are modelled on what a client can meet, not measured: a real
+//! server cut mid-list may stop at any byte. The rest of the protocol follows the API
+//! server's documented behaviour and kube-client's expectations.
+//!
 //! It is a test double, not an API server: no admission, no validation beyond what apply
 //! needs, no ownership tracking of applied fields (an apply merges objects and replaces lists).
 
@@ -21,14 +59,17 @@ use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Query, State};
 use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use serde_json::{Value, json};
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::{broadcast, mpsc, oneshot};
+use tokio::task::{JoinHandle, JoinSet};
 
 /// One request as the fake received it, for assertions.
 #[derive(Debug, Clone, PartialEq)]
@@ -84,6 +125,13 @@ struct Inner {
     /// Plurals answered `404 NotFound` on every request, as a server that does not serve
     /// their API (an older Kubernetes, a CRD not installed).
     unserved: std::collections::BTreeSet<String>,
+    /// How long every list of a plural waits before it is answered.
+    list_delays: BTreeMap<String, Duration>,
+    /// How many of the next lists of a plural are cut mid-body.
+    broken_lists: BTreeMap<String, usize>,
+    /// The first version of the watch window after the last restart: a watch from any
+    /// version below it gets `410 Gone`, of every plural. 0 before any restart.
+    window: u64,
 }
 
 #[derive(Debug)]
@@ -102,17 +150,90 @@ impl Shared {
     }
 }
 
-/// A running fake API server. Dropping it stops the server.
+/// A running fake API server. Dropping it stops the server, and every connection to it.
 #[derive(Debug)]
 pub struct FakeApiServer {
     addr: SocketAddr,
     shared: Arc<Shared>,
-    task: tokio::task::JoinHandle<()>,
+    /// The accept loop while serving; `None` while stopped.
+    serving: Mutex<Option<Serving>>,
+}
+
+/// The accept loop, and how to end it.
+#[derive(Debug)]
+struct Serving {
+    shutdown: oneshot::Sender<()>,
+    task: JoinHandle<()>,
 }
 
 impl Drop for FakeApiServer {
     fn drop(&mut self) {
-        self.task.abort();
+        // The accept loop closes the port and resets every connection on its own; the test
+        // that dropped the fake need not wait for it.
+        if let Some(serving) = self.serving_slot().take() {
+            let _ = serving.shutdown.send(());
+        }
+    }
+}
+
+/// Accepts connections on `listener` until `shutdown`, each served on its own task. At
+/// shutdown the listener is closed (connects are refused) and every connection is reset
+/// where it is, a response mid-body included, as when the API server process dies.
+///
+/// Reset, not closed: kube-client takes a chunked HTTP/1.1 stream that ends early as the
+/// normal end of a watch (it logs `eof in poll` and resumes), while the real server's clients,
+/// on HTTP/2 over TLS, saw a transport error when it was killed. A reset (`SO_LINGER` 0, set
+/// only at shutdown so an ordinary close still delivers what was sent) gives that error.
+async fn accept_loop(listener: tokio::net::TcpListener, app: Router, mut shutdown: oneshot::Receiver<()>) {
+    let (kill, killed) = tokio::sync::watch::channel(false);
+    let mut connections = JoinSet::new();
+    loop {
+        let accepted = tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => accepted,
+            // Reap finished connections, so a long test does not hold them all.
+            Some(_) = connections.join_next(), if !connections.is_empty() => continue,
+        };
+        let Ok((stream, _)) = accepted else {
+            // Out of file descriptors and the like: try again shortly, as hyper's own loop does.
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            continue;
+        };
+        // A second descriptor of the socket, to reset it at shutdown once hyper owns it.
+        let Ok(socket) = std::os::fd::AsFd::as_fd(&stream).try_clone_to_owned() else {
+            continue;
+        };
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let mut killed = killed.clone();
+        connections.spawn(async move {
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let served = hyper::server::conn::http1::Builder::new().serve_connection(io, service);
+            tokio::select! {
+                _ = served => {}
+                _ = killed.wait_for(|k| *k) => {
+                    let _ = socket2::SockRef::from(&socket).set_linger(Some(Duration::ZERO));
+                }
+            }
+            // Both descriptors close here; the last one to close resets the connection.
+        });
+    }
+    drop(listener);
+    let _ = kill.send(true);
+    while connections.join_next().await.is_some() {}
+}
+
+/// Binds `addr`, retrying while it is in use: the port a stopped fake held may be taken a
+/// moment by an outgoing connection's local end. Tokio's bind sets `SO_REUSEADDR` on Unix, so
+/// the stopped fake's own closed connections (in `TIME_WAIT`) never block it.
+async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        match tokio::net::TcpListener::bind(addr).await {
+            Err(e) if e.kind() == std::io::ErrorKind::AddrInUse && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            other => return other,
+        }
     }
 }
 
@@ -171,11 +292,77 @@ impl FakeApiServer {
             notices,
             requests: Mutex::new(Vec::new()),
         });
-        let app = Router::new().fallback(handle).with_state(shared.clone());
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        Ok(FakeApiServer { addr, shared, task })
+        let fake = FakeApiServer {
+            addr,
+            shared,
+            serving: Mutex::new(None),
+        };
+        fake.serve_on(listener);
+        Ok(fake)
+    }
+
+    fn serving_slot(&self) -> MutexGuard<'_, Option<Serving>> {
+        match self.serving.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        }
+    }
+
+    fn serve_on(&self, listener: tokio::net::TcpListener) {
+        let app = Router::new().fallback(handle).with_state(self.shared.clone());
+        let (shutdown, stopped) = oneshot::channel();
+        let task = tokio::spawn(accept_loop(listener, app, stopped));
+        *self.serving_slot() = Some(Serving { shutdown, task });
+    }
+
+    /// Stops the server as a killed API server process stops: the listener is closed, so
+    /// connects are refused, and every open connection is cut where it is (a watch stream
+    /// mid-body included: its client sees a transport error, not a clean end). Objects and
+    /// versions are kept, and [`apply`](Self::apply) and [`delete`](Self::delete) still work
+    /// (a write through another API server, or while this one is down, as a test needs).
+    /// Returns once nothing is served any more. Stopping a stopped server does nothing.
+    pub async fn stop(&self) {
+        let Some(serving) = self.serving_slot().take() else {
+            return;
+        };
+        let _ = serving.shutdown.send(());
+        let _ = serving.task.await;
+    }
+
+    /// Starts a stopped server again on the same port, with the same objects and versions, as
+    /// an API server restarted with etcd intact: its watch window starts after every version
+    /// issued so far, so a watch from any of them is answered with a `410` `Expired` `ERROR`
+    /// event and its client re-lists (one version is taken, as the real server's own writes
+    /// at startup take some). Starting a running server does nothing.
+    ///
+    /// Fails only when the port cannot be bound again within 5 seconds.
+    pub async fn start_again(&self) -> std::io::Result<()> {
+        if self.is_running() {
+            return Ok(());
+        }
+        let listener = bind(self.addr).await?;
+        {
+            let mut inner = self.shared.lock();
+            inner.rv += 1;
+            inner.window = inner.rv;
+        }
+        self.serve_on(listener);
+        Ok(())
+    }
+
+    /// [`stop`](Self::stop), `down_for` with connects refused, then
+    /// [`start_again`](Self::start_again): an API server restart as a test usually wants it.
+    /// Objects changed while it is down need [`stop`](Self::stop) and
+    /// [`start_again`](Self::start_again) called apart instead.
+    pub async fn restart(&self, down_for: Duration) -> std::io::Result<()> {
+        self.stop().await;
+        tokio::time::sleep(down_for).await;
+        self.start_again().await
+    }
+
+    /// Whether the server is serving (started, and not stopped since).
+    pub fn is_running(&self) -> bool {
+        self.serving_slot().is_some()
     }
 
     /// The server's address.
@@ -284,6 +471,30 @@ impl FakeApiServer {
         } else {
             inner.unserved.insert(plural.to_string());
         }
+    }
+
+    /// Makes every list of `plural` (a GET of its collection without `watch`) wait `delay`
+    /// before it is answered, as a loaded API server does; the answer is the state after the
+    /// wait. `Duration::ZERO` turns it off. Watches and single-object GETs are not delayed.
+    pub fn delay_lists(&self, plural: &str, delay: Duration) {
+        let mut inner = self.shared.lock();
+        if delay.is_zero() {
+            inner.list_delays.remove(plural);
+        } else {
+            inner.list_delays.insert(plural.to_string(), delay);
+        }
+    }
+
+    /// Cuts the next list of `plural`: it is answered `200` with part of its body, then the
+    /// connection is closed without ending the body, as a list in flight when the API server
+    /// goes down. A client must see an error, never a short list. Once per call.
+    pub fn break_next_list(&self, plural: &str) {
+        *self
+            .shared
+            .lock()
+            .broken_lists
+            .entry(plural.to_string())
+            .or_default() += 1;
     }
 
     /// The current resource version.
@@ -480,7 +691,24 @@ async fn handle(
     }
     match (method, &target.name) {
         (Method::GET, None) if recorded.is_watch() => watch(&shared, &target, &recorded.query),
-        (Method::GET, None) => list(&shared, &target, &recorded.query),
+        (Method::GET, None) => {
+            let delay = shared.lock().list_delays.get(&target.plural).copied();
+            if let Some(delay) = delay {
+                tokio::time::sleep(delay).await;
+            }
+            let broken = {
+                let mut inner = shared.lock();
+                match inner.broken_lists.get_mut(&target.plural) {
+                    Some(n) if *n > 0 => {
+                        *n -= 1;
+                        true
+                    }
+                    _ => false,
+                }
+            };
+            let answer = list(&shared, &target, &recorded.query);
+            if broken { cut(answer).await } else { answer }
+        }
         (Method::GET, Some(name)) => {
             let found = shared
                 .lock()
@@ -587,16 +815,39 @@ fn list(shared: &Shared, target: &Target, query: &BTreeMap<String, String>) -> R
     });
     json_response(StatusCode::OK, &body)
 }
+/// The same answer with its body cut in half, then failed: hyper closes the connection
+/// without the chunked body's end, so the client's read fails. The failure comes a moment
+/// after the half, once hyper has flushed it (it flushes when the body has nothing ready), so
+/// the client does receive the status and part of the body.
+async fn cut(answer: Response) -> Response {
+    let (mut parts, body) = answer.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX).await.unwrap_or_default();
+    let half = bytes.slice(..bytes.len() / 2);
+    parts.headers.remove(header::CONTENT_LENGTH);
+    let failure = async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "list cut by kube-fake",
+        ))
+    };
+    let chunks =
+        futures::stream::once(async { Ok::<_, std::io::Error>(half) }).chain(futures::stream::once(failure));
+    Response::from_parts(parts, Body::from_stream(chunks))
+}
+
 fn line(value: &Value) -> Bytes {
     let mut text = value.to_string();
     text.push('\n');
     Bytes::from(text)
 }
 
-fn gone(from: u64) -> Value {
+/// The `ERROR` event an API server sends a watch from `from` when its window starts at
+/// `oldest`, worded as kube-apiserver v1.36.2 words it.
+fn gone(from: u64, oldest: u64) -> Value {
     json!({"type": "ERROR", "object": {
         "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": format!("too old resource version: {from}"), "reason": "Expired", "code": 410,
+        "message": format!("too old resource version: {from} ({oldest})"), "reason": "Expired", "code": 410,
     }})
 }
 
@@ -611,9 +862,13 @@ fn watch(shared: &Arc<Shared>, target: &Target, query: &BTreeMap<String, String>
     // Subscribed under the lock: no change can fall between the backlog and the live feed.
     let mut notices = shared.notices.subscribe();
     let compacted = inner.compacted.get(&target.plural).copied().unwrap_or(0);
+    // The oldest version this watch may start from: after an `expire` of the plural, or after
+    // a restart of the server, whichever is later.
+    let oldest = compacted.max(inner.window);
+    let expired = from != 0 && from < oldest;
     let mut backlog = Vec::new();
-    if from != 0 && from < compacted {
-        backlog.push(gone(from));
+    if expired {
+        backlog.push(gone(from, oldest));
     } else {
         for (rv, plural, kind, obj) in &inner.history {
             if *rv > from && *plural == target.plural && selected(obj, target, query) {
@@ -628,7 +883,6 @@ fn watch(shared: &Arc<Shared>, target: &Target, query: &BTreeMap<String, String>
         }
     }
     drop(inner);
-    let expired = from != 0 && from < compacted;
     let target = Target {
         api_version: target.api_version.clone(),
         namespace: target.namespace.clone(),
@@ -637,6 +891,7 @@ fn watch(shared: &Arc<Shared>, target: &Target, query: &BTreeMap<String, String>
         subresource: None,
     };
     let query = query.clone();
+    let shared = Arc::clone(shared);
     tokio::spawn(async move {
         for event in &backlog {
             if tx.send(line(event)).await.is_err() {
@@ -662,7 +917,8 @@ fn watch(shared: &Arc<Shared>, target: &Target, query: &BTreeMap<String, String>
                 }
                 Ok(Notice::Drop(plural)) if plural == target.plural => return,
                 Ok(Notice::Gone(plural)) if plural == target.plural => {
-                    let _ = tx.send(line(&gone(from))).await;
+                    let oldest = shared.lock().compacted.get(&plural).copied().unwrap_or(0);
+                    let _ = tx.send(line(&gone(from, oldest))).await;
                     return;
                 }
                 Ok(_) => {}
