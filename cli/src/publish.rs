@@ -16,7 +16,8 @@ pub struct PublishArgs {
     #[arg(long, value_name = "NAME", env = "NODE_NAME")]
     pub node: String,
     /// Time between captures (`60s`, `5m`; a bare number is seconds); the `GpuNode` is
-    /// written only when the inventory changed.
+    /// written only when the inventory changed. A failed round is retried sooner, after a
+    /// backoff from 1 s to at most 30 s (or this interval).
     #[arg(long, value_name = "DURATION", default_value = "60s",
           value_parser = crate::duration::DurationParser::seconds(5, 86400))]
     pub interval: Duration,

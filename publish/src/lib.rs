@@ -11,13 +11,31 @@
 //! recovery's state file is present (`<root>/run/miggate/recovery.json`) its state becomes
 //! the `Recovered` condition, written through the `status` subresource when it changes.
 //!
-//! A failed capture or write is logged and retried on the next round; only a stop request
-//! ends [`Publisher::run`].
+//! A failed round (a capture, a write, the API server down) is logged and retried after a
+//! bounded exponential backoff with jitter ([`RETRY_FIRST`], doubling, at most [`RETRY_CAP`]
+//! and never more than the interval), not at the next interval: what the node had while
+//! rounds failed (a changed inventory, a `GpuNode` deleted meanwhile, a recovery state) is
+//! written as soon as a round gets through. The first round that succeeds again logs how long
+//! rounds failed and resets the backoff. Only a stop request ends [`Publisher::run`], at once,
+//! a round or a wait in progress included.
+//!
+//! Between rounds, [`Publisher::run`] watches its own `GpuNode` (a field selector on its
+//! name: one object, as the kubelet watches its own `Node`), so what cannot wait for the
+//! next interval does not: a deletion or another writer's spec edit starts a round at once,
+//! a watch cut (the API server restarting) starts one to find out whether the server is
+//! there, and the watch answering again after failed rounds starts one without waiting out
+//! the backoff. A watch the publisher may not open (its role lacks `list` and `watch` on
+//! `gpunodes`) is logged once and given up; rounds then notice such things at the interval.
 
 use std::future::Future;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+use futures::StreamExt;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher;
+use tokio::time::Instant;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -32,6 +50,13 @@ pub const FIELD_MANAGER: &str = "miggate-publish";
 pub const RECOVERY_STATE: &str = miggate_wire::recovery::STATE_FILE;
 /// The default time between rounds.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
+/// The first wait after a failed round (less when the interval is under twice as long),
+/// doubled at each failure in a row.
+pub const RETRY_FIRST: Duration = Duration::from_secs(1);
+/// The longest wait after a failed round, jitter included (the interval, when shorter):
+/// short enough that a node is written again soon after an API server outage ends, long
+/// enough that thousands of publishers do not hammer a server that is coming back.
+pub const RETRY_CAP: Duration = Duration::from_secs(30);
 
 /// Why a round failed. Rounds are retried; none of these stops the publisher.
 #[derive(Debug, thiserror::Error)]
@@ -208,6 +233,173 @@ fn comparable(mut manifest: GpuManifest) -> GpuManifest {
     manifest
 }
 
+/// The waits after failed rounds (and between attempts of the `GpuNode` watch):
+/// exponential from [`RETRY_FIRST`], each lengthened by a random share of itself below 100%
+/// so that publishers failing together do not retry together, and never longer than the cap
+/// (`RETRY_CAP`, or the interval when shorter): the doubling stops at half the cap, which the
+/// jitter can at most double. Never gives up; [`Retry::reset`] after a success.
+struct Retry {
+    builder: backon::ExponentialBuilder,
+    current: backon::ExponentialBackoff,
+    cap: Duration,
+}
+
+impl Retry {
+    fn new(interval: Duration) -> Self {
+        use backon::BackoffBuilder;
+        let cap = interval.min(RETRY_CAP);
+        let base_max = cap / 2;
+        let builder = backon::ExponentialBuilder::default()
+            .with_min_delay(RETRY_FIRST.min(base_max))
+            .with_max_delay(base_max)
+            .with_factor(2.0)
+            .with_jitter()
+            .without_max_times();
+        Retry {
+            current: builder.build(),
+            builder,
+            cap,
+        }
+    }
+
+    /// The next wait.
+    fn delay(&mut self) -> Duration {
+        self.current.next().unwrap_or(self.cap).min(self.cap)
+    }
+
+    /// Back to the first wait.
+    fn reset(&mut self) {
+        use backon::BackoffBuilder;
+        self.current = self.builder.build();
+    }
+}
+
+impl Iterator for Retry {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        Some(self.delay())
+    }
+}
+
+/// kube-runtime's `StreamBackoff` resets it whenever the watch yields an event.
+impl kube::runtime::utils::Backoff for Retry {
+    fn reset(&mut self) {
+        Retry::reset(self);
+    }
+}
+
+/// What the watch of the publisher's own `GpuNode` last saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Seen {
+    /// Nothing yet.
+    Unknown,
+    /// The object, by what says whether it is the one last applied.
+    Present {
+        uid: Option<String>,
+        generation: Option<i64>,
+    },
+    /// No such object: deleted, or never created.
+    Absent,
+    /// The watch failed (cut, refused, answered with an error): the server may be down.
+    Lost,
+}
+
+impl Seen {
+    fn of(node: &GpuNode) -> Seen {
+        Seen::Present {
+            uid: node.metadata.uid.clone(),
+            generation: node.metadata.generation,
+        }
+    }
+}
+
+/// Whether what the watch saw calls for a round before the current wait ends.
+///
+/// - Lost while rounds succeed: the server may be gone (a restart), or may have lost what it
+///   held; a round finds out, and starts the backoff if it is down. Lost again, or while
+///   rounds fail, waits: the backoff already paces the attempts.
+/// - Seen again after it was lost: the server answers; a round catches up now rather than at
+///   the end of a backoff wait (up to [`RETRY_CAP`]).
+/// - Otherwise, while rounds succeed, anything but the object last applied (deleted, edited,
+///   re-created) is put right now. While rounds fail, the backoff paces them.
+fn early_round(seen: &Seen, ours: &Seen, failing: bool, lost: &mut bool) -> bool {
+    match seen {
+        Seen::Unknown => false,
+        Seen::Lost => !std::mem::replace(lost, true) && !failing,
+        Seen::Present { .. } | Seen::Absent => std::mem::take(lost) || (!failing && seen != ours),
+    }
+}
+
+/// Feeds `seen` from a watch of `node`'s `GpuNode` until the task is aborted, or for good
+/// once the watch is forbidden.
+async fn watch_own(
+    api: Api<GpuNode>,
+    node: String,
+    interval: Duration,
+    seen: tokio::sync::watch::Sender<Seen>,
+) {
+    let config = watcher::Config::default().fields(&format!("metadata.name={node}"));
+    let events = watcher::watcher(api, config).backoff(Retry::new(interval));
+    let mut events = std::pin::pin!(events);
+    let mut listed = Seen::Absent;
+    while let Some(event) = events.next().await {
+        let now = match event {
+            Ok(watcher::Event::Init) => {
+                listed = Seen::Absent;
+                continue;
+            }
+            Ok(watcher::Event::InitApply(object)) => {
+                listed = Seen::of(&object);
+                continue;
+            }
+            Ok(watcher::Event::InitDone) => std::mem::replace(&mut listed, Seen::Absent),
+            Ok(watcher::Event::Apply(object)) => Seen::of(&object),
+            Ok(watcher::Event::Delete(_)) => Seen::Absent,
+            Err(e) if forbidden(&e) => {
+                tracing::warn!(%node, error = %e, "cannot watch GpuNode {node}: a deletion or an API server restart is noticed at the next round only (the publisher's role needs list and watch on gpunodes)");
+                return;
+            }
+            Err(e) => {
+                tracing::debug!(%node, error = %e, "watch of GpuNode failed");
+                Seen::Lost
+            }
+        };
+        seen.send_if_modified(|last| {
+            let changed = *last != now;
+            *last = now;
+            changed
+        });
+    }
+}
+
+/// Whether the API server refused the watch for want of permission.
+fn forbidden(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.is_forbidden(),
+        watcher::Error::WatchError(status) => status.is_forbidden(),
+        _ => false,
+    }
+}
+
+/// Aborts a task when dropped: the watch ends with [`Publisher::run`], however it ends.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Rounds failing in a row: since when, and how many.
+#[derive(Debug, Clone, Copy)]
+struct Failing {
+    since: Instant,
+    rounds: u32,
+}
+
 /// What one round did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Round {
@@ -382,29 +574,96 @@ impl<S: InventorySource> Publisher<S> {
         Ok(true)
     }
 
-    /// Runs rounds every `interval` until `stop` resolves, then returns. A round in flight
-    /// when the stop comes is abandoned: nothing it would write is needed for a clean stop.
+    /// What the server holds when it holds the object last applied, as the watch sees it.
+    fn ours(&self) -> Seen {
+        if self.uid.is_none() {
+            return Seen::Unknown;
+        }
+        Seen::Present {
+            uid: self.uid.clone(),
+            generation: self.generation,
+        }
+    }
+
+    /// Runs rounds every `interval` until `stop` resolves, then returns; after a failed round,
+    /// the next comes after the backoff (module docs), and the watch of the `GpuNode` starts
+    /// one early when it must. A round or wait in progress when the stop comes is abandoned:
+    /// nothing it would write is needed for a clean stop.
     pub async fn run(mut self, stop: impl Future<Output = ()>) {
         let mut stop = std::pin::pin!(stop);
-        loop {
+        let (seen_tx, mut seen) = tokio::sync::watch::channel(Seen::Unknown);
+        let _watch = AbortOnDrop(tokio::spawn(watch_own(
+            self.api.clone(),
+            self.config.node.clone(),
+            self.config.interval,
+            seen_tx,
+        )));
+        let mut watching = true;
+        let mut lost = false;
+        let mut retry = Retry::new(self.config.interval);
+        let mut failing: Option<Failing> = None;
+        'rounds: loop {
             // `biased`: the stop is polled before the first capture starts, so a stop that
             // registers a signal handler on its first poll (tokio's) has it in place before
             // a capture can hang; a SIGTERM then never meets the default disposition.
-            tokio::select! {
+            let wait = tokio::select! {
                 biased;
                 () = &mut stop => break,
-                result = self.round() => {
-                    if let Err(e) = result {
-                        tracing::warn!(node = %self.config.node, error = %e, "publish round failed; retrying next round");
+                result = self.round() => self.after_round(result, &mut failing, &mut retry),
+            };
+            let deadline = Instant::now() + wait;
+            loop {
+                tokio::select! {
+                    () = &mut stop => break 'rounds,
+                    () = tokio::time::sleep_until(deadline) => break,
+                    changed = seen.changed(), if watching => {
+                        if changed.is_err() {
+                            // The watch gave up (forbidden): rounds keep the interval.
+                            watching = false;
+                            continue;
+                        }
+                        let now = seen.borrow_and_update().clone();
+                        if early_round(&now, &self.ours(), failing.is_some(), &mut lost) {
+                            tracing::debug!(node = %self.config.node, seen = ?now, "GpuNode watch: round now");
+                            break;
+                        }
                     }
                 }
             }
-            tokio::select! {
-                () = &mut stop => break,
-                () = tokio::time::sleep(self.config.interval) => {}
-            }
         }
         tracing::info!(node = %self.config.node, "publisher stopped");
+    }
+
+    /// Logs a round's outcome and returns the wait before the next: the interval after a
+    /// success, the backoff's next wait after a failure.
+    fn after_round(
+        &self,
+        result: Result<Round, Error>,
+        failing: &mut Option<Failing>,
+        retry: &mut Retry,
+    ) -> Duration {
+        let node = &self.config.node;
+        match result {
+            Ok(_) => {
+                if let Some(f) = failing.take() {
+                    let secs = f.since.elapsed().as_secs_f64();
+                    tracing::info!(%node, failed_rounds = f.rounds, "publish rounds failed for {secs:.1}s; this round succeeded and the GpuNode is caught up");
+                }
+                retry.reset();
+                self.config.interval
+            }
+            Err(e) => {
+                let f = failing.get_or_insert(Failing {
+                    since: Instant::now(),
+                    rounds: 0,
+                });
+                f.rounds += 1;
+                let wait = retry.delay();
+                let secs = wait.as_secs_f64();
+                tracing::warn!(%node, error = %e, failed_rounds = f.rounds, "publish round failed; retrying in {secs:.1}s");
+                wait
+            }
+        }
     }
 }
 
@@ -412,6 +671,82 @@ impl<S: InventorySource> Publisher<S> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+
+    /// The waits stay under the cap whatever the interval, start at the first wait (or less,
+    /// for a short interval), grow, and start over after a reset.
+    #[rstest::rstest]
+    #[case::default_interval(Duration::from_secs(60), Duration::from_secs(1), Duration::from_secs(30))]
+    #[case::shortest_cli_interval(Duration::from_secs(5), Duration::from_secs(1), Duration::from_secs(5))]
+    #[case::hour(Duration::from_secs(3600), Duration::from_secs(1), Duration::from_secs(30))]
+    #[case::test_interval(
+        Duration::from_millis(50),
+        Duration::from_millis(25),
+        Duration::from_millis(50)
+    )]
+    fn retry_waits_are_bounded(#[case] interval: Duration, #[case] first: Duration, #[case] cap: Duration) {
+        let mut retry = Retry::new(interval);
+        for _ in 0..3 {
+            let waits: Vec<Duration> = (0..40).map(|_| retry.delay()).collect();
+            assert!(waits[0] >= first && waits[0] < first * 2, "{waits:?}");
+            assert!(waits.iter().all(|w| *w <= cap), "{waits:?}");
+            // Grown to its ceiling: at least half the cap (before jitter) by the end.
+            assert!(waits[39] >= cap / 2, "{waits:?}");
+            retry.reset();
+        }
+    }
+
+    fn present(uid: &str, generation: i64) -> Seen {
+        Seen::Present {
+            uid: Some(uid.into()),
+            generation: Some(generation),
+        }
+    }
+
+    /// When the watch's news starts a round before the wait ends: `lost_before` is whether
+    /// the watch was lost before this news, `lost_after` what the publisher remembers after.
+    #[rstest::rstest]
+    #[case::ours_unchanged(present("u1", 1), false, false, false, false)]
+    #[case::deleted(Seen::Absent, false, false, true, false)]
+    #[case::edited(present("u1", 2), false, false, true, false)]
+    #[case::recreated(present("u2", 1), false, false, true, false)]
+    #[case::lost_while_healthy(Seen::Lost, false, false, true, true)]
+    #[case::lost_again(Seen::Lost, false, true, false, true)]
+    #[case::lost_while_failing(Seen::Lost, true, false, false, true)]
+    #[case::back_while_failing(present("u1", 1), true, true, true, false)]
+    #[case::back_and_deleted_while_failing(Seen::Absent, true, true, true, false)]
+    #[case::back_after_a_blip(present("u1", 1), false, true, true, false)]
+    #[case::deleted_while_failing(Seen::Absent, true, false, false, false)]
+    #[case::nothing_yet(Seen::Unknown, false, false, false, false)]
+    fn the_watch_starts_a_round_when_it_must(
+        #[case] seen: Seen,
+        #[case] failing: bool,
+        #[case] lost_before: bool,
+        #[case] round: bool,
+        #[case] lost_after: bool,
+    ) {
+        let mut lost = lost_before;
+        assert_eq!(early_round(&seen, &present("u1", 1), failing, &mut lost), round);
+        assert_eq!(lost, lost_after);
+    }
+
+    #[test]
+    fn only_a_forbidden_watch_is_given_up() {
+        let status = |code, reason| kube::core::Status::failure("no", reason).with_code(code);
+        let list = |code, reason| {
+            watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status(code, reason))))
+        };
+        assert!(forbidden(&list(403, "Forbidden")));
+        assert!(forbidden(&watcher::Error::WatchError(Box::new(status(
+            403,
+            "Forbidden"
+        )))));
+        assert!(
+            !forbidden(&list(404, "NotFound")),
+            "a CRD not installed yet may come"
+        );
+        assert!(!forbidden(&list(500, "InternalError")));
+        assert!(!forbidden(&watcher::Error::NoResourceVersion));
+    }
 
     #[test]
     fn state_files_are_read_strictly_and_bounded() {

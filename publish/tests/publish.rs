@@ -1,7 +1,9 @@
 //! The publisher against an in-process API server (kube-fake): the first round applies, an
 //! unchanged node is not written, a change is applied once, the apply body is one a
 //! server-side apply accepts, the recovery state becomes the `Recovered` condition, and a stop
-//! ends the loop.
+//! ends the loop. Through an API server restart (kube-fake's `stop`/`start_again`): what
+//! changed while it was down is written soon after it is back, not at the next interval; the
+//! rounds while it is down are paced by the backoff; a stop ends the loop while it is down.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -63,11 +65,21 @@ fn publisher_with(
     node: &Node,
     mig_strategy: Option<miggate_compat::MigStrategy>,
 ) -> Publisher<Node> {
+    publisher_every(fake, root, node, Duration::from_millis(50), mig_strategy)
+}
+
+fn publisher_every(
+    fake: &FakeApiServer,
+    root: &Path,
+    node: &Node,
+    interval: Duration,
+    mig_strategy: Option<miggate_compat::MigStrategy>,
+) -> Publisher<Node> {
     Publisher::new(
         fake.client().unwrap(),
         Config {
             node: "gpu-node-7".into(),
-            interval: Duration::from_millis(50),
+            interval,
             root: root.to_path_buf(),
             mig_strategy,
         },
@@ -356,4 +368,187 @@ async fn a_gpu_node_deleted_or_edited_by_another_writer_is_applied_again() {
         5,
         "one write per change, none while unchanged"
     );
+}
+
+/// The interval of the outage tests: far longer than any of them runs, so whatever they see
+/// written was written by a retry or the watch, not by a round at the interval.
+const LONG: Duration = Duration::from_secs(60);
+
+/// A running publisher and how to stop it.
+struct Running {
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+fn run(p: Publisher<Node>) -> Running {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(p.run(async move {
+        let _ = stopped.await;
+    }));
+    Running { stop, task }
+}
+
+impl Running {
+    /// Stops it, and checks that it ended at once (a generous 2 s: "at once", not a timing).
+    async fn stop(self) {
+        self.stop.send(()).unwrap();
+        tokio::time::timeout(Duration::from_secs(2), self.task)
+            .await
+            .expect("run ended within 2 s of the stop")
+            .unwrap();
+    }
+}
+
+/// Polls until `ready` holds of the stored `GpuNode`, failing after `within`.
+async fn until(fake: &FakeApiServer, within: Duration, what: &str, ready: impl Fn(&Value) -> bool) {
+    let deadline = Instant::now() + within;
+    loop {
+        if fake
+            .get("gpunodes", None, "gpu-node-7")
+            .is_some_and(|o| ready(&o))
+        {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn reason(obj: &Value) -> Option<&str> {
+    obj.pointer("/status/conditions/0/reason").and_then(Value::as_str)
+}
+
+fn devices(obj: &Value) -> usize {
+    obj.pointer("/spec/manifest/nvidia/devices")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len)
+}
+
+/// No write is lost to an outage: the `GpuNode` deleted while the API server was down, the
+/// inventory that changed meanwhile and the recovery state written meanwhile are all written
+/// within seconds of its return, with an interval of a minute.
+#[tokio::test]
+async fn what_changed_while_the_api_server_was_down_is_written_soon_after_it_is_back() {
+    let fake = FakeApiServer::start().await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let node = Node::default();
+    let full = manifest("webhook-store/nodes/gpu-node-7.yaml", "t0");
+    let full_devices = full.devices().map_or(0, <[_]>::len);
+    assert!(full_devices > 2);
+    *node.manifest.lock().unwrap() = Some(full.clone());
+    write_state(root.path(), json!({"state": "recovering", "step": "sriov"}));
+    let running = run(publisher_every(&fake, root.path(), &node, LONG, None));
+    until(&fake, Duration::from_secs(20), "first publish", |o| {
+        reason(o) == Some("Recovering")
+    })
+    .await;
+
+    fake.stop().await;
+    assert!(fake.delete("gpunodes", None, "gpu-node-7"));
+    let mut recut = full;
+    recut
+        .nvidia
+        .as_mut()
+        .unwrap()
+        .devices
+        .as_mut()
+        .unwrap()
+        .truncate(2);
+    *node.manifest.lock().unwrap() = Some(recut);
+    write_state(root.path(), json!({"state": "ready", "step": "verify"}));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    fake.start_again().await.unwrap();
+
+    let back = Instant::now();
+    until(
+        &fake,
+        Duration::from_secs(20),
+        "caught up after the restart",
+        |o| devices(o) == 2 && reason(o) == Some("Ready"),
+    )
+    .await;
+    assert!(back.elapsed() < LONG / 3, "well before the interval");
+    running.stop().await;
+}
+
+/// While the API server is down, rounds come at the backoff's pace: a few in five seconds,
+/// starting when the watch is cut, not one per interval and not a hot loop.
+#[tokio::test]
+async fn rounds_while_the_api_server_is_down_are_paced_by_the_backoff() {
+    let fake = FakeApiServer::start().await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let node = Node::default();
+    *node.manifest.lock().unwrap() = Some(manifest("webhook-store/nodes/gpu-node-7.yaml", "t0"));
+    let running = run(publisher_every(&fake, root.path(), &node, LONG, None));
+    until(&fake, Duration::from_secs(20), "first publish", |_| true).await;
+    let captures = || *node.captures.lock().unwrap();
+    let before = captures();
+
+    fake.stop().await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let during = captures() - before;
+    // The watch's cut starts one round; the backoff (1 s, 2 s, 4 s ..., each up to twice that)
+    // allows two to four more in five seconds.
+    assert!((2..10).contains(&during), "{during} rounds in a 5 s outage");
+    fake.start_again().await.unwrap();
+    running.stop().await;
+}
+
+/// A stop while the API server is down, in the middle of a backoff wait, ends `run` at once.
+#[tokio::test]
+async fn a_stop_while_the_api_server_is_down_ends_run_at_once() {
+    let fake = FakeApiServer::start().await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let node = Node::default();
+    *node.manifest.lock().unwrap() = Some(manifest("webhook-store/nodes/gpu-node-7.yaml", "t0"));
+    let running = run(publisher_every(&fake, root.path(), &node, LONG, None));
+    until(&fake, Duration::from_secs(20), "first publish", |_| true).await;
+    fake.stop().await;
+    // A round failed on the cut watch; the next waits at least a second.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while *node.captures.lock().unwrap() < 2 {
+        assert!(Instant::now() < deadline, "no round after the cut");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    running.stop().await;
+}
+
+/// A `GpuNode` deleted while the server is up is put back at once, through the watch, not at
+/// the next round a minute later.
+#[tokio::test]
+async fn a_gpu_node_deleted_between_rounds_is_applied_again_at_once() {
+    let fake = FakeApiServer::start().await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let node = Node::default();
+    *node.manifest.lock().unwrap() = Some(manifest("webhook-store/nodes/gpu-node-7.yaml", "t0"));
+    let running = run(publisher_every(&fake, root.path(), &node, LONG, None));
+    until(&fake, Duration::from_secs(20), "first publish", |_| true).await;
+    // The watch has listed the object before it is deleted, so the delete is news to it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !fake.requests().iter().any(Recorded::is_watch) {
+        assert!(
+            Instant::now() < deadline,
+            "the publisher never watched its GpuNode"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let watch = fake.requests().into_iter().find(Recorded::is_watch).unwrap();
+    assert_eq!(
+        watch.query.get("fieldSelector").map(String::as_str),
+        Some("metadata.name=gpu-node-7"),
+        "one object watched"
+    );
+    let first_uid = fake.get("gpunodes", None, "gpu-node-7").unwrap()["metadata"]["uid"].clone();
+    assert!(fake.delete("gpunodes", None, "gpu-node-7"));
+    until(&fake, Duration::from_secs(20), "applied again", |o| {
+        o["metadata"]["uid"] != first_uid
+    })
+    .await;
+    assert_eq!(
+        patches(&fake).len(),
+        2,
+        "one apply at the start, one after the delete"
+    );
+    running.stop().await;
 }
