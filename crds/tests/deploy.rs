@@ -461,10 +461,18 @@ fn rbac_is_least_privilege() {
             .all(|(g, r, _)| g == "miggate.io" && r.starts_with("gpunodes")),
         "{publisher:?}"
     );
+    // It watches its own GpuNode (list and watch), and never deletes or replaces one.
     assert!(
-        publisher.iter().all(
-            |(_, _, v)| !["delete", "deletecollection", "update", "list", "watch"].contains(&v.as_str())
-        )
+        publisher
+            .iter()
+            .all(|(_, _, v)| !["delete", "deletecollection", "update"].contains(&v.as_str())),
+        "{publisher:?}"
+    );
+    assert!(
+        publisher
+            .iter()
+            .all(|(_, r, v)| r == "gpunodes" || !["list", "watch"].contains(&v.as_str())),
+        "list and watch only the objects, not their status: {publisher:?}"
     );
 
     let agent = rules(&objects, "miggate-checkpoint-writer");

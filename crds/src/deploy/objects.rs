@@ -283,7 +283,11 @@ fn publisher(config: &Config) -> Result<Vec<Object>, Error> {
             "metadata": cluster_meta(PUBLISHER, PUBLISHER),
             "rules": [
                 // Server-side apply is a PATCH; it creates the object the first time.
-                {"apiGroups": [GROUP], "resources": ["gpunodes"], "verbs": ["get", "create", "patch"]},
+                // list and watch: between rounds the publisher watches its own GpuNode (a field
+                // selector on its name), so one deleted or edited by another writer, or an API
+                // server back from an outage, is answered at once rather than a round later.
+                // RBAC cannot scope them to one name; GpuNodes hold inventories, no secrets.
+                {"apiGroups": [GROUP], "resources": ["gpunodes"], "verbs": ["get", "list", "watch", "create", "patch"]},
                 {"apiGroups": [GROUP], "resources": ["gpunodes/status"], "verbs": ["get", "patch"]},
             ]}),
         )?,
