@@ -44,7 +44,7 @@ pub struct WatchStarts {
 }
 
 impl WatchStarts {
-    fn record(&self, plural: &str, at: Instant) {
+    pub(crate) fn record(&self, plural: &str, at: Instant) {
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         match last.get_mut(plural) {
             Some(t) => *t = at,

@@ -7,7 +7,7 @@
 //! bookmarks on), wrapped in a backoff (`WatchBackoff`): a watch that ends is resumed from
 //! its last version, one answered `410 Gone` (or an error) is re-listed after a backoff
 //! (0.8 s doubling to [`WATCH_RETRY_MAX`], each wait plus up to as much again of jitter, so
-//! never 5 s; reset by the first event received). A re-list is buffered and swapped in whole when it
+//! never 5 s; reset by the first event received, and by a watch the server accepts). A re-list is buffered and swapped in whole when it
 //! completes, so a decision never sees half a list. Each cache converts objects as they
 //! arrive and keeps only what decisions read: a restore pod is its restore annotations, a Node
 //! its labels, capacity and `nodeInfo`, a `PodSnapshot` the content it is bound to, a content
@@ -666,15 +666,22 @@ pub const WATCH_RETRY_MAX: Duration = Duration::from_millis(2500);
 const WATCH_RETRY_MIN: Duration = Duration::from_millis(800);
 
 /// The watches' backoff: exponential from [`WATCH_RETRY_MIN`] to [`WATCH_RETRY_MAX`], each
-/// wait lengthened by a random share of itself (below 100%), never giving up; kube-runtime's `StreamBackoff` resets it whenever the watch yields
-/// an event, so one failure after a long healthy run waits the shortest time again.
+/// wait lengthened by a random share of itself (below 100%), never giving up. It starts over
+/// when kube-runtime's `StreamBackoff` resets it (the watch yielded an event) and when the
+/// server has accepted a watch of the kind since the last wait: after an outage, the first
+/// accepted watch of a restarted server is answered `410` at once, and the re-list that
+/// follows then waits the shortest time, not the capped one the outage built up.
 pub(crate) struct WatchBackoff {
     builder: backon::ExponentialBuilder,
     current: backon::ExponentialBackoff,
+    starts: Arc<WatchStarts>,
+    plural: String,
+    /// The accepted watch last seen, to tell a new one.
+    seen: Option<Instant>,
 }
 
 impl WatchBackoff {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(starts: Arc<WatchStarts>, plural: String) -> Self {
         use backon::BackoffBuilder;
         let builder = backon::ExponentialBuilder::default()
             .with_min_delay(WATCH_RETRY_MIN)
@@ -682,9 +689,13 @@ impl WatchBackoff {
             .with_factor(2.0)
             .with_jitter()
             .without_max_times();
+        let seen = starts.last(&plural);
         WatchBackoff {
             current: builder.build(),
             builder,
+            starts,
+            plural,
+            seen,
         }
     }
 }
@@ -693,6 +704,12 @@ impl Iterator for WatchBackoff {
     type Item = Duration;
 
     fn next(&mut self) -> Option<Duration> {
+        use backon::BackoffBuilder;
+        let accepted = self.starts.last(&self.plural);
+        if accepted.is_some() && accepted != self.seen {
+            self.seen = accepted;
+            self.current = self.builder.build();
+        }
         self.current.next()
     }
 }
@@ -710,7 +727,8 @@ where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     V: Entry,
 {
-    let stream = watcher::watcher(api, config).backoff(WatchBackoff::new());
+    let backoff = WatchBackoff::new(cache.starts.clone(), cache.plural.clone());
+    let stream = watcher::watcher(api, config).backoff(backoff);
     let mut stream = std::pin::pin!(stream);
     while let Some(item) = stream.next().await {
         match item {
@@ -1087,7 +1105,8 @@ mod tests {
     #[test]
     fn a_failed_watch_retries_within_seconds_forever_and_starts_over_after_a_reset() {
         use kube::runtime::utils::Backoff;
-        let mut backoff = WatchBackoff::new();
+        let starts = Arc::new(WatchStarts::default());
+        let mut backoff = WatchBackoff::new(starts.clone(), "gpunodes".into());
         let waits: Vec<Duration> = backoff.by_ref().take(200).collect();
         assert_eq!(waits.len(), 200, "never gives up");
         assert!(
@@ -1104,6 +1123,17 @@ mod tests {
         backoff.reset();
         let first = backoff.next().unwrap();
         assert!(first < WATCH_RETRY_MIN * 2, "{first:?}");
+        // Capped again, then the server accepts a watch of the kind (of another kind: nothing).
+        let _: Vec<Duration> = backoff.by_ref().take(10).collect();
+        starts.record("pods", Instant::now());
+        assert!(backoff.next().unwrap() >= WATCH_RETRY_MAX);
+        starts.record("gpunodes", Instant::now());
+        let after = backoff.next().unwrap();
+        assert!(
+            after < WATCH_RETRY_MIN * 2,
+            "starts over after an accepted watch: {after:?}"
+        );
+        assert!(backoff.next().unwrap() >= WATCH_RETRY_MIN * 2, "once");
     }
 
     #[test]
