@@ -18,7 +18,9 @@
 //! What a client of a real cluster meets, so its recovery is tested rather than assumed:
 //!
 //! - [`FakeApiServer::fail_next`]: the next request of a plural is answered with an error
-//!   `Status`; [`FakeApiServer::serve`]: a plural is not served at all (`404`).
+//!   `Status` (with the reason the real server gives that code: `403` `Forbidden`, …);
+//!   [`FakeApiServer::fail_next_watch`]: the same for its next watch only;
+//!   [`FakeApiServer::serve`]: a plural is not served at all (`404`).
 //! - [`FakeApiServer::stop`], [`FakeApiServer::start_again`] and [`FakeApiServer::restart`]:
 //!   the API server process killed and started again with etcd intact. Stopping closes the
 //!   listener (connects are refused) and resets every open connection where it is: a watch
@@ -122,6 +124,8 @@ struct Inner {
     compacted: BTreeMap<String, u64>,
     /// Status codes to answer the next requests of a plural with, instead of serving them.
     fail_next: BTreeMap<String, Vec<u16>>,
+    /// Like `fail_next`, for watch requests only.
+    fail_next_watch: BTreeMap<String, Vec<u16>>,
     /// Plurals answered `404 NotFound` on every request, as a server that does not serve
     /// their API (an older Kubernetes, a CRD not installed).
     unserved: std::collections::BTreeSet<String>,
@@ -267,6 +271,24 @@ fn plural_of(kind: &str) -> Option<&'static str> {
         "PodSnapshotContent" => "podsnapshotcontents",
         _ => return None,
     })
+}
+
+/// The `reason` a real API server gives with `code`, so clients that read the reason
+/// (kube's `Status::is_forbidden`, `is_not_found`) classify an injected failure as the real one.
+fn reason_of(code: u16) -> &'static str {
+    match code {
+        400 => "BadRequest",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "NotFound",
+        409 => "Conflict",
+        410 => "Expired",
+        422 => "Invalid",
+        429 => "TooManyRequests",
+        503 => "ServiceUnavailable",
+        504 => "Timeout",
+        _ => "InternalError",
+    }
 }
 
 fn key(namespace: Option<&str>, name: &str) -> String {
@@ -457,6 +479,19 @@ impl FakeApiServer {
         self.shared
             .lock()
             .fail_next
+            .entry(plural.to_string())
+            .or_default()
+            .push(code);
+    }
+
+    /// Answers the next watch of `plural` with an error `Status` of `code`, once per entry;
+    /// lists and single-object requests are not touched (e.g. `403`, as a restarted API
+    /// server answers while its authorizer loads, for a client whose other requests must go
+    /// through).
+    pub fn fail_next_watch(&self, plural: &str, code: u16) {
+        self.shared
+            .lock()
+            .fail_next_watch
             .entry(plural.to_string())
             .or_default()
             .push(code);
@@ -681,12 +716,21 @@ async fn handle(
                 "the server could not find the requested resource",
             );
         }
-        if let Some(code) = inner
-            .fail_next
-            .get_mut(&target.plural)
-            .and_then(|v| (!v.is_empty()).then(|| v.remove(0)))
-        {
-            return status(code, "InternalError", "injected failure");
+        let watch_failure = if recorded.is_watch() {
+            inner
+                .fail_next_watch
+                .get_mut(&target.plural)
+                .and_then(|v| (!v.is_empty()).then(|| v.remove(0)))
+        } else {
+            None
+        };
+        if let Some(code) = watch_failure.or_else(|| {
+            inner
+                .fail_next
+                .get_mut(&target.plural)
+                .and_then(|v| (!v.is_empty()).then(|| v.remove(0)))
+        }) {
+            return status(code, reason_of(code), "injected failure");
         }
     }
     match (method, &target.name) {

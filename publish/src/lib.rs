@@ -24,8 +24,10 @@
 //! next interval does not: a deletion or another writer's spec edit starts a round at once,
 //! a watch cut (the API server restarting) starts one to find out whether the server is
 //! there, and the watch answering again after failed rounds starts one without waiting out
-//! the backoff. A watch the publisher may not open (its role lacks `list` and `watch` on
-//! `gpunodes`) is logged once and given up; rounds then notice such things at the interval.
+//! the backoff. A watch refused for want of permission (its role lacks `list` and `watch` on
+//! `gpunodes`, or, as measured on kube-apiserver v1.36.2, the API server just restarted and
+//! its authorizer has not loaded the RBAC objects yet) is logged once and retried with the
+//! backoff, never given up: until it works, rounds notice such things at the interval.
 
 use std::future::Future;
 use std::io::Read;
@@ -331,8 +333,9 @@ fn early_round(seen: &Seen, ours: &Seen, failing: bool, lost: &mut bool) -> bool
     }
 }
 
-/// Feeds `seen` from a watch of `node`'s `GpuNode` until the task is aborted, or for good
-/// once the watch is forbidden.
+/// Feeds `seen` from a watch of `node`'s `GpuNode` until the task is aborted. A forbidden
+/// watch is retried like any failed one: a restarted API server refuses requests for a moment
+/// while its authorizer loads, and a role fixed later should take effect without a restart.
 async fn watch_own(
     api: Api<GpuNode>,
     node: String,
@@ -343,7 +346,11 @@ async fn watch_own(
     let events = watcher::watcher(api, config).backoff(Retry::new(interval));
     let mut events = std::pin::pin!(events);
     let mut listed = Seen::Absent;
+    let mut refused = false;
     while let Some(event) = events.next().await {
+        if event.is_ok() && std::mem::take(&mut refused) {
+            tracing::info!(%node, "the watch of GpuNode {node} is allowed again");
+        }
         let now = match event {
             Ok(watcher::Event::Init) => {
                 listed = Seen::Absent;
@@ -357,8 +364,10 @@ async fn watch_own(
             Ok(watcher::Event::Apply(object)) => Seen::of(&object),
             Ok(watcher::Event::Delete(_)) => Seen::Absent,
             Err(e) if forbidden(&e) => {
-                tracing::warn!(%node, error = %e, "cannot watch GpuNode {node}: a deletion or an API server restart is noticed at the next round only (the publisher's role needs list and watch on gpunodes)");
-                return;
+                if !std::mem::replace(&mut refused, true) {
+                    tracing::warn!(%node, error = %e, "cannot watch GpuNode {node}: retrying with the backoff; until it is allowed, a deletion or an API server restart is noticed at the next round only (the publisher's role needs list and watch on gpunodes)");
+                }
+                continue;
             }
             Err(e) => {
                 tracing::debug!(%node, error = %e, "watch of GpuNode failed");
@@ -618,7 +627,8 @@ impl<S: InventorySource> Publisher<S> {
                     () = tokio::time::sleep_until(deadline) => break,
                     changed = seen.changed(), if watching => {
                         if changed.is_err() {
-                            // The watch gave up (forbidden): rounds keep the interval.
+                            // The watch task ended (it retries forever, so only if it
+                            // panicked): rounds keep the interval.
                             watching = false;
                             continue;
                         }
@@ -730,7 +740,7 @@ mod tests {
     }
 
     #[test]
-    fn only_a_forbidden_watch_is_given_up() {
+    fn a_forbidden_watch_is_told_from_other_failures() {
         let status = |code, reason| kube::core::Status::failure("no", reason).with_code(code);
         let list = |code, reason| {
             watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status(code, reason))))

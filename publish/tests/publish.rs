@@ -552,3 +552,47 @@ async fn a_gpu_node_deleted_between_rounds_is_applied_again_at_once() {
     );
     running.stop().await;
 }
+
+/// A restarted API server refuses requests (`403`) for a moment while its authorizer loads
+/// (measured on kube-apiserver v1.36.2): a watch refused so is retried, not given up, and
+/// then answers a deletion at once, well before the next round.
+#[tokio::test]
+async fn a_watch_refused_for_a_moment_is_retried_and_then_answers_a_deletion() {
+    let fake = FakeApiServer::start().await.unwrap();
+    let root = tempfile::tempdir().unwrap();
+    let node = Node::default();
+    *node.manifest.lock().unwrap() = Some(manifest("webhook-store/nodes/gpu-node-7.yaml", "t0"));
+    let running = run(publisher_every(&fake, root.path(), &node, LONG, None));
+    until(&fake, Duration::from_secs(20), "first publish", |_| true).await;
+    let watches = || fake.requests().iter().filter(|r| r.is_watch()).count();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while watches() == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the publisher never watched its GpuNode"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The watch ends (as at a server's watch timeout: no error, no round) and its next two
+    // tries are refused; rounds are not.
+    fake.fail_next_watch("gpunodes", 403);
+    fake.fail_next_watch("gpunodes", 403);
+    let before = watches();
+    fake.drop_watches("gpunodes");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while watches() < before + 3 {
+        assert!(Instant::now() < deadline, "the refused watch was not tried again");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let first_uid = fake.get("gpunodes", None, "gpu-node-7").unwrap()["metadata"]["uid"].clone();
+    assert!(fake.delete("gpunodes", None, "gpu-node-7"));
+    until(
+        &fake,
+        Duration::from_secs(10),
+        "applied again by the watch, not the 60 s round",
+        |o| o["metadata"]["uid"] != first_uid,
+    )
+    .await;
+    running.stop().await;
+}
