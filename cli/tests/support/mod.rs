@@ -83,7 +83,21 @@ impl Webhook {
         Webhook::launch("--store=kube", Some(kubeconfig), flags).await
     }
 
+    /// [`Webhook::start_kube`] with another build of the binary (a benchmark's baseline).
+    pub async fn start_kube_with(binary: &Path, kubeconfig: &Path, flags: &[&str]) -> Webhook {
+        Webhook::launch_binary(binary, "--store=kube", Some(kubeconfig), flags).await
+    }
+
     async fn launch(store: &str, kubeconfig: Option<&std::path::Path>, flags: &[&str]) -> Webhook {
+        Webhook::launch_binary(Path::new(env!("CARGO_BIN_EXE_miggate")), store, kubeconfig, flags).await
+    }
+
+    async fn launch_binary(
+        binary: &Path,
+        store: &str,
+        kubeconfig: Option<&std::path::Path>,
+        flags: &[&str],
+    ) -> Webhook {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let pki = pki();
         let dir = tempfile::tempdir().unwrap();
@@ -91,7 +105,7 @@ impl Webhook {
         std::fs::write(dir.path().join("tls.key"), &pki.key_pem).unwrap();
         let log = std::fs::File::create(dir.path().join("webhook.log")).unwrap();
         let (listen, health) = (free_port(), free_port());
-        let child = Command::new(env!("CARGO_BIN_EXE_miggate"))
+        let child = Command::new(binary)
             .arg("webhook")
             .arg(format!("--listen={listen}"))
             .arg(format!("--health-listen={health}"))
