@@ -20,14 +20,17 @@ use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum_server::accept::Accept;
 use futures::future::BoxFuture;
 use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+
+use crate::metrics::ReasonLabel;
 
 /// The default cap on open admission connections per replica.
 ///
@@ -160,18 +163,94 @@ impl Drop for Slot {
     }
 }
 
+/// How often at most a kind of connection failure is logged: each such line says how many
+/// happened since the last, so a flood of them (a scanner, a client with the wrong CA) is one
+/// line every few seconds, while the counter keeps the exact number.
+pub const FAILURE_LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Says which of a run of events to log: the first, then at most one per `every`, with how
+/// many happened since the last one logged.
+#[derive(Debug)]
+pub(crate) struct LogGate {
+    every: Duration,
+    /// When the last logged one happened, and the events since it.
+    state: Mutex<(Option<Instant>, u64)>,
+}
+
+impl LogGate {
+    pub(crate) fn new(every: Duration) -> Self {
+        LogGate {
+            every,
+            state: Mutex::new((None, 0)),
+        }
+    }
+
+    /// Records one event at `now`; `Some(n)` when it is to be logged, `n` counting it and
+    /// those not logged before it.
+    pub(crate) fn record(&self, now: Instant) -> Option<u64> {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.1 += 1;
+        let due = state
+            .0
+            .is_none_or(|t| now.saturating_duration_since(t) >= self.every);
+        due.then(|| {
+            state.0 = Some(now);
+            std::mem::take(&mut state.1)
+        })
+    }
+}
+
+/// Failed TLS handshakes: counted by reason, logged through a [`LogGate`]. A failure is the
+/// only trace of an API server that cannot call the webhook (a `caBundle` that does not match
+/// the serving certificate, a client certificate refused by `--client-ca`).
+#[derive(Debug)]
+struct HandshakeFailures {
+    counted: Family<ReasonLabel, Counter>,
+    log: LogGate,
+}
+
+impl HandshakeFailures {
+    fn failed(&self, source: Option<IpAddr>, error: &io::Error) {
+        let reason = if error.kind() == io::ErrorKind::TimedOut {
+            "timeout"
+        } else {
+            "error"
+        };
+        self.counted.get_or_create(&ReasonLabel { reason }).inc();
+        if let Some(failed) = self.log.record(Instant::now()) {
+            let source = source.map_or_else(|| "unknown".to_string(), |ip| ip.to_string());
+            tracing::warn!(%source, reason, %error, failed, "admission TLS handshake failed ({failed} since the last such line; miggate_tls_handshake_failures_total counts them all)");
+        }
+    }
+}
+
 /// An acceptor that takes a [`Slot`] before running `inner` (the TLS handshake), and refuses
 /// the connection at the cap.
 #[derive(Debug, Clone)]
 pub struct CappedAcceptor<A> {
     inner: A,
     gate: ConnectionGate,
+    failures: Option<Arc<HandshakeFailures>>,
 }
 
 impl<A> CappedAcceptor<A> {
     /// `inner` behind `gate`.
     pub fn new(inner: A, gate: ConnectionGate) -> Self {
-        CappedAcceptor { inner, gate }
+        CappedAcceptor {
+            inner,
+            gate,
+            failures: None,
+        }
+    }
+
+    /// This acceptor with each failed handshake counted in `counted` by reason and logged (at
+    /// most once per [`FAILURE_LOG_EVERY`]).
+    pub fn counting_failures(mut self, counted: Family<ReasonLabel, Counter>) -> Self {
+        self.failures = Some(Arc::new(HandshakeFailures {
+            counted,
+            log: LogGate::new(FAILURE_LOG_EVERY),
+        }));
+        self
     }
 }
 
@@ -199,9 +278,17 @@ where
             ))));
         };
         let accepting = self.inner.accept(stream, service);
+        let failures = self.failures.clone();
         Box::pin(async move {
-            let (inner, service) = accepting.await?;
-            Ok((Counted { inner, _slot: slot }, service))
+            match accepting.await {
+                Ok((inner, service)) => Ok((Counted { inner, _slot: slot }, service)),
+                Err(e) => {
+                    if let Some(failures) = failures {
+                        failures.failed(source, &e);
+                    }
+                    Err(e)
+                }
+            }
         })
     }
 }
@@ -252,6 +339,22 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
+
+    #[test]
+    fn a_log_gate_logs_the_first_then_one_per_period_with_the_count_between() {
+        let gate = LogGate::new(Duration::from_secs(10));
+        let t = Instant::now();
+        assert_eq!(gate.record(t), Some(1));
+        assert_eq!(gate.record(t + Duration::from_secs(1)), None);
+        assert_eq!(gate.record(t + Duration::from_secs(9)), None);
+        assert_eq!(
+            gate.record(t + Duration::from_secs(10)),
+            Some(3),
+            "this one and the two held"
+        );
+        assert_eq!(gate.record(t + Duration::from_secs(11)), None);
+        assert_eq!(gate.record(t + Duration::from_secs(30)), Some(2));
+    }
     use super::*;
 
     use rstest::rstest;

@@ -90,6 +90,8 @@ pub(crate) struct Options {
     /// The age past which a connection finishes its request in flight and closes, and what
     /// counts each one so closed; `None`: no bound.
     pub(crate) max_age: Option<(Duration, Counter)>,
+    /// What counts failed accepts, and says which to log; `None`: neither.
+    pub(crate) accept_errors: Option<(Counter, Arc<crate::connections::LogGate>)>,
 }
 
 impl Options {
@@ -104,7 +106,16 @@ impl Options {
             head_deadline,
             drain,
             max_age: None,
+            accept_errors: None,
         }
+    }
+
+    /// These options with each failed accept counted in `counted` and logged (at most once
+    /// per [`FAILURE_LOG_EVERY`](crate::connections::FAILURE_LOG_EVERY)).
+    pub(crate) fn accept_errors(mut self, counted: Counter) -> Self {
+        let gate = crate::connections::LogGate::new(crate::connections::FAILURE_LOG_EVERY);
+        self.accept_errors = Some((counted, Arc::new(gate)));
+        self
     }
 
     /// These options with connections closed at their next idle moment once older than
@@ -192,7 +203,16 @@ where
                     stop.clone(),
                 ));
             }
-            Err(_) => tokio::time::sleep(ACCEPT_RETRY).await,
+            Err(error) => {
+                // Out of file descriptors, most often: the listener stays, the retry waits.
+                if let Some((counted, log)) = &options.accept_errors {
+                    counted.inc();
+                    if let Some(failed) = log.record(std::time::Instant::now()) {
+                        tracing::warn!(%error, failed, "accepting an admission connection failed; retrying ({failed} since the last such line)");
+                    }
+                }
+                tokio::time::sleep(ACCEPT_RETRY).await;
+            }
         }
         // Finished connections are reaped as new ones come, so the set holds open ones only.
         while connections.try_join_next().is_some() {}

@@ -19,8 +19,9 @@
 //! `miggate_connections_shed_total` (closed at once because the cap was reached),
 //! `miggate_connections_per_source_max` (the cap per source address),
 //! `miggate_connections_shed_per_source_total` (closed at once because their source address
-//! was at its cap) and `miggate_connections_retired_total` (closed at their next idle moment
-//! because they reached the maximum connection age).
+//! was at its cap), `miggate_connections_retired_total` (closed at their next idle moment
+//! because they reached the maximum connection age), `miggate_tls_handshake_failures_total{reason}`
+//! (`timeout` or `error`) and `miggate_accept_errors_total`.
 
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime};
@@ -62,6 +63,13 @@ pub struct KindLabel {
 pub struct ResultLabel {
     /// `ok` or `error`.
     pub result: &'static str,
+}
+
+/// A label set naming why a connection failed before HTTP.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    /// `timeout` (no handshake within 3 s) or `error` (refused by either side, or cut).
+    pub reason: &'static str,
 }
 
 /// Every metric the webhook exports, with the registry that encodes them.
@@ -108,6 +116,10 @@ pub struct Metrics {
     pub connections_shed_per_source: Counter,
     /// Admission connections closed because they reached the maximum age.
     pub connections_retired: Counter,
+    /// Admission connections whose TLS handshake failed, by reason.
+    pub handshake_failures: Family<ReasonLabel, Counter>,
+    /// Failed accepts on the admission port (the process out of file descriptors, ...).
+    pub accept_errors: Counter,
 }
 
 impl Default for Metrics {
@@ -143,6 +155,8 @@ impl Metrics {
         let connections_per_source_max = Gauge::default();
         let connections_shed_per_source = Counter::default();
         let connections_retired = Counter::default();
+        let handshake_failures = Family::<ReasonLabel, Counter>::default();
+        let accept_errors = Counter::default();
         registry.register(
             "connections_per_source_max",
             "The cap on admission connections open at once from one source address",
@@ -157,6 +171,16 @@ impl Metrics {
             "connections_retired",
             "Admission connections closed at their next idle moment because they reached the maximum age",
             connections_retired.clone(),
+        );
+        registry.register(
+            "tls_handshake_failures",
+            "Admission connections whose TLS handshake failed, by reason (timeout, error)",
+            handshake_failures.clone(),
+        );
+        registry.register(
+            "accept_errors",
+            "Failed accepts on the admission port",
+            accept_errors.clone(),
         );
         registry.register(
             "connections_open",
@@ -268,6 +292,8 @@ impl Metrics {
             connections_per_source_max,
             connections_shed_per_source,
             connections_retired,
+            handshake_failures,
+            accept_errors,
         }
     }
 

@@ -157,16 +157,19 @@ pub async fn serve(
     let acceptor = CappedAcceptor::new(
         RustlsAcceptor::new(reloader.rustls_config()).handshake_timeout(Duration::from_secs(3)),
         gate,
-    );
+    )
+    .counting_failures(state.metrics.handshake_failures.clone());
     let stop = Stop::new();
     let admission = tokio::spawn(http1::serve(
         admission_listener,
         acceptor,
         admission_service(state.clone()),
-        http1::Options::new(config.deadline, config.drain, MAX_CONNECTION_BUFFER).max_age(
-            config.max_connection_age,
-            state.metrics.connections_retired.clone(),
-        ),
+        http1::Options::new(config.deadline, config.drain, MAX_CONNECTION_BUFFER)
+            .max_age(
+                config.max_connection_age,
+                state.metrics.connections_retired.clone(),
+            )
+            .accept_errors(state.metrics.accept_errors.clone()),
         stop.clone(),
     ));
 

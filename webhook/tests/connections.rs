@@ -318,3 +318,54 @@ async fn without_a_client_ca_no_certificate_is_asked_for() {
     let (status, _) = server.post(&server.client(HERE, None)).await.unwrap();
     assert_eq!(status, 200);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_handshakes_are_counted_by_reason() {
+    let clients = Ca::new("API server clients");
+    let server = Server::start(Some(&clients.pem), |_| {}).await;
+    let errors = "miggate_tls_handshake_failures_total{reason=\"error\"}";
+    let timeouts = "miggate_tls_handshake_failures_total{reason=\"timeout\"}";
+
+    // Plain HTTP on the TLS port, and a client without the certificate --client-ca asks for.
+    let mut plain = tokio::net::TcpStream::connect(server.bound.admission)
+        .await
+        .unwrap();
+    plain
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut sink = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(10), plain.read_to_end(&mut sink)).await;
+    assert!(server.post(&server.client(HERE, None)).await.is_err());
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while server.metric(errors).await < 2 {
+        assert!(Instant::now() < deadline, "not counted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(server.metric(errors).await, 2);
+
+    // Silent: no ClientHello within the 3 s handshake timeout.
+    let _silent = tokio::net::TcpStream::connect(server.bound.admission)
+        .await
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let text = reqwest::get(format!("http://{}/metrics", server.bound.health))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if text.contains(&format!("{timeouts} 1")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "timeout not counted:\n{text}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // A client the server accepts adds nothing.
+    let apiserver = clients.leaf("miggate-webhook.miggate-system.svc");
+    let (status, _) = server.post(&server.client(HERE, Some(&apiserver))).await.unwrap();
+    assert_eq!(status, 200);
+    assert_eq!(server.metric(errors).await, 2);
+}
