@@ -412,6 +412,38 @@ impl<V: Entry> Cache<V> {
     }
 }
 
+/// What the store reads of every cache alike, whatever it holds: so that readiness, status
+/// and staleness are one loop over [`KubeStore::caches`], not a list per question.
+trait Watched: Sync {
+    fn synced(&self) -> bool;
+    fn kind(&self) -> &'static str;
+    fn staleness(&self) -> Duration;
+    fn max_staleness(&self) -> Duration;
+    fn failing(&self) -> bool;
+    fn status(&self) -> CacheStatus;
+}
+
+impl<V: Entry> Watched for Cache<V> {
+    fn synced(&self) -> bool {
+        self.synced.load(Ordering::Acquire)
+    }
+    fn kind(&self) -> &'static str {
+        self.kind
+    }
+    fn staleness(&self) -> Duration {
+        Cache::staleness(self)
+    }
+    fn max_staleness(&self) -> Duration {
+        self.max_staleness
+    }
+    fn failing(&self) -> bool {
+        Cache::failing(self)
+    }
+    fn status(&self) -> CacheStatus {
+        Cache::status(self)
+    }
+}
+
 /// The watch caches and the tasks filling them. Dropping it stops the tasks.
 #[derive(Debug)]
 pub struct KubeStore {
@@ -837,30 +869,28 @@ impl KubeStore {
         Ok(Arc::new(store))
     }
 
-    /// Every cache's state, in [`KINDS`] order.
-    pub fn status(&self) -> Vec<CacheStatus> {
-        vec![
-            self.checkpoints.status(),
-            self.gpu_nodes.status(),
-            self.pods.status(),
-            self.nodes.status(),
-            self.slices.status(),
-            self.claims.status(),
-            self.snapshots.status(),
-            self.contents.status(),
+    /// Every cache, in [`KINDS`] order.
+    fn caches(&self) -> [&dyn Watched; 8] {
+        [
+            &*self.checkpoints,
+            &*self.gpu_nodes,
+            &*self.pods,
+            &*self.nodes,
+            &*self.slices,
+            &*self.claims,
+            &*self.snapshots,
+            &*self.contents,
         ]
     }
 
-    /// Whether any cache's watch keeps failing (see [`CacheStatus::failing`]).
+    /// Every cache's state, in [`KINDS`] order.
+    pub fn status(&self) -> Vec<CacheStatus> {
+        self.caches().iter().map(|c| c.status()).collect()
+    }
+
+    /// Whether any cache has been behind longer than the bound (see [`CacheStatus::failing`]).
     pub fn failing(&self) -> bool {
-        self.checkpoints.failing()
-            || self.gpu_nodes.failing()
-            || self.pods.failing()
-            || self.nodes.failing()
-            || self.slices.failing()
-            || self.claims.failing()
-            || self.snapshots.failing()
-            || self.contents.failing()
+        self.caches().iter().any(|c| c.failing())
     }
 
     /// Waits until every cache has synced, or `timeout` passes; returns whether they did.
@@ -883,44 +913,12 @@ impl KubeStore {
 
 impl Lookup for KubeStore {
     fn too_stale(&self) -> Option<Staleness> {
-        let worst = [
-            (
-                self.checkpoints.kind,
-                self.checkpoints.staleness(),
-                self.checkpoints.max_staleness,
-            ),
-            (
-                self.gpu_nodes.kind,
-                self.gpu_nodes.staleness(),
-                self.gpu_nodes.max_staleness,
-            ),
-            (self.pods.kind, self.pods.staleness(), self.pods.max_staleness),
-            (self.nodes.kind, self.nodes.staleness(), self.nodes.max_staleness),
-            (
-                self.slices.kind,
-                self.slices.staleness(),
-                self.slices.max_staleness,
-            ),
-            (
-                self.claims.kind,
-                self.claims.staleness(),
-                self.claims.max_staleness,
-            ),
-            (
-                self.snapshots.kind,
-                self.snapshots.staleness(),
-                self.snapshots.max_staleness,
-            ),
-            (
-                self.contents.kind,
-                self.contents.staleness(),
-                self.contents.max_staleness,
-            ),
-        ]
-        .into_iter()
-        .filter(|(_, stale, max)| stale > max)
-        .max_by_key(|(_, stale, _)| *stale)?;
-        let (kind, stale, max) = worst;
+        let (kind, stale, max) = self
+            .caches()
+            .iter()
+            .map(|c| (c.kind(), c.staleness(), c.max_staleness()))
+            .filter(|(_, stale, max)| stale > max)
+            .max_by_key(|(_, stale, _)| *stale)?;
         Some(Staleness {
             kind,
             seconds: stale.as_secs(),
@@ -929,14 +927,7 @@ impl Lookup for KubeStore {
     }
 
     fn synced(&self) -> bool {
-        self.checkpoints.synced.load(Ordering::Acquire)
-            && self.gpu_nodes.synced.load(Ordering::Acquire)
-            && self.pods.synced.load(Ordering::Acquire)
-            && self.nodes.synced.load(Ordering::Acquire)
-            && self.slices.synced.load(Ordering::Acquire)
-            && self.claims.synced.load(Ordering::Acquire)
-            && self.snapshots.synced.load(Ordering::Acquire)
-            && self.contents.synced.load(Ordering::Acquire)
+        self.caches().iter().all(|c| c.synced())
     }
 
     fn checkpoint(&self, namespace: &str, name: &str) -> Option<Arc<Checkpoint>> {
