@@ -49,8 +49,13 @@
 //! where they were. The fake reproduces those; its message's second number is the first
 //! version of its window (the real server's restart also wrote, so its window started past the
 //! last version a client had seen; the fake's restart takes one version for the same effect).
-//! The slow and broken lists are modelled on what a client can meet, not measured: a real
-//! server cut mid-list may stop at any byte. The rest of the protocol follows the API
+//! Also measured there: with etcd stopped under a running API server, open watches stayed
+//! open and delivered the change made once etcd was back, while a list with
+//! `resourceVersion` unset waited more than 20 s ([`FakeApiServer::delay_lists`] is that
+//! wait); and right after its restart the API server answered a service account's watch
+//! `403` `Forbidden` for a moment while its authorizer loaded the RBAC objects
+//! ([`FakeApiServer::fail_next_watch`] with `403`). A broken list is modelled on what a
+//! client can meet, not measured: a real server cut mid-list may stop at any byte. The rest of the protocol follows the API
 //! server's documented behaviour and kube-client's expectations.
 //!
 //! It is a test double, not an API server: no admission, no validation beyond what apply
