@@ -362,14 +362,16 @@ fn parse_binding<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> 
             "miggate: binding not checked: the webhook's caches have not finished their first list".into(),
         ]));
     }
+    let Some(restore) = store.restore_pod(namespace, name) else {
+        return Ok(Parsed::Ignored);
+    };
+    // After the lookup: every binding in the cluster passes here, and only a restore pod's
+    // needs the caches' staleness (eight clocks read).
     if let Some(staleness) = store.too_stale() {
         return Ok(Parsed::Unchecked(vec![format!(
             "miggate: binding not checked: {staleness}"
         )]));
     }
-    let Some(restore) = store.restore_pod(namespace, name) else {
-        return Ok(Parsed::Ignored);
-    };
     let pod = || escape_within(&format!("{namespace}/{name}"), 512).into_owned();
     let Some(node) = review.binding_node() else {
         return Ok(Parsed::Unchecked(vec![format!(

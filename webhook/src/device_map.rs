@@ -68,13 +68,13 @@ pub fn map_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Mappin
     let Some((namespace, pod)) = review.bound_pod() else {
         return ignored(base);
     };
-    if !store.synced() || store.too_stale().is_some() {
+    if !store.synced() {
         return ignored(base);
     }
     let Some(restore) = store.restore_pod(namespace, pod) else {
         return ignored(base);
     };
-    if restore.claims.is_empty() {
+    if restore.claims.is_empty() || store.too_stale().is_some() {
         return ignored(base);
     }
     let Some(node) = review.binding_node() else {
