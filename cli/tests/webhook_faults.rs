@@ -108,6 +108,28 @@ async fn eventually<T, F: std::future::Future<Output = Option<T>>>(
     }
 }
 
+/// Waits up to `within` for the restore onto node-big to be refused for node-big's change.
+async fn refused_for_the_change(webhook: &Webhook, within: Duration) {
+    let message = eventually(webhook, within, "the change decided", || async {
+        let (ok, message) = allowed(webhook).await;
+        (!ok).then_some(message)
+    })
+    .await;
+    assert!(
+        message.contains("cannot be restored on node node-big"),
+        "{message}"
+    );
+}
+
+/// Waits up to `within` for `/readyz` to be 200 with every cache synced and current; its body.
+async fn every_cache_current(webhook: &Webhook, within: Duration) -> Value {
+    eventually(webhook, within, "every cache current", || async {
+        let (status, body) = readyz(webhook).await;
+        (status == 200 && current(&body)).then_some(body)
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_api_server_restart_keeps_it_ready_and_decisions_follow_a_change_made_meanwhile() {
     let fake = cluster(&FITS).await;
@@ -136,30 +158,8 @@ async fn an_api_server_restart_keeps_it_ready_and_decisions_follow_a_change_made
     fake.start_again().await.unwrap();
     let back = Instant::now();
     // The restarted server has no history: every watch is answered 410, every cache re-lists.
-    let message = eventually(
-        &webhook,
-        Duration::from_secs(10),
-        "the change decided",
-        || async {
-            let (ok, message) = allowed(&webhook).await;
-            (!ok).then_some(message)
-        },
-    )
-    .await;
-    assert!(
-        message.contains("cannot be restored on node node-big"),
-        "{message}"
-    );
-    let body = eventually(
-        &webhook,
-        Duration::from_secs(10),
-        "every cache current",
-        || async {
-            let (status, body) = readyz(&webhook).await;
-            (status == 200 && current(&body)).then_some(body)
-        },
-    )
-    .await;
+    refused_for_the_change(&webhook, Duration::from_secs(10)).await;
+    let body = every_cache_current(&webhook, Duration::from_secs(10)).await;
     let relists = body["store"]["kube"][1]["lists"].as_u64().unwrap();
     assert!(relists >= 2, "GpuNode re-listed after the restart: {body}");
     eprintln!("refused {:?} after the restart", back.elapsed());
@@ -218,30 +218,8 @@ async fn an_expired_watch_whose_relist_is_cut_relists_again_and_follows_the_chan
     );
     // Changed before the retry: only a completed re-list can bring it.
     fake.apply(gpu_node("node-big", &SHORT));
-    let message = eventually(
-        &webhook,
-        Duration::from_secs(15),
-        "the change decided",
-        || async {
-            let (ok, message) = allowed(&webhook).await;
-            (!ok).then_some(message)
-        },
-    )
-    .await;
-    assert!(
-        message.contains("cannot be restored on node node-big"),
-        "{message}"
-    );
-    let body = eventually(
-        &webhook,
-        Duration::from_secs(10),
-        "every cache current",
-        || async {
-            let (_, body) = readyz(&webhook).await;
-            current(&body).then_some(body)
-        },
-    )
-    .await;
+    refused_for_the_change(&webhook, Duration::from_secs(15)).await;
+    let body = every_cache_current(&webhook, Duration::from_secs(10)).await;
     assert!(body["store"]["kube"][1]["lists"].as_u64().unwrap() >= 3, "{body}");
 }
 
@@ -260,19 +238,7 @@ async fn through_a_slow_relist_the_old_cache_answers_and_says_it_is_behind() {
     fake.apply(gpu_node("node-big", &SHORT));
     assert!(allowed(&webhook).await.0, "the list has not answered yet");
     // The list answers with the state after its wait: the change is decided, the cache current.
-    eventually(
-        &webhook,
-        Duration::from_secs(15),
-        "the change decided",
-        || async { (!allowed(&webhook).await.0).then_some(()) },
-    )
-    .await;
+    refused_for_the_change(&webhook, Duration::from_secs(15)).await;
     fake.delay_lists("gpunodes", Duration::ZERO);
-    eventually(
-        &webhook,
-        Duration::from_secs(10),
-        "every cache current",
-        || async { current(&readyz(&webhook).await.1).then_some(()) },
-    )
-    .await;
+    every_cache_current(&webhook, Duration::from_secs(10)).await;
 }
