@@ -22,13 +22,13 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum_server::accept::Accept;
-use futures::future::BoxFuture;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
 
 use crate::metrics::ReasonLabel;
 
@@ -163,42 +163,8 @@ impl Drop for Slot {
     }
 }
 
-/// How often at most a kind of connection failure is logged: each such line says how many
-/// happened since the last, so a flood of them (a scanner, a client with the wrong CA) is one
-/// line every few seconds, while the counter keeps the exact number.
-pub const FAILURE_LOG_EVERY: Duration = Duration::from_secs(10);
-
-/// Says which of a run of events to log: the first, then at most one per `every`, with how
-/// many happened since the last one logged.
-#[derive(Debug)]
-pub(crate) struct LogGate {
-    every: Duration,
-    /// When the last logged one happened, and the events since it.
-    state: Mutex<(Option<Instant>, u64)>,
-}
-
-impl LogGate {
-    pub(crate) fn new(every: Duration) -> Self {
-        LogGate {
-            every,
-            state: Mutex::new((None, 0)),
-        }
-    }
-
-    /// Records one event at `now`; `Some(n)` when it is to be logged, `n` counting it and
-    /// those not logged before it.
-    pub(crate) fn record(&self, now: Instant) -> Option<u64> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        state.1 += 1;
-        let due = state
-            .0
-            .is_none_or(|t| now.saturating_duration_since(t) >= self.every);
-        due.then(|| {
-            state.0 = Some(now);
-            std::mem::take(&mut state.1)
-        })
-    }
-}
+pub use crate::log_gate::FAILURE_LOG_EVERY;
+use crate::log_gate::LogGate;
 
 /// Failed TLS handshakes: counted by reason, logged through a [`LogGate`]. A failure is the
 /// only trace of an API server that cannot call the webhook (a `caBundle` that does not match
@@ -224,27 +190,35 @@ impl HandshakeFailures {
     }
 }
 
-/// An acceptor that takes a [`Slot`] before running `inner` (the TLS handshake), and refuses
-/// the connection at the cap.
+/// How long a TLS handshake may take before the connection is closed: a client that
+/// connects and says nothing holds a place under the caps for no longer than this.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// The admission port's handshake: a [`Slot`] under the caps first (a connection at a cap is
+/// closed before any TLS work is done for it), then rustls under [`HANDSHAKE_TIMEOUT`], with
+/// the serving configuration of the moment (so a reloaded certificate serves the next
+/// connection).
 #[derive(Debug, Clone)]
-pub struct CappedAcceptor<A> {
-    inner: A,
+pub struct CappedTls {
+    tls: crate::tls::Reloader,
     gate: ConnectionGate,
+    timeout: Duration,
     failures: Option<Arc<HandshakeFailures>>,
 }
 
-impl<A> CappedAcceptor<A> {
-    /// `inner` behind `gate`.
-    pub fn new(inner: A, gate: ConnectionGate) -> Self {
-        CappedAcceptor {
-            inner,
+impl CappedTls {
+    /// TLS as `tls` serves it, behind `gate`.
+    pub fn new(tls: crate::tls::Reloader, gate: ConnectionGate) -> Self {
+        CappedTls {
+            tls,
             gate,
+            timeout: HANDSHAKE_TIMEOUT,
             failures: None,
         }
     }
 
-    /// This acceptor with each failed handshake counted in `counted` by reason and logged (at
-    /// most once per [`FAILURE_LOG_EVERY`]).
+    /// This handshake with each failure counted in `counted` by reason and logged (at most
+    /// once per [`FAILURE_LOG_EVERY`]).
     pub fn counting_failures(mut self, counted: Family<ReasonLabel, Counter>) -> Self {
         self.failures = Some(Arc::new(HandshakeFailures {
             counted,
@@ -252,44 +226,45 @@ impl<A> CappedAcceptor<A> {
         }));
         self
     }
-}
 
-/// The source is read from the socket (`getpeername`, once per connection: nothing beside
-/// the TLS handshake that follows); a socket already reset has none and is closed by the
-/// handshake's failure.
-impl<S, A> Accept<TcpStream, S> for CappedAcceptor<A>
-where
-    A: Accept<TcpStream, S>,
-    A::Future: Send + 'static,
-    A::Stream: Send + 'static,
-    A::Service: Send + 'static,
-{
-    type Stream = Counted<A::Stream>;
-    type Service = A::Service;
-    type Future = BoxFuture<'static, io::Result<(Self::Stream, Self::Service)>>;
-
-    fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
-        let source = stream.peer_addr().ok().map(|a| a.ip());
+    /// The connection's slot and TLS stream, or the reason it was refused (counted when it is
+    /// a failed handshake).
+    ///
+    /// The source is read from the socket (`getpeername`, once per connection: nothing beside
+    /// the TLS handshake that follows); a socket already reset has none and is closed by the
+    /// handshake's failure.
+    pub async fn accept(&self, tcp: TcpStream) -> io::Result<Counted<TlsStream<TcpStream>>> {
+        let source = tcp.peer_addr().ok().map(|a| a.ip());
         let Some(slot) = self.gate.enter(source) else {
             // Dropping the stream closes the socket before any TLS work is done for it.
-            drop(stream);
-            return Box::pin(std::future::ready(Err(io::Error::other(
+            drop(tcp);
+            return Err(io::Error::other(
                 "admission connection cap reached; connection shed",
-            ))));
+            ));
         };
-        let accepting = self.inner.accept(stream, service);
-        let failures = self.failures.clone();
-        Box::pin(async move {
-            match accepting.await {
-                Ok((inner, service)) => Ok((Counted { inner, _slot: slot }, service)),
-                Err(e) => {
-                    if let Some(failures) = failures {
-                        failures.failed(source, &e);
-                    }
-                    Err(e)
+        let acceptor = TlsAcceptor::from(self.tls.current());
+        let handshake = match tokio::time::timeout(self.timeout, acceptor.accept(tcp)).await {
+            Ok(done) => done,
+            Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out")),
+        };
+        match handshake {
+            Ok(inner) => Ok(Counted { inner, _slot: slot }),
+            Err(e) => {
+                if let Some(failures) = &self.failures {
+                    failures.failed(source, &e);
                 }
+                Err(e)
             }
-        })
+        }
+    }
+}
+
+impl crate::http1::Handshake for CappedTls {
+    type Stream = Counted<TlsStream<TcpStream>>;
+
+    fn handshake(&self, tcp: TcpStream) -> impl std::future::Future<Output = Option<Self::Stream>> + Send {
+        let this = self.clone();
+        async move { this.accept(tcp).await.ok() }
     }
 }
 
@@ -340,21 +315,6 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
 #[allow(clippy::unwrap_used)]
 mod tests {
 
-    #[test]
-    fn a_log_gate_logs_the_first_then_one_per_period_with_the_count_between() {
-        let gate = LogGate::new(Duration::from_secs(10));
-        let t = Instant::now();
-        assert_eq!(gate.record(t), Some(1));
-        assert_eq!(gate.record(t + Duration::from_secs(1)), None);
-        assert_eq!(gate.record(t + Duration::from_secs(9)), None);
-        assert_eq!(
-            gate.record(t + Duration::from_secs(10)),
-            Some(3),
-            "this one and the two held"
-        );
-        assert_eq!(gate.record(t + Duration::from_secs(11)), None);
-        assert_eq!(gate.record(t + Duration::from_secs(30)), Some(2));
-    }
     use super::*;
 
     use rstest::rstest;

@@ -15,8 +15,9 @@
 //! [`kube_store`] (watch caches over the API server; pods read through `watched_pod`, which
 //! keeps only what a restore pod's binding reads), [`server`] (the routers), [`body`]
 //! (reading a body under the deadline, a minimum rate and a memory budget), [`connections`]
-//! (the cap on open connections), `http1` (the accept loop, each connection's head deadline and
-//! the stop), [`tls`] (rustls with reloads), [`metrics`], and [`serve`], which runs them all.
+//! (the caps on open connections, then the TLS handshake), `http1` (hyper's connection builder with
+//! its header-read timeout, a write timeout, the age bound and the stop), [`tls`] (rustls with
+//! reloads), [`metrics`], and [`serve`], which runs them all.
 
 pub mod allocation;
 pub mod body;
@@ -29,6 +30,7 @@ mod error;
 pub mod freshness;
 mod http1;
 pub mod kube_store;
+mod log_gate;
 pub mod lookup;
 pub mod metrics;
 mod pod;

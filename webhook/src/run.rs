@@ -7,13 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use axum_server::accept::DefaultAcceptor;
-use axum_server::tls_rustls::RustlsAcceptor;
-
 use crate::Error;
 use crate::body::{BodyLimits, DEFAULT_BODY_BUDGET_BYTES, DEFAULT_MIN_BODY_RATE};
 use crate::connections::{
-    CappedAcceptor, ConnectionGate, DEFAULT_MAX_CONNECTION_AGE, DEFAULT_MAX_CONNECTIONS,
+    CappedTls, ConnectionGate, DEFAULT_MAX_CONNECTION_AGE, DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_CONNECTIONS_PER_SOURCE,
 };
 use crate::http1::{self, Stop};
@@ -154,11 +151,8 @@ pub async fn serve(
         health: health_addr,
     };
 
-    let acceptor = CappedAcceptor::new(
-        RustlsAcceptor::new(reloader.rustls_config()).handshake_timeout(Duration::from_secs(3)),
-        gate,
-    )
-    .counting_failures(state.metrics.handshake_failures.clone());
+    let acceptor =
+        CappedTls::new(reloader.clone(), gate).counting_failures(state.metrics.handshake_failures.clone());
     let stop = Stop::new();
     let admission = tokio::spawn(http1::serve(
         admission_listener,
@@ -178,7 +172,7 @@ pub async fn serve(
     let health_stop = Stop::new();
     let health = tokio::spawn(http1::serve(
         health_listener,
-        DefaultAcceptor,
+        http1::Plain,
         health_router(state.clone()),
         http1::Options::new(config.deadline, HEALTH_DRAIN, MAX_CONNECTION_BUFFER),
         health_stop.clone(),

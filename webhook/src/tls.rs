@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use axum_server::tls_rustls::RustlsConfig;
+use arc_swap::ArcSwap;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::server::WebPkiClientVerifier;
@@ -124,7 +124,7 @@ fn client_roots(pem: &[u8]) -> Result<RootCertStore, String> {
 #[derive(Debug, Clone)]
 pub struct Reloader {
     paths: CertPaths,
-    config: RustlsConfig,
+    config: Arc<ArcSwap<ServerConfig>>,
     /// The files' content serving now, and the last content that failed to load.
     seen: Arc<Mutex<Seen>>,
 }
@@ -153,7 +153,7 @@ impl Reloader {
         let pems = Pems::read(&paths)?;
         let config = server_config(&paths, &pems)?;
         Ok(Reloader {
-            config: RustlsConfig::from_config(Arc::new(config)),
+            config: Arc::new(ArcSwap::from_pointee(config)),
             paths,
             seen: Arc::new(Mutex::new(Seen {
                 serving: pems,
@@ -162,9 +162,10 @@ impl Reloader {
         })
     }
 
-    /// The configuration the acceptor reads on each handshake.
-    pub fn rustls_config(&self) -> RustlsConfig {
-        self.config.clone()
+    /// The configuration serving now: each handshake reads it, so a reload serves the next
+    /// connection and leaves open ones as they are.
+    pub fn current(&self) -> Arc<ServerConfig> {
+        self.config.load_full()
     }
 
     /// Re-reads the files (through any symlink) and swaps in a new configuration when their
@@ -187,7 +188,7 @@ impl Reloader {
         }
         match server_config(&self.paths, &pems) {
             Ok(config) => {
-                self.config.reload_from_config(Arc::new(config));
+                self.config.store(Arc::new(config));
                 tracing::info!(cert = %self.paths.cert.display(), "TLS certificate reloaded");
                 seen.serving = pems;
                 seen.rejected = None;
