@@ -59,7 +59,10 @@
 //! server's documented behaviour and kube-client's expectations.
 //!
 //! It is a test double, not an API server: no admission, no validation beyond what apply
-//! needs, no ownership tracking of applied fields (an apply merges objects and replaces lists).
+//! needs. An apply merges objects key by key and replaces lists, except the lists a CRD's
+//! schema marks `x-kubernetes-list-type: map` once [`FakeApiServer::learn_crd`] has read it:
+//! those merge by key per field manager, as the real server's do (the `apply` module says what
+//! was checked against one).
 
 use std::collections::BTreeMap;
 use std::convert::Infallible;
@@ -77,6 +80,8 @@ use futures::StreamExt;
 use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
+
+mod apply;
 
 /// One request as the fake received it, for assertions.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,6 +146,11 @@ struct Inner {
     /// The first version of the watch window after the last restart: a watch from any
     /// version below it gets `410 Gone`, of every plural. 0 before any restart.
     window: u64,
+    /// The lists merged by key on apply, by plural ([`FakeApiServer::learn_crd`]).
+    list_maps: BTreeMap<String, Vec<apply::ListMap>>,
+    /// What each field manager applied to each object's list-maps, by
+    /// `(plural, object key, manager)`.
+    owned: BTreeMap<(String, String, String), apply::Owned>,
 }
 
 #[derive(Debug)]
@@ -419,6 +429,20 @@ impl FakeApiServer {
         )
     }
 
+    /// Reads a CustomResourceDefinition's schemas (a k8s-openapi `CustomResourceDefinition`,
+    /// or the same as JSON) so that server-side applies to its plural merge each list the
+    /// schema marks `x-kubernetes-list-type: map` by its keys, as the real server does, rather
+    /// than replace it. Returns the plural and how many such lists were found.
+    pub fn learn_crd(&self, crd: impl serde::Serialize) -> (String, usize) {
+        let Ok(crd) = serde_json::to_value(crd) else {
+            return (String::new(), 0);
+        };
+        let (plural, maps) = apply::list_maps(&crd);
+        let found = maps.len();
+        self.shared.lock().list_maps.insert(plural.clone(), maps);
+        (plural, found)
+    }
+
     /// Creates or replaces an object (anything with `apiVersion`, `kind` and
     /// `metadata.name`, e.g. a serialized k8s-openapi or kube-derived type), notifying
     /// watches with `ADDED` or `MODIFIED`. Returns the stored object with its new
@@ -438,13 +462,12 @@ impl FakeApiServer {
     /// Deletes an object, notifying watches with `DELETED`. Returns whether it existed.
     pub fn delete(&self, plural: &str, namespace: Option<&str>, name: &str) -> bool {
         let mut inner = self.shared.lock();
-        let Some(mut obj) = inner
-            .objects
-            .get_mut(plural)
-            .and_then(|m| m.remove(&key(namespace, name)))
-        else {
+        let k = key(namespace, name);
+        let Some(mut obj) = inner.objects.get_mut(plural).and_then(|m| m.remove(&k)) else {
             return false;
         };
+        // A new object of the same name starts with nothing applied.
+        inner.owned.retain(|(p, o, _), _| !(p == plural && *o == k));
         inner.rv += 1;
         let rv = inner.rv;
         set_rv(&mut obj, rv);
@@ -774,7 +797,7 @@ async fn handle(
                 ),
             }
         }
-        (Method::PATCH, Some(name)) => patch(&shared, &target, name, &recorded),
+        (Method::PATCH, Some(name)) => apply::patch(&shared, &target, name, &recorded),
         _ => status(405, "MethodNotAllowed", "not supported by the fake"),
     }
 }
@@ -985,147 +1008,6 @@ fn watch(shared: &Arc<Shared>, target: &Target, query: &BTreeMap<String, String>
         Body::from_stream(stream),
     )
         .into_response()
-}
-
-/// Objects merge key by key; anything else (lists included) is replaced.
-fn merge(into: &mut Value, patch: &Value) {
-    match (into, patch) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                match a.get_mut(k) {
-                    Some(slot) if slot.is_object() && v.is_object() => merge(slot, v),
-                    _ => {
-                        a.insert(k.clone(), v.clone());
-                    }
-                }
-            }
-        }
-        (slot, v) => *slot = v.clone(),
-    }
-}
-
-fn patch(shared: &Arc<Shared>, target: &Target, name: &str, req: &Recorded) -> Response {
-    let body = match apply_body(target, name, req) {
-        Ok(body) => body,
-        Err(refused) => return *refused,
-    };
-    let k = key(target.namespace.as_deref(), name);
-    let mut inner = shared.lock();
-    let existing = inner.objects.get(&target.plural).and_then(|m| m.get(&k)).cloned();
-    let created = existing.is_none();
-    let next = match applied(target, name, body, existing) {
-        Ok(next) => next,
-        Err(refused) => return *refused,
-    };
-    let stored = store(shared, &mut inner, &target.plural, next);
-    let code = if created {
-        StatusCode::CREATED
-    } else {
-        StatusCode::OK
-    };
-    json_response(code, &stored)
-}
-
-/// The body of a server-side apply to `target`/`name`, or the answer the API server gives a
-/// request it refuses: another content type, no field manager, a body that is not an object
-/// of the path's apiVersion, kind and name.
-fn apply_body<'r>(target: &Target, name: &str, req: &'r Recorded) -> Result<&'r Value, Box<Response>> {
-    if req.content_type.as_deref() != Some("application/apply-patch+yaml") {
-        return Err(Box::new(status(
-            415,
-            "UnsupportedMediaType",
-            "the fake supports only server-side apply (application/apply-patch+yaml)",
-        )));
-    }
-    if req.query.get("fieldManager").is_none_or(String::is_empty) {
-        return Err(Box::new(status(
-            422,
-            "Invalid",
-            "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch",
-        )));
-    }
-    let Some(body) = req.body.as_ref().filter(|b| b.is_object()) else {
-        return Err(Box::new(status(
-            400,
-            "BadRequest",
-            "the apply body is not a JSON or YAML object",
-        )));
-    };
-    if body.get("apiVersion").and_then(Value::as_str) != Some(target.api_version.as_str()) {
-        return Err(Box::new(status(
-            400,
-            "BadRequest",
-            "apiVersion is missing or differs from the path",
-        )));
-    }
-    if body.get("kind").and_then(Value::as_str) != Some(kind_of(&target.plural)) {
-        return Err(Box::new(status(
-            400,
-            "BadRequest",
-            "kind is missing or differs from the path",
-        )));
-    }
-    if body.pointer("/metadata/name").and_then(Value::as_str) != Some(name) {
-        return Err(Box::new(status(
-            400,
-            "BadRequest",
-            "metadata.name is missing or differs from the path",
-        )));
-    }
-    Ok(body)
-}
-
-/// The object after applying `body` to what exists: the status subresource merges only
-/// `status` into an existing object; the object itself merges all but `status`.
-fn applied(
-    target: &Target,
-    name: &str,
-    body: &Value,
-    existing: Option<Value>,
-) -> Result<Value, Box<Response>> {
-    match (target.subresource.as_deref(), existing) {
-        (Some("status"), None) => Err(Box::new(status(
-            404,
-            "NotFound",
-            &format!("{} \"{name}\" not found", target.plural),
-        ))),
-        (Some("status"), Some(mut obj)) => {
-            let slot = obj
-                .as_object_mut()
-                .map(|o| o.entry("status").or_insert_with(|| json!({})));
-            if let (Some(slot), Some(patch)) = (slot, body.get("status")) {
-                merge(slot, patch);
-            }
-            Ok(obj)
-        }
-        (Some(other), _) => Err(Box::new(status(
-            404,
-            "NotFound",
-            &format!("no subresource {other}"),
-        ))),
-        (None, existing) => {
-            let mut patch = body.clone();
-            // With a status subresource, status is not written through the object.
-            if let Some(o) = patch.as_object_mut() {
-                o.remove("status");
-            }
-            match existing {
-                Some(mut obj) => {
-                    merge(&mut obj, &patch);
-                    Ok(obj)
-                }
-                None => {
-                    if let (Some(ns), Some(meta)) = (
-                        &target.namespace,
-                        patch.get_mut("metadata").and_then(Value::as_object_mut),
-                    ) {
-                        meta.insert("namespace".into(), Value::String(ns.clone()));
-                    }
-                    Ok(patch)
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

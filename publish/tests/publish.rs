@@ -289,6 +289,53 @@ async fn the_recovery_state_becomes_the_recovered_condition() {
     assert_eq!(patches(&fake).len(), 3);
 }
 
+/// On the real server `status.conditions` merges by `type` per field manager (the CRD's
+/// `x-kubernetes-list-type: map`), so the publisher's `Recovered` apply keeps another
+/// writer's condition; the fake does the same once it has read the CRD (kube-fake's `apply`
+/// module says what was checked against kube-apiserver).
+#[tokio::test]
+async fn another_writer_s_condition_is_kept_beside_the_recovered_condition() {
+    use kube::CustomResourceExt;
+    let fake = FakeApiServer::start().await.unwrap();
+    let (plural, lists) = fake.learn_crd(miggate_crds::GpuNode::crd());
+    assert_eq!((plural.as_str(), lists), ("gpunodes", 1));
+    let root = tempfile::tempdir().unwrap();
+    let node = Node::default();
+    *node.manifest.lock().unwrap() = Some(manifest("webhook-store/nodes/gpu-node-7.yaml", "t0"));
+    write_state(
+        root.path(),
+        json!({"state": "recovering", "step": "sriov", "message": "enabling VFs"}),
+    );
+    let mut p = publisher(&fake, root.path(), &node).await;
+    assert!(p.round().await.unwrap().status_written);
+    let api: kube::Api<miggate_crds::GpuNode> = kube::Api::all(fake.client().unwrap());
+    let drained = json!({
+        "apiVersion": "miggate.io/v1alpha1", "kind": "GpuNode", "metadata": {"name": "gpu-node-7"},
+        "status": {"conditions": [{"type": "Drained", "status": "False", "reason": "NotDrained",
+            "message": "", "lastTransitionTime": "2026-12-03T00:00:00Z"}]},
+    });
+    api.patch_status(
+        "gpu-node-7",
+        &kube::api::PatchParams::apply("drain-controller"),
+        &kube::api::Patch::Apply(&drained),
+    )
+    .await
+    .unwrap();
+    write_state(
+        root.path(),
+        json!({"state": "ready", "step": "verify", "message": "layout matches"}),
+    );
+    assert!(p.round().await.unwrap().status_written);
+    let stored = fake.get("gpunodes", None, "gpu-node-7").unwrap();
+    let conditions: Vec<(&str, &str)> = stored["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["type"].as_str().unwrap(), c["reason"].as_str().unwrap()))
+        .collect();
+    assert_eq!(conditions, [("Recovered", "Ready"), ("Drained", "NotDrained")]);
+}
+
 #[tokio::test]
 async fn run_applies_and_stops_when_asked() {
     let fake = FakeApiServer::start().await.unwrap();
