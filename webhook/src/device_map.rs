@@ -11,10 +11,13 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use miggate_compat::escape::escape_within;
 pub use miggate_wire::annotations::DEVICE_MAP;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::allocation::{AtBinding, at_binding};
+use crate::decide::{Parsed, Subject};
 use crate::lookup::Lookup;
+use crate::patch::{add, annotation_path, path};
+use crate::resolve::{self, Kind, Resolved};
 use crate::review::Review;
 
 /// The audit annotation with the map written.
@@ -32,13 +35,9 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// The label value used in metrics and logs.
+    /// The label value used in metrics and logs ([`crate::metrics::Outcome`] spells it).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Ignored => "map-ignored",
-            Outcome::Mapped => "mapped",
-            Outcome::NotMapped => "not-mapped",
-        }
+        crate::metrics::Outcome::from(self).as_str()
     }
 }
 
@@ -58,97 +57,97 @@ pub fn map(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Sized)
 
 /// Answers one binding mutation request, read in place ([`crate::review::parse`]). Every
 /// binding in the cluster passes through here: anything but a restore pod's with claims is
-/// answered after one map lookup.
+/// answered after one map lookup. The binding is read by the decision's own
+/// [`parse`](crate::decide::parse), so the restore and its waiver are read by one rule: a
+/// binding the validating check refuses (a waiver that does not parse) is not mapped.
 pub fn map_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Mapping {
     let base = review.allowed();
     let ignored = |response| Mapping {
         response,
         outcome: Outcome::Ignored,
     };
-    let Some((namespace, pod)) = review.bound_pod() else {
-        return ignored(base);
-    };
-    if !store.synced() {
-        return ignored(base);
-    }
-    let Some(restore) = store.restore_pod(namespace, pod) else {
-        return ignored(base);
-    };
-    if restore.claims.is_empty() || store.too_stale().is_some() {
-        return ignored(base);
-    }
-    let Some(node) = review.binding_node() else {
+    let Ok(Parsed::Restore(restore)) = crate::decide::parse(review, store) else {
         return ignored(base);
     };
     // A GpuCheckpoint's restore only: the peer's PodSnapshotContent records no UUIDs, and its
     // agent pairs the devices itself.
-    let Some(from) = restore.restore_from.as_deref().filter(|_| restore.peer.is_none()) else {
+    let (Subject::Binding(pod), Some(node), Kind::GpuCheckpoint) =
+        (&restore.subject, restore.node.as_deref(), restore.reference.kind)
+    else {
         return ignored(base);
     };
-    let Some(checkpoint) = store.checkpoint(namespace, from.trim()) else {
+    if pod.claims.is_empty() {
+        return ignored(base);
+    }
+    let Resolved::Found { checkpoint, .. } = resolve::resolve(store, restore.namespace, &restore.reference)
+    else {
         return ignored(base);
     };
-    let Ok(inventory) = store.inventory(&node) else {
+    let Ok(inventory) = store.inventory(node) else {
         return ignored(base);
     };
-    // A waiver that does not parse waives nothing here; the validating check refuses it.
-    let skip = restore
-        .skip_checks
-        .as_deref()
-        .map(|s| miggate_compat::parse_skip(s).unwrap_or_default())
-        .unwrap_or_default();
     let at = at_binding(
         store,
-        namespace,
-        &restore,
-        &node,
+        restore.namespace,
+        pod,
+        node,
         &checkpoint.manifest,
         &inventory,
-        &skip,
+        &restore.waiver.checks,
     );
     let AtBinding::Judged { report, devices } = at else {
         return ignored(base);
     };
-    let pod_name = escape_within(&format!("{namespace}/{pod}"), 512).into_owned();
+    let pod = restore.pod();
     let map = match (report.compatible, report.device_map) {
         (true, Some(map)) => map,
-        (true, None) => {
-            return not_mapped(
-                base,
-                format!(
-                    "miggate: no device map for pod {pod_name}: the allocated devices {} have no UUIDs yet (DynamicMIG makes them when the pod starts); the node agent pairs them",
-                    escape_within(&devices, 512)
-                ),
-            );
-        }
-        (false, _) => {
-            return not_mapped(
-                base,
-                format!(
-                    "miggate: no device map for pod {pod_name}: the exact check on its allocated devices refused"
-                ),
-            );
-        }
+        (true, None) => return not_mapped(base, NotMapped::NoUuids { pod, devices }),
+        (false, _) => return not_mapped(base, NotMapped::Refused { pod }),
     };
     let has_annotations = review.object.as_ref().is_some_and(|o| o.meta.has_annotations);
     let patch = if has_annotations {
-        json!([{"op": "add", "path": "/metadata/annotations/miggate.io~1device-map", "value": map}])
+        add(annotation_path(DEVICE_MAP), Value::String(map.clone()))
     } else {
-        json!([{"op": "add", "path": "/metadata/annotations", "value": {DEVICE_MAP: map}}])
+        add(path(["metadata", "annotations"]), json!({DEVICE_MAP: map}))
     };
-    match crate::review::patched(&base, patch, DEVICE_MAP_AUDIT, map) {
+    match crate::review::patched(&base, vec![patch], DEVICE_MAP_AUDIT, map) {
         Ok(response) => Mapping {
             response,
             outcome: Outcome::Mapped,
         },
-        Err(e) => not_mapped(base, format!("miggate: cannot write the device map patch: {e}")),
+        Err(e) => not_mapped(base, NotMapped::Patch(e)),
     }
 }
 
-fn not_mapped(base: AdmissionResponse, warning: String) -> Mapping {
+/// Why a binding whose exact check ran carries no device map: the warning's words.
+#[derive(Debug, thiserror::Error)]
+pub enum NotMapped {
+    /// The check passed, but the allocated devices have no UUIDs yet.
+    #[error(
+        "miggate: no device map for pod {pod}: the allocated devices {} have no UUIDs yet (DynamicMIG makes them when the pod starts); the node agent pairs them",
+        escape_within(devices, 512)
+    )]
+    NoUuids {
+        /// `namespace/name` of the pod, escaped.
+        pod: String,
+        /// The allocated devices (`pool/device`, …).
+        devices: String,
+    },
+    /// The exact check on the allocated devices refused.
+    #[error("miggate: no device map for pod {pod}: the exact check on its allocated devices refused")]
+    Refused {
+        /// `namespace/name` of the pod, escaped.
+        pod: String,
+    },
+    /// The patch could not be written.
+    #[error("miggate: cannot write the device map patch: {0}")]
+    Patch(kube::core::admission::SerializePatchError),
+}
+
+fn not_mapped(base: AdmissionResponse, why: NotMapped) -> Mapping {
     let mut response = base;
     response.warnings = Some(vec![
-        escape_within(&warning, crate::decide::MAX_WARNING_BYTES).into_owned(),
+        escape_within(&why.to_string(), crate::decide::MAX_WARNING_BYTES).into_owned(),
     ]);
     Mapping {
         response,

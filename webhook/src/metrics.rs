@@ -1,7 +1,6 @@
 //! Prometheus metrics: what operators graph and alert on.
 //!
-//! `miggate_admission_decisions_total{outcome}` counts answers (ignored, allowed, warned,
-//! refused, bad-request); `miggate_admission_refusals_total{check}` counts what refused (a check
+//! `miggate_admission_decisions_total{outcome}` counts answers by [`Outcome`]; `miggate_admission_refusals_total{check}` counts what refused (a check
 //! name, or `checkpoint-not-found`, `node-not-found`, …; one request may count under several);
 //! `miggate_admission_duration_seconds` is the time from a whole body to an answer;
 //! `miggate_store_age_seconds` is how long ago the store last changed, `miggate_store_objects`
@@ -36,6 +35,140 @@ use prometheus_client::registry::Registry;
 
 use crate::cache_status::CacheStatus;
 use crate::store::Snapshot;
+
+/// How one admission answer ended: the `outcome` label of
+/// `miggate_admission_decisions_total`, every value in one place. The decision's
+/// [`Verdict`](crate::decide::Verdict) and each mutation's outcome convert into it; the
+/// answers no handler reaches (`bad-request`, `body-timeout`, `busy`, `deadline`) are the
+/// server's. docs/webhook.md lists each value (a test holds it to [`Outcome::ALL`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Not a restore pod's creation or binding: allowed without a look.
+    Ignored,
+    /// A restore, compatible, nothing unknown.
+    Allowed,
+    /// A restore, compatible, with warnings.
+    Warned,
+    /// A restore refused.
+    Refused,
+    /// A review that cannot be read, or a body too large (400/413).
+    BadRequest,
+    /// The body did not arrive in time (408).
+    BodyTimeout,
+    /// The body budget was spent (503).
+    Busy,
+    /// The answer ran past the deadline.
+    Deadline,
+    /// Steering: node affinity or a claim added.
+    Steered,
+    /// Steering asked for, the pod left unchanged with a warning.
+    NotSteered,
+    /// Not a restore pod asking for steering, or one already steered.
+    SteerIgnored,
+    /// The device map written on a binding.
+    Mapped,
+    /// The exact check ran but gave no device map; a warning says why.
+    NotMapped,
+    /// Not a DRA restore pod's binding with an exact view.
+    MapIgnored,
+    /// A `spec.summary` written.
+    SummaryWritten,
+    /// A `spec.summary` that already matched its manifest.
+    SummaryKept,
+    /// Not a `GpuCheckpoint` or `GpuNode` with a readable manifest.
+    SummaryIgnored,
+}
+
+impl Outcome {
+    /// Every outcome, in the order docs/webhook.md lists them.
+    pub const ALL: [Outcome; 17] = [
+        Outcome::Ignored,
+        Outcome::Allowed,
+        Outcome::Warned,
+        Outcome::Refused,
+        Outcome::BadRequest,
+        Outcome::BodyTimeout,
+        Outcome::Busy,
+        Outcome::Deadline,
+        Outcome::Steered,
+        Outcome::NotSteered,
+        Outcome::SteerIgnored,
+        Outcome::Mapped,
+        Outcome::NotMapped,
+        Outcome::MapIgnored,
+        Outcome::SummaryWritten,
+        Outcome::SummaryKept,
+        Outcome::SummaryIgnored,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ignored => "ignored",
+            Outcome::Allowed => "allowed",
+            Outcome::Warned => "warned",
+            Outcome::Refused => "refused",
+            Outcome::BadRequest => "bad-request",
+            Outcome::BodyTimeout => "body-timeout",
+            Outcome::Busy => "busy",
+            Outcome::Deadline => "deadline",
+            Outcome::Steered => "steered",
+            Outcome::NotSteered => "not-steered",
+            Outcome::SteerIgnored => "steer-ignored",
+            Outcome::Mapped => "mapped",
+            Outcome::NotMapped => "not-mapped",
+            Outcome::MapIgnored => "map-ignored",
+            Outcome::SummaryWritten => "summary-written",
+            Outcome::SummaryKept => "summary-kept",
+            Outcome::SummaryIgnored => "summary-ignored",
+        }
+    }
+}
+
+impl From<crate::decide::Verdict> for Outcome {
+    fn from(verdict: crate::decide::Verdict) -> Self {
+        use crate::decide::Verdict;
+        match verdict {
+            Verdict::Ignored => Outcome::Ignored,
+            Verdict::Allowed => Outcome::Allowed,
+            Verdict::Warned => Outcome::Warned,
+            Verdict::Refused => Outcome::Refused,
+        }
+    }
+}
+
+impl From<crate::steer::Outcome> for Outcome {
+    fn from(outcome: crate::steer::Outcome) -> Self {
+        use crate::steer::Outcome as Steer;
+        match outcome {
+            Steer::Ignored => Outcome::SteerIgnored,
+            Steer::Steered => Outcome::Steered,
+            Steer::NotSteered => Outcome::NotSteered,
+        }
+    }
+}
+
+impl From<crate::device_map::Outcome> for Outcome {
+    fn from(outcome: crate::device_map::Outcome) -> Self {
+        use crate::device_map::Outcome as Map;
+        match outcome {
+            Map::Ignored => Outcome::MapIgnored,
+            Map::Mapped => Outcome::Mapped,
+            Map::NotMapped => Outcome::NotMapped,
+        }
+    }
+}
+
+impl From<crate::summary::Outcome> for Outcome {
+    fn from(outcome: crate::summary::Outcome) -> Self {
+        use crate::summary::Outcome as Summary;
+        match outcome {
+            Summary::Ignored => Outcome::SummaryIgnored,
+            Summary::Kept => Outcome::SummaryKept,
+            Summary::Written => Outcome::SummaryWritten,
+        }
+    }
+}
 
 /// A label set of one string.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -129,176 +262,115 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Registers every metric.
+    /// Registers every metric, each named once: [`registered`] creates it, registers a
+    /// handle under its name and help, and returns it.
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("miggate");
-        let decisions = Family::<OutcomeLabel, Counter>::default();
-        let refusals = Family::<CheckLabel, Counter>::default();
+        use prometheus_client::registry::Unit;
+        let mut r = Registry::with_prefix("miggate");
         // 25 µs .. ~0.8 s: decisions take microseconds; the tail shows a stalled body.
         let duration = Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
             0.000_025, 2.0, 16,
         ));
-        let store_age = Gauge::<f64, AtomicU64>::default();
-        let store_objects = Family::<KindLabel, Gauge>::default();
-        let store_problems = Gauge::default();
-        let tls_reloads = Family::<ResultLabel, Counter>::default();
-        let watch_restarts = Family::<KindLabel, Counter>::default();
-        let watch_errors = Family::<KindLabel, Counter>::default();
-        let cache_age = Family::<KindLabel, Gauge<f64, AtomicU64>>::default();
-        let cache_synced = Family::<KindLabel, Gauge>::default();
-        let watch_failing = Family::<KindLabel, Gauge>::default();
-        let cache_stale = Family::<KindLabel, Gauge<f64, AtomicU64>>::default();
-        let cache_served = Family::<KindLabel, Gauge>::default();
-        let connections_open = Gauge::default();
-        let connections_max = Gauge::default();
-        let connections_shed = Counter::default();
-        let connections_per_source_max = Gauge::default();
-        let connections_shed_per_source = Counter::default();
-        let connections_retired = Counter::default();
-        let handshake_failures = Family::<ReasonLabel, Counter>::default();
-        let accept_errors = Counter::default();
-        registry.register(
-            "connections_per_source_max",
-            "The cap on admission connections open at once from one source address",
-            connections_per_source_max.clone(),
-        );
-        registry.register(
-            "connections_shed_per_source",
-            "Admission connections closed at once because their source address was at its cap",
-            connections_shed_per_source.clone(),
-        );
-        registry.register(
-            "connections_retired",
-            "Admission connections closed at their next idle moment because they reached the maximum age",
-            connections_retired.clone(),
-        );
-        registry.register(
-            "tls_handshake_failures",
-            "Admission connections whose TLS handshake failed, by reason (timeout, error)",
-            handshake_failures.clone(),
-        );
-        registry.register(
-            "accept_errors",
-            "Failed accepts on the admission port",
-            accept_errors.clone(),
-        );
-        registry.register(
-            "connections_open",
-            "Admission connections open now",
-            connections_open.clone(),
-        );
-        registry.register(
-            "connections_max",
-            "The cap on open admission connections",
-            connections_max.clone(),
-        );
-        registry.register(
-            "connections_shed",
-            "Admission connections closed at once because the cap was reached",
-            connections_shed.clone(),
-        );
-        registry.register(
-            "watch_failing",
-            "Whether a watch cache has been behind the API server for longer than --max-staleness, by kind",
-            watch_failing.clone(),
-        );
-        registry.register(
-            "cache_stale_seconds",
-            "Seconds a watch cache may have been missing changes (0 while its watch is open), by kind",
-            cache_stale.clone(),
-        );
-        registry.register(
-            "cache_served",
-            "Whether the API server serves a watch cache's kind, by kind",
-            cache_served.clone(),
-        );
-        registry.register(
-            "watch_restarts",
-            "Watch cache re-lists after the first, by kind",
-            watch_restarts.clone(),
-        );
-        registry.register(
-            "watch_errors",
-            "Failed lists and watches of the watch caches, by kind",
-            watch_errors.clone(),
-        );
-        registry.register_with_unit(
-            "cache_age",
-            "Time since a watch cache's last event or list, by kind",
-            prometheus_client::registry::Unit::Seconds,
-            cache_age.clone(),
-        );
-        registry.register(
-            "cache_synced",
-            "Whether a watch cache has completed its first list, by kind",
-            cache_synced.clone(),
-        );
-        registry.register(
-            "admission_decisions",
-            "Admission answers by outcome",
-            decisions.clone(),
-        );
-        registry.register(
-            "admission_refusals",
-            "Admission refusals by refusing check or reason",
-            refusals.clone(),
-        );
-        registry.register_with_unit(
-            "admission_duration",
-            "Time from a received review to its answer",
-            prometheus_client::registry::Unit::Seconds,
-            duration.clone(),
-        );
-        registry.register_with_unit(
-            "store_age",
-            "Time since the store last changed",
-            prometheus_client::registry::Unit::Seconds,
-            store_age.clone(),
-        );
-        registry.register(
-            "store_objects",
-            "Checkpoints and node inventories held, by kind",
-            store_objects.clone(),
-        );
-        registry.register(
-            "store_problems",
-            "Store files that could not be used",
-            store_problems.clone(),
-        );
-        registry.register(
-            "tls_reloads",
-            "Certificate reloads by result",
-            tls_reloads.clone(),
-        );
         Metrics {
-            registry,
-            decisions,
-            refusals,
-            duration,
-            store_age,
-            store_objects,
-            store_problems,
-            tls_reloads,
-            watch_restarts,
-            watch_errors,
-            cache_age,
-            cache_synced,
-            watch_failing,
-            cache_stale,
-            cache_served,
-            connections_open,
-            connections_max,
-            connections_shed,
-            connections_per_source_max,
-            connections_shed_per_source,
-            connections_retired,
-            handshake_failures,
-            accept_errors,
+            connections_per_source_max: registered(
+                &mut r,
+                "connections_per_source_max",
+                "The cap on admission connections open at once from one source address",
+            ),
+            connections_shed_per_source: registered(
+                &mut r,
+                "connections_shed_per_source",
+                "Admission connections closed at once because their source address was at its cap",
+            ),
+            connections_retired: registered(
+                &mut r,
+                "connections_retired",
+                "Admission connections closed at their next idle moment because they reached the maximum age",
+            ),
+            handshake_failures: registered(
+                &mut r,
+                "tls_handshake_failures",
+                "Admission connections whose TLS handshake failed, by reason (timeout, error)",
+            ),
+            accept_errors: registered(&mut r, "accept_errors", "Failed accepts on the admission port"),
+            connections_open: registered(&mut r, "connections_open", "Admission connections open now"),
+            connections_max: registered(&mut r, "connections_max", "The cap on open admission connections"),
+            connections_shed: registered(
+                &mut r,
+                "connections_shed",
+                "Admission connections closed at once because the cap was reached",
+            ),
+            watch_failing: registered(
+                &mut r,
+                "watch_failing",
+                "Whether a watch cache has been behind the API server for longer than --max-staleness, by kind",
+            ),
+            cache_stale: registered(
+                &mut r,
+                "cache_stale_seconds",
+                "Seconds a watch cache may have been missing changes (0 while its watch is open), by kind",
+            ),
+            cache_served: registered(
+                &mut r,
+                "cache_served",
+                "Whether the API server serves a watch cache's kind, by kind",
+            ),
+            watch_restarts: registered(
+                &mut r,
+                "watch_restarts",
+                "Watch cache re-lists after the first, by kind",
+            ),
+            watch_errors: registered(
+                &mut r,
+                "watch_errors",
+                "Failed lists and watches of the watch caches, by kind",
+            ),
+            cache_age: registered_in(
+                &mut r,
+                "cache_age",
+                "Time since a watch cache's last event or list, by kind",
+                Unit::Seconds,
+                Family::default(),
+            ),
+            cache_synced: registered(
+                &mut r,
+                "cache_synced",
+                "Whether a watch cache has completed its first list, by kind",
+            ),
+            decisions: registered(&mut r, "admission_decisions", "Admission answers by outcome"),
+            refusals: registered(
+                &mut r,
+                "admission_refusals",
+                "Admission refusals by refusing check or reason",
+            ),
+            duration: registered_in(
+                &mut r,
+                "admission_duration",
+                "Time from a received review to its answer",
+                Unit::Seconds,
+                duration,
+            ),
+            store_age: registered_in(
+                &mut r,
+                "store_age",
+                "Time since the store last changed",
+                Unit::Seconds,
+                Gauge::default(),
+            ),
+            store_objects: registered(
+                &mut r,
+                "store_objects",
+                "Checkpoints and node inventories held, by kind",
+            ),
+            store_problems: registered(&mut r, "store_problems", "Store files that could not be used"),
+            tls_reloads: registered(&mut r, "tls_reloads", "Certificate reloads by result"),
+            registry: r,
         }
     }
 
     /// Counts one answer.
-    pub fn record(&self, outcome: &'static str, refused_by: &[&'static str], took: Duration) {
+    pub fn record(&self, outcome: impl Into<Outcome>, refused_by: &[&'static str], took: Duration) {
+        let outcome = outcome.into().as_str();
         self.decisions.get_or_create(&OutcomeLabel { outcome }).inc();
         for check in refused_by {
             self.refusals.get_or_create(&CheckLabel { check }).inc();
@@ -345,5 +417,57 @@ impl Metrics {
         // Writing to a String cannot fail.
         let _ = encode(&mut out, &self.registry);
         out
+    }
+}
+
+/// A new metric, registered under `name` with `help` (a clone shares its value).
+fn registered<M>(registry: &mut Registry, name: &str, help: &str) -> M
+where
+    M: prometheus_client::registry::Metric + Clone + Default,
+{
+    let metric = M::default();
+    registry.register(name, help, metric.clone());
+    metric
+}
+
+/// `metric`, registered under `name` with `help` and a unit.
+fn registered_in<M>(
+    registry: &mut Registry,
+    name: &str,
+    help: &str,
+    unit: prometheus_client::registry::Unit,
+    metric: M,
+) -> M
+where
+    M: prometheus_client::registry::Metric + Clone,
+{
+    registry.register_with_unit(name, help, unit, metric.clone());
+    metric
+}
+
+#[cfg(test)]
+#[allow(clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    /// Every outcome label is listed in docs/webhook.md's row of
+    /// `miggate_admission_decisions_total`, and the row lists no other: an outcome added
+    /// without its doc line, or a doc line without its outcome, fails here.
+    #[test]
+    fn the_docs_list_every_outcome() {
+        let docs = include_str!("../../docs/webhook.md");
+        let row = docs
+            .lines()
+            .find(|l| l.starts_with("| `miggate_admission_decisions_total{outcome}`"))
+            .expect("docs/webhook.md has the decisions metric row");
+        let answers = row.split(" | ").nth(1).expect("the row has a description");
+        let documented: Vec<&str> = answers
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|t| t.bytes().all(|b| b.is_ascii_lowercase() || b == b'-'))
+            .collect();
+        let labels: Vec<&str> = Outcome::ALL.iter().map(|o| o.as_str()).collect();
+        assert_eq!(labels, documented);
     }
 }

@@ -589,16 +589,16 @@ impl<'de: 'a, 'a> Deserialize<'de> for Annotations<'a> {
     }
 }
 
-/// `base` (an allowed answer) carrying the JSON patch `ops`, with the audit annotation `key`
-/// saying what the patch does; the error says why the patch cannot be written.
+/// `base` (an allowed answer) carrying the JSON patch `ops` (built with [`crate::patch`]),
+/// with the audit annotation `key` saying what the patch does; the error says why the patch
+/// cannot be written.
 pub fn patched(
     base: &AdmissionResponse,
-    ops: Value,
+    ops: Vec<json_patch::PatchOperation>,
     key: &str,
     what: String,
-) -> Result<AdmissionResponse, String> {
-    let patch: json_patch::Patch = serde_json::from_value(ops).map_err(|e| e.to_string())?;
-    let mut response = base.clone().with_patch(patch).map_err(|e| e.to_string())?;
+) -> Result<AdmissionResponse, kube::core::admission::SerializePatchError> {
+    let mut response = base.clone().with_patch(json_patch::Patch(ops))?;
     response.audit_annotations.insert(key.to_string(), what);
     Ok(response)
 }

@@ -19,7 +19,7 @@ use crate::body::{BodyError, BodyLimits, read_body};
 use crate::decide::{self, Verdict};
 use crate::kube_store::KubeStore;
 use crate::lookup::Lookup;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, Outcome};
 use crate::review;
 use crate::store::FileStore;
 
@@ -194,7 +194,7 @@ where
     match answered {
         Ok(response) => response,
         Err(_) => {
-            state.metrics.record("deadline", &[], started.elapsed());
+            state.metrics.record(Outcome::Deadline, &[], started.elapsed());
             tracing::warn!(
                 deadline_ms = state.deadline.as_millis() as u64,
                 "admission request ran past its deadline"
@@ -240,7 +240,7 @@ async fn validate(state: &AppState, body: &[u8], started: Instant) -> Response {
 
 struct Answer {
     response: Response,
-    outcome: &'static str,
+    outcome: Outcome,
     refused_by: Vec<&'static str>,
 }
 
@@ -248,7 +248,7 @@ fn bad_request(message: String) -> Answer {
     tracing::warn!("bad admission request: {message}");
     Answer {
         response: plain(StatusCode::BAD_REQUEST, format!("{message}\n")),
-        outcome: "bad-request",
+        outcome: Outcome::BadRequest,
         refused_by: Vec::new(),
     }
 }
@@ -264,13 +264,13 @@ fn mutate(state: &AppState, body: &[u8], started: Instant) -> Response {
         Store::File(files) => crate::steer::steer_review(&review, &*files.snapshot()),
         Store::Kube(kube) => crate::steer::steer_review(&review, &**kube),
     };
-    let outcome = steering.outcome.as_str();
+    let outcome = Outcome::from(steering.outcome);
     if steering.outcome != crate::steer::Outcome::Ignored {
         tracing::info!(
             uid = %escape_within(&review.uid, 128),
             namespace = review.namespace.as_deref().unwrap_or(""),
             name = %escape_within(&review.name, 256),
-            outcome,
+            outcome = outcome.as_str(),
             steered = steering.response.audit_annotations.get(crate::steer::STEERED_AUDIT).map_or("", String::as_str),
             "steering"
         );
@@ -287,7 +287,7 @@ fn read_review<'b>(
     started: Instant,
 ) -> Result<review::Review<'b>, Box<Response>> {
     review::parse(body).map_err(|bad| {
-        state.metrics.record("bad-request", &[], started.elapsed());
+        state.metrics.record(Outcome::BadRequest, &[], started.elapsed());
         Box::new(bad_request(bad.to_string()).response)
     })
 }
@@ -321,13 +321,13 @@ async fn mutate_binding(state: &AppState, body: &[u8], started: Instant) -> Resp
         Store::File(files) => crate::device_map::map_review(&review, &*files.snapshot()),
         Store::Kube(kube) => crate::device_map::map_review(&review, &**kube),
     };
-    let outcome = mapping.outcome.as_str();
+    let outcome = Outcome::from(mapping.outcome);
     if mapping.outcome != crate::device_map::Outcome::Ignored {
         tracing::info!(
             uid = %escape_within(&review.uid, 128),
             namespace = review.namespace.as_deref().unwrap_or(""),
             name = %escape_within(&review.name, 256),
-            outcome,
+            outcome = outcome.as_str(),
             device_map = mapping.response.audit_annotations.get(crate::device_map::DEVICE_MAP_AUDIT).map_or("", String::as_str),
             "device map"
         );
@@ -355,7 +355,7 @@ fn mutate_summary(state: &AppState, body: &[u8], started: Instant) -> Response {
             "summary"
         );
     }
-    state.metrics.record(outcome.as_str(), &[], started.elapsed());
+    state.metrics.record(outcome, &[], started.elapsed());
     render_response(&response)
 }
 
@@ -379,7 +379,7 @@ fn answer(state: &AppState, review: &review::Review<'_>) -> Answer {
     let response = render_response(&decision.response);
     Answer {
         response,
-        outcome: decision.verdict.as_str(),
+        outcome: decision.verdict.into(),
         refused_by: decision.refused_by,
     }
 }
@@ -425,12 +425,12 @@ fn log_decision(review: &review::Review<'_>, decision: &decide::Decision) {
 /// what is left of the body cannot be told from a next request.
 fn body_refused(state: &AppState, e: &BodyError, started: Instant) -> Response {
     let (status, outcome) = match e {
-        BodyError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "bad-request"),
+        BodyError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, Outcome::BadRequest),
         BodyError::Deadline { .. } | BodyError::TooSlow { .. } => {
-            (StatusCode::REQUEST_TIMEOUT, "body-timeout")
+            (StatusCode::REQUEST_TIMEOUT, Outcome::BodyTimeout)
         }
-        BodyError::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, "busy"),
-        BodyError::Read(_) => (StatusCode::BAD_REQUEST, "bad-request"),
+        BodyError::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, Outcome::Busy),
+        BodyError::Read(_) => (StatusCode::BAD_REQUEST, Outcome::BadRequest),
     };
     state.metrics.record(outcome, &[], started.elapsed());
     let text = e.to_string();

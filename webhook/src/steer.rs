@@ -12,6 +12,7 @@
 
 use std::collections::BTreeSet;
 
+use json_patch::PatchOperation;
 use k8s_openapi::api::core::v1::{NodeSelectorRequirement, NodeSelectorTerm};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse};
@@ -22,8 +23,9 @@ use serde_json::{Value, json};
 
 use crate::decide::MAX_WARNING_BYTES;
 use crate::lookup::Lookup;
+use crate::patch::{add, annotation_path, path, replace};
 use crate::resolve::{self, Reference, Resolved};
-use crate::review::{Operation, Review, Spec};
+use crate::review::{Review, Spec};
 
 pub use miggate_wire::annotations::{STEER, STEERED};
 /// The audit annotation steering writes, with the same text.
@@ -99,13 +101,9 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// The label value used in metrics and logs.
+    /// The label value used in metrics and logs ([`crate::metrics::Outcome`] spells it).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Ignored => "steer-ignored",
-            Outcome::Steered => "steered",
-            Outcome::NotSteered => "not-steered",
-        }
+        crate::metrics::Outcome::from(self).as_str()
     }
 }
 
@@ -119,24 +117,14 @@ pub struct Steering {
 }
 
 /// The node requirements a checkpoint's devices and host give; or why there are none.
-pub fn requirements(manifest: &GpuManifest) -> Result<Requirements, String> {
-    let nvidia = manifest
-        .nvidia
-        .as_ref()
-        .ok_or("the checkpoint records no nvidia section")?;
-    let devices = nvidia
-        .devices
-        .as_deref()
-        .ok_or("the checkpoint does not record its devices")?;
+pub fn requirements(manifest: &GpuManifest) -> Result<Requirements, NotSteered> {
+    let nvidia = manifest.nvidia.as_ref().ok_or(NotSteered::NoNvidia)?;
+    let devices = nvidia.devices.as_deref().ok_or(NotSteered::NoDevices)?;
     let products: BTreeSet<&str> = devices.iter().filter_map(|d| d.model()).collect();
     let product = match (products.len(), products.first()) {
         (1, Some(p)) => *p,
-        (0, _) => return Err("the checkpoint's devices name no product".into()),
-        _ => {
-            return Err(
-                "the checkpoint's devices are of several products; one node label cannot name them".into(),
-            );
-        }
+        (0, _) => return Err(NotSteered::NoProduct),
+        _ => return Err(NotSteered::SeveralProducts),
     };
     let mut values = vec![gfd_product_name(product)];
     // Under the single strategy GFD names a node's product with its one MIG profile.
@@ -153,10 +141,7 @@ pub fn requirements(manifest: &GpuManifest) -> Result<Requirements, String> {
     }
     values.retain(|v| is_label_value(v));
     if values.is_empty() {
-        return Err(format!(
-            "the product name {} is no node label value",
-            quoted(product)
-        ));
+        return Err(NotSteered::NotALabel(quoted(product)));
     }
     let mut common = vec![(PRODUCT_LABEL.to_string(), values)];
     if let Some(arch) = manifest.host.as_ref().and_then(|h| h.cpu_arch.as_deref())
@@ -212,15 +197,75 @@ pub fn steer_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Stee
                 None => steer_by_affinity(&base, &spec, &checkpoint),
             }
         });
-    steered.unwrap_or_else(|why| {
-        let mut response = base;
-        let warning = format!("miggate: not steered: {why}");
-        response.warnings = Some(vec![escape_within(&warning, MAX_WARNING_BYTES).into_owned()]);
-        Steering {
-            response,
-            outcome: Outcome::NotSteered,
-        }
-    })
+    steered.unwrap_or_else(|why| not_steered(base, &why))
+}
+
+/// The pod left unchanged, with a warning saying why.
+fn not_steered(base: AdmissionResponse, why: &NotSteered) -> Steering {
+    let mut response = base;
+    let warning = format!("miggate: not steered: {why}");
+    response.warnings = Some(vec![escape_within(&warning, MAX_WARNING_BYTES).into_owned()]);
+    Steering {
+        response,
+        outcome: Outcome::NotSteered,
+    }
+}
+
+/// Why a pod asking for steering is left unchanged: the warning's words, after
+/// `miggate: not steered: `.
+#[derive(Debug, thiserror::Error)]
+pub enum NotSteered {
+    /// The request names no namespace.
+    #[error("the request names no namespace")]
+    NoNamespace,
+    /// The caches have not finished their first list.
+    #[error("the webhook's caches have not finished their first list")]
+    NotSynced,
+    /// The caches are too far behind the API server.
+    #[error("{0}")]
+    Stale(crate::lookup::Staleness),
+    /// No such checkpoint (`namespace/name`, escaped).
+    #[error("checkpoint {0} does not exist")]
+    NoCheckpoint(String),
+    /// The checkpoint cannot be looked up here (a `PodSnapshot`'s content unknown).
+    #[error("{0}")]
+    Unchecked(String),
+    /// The pod has no spec.
+    #[error("the pod has no spec")]
+    NoSpec,
+    /// The pod's spec cannot be read (why, escaped).
+    #[error("the pod cannot be read: {0}")]
+    Unreadable(String),
+    /// The pod names DRA claims: they steer it.
+    #[error("the pod uses DRA claims; its claim steers it (miggate claim writes one from the checkpoint)")]
+    OwnClaims,
+    /// The checkpoint records no nvidia section.
+    #[error("the checkpoint records no nvidia section")]
+    NoNvidia,
+    /// The checkpoint does not record its devices.
+    #[error("the checkpoint does not record its devices")]
+    NoDevices,
+    /// The checkpoint's devices name no product.
+    #[error("the checkpoint's devices name no product")]
+    NoProduct,
+    /// The checkpoint's devices are of several products.
+    #[error("the checkpoint's devices are of several products; one node label cannot name them")]
+    SeveralProducts,
+    /// The product's name (quoted) makes no label value.
+    #[error("the product name {0} is no node label value")]
+    NotALabel(String),
+    /// Crossing the pod's own terms would give too many (the pod's count).
+    #[error("the pod's own node affinity has too many terms to cross ({0})")]
+    TooManyTerms(usize),
+    /// The checkpoint's name makes no template name.
+    #[error("the checkpoint's name is too long for a template name (miggate-<checkpoint>)")]
+    TemplateNameTooLong,
+    /// The checkpoint's claim template is impossible (why, escaped).
+    #[error("{0}")]
+    NoClaim(String),
+    /// The patch could not be written.
+    #[error("cannot write the patch: {0}")]
+    Patch(kube::core::admission::SerializePatchError),
 }
 
 /// The object and the checkpoint it names (a `GpuCheckpoint` or the Go peer's `PodSnapshot`)
@@ -228,18 +273,11 @@ pub fn steer_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Stee
 /// steered already; `None` for anything else, which is allowed untouched (a reference that
 /// cannot be read included: the validating webhook refuses it).
 fn asks_for_steering<'r>(review: &'r Review<'_>) -> Option<(&'r crate::review::Object<'r>, Reference<'r>)> {
-    let is_pod = review.kind.group.is_empty() && review.kind.kind == "Pod" && review.sub_resource.is_none();
-    if review.operation != Operation::Create || !is_pod {
-        return None;
-    }
-    let obj = review.object.as_ref()?;
+    let obj = crate::decide::parse::pod_create(review)?;
     let asked = obj.meta.steer.as_deref().is_some_and(|v| v.trim() == "true");
-    let reference = resolve::reference(
-        obj.meta.restore_from.as_deref(),
-        obj.meta.peer.restore_from.as_deref(),
-    )
-    .ok()
-    .flatten()?;
+    let reference = crate::decide::parse::restore_reference(&obj.meta)
+        .ok()
+        .flatten()?;
     (asked && !obj.meta.steered).then_some((obj, reference))
 }
 
@@ -256,26 +294,23 @@ fn steerable(
         std::sync::Arc<crate::store::Checkpoint>,
         k8s_openapi::api::core::v1::PodSpec,
     ),
-    String,
+    NotSteered,
 > {
     let Some(namespace) = review.namespace.as_deref() else {
-        return Err("the request names no namespace".into());
+        return Err(NotSteered::NoNamespace);
     };
     if !store.synced() {
-        return Err("the webhook's caches have not finished their first list".into());
+        return Err(NotSteered::NotSynced);
     }
     if let Some(staleness) = store.too_stale() {
-        return Err(staleness.to_string());
+        return Err(NotSteered::Stale(staleness));
     }
     let checkpoint = match resolve::resolve(store, namespace, reference) {
         Resolved::Found { checkpoint, .. } => checkpoint,
         Resolved::Missing => {
-            return Err(format!(
-                "checkpoint {} does not exist",
-                reference.display(namespace)
-            ));
+            return Err(NotSteered::NoCheckpoint(reference.display(namespace)));
         }
-        Resolved::Unchecked(why) => return Err(why),
+        Resolved::Unchecked(why) => return Err(NotSteered::Unchecked(why)),
     };
     // `review::parse` keeps every spec raw.
     let raw = match &obj.spec {
@@ -287,19 +322,15 @@ fn steerable(
         .transpose()
     {
         Ok(Some(spec)) => spec,
-        Ok(None) => return Err("the pod has no spec".into()),
+        Ok(None) => return Err(NotSteered::NoSpec),
         Err(e) => {
-            return Err(format!(
-                "the pod cannot be read: {}",
-                escape_within(&e.to_string(), 128)
+            return Err(NotSteered::Unreadable(
+                escape_within(&e.to_string(), 128).into_owned(),
             ));
         }
     };
     if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
-        return Err(
-            "the pod uses DRA claims; its claim steers it (miggate claim writes one from the checkpoint)"
-                .into(),
-        );
+        return Err(NotSteered::OwnClaims);
     }
     Ok((checkpoint, spec))
 }
@@ -310,7 +341,7 @@ fn steer_by_affinity(
     base: &AdmissionResponse,
     spec: &k8s_openapi::api::core::v1::PodSpec,
     checkpoint: &crate::store::Checkpoint,
-) -> Result<Steering, String> {
+) -> Result<Steering, NotSteered> {
     let wanted = requirements(&checkpoint.manifest)?;
     let existing: Vec<NodeSelectorTerm> = spec
         .affinity
@@ -321,10 +352,7 @@ fn steer_by_affinity(
         .unwrap_or_default();
     let terms = crossed(&existing, &wanted.sets());
     if terms.len() > MAX_TERMS {
-        return Err(format!(
-            "the pod's own node affinity has too many terms to cross ({})",
-            existing.len()
-        ));
+        return Err(NotSteered::TooManyTerms(existing.len()));
     }
     let described = wanted.describe();
     let patch = patch(spec, &terms, &described);
@@ -333,7 +361,7 @@ fn steer_by_affinity(
             response,
             outcome: Outcome::Steered,
         }),
-        Err(e) => Err(format!("cannot write the patch: {e}")),
+        Err(e) => Err(NotSteered::Patch(e)),
     }
 }
 
@@ -346,15 +374,7 @@ fn steer_by_claim(
     checkpoint: &str,
 ) -> Option<Steering> {
     use crate::steer_claim::{describe, patch, restore_container, wants_claim};
-    let not_steered = |why: String| {
-        let mut response = base.clone();
-        let warning = format!("miggate: not steered: {why}");
-        response.warnings = Some(vec![escape_within(&warning, MAX_WARNING_BYTES).into_owned()]);
-        Steering {
-            response,
-            outcome: Outcome::NotSteered,
-        }
-    };
+    let unsteered = |why: NotSteered| not_steered(base.clone(), &why);
     let Some((index, c)) = restore_container(spec, stored.container_name.as_deref()) else {
         // Several containers and no name: only one asking for GPUs could tell, and a pod
         // on the device plugin says which; leave the pod to node-affinity steering.
@@ -364,13 +384,13 @@ fn steer_by_claim(
         return None;
     }
     let Some(template) = miggate_crds::claim::template_name(checkpoint) else {
-        return Some(not_steered(
-            "the checkpoint's name is too long for a template name (miggate-<checkpoint>)".into(),
-        ));
+        return Some(unsteered(NotSteered::TemplateNameTooLong));
     };
     // The template `miggate claim` writes for this checkpoint must be possible at all.
     if let Err(e) = miggate_crds::claim::requests(&stored.manifest) {
-        return Some(not_steered(escape_within(&e.to_string(), 200).into_owned()));
+        return Some(unsteered(NotSteered::NoClaim(
+            escape_within(&e.to_string(), 200).into_owned(),
+        )));
     }
     let described = describe(&template, &c.name);
     let ops = patch(spec, index, c, &template, &described);
@@ -380,7 +400,7 @@ fn steer_by_claim(
                 response,
                 outcome: Outcome::Steered,
             },
-            Err(e) => not_steered(format!("cannot write the patch: {e}")),
+            Err(e) => unsteered(NotSteered::Patch(e)),
         },
     )
 }
@@ -416,32 +436,38 @@ fn crossed(existing: &[NodeSelectorTerm], sets: &[RequirementSet]) -> Vec<NodeSe
 
 /// The JSON patch that sets the required node affinity to `terms` and adds the [`STEERED`]
 /// annotation, adding each missing parent object on the way.
-fn patch(spec: &k8s_openapi::api::core::v1::PodSpec, terms: &[NodeSelectorTerm], described: &str) -> Value {
+fn patch(
+    spec: &k8s_openapi::api::core::v1::PodSpec,
+    terms: &[NodeSelectorTerm],
+    described: &str,
+) -> Vec<PatchOperation> {
     let terms = serde_json::to_value(terms).unwrap_or(Value::Array(Vec::new()));
-    let required = json!({"nodeSelectorTerms": terms});
     let affinity = spec.affinity.as_ref();
     let node = affinity.and_then(|a| a.node_affinity.as_ref());
+    const REQUIRED: &str = "requiredDuringSchedulingIgnoredDuringExecution";
+    let required = || json!({"nodeSelectorTerms": terms});
     let op = match (
         affinity,
         node,
         node.and_then(|n| n.required_during_scheduling_ignored_during_execution.as_ref()),
     ) {
-        (None, _, _) => {
-            json!({"op": "add", "path": "/spec/affinity", "value": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}})
-        }
-        (Some(_), None, _) => {
-            json!({"op": "add", "path": "/spec/affinity/nodeAffinity", "value": {"requiredDuringSchedulingIgnoredDuringExecution": required}})
-        }
-        (Some(_), Some(_), None) => {
-            json!({"op": "add", "path": "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution", "value": required})
-        }
-        (Some(_), Some(_), Some(_)) => {
-            json!({"op": "replace", "path": "/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms", "value": required["nodeSelectorTerms"]})
-        }
+        (None, _, _) => add(
+            path(["spec", "affinity"]),
+            json!({"nodeAffinity": {REQUIRED: required()}}),
+        ),
+        (Some(_), None, _) => add(
+            path(["spec", "affinity", "nodeAffinity"]),
+            json!({REQUIRED: required()}),
+        ),
+        (Some(_), Some(_), None) => add(path(["spec", "affinity", "nodeAffinity", REQUIRED]), required()),
+        (Some(_), Some(_), Some(_)) => replace(
+            path(["spec", "affinity", "nodeAffinity", REQUIRED, "nodeSelectorTerms"]),
+            terms.clone(),
+        ),
     };
-    // The restore annotation is there, so the annotations map is; `/` in a key is `~1`.
-    let annotation = json!({"op": "add", "path": format!("/metadata/annotations/{}", STEERED.replace('~', "~0").replace('/', "~1")), "value": described});
-    json!([op, annotation])
+    // The restore annotation is there, so the annotations map is.
+    let annotation = add(annotation_path(STEERED), Value::String(described.to_string()));
+    vec![op, annotation]
 }
 
 #[cfg(test)]

@@ -11,8 +11,11 @@
 //! it), and a pod on the device plugin (an `nvidia.com/…` request) is steered by node
 //! affinity instead ([`steer`](crate::steer)).
 
+use json_patch::PatchOperation;
 use k8s_openapi::api::core::v1::{Container, PodSpec};
 use serde_json::{Value, json};
+
+use crate::patch::{add, annotation_path, path};
 
 /// The name of the claim entry added to the pod, what the container's `resources.claims`
 /// names.
@@ -53,29 +56,37 @@ pub fn describe(template: &str, container: &str) -> String {
 
 /// The JSON patch: the pod's `resourceClaims` entry, the container's `resources.claims`
 /// entry (adding each missing parent), and the `miggate.io/steered` annotation.
-pub fn patch(spec: &PodSpec, index: usize, container: &Container, template: &str, described: &str) -> Value {
+pub fn patch(
+    spec: &PodSpec,
+    index: usize,
+    container: &Container,
+    template: &str,
+    described: &str,
+) -> Vec<PatchOperation> {
     let entry = json!({"name": CLAIM_NAME, "resourceClaimTemplateName": template});
     let claims = if spec.resource_claims.is_some() {
-        json!({"op": "add", "path": "/spec/resourceClaims/-", "value": entry})
+        add(path(["spec", "resourceClaims", "-"]), entry)
     } else {
-        json!({"op": "add", "path": "/spec/resourceClaims", "value": [entry]})
+        add(path(["spec", "resourceClaims"]), json!([entry]))
     };
     let claim = json!({"name": CLAIM_NAME});
+    let index = index.to_string();
+    let at = |tail: &[&'static str]| {
+        path(
+            ["spec", "containers", index.as_str()]
+                .into_iter()
+                .chain(tail.iter().copied()),
+        )
+    };
     let resources = container.resources.as_ref();
     let uses = match (resources, resources.and_then(|r| r.claims.as_ref())) {
-        (None, _) => {
-            json!({"op": "add", "path": format!("/spec/containers/{index}/resources"), "value": {"claims": [claim]}})
-        }
-        (Some(_), None) => {
-            json!({"op": "add", "path": format!("/spec/containers/{index}/resources/claims"), "value": [claim]})
-        }
-        (Some(_), Some(_)) => {
-            json!({"op": "add", "path": format!("/spec/containers/{index}/resources/claims/-"), "value": claim})
-        }
+        (None, _) => add(at(&["resources"]), json!({"claims": [claim]})),
+        (Some(_), None) => add(at(&["resources", "claims"]), json!([claim])),
+        (Some(_), Some(_)) => add(at(&["resources", "claims", "-"]), claim),
     };
-    let key = miggate_wire::annotations::STEERED
-        .replace('~', "~0")
-        .replace('/', "~1");
-    let annotation = json!({"op": "add", "path": format!("/metadata/annotations/{key}"), "value": described});
-    json!([claims, uses, annotation])
+    let annotation = add(
+        annotation_path(miggate_wire::annotations::STEERED),
+        Value::String(described.to_string()),
+    );
+    vec![claims, uses, annotation]
 }

@@ -11,13 +11,12 @@
 //! (or what its writer put there). Nothing decides on the summary: every check reads
 //! `spec.manifest`.
 
+use crate::patch::{add, path};
+use crate::review::{Operation, Review};
 use kube::core::admission::AdmissionResponse;
 use miggate_compat::GpuManifest;
 use miggate_crds::Summary;
 use serde::Deserialize;
-use serde_json::json;
-
-use crate::review::{Operation, Review};
 
 /// The audit annotation a written summary carries: the profiles text.
 pub const SUMMARY_AUDIT: &str = "summary";
@@ -35,13 +34,9 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// The label value used in metrics and logs.
+    /// The label value used in metrics and logs ([`crate::metrics::Outcome`] spells it).
     pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Ignored => "summary-ignored",
-            Outcome::Kept => "summary-kept",
-            Outcome::Written => "summary-written",
-        }
+        crate::metrics::Outcome::from(self).as_str()
     }
 }
 
@@ -78,7 +73,11 @@ pub fn summary_review(review: &Review<'_>) -> (AdmissionResponse, Outcome) {
     }
     let shown = summary.profiles.clone().unwrap_or_default();
     // `add` on an object member replaces it when present (RFC 6902 §4.1).
-    let ops = json!([{"op": "add", "path": "/spec/summary", "value": summary}]);
+    let Ok(value) = serde_json::to_value(&summary) else {
+        // A summary serializes to JSON always; were it not to, the object still goes through.
+        return (base, Outcome::Ignored);
+    };
+    let ops = vec![add(path(["spec", "summary"]), value)];
     match crate::review::patched(&base, ops, SUMMARY_AUDIT, shown) {
         Ok(response) => (response, Outcome::Written),
         // A summary serializes to JSON always; were it not to, the object still goes through.
@@ -91,7 +90,7 @@ pub fn summary_review(review: &Review<'_>) -> (AdmissionResponse, Outcome) {
 mod tests {
     use super::*;
     use rstest::rstest;
-    use serde_json::Value;
+    use serde_json::{Value, json};
 
     fn review(group: &str, resource: &str, operation: &str, spec: Value) -> String {
         json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {

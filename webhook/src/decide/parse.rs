@@ -1,0 +1,216 @@
+//! Stage one: the review (and for a binding, the pod cache) read into a [`RestoreRequest`],
+//! or the [`Refusal`] of the request itself. The one place a restore's annotations are read:
+//! its reference, its waiver (`miggate.io/skip-checks` and the peer's skip) and the peer's
+//! container map. The mutating paths read a binding through here too.
+
+use std::borrow::Cow;
+
+use miggate_compat::escape::{escape, escape_within};
+use miggate_compat::parse_skip;
+
+use super::warnings::Warning;
+use super::{Parsed, PodSpec, RestoreRequest, SKIP_CHECKS, Subject, Waiver, pod_name};
+use crate::lookup::Lookup;
+use crate::refusal::Refusal;
+use crate::resolve::{self, Kind, Reference, ReferenceError};
+use crate::review::{Meta, Object, Operation, Review, Spec};
+
+impl Waiver {
+    /// The waiver a pod's annotations give: `skip_checks` (`miggate.io/skip-checks`, read
+    /// strictly) for any restore, and for a `PodSnapshot` restore the peer's `peer_skip`.
+    fn read(skip_checks: Option<&str>, kind: Kind, peer_skip: Option<&str>) -> Result<Waiver, String> {
+        let mut waiver = waiver(skip_checks)?;
+        if kind == Kind::PodSnapshot
+            && let Some(value) = peer_skip
+        {
+            waiver.all_by_peer = miggate_crds::peer::skip_compat_check(Some(value));
+            if !miggate_crds::peer::parses_as_bool(value) {
+                waiver.peer_unreadable = Some(escape_within(value.trim(), 64).into_owned());
+            }
+        }
+        Ok(waiver)
+    }
+}
+
+/// The checks a `miggate.io/skip-checks` value waives, read strictly (a typo never looks like
+/// a waiver); the error says why it waives nothing, for the refusal.
+fn waiver(annotation: Option<&str>) -> Result<Waiver, String> {
+    let Some(list) = annotation else {
+        return Ok(Waiver::default());
+    };
+    match parse_skip(list) {
+        Ok(checks) => Ok(Waiver {
+            checks,
+            annotated: true,
+            ..Waiver::default()
+        }),
+        Err(e) => Err(format!(
+            "annotation {SKIP_CHECKS} waives nothing: {}",
+            escape(&e.to_string())
+        )),
+    }
+}
+
+/// Stage one: what the request asks, or why the request itself is refused. Reads the store
+/// only for what the request cannot say: whether its caches are synced, and for a binding
+/// (a Binding carries no annotations) the restore pod the pod cache knows.
+pub fn parse<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> Result<Parsed<'a>, Refusal> {
+    if review.operation != Operation::Create {
+        return Ok(Parsed::Ignored);
+    }
+    if review.is_binding_create() {
+        return parse_binding(review, store);
+    }
+    let Some(obj) = pod_create(review) else {
+        return Ok(Parsed::Ignored);
+    };
+    let meta = &obj.meta;
+    let reference = match restore_reference(meta) {
+        Ok(Some(reference)) => reference,
+        Ok(None) => return Ok(Parsed::Ignored),
+        Err(e) => return Err(reference_refusal(e, pod_name(review))),
+    };
+    let Some(namespace) = review.namespace.as_deref().or(meta.namespace.as_deref()) else {
+        return Err(Refusal::NoNamespace);
+    };
+    if !store.synced() {
+        return Err(Refusal::StoreNotSynced {
+            checkpoint: reference.display(namespace),
+        });
+    }
+    if let Some(staleness) = store.too_stale() {
+        return Err(Refusal::StoreStale {
+            checkpoint: reference.display(namespace),
+            staleness,
+        });
+    }
+    let waiver = Waiver::read(
+        meta.skip_checks.as_deref(),
+        reference.kind,
+        meta.peer.skip.as_deref(),
+    )
+    .map_err(|why| Refusal::SkipChecksInvalid { pod: None, why })?;
+    let container_map = container_map(reference.kind, meta.peer.container_map.as_deref(), || {
+        pod_name(review)
+    })?;
+    let spec: Cow<'a, PodSpec<'a>> = match &obj.spec {
+        Some(Spec::Pod(spec)) => Cow::Borrowed(&**spec),
+        Some(Spec::Raw(raw)) => match raw.decode() {
+            Ok(spec) => Cow::Owned(spec),
+            Err(e) => {
+                return Err(Refusal::PodUnreadable {
+                    pod: pod_name(review),
+                    error: escape(&e.to_string()).into_owned(),
+                });
+            }
+        },
+        None => Cow::Owned(PodSpec::default()),
+    };
+    let node = spec.node_name.clone().filter(|n| !n.is_empty());
+    Ok(Parsed::Restore(RestoreRequest {
+        subject: Subject::Pod(spec),
+        review,
+        namespace,
+        reference,
+        waiver,
+        node,
+        container_map,
+    }))
+}
+
+/// The object of a pod's own CREATE (not a subresource): how a restore pod's creation
+/// arrives, for the decision and for steering alike. `None` for any other request.
+pub(crate) fn pod_create<'r>(review: &'r Review<'_>) -> Option<&'r Object<'r>> {
+    let is_pod = review.kind.group.is_empty() && review.kind.kind == "Pod" && review.sub_resource.is_none();
+    (review.operation == Operation::Create && is_pod)
+        .then_some(review.object.as_ref())
+        .flatten()
+}
+
+/// What a pod's restore annotations name: `miggate.io/restore-from` or the peer's
+/// `nvidia.com/restore-from-snapshot`, at most one of them; `None` for a pod that restores
+/// nothing.
+pub(crate) fn restore_reference<'m>(meta: &'m Meta<'m>) -> Result<Option<Reference<'m>>, ReferenceError> {
+    resolve::reference(meta.restore_from.as_deref(), meta.peer.restore_from.as_deref())
+}
+
+/// Why a pod's restore annotations name nothing to look up, as the refusal.
+fn reference_refusal(e: ReferenceError, pod: String) -> Refusal {
+    match e {
+        ReferenceError::Empty => Refusal::RestoreFromEmpty { pod },
+        ReferenceError::Invalid(why) => Refusal::RestoreFromInvalid { pod, why },
+        ReferenceError::Both => Refusal::RestoreFromBoth { pod },
+    }
+}
+
+/// A `PodSnapshot` restore's container map, its syntax checked now (which destinations it
+/// may name waits for the content's captured container); ignored on any other restore.
+fn container_map<'v>(
+    kind: Kind,
+    map: Option<&'v str>,
+    pod: impl FnOnce() -> String,
+) -> Result<Option<Cow<'v, str>>, Refusal> {
+    let Some(map) = map.filter(|_| kind == Kind::PodSnapshot) else {
+        return Ok(None);
+    };
+    miggate_crds::peer::check_container_map(map).map_err(|why| Refusal::ContainerMapInvalid {
+        pod: pod(),
+        why: escape_within(&why, 1024).into_owned(),
+    })?;
+    Ok(Some(Cow::Borrowed(map)))
+}
+
+/// A `pods/binding` CREATE: the scheduler (or a client) chose a node. The store says whether
+/// the pod restores a checkpoint; everything else is ignored at the cost of one map lookup,
+/// since every binding in the cluster passes through here.
+fn parse_binding<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> Result<Parsed<'a>, Refusal> {
+    let Some((namespace, name)) = review.bound_pod() else {
+        return Ok(Parsed::Ignored);
+    };
+    if !store.synced() {
+        return Ok(Parsed::Unchecked(vec![Warning::BindingNotSynced.to_string()]));
+    }
+    let Some(restore) = store.restore_pod(namespace, name) else {
+        return Ok(Parsed::Ignored);
+    };
+    // After the lookup: every binding in the cluster passes here, and only a restore pod's
+    // needs the caches' staleness (eight clocks read).
+    if let Some(staleness) = store.too_stale() {
+        return Ok(Parsed::Unchecked(vec![
+            Warning::BindingStale(staleness).to_string(),
+        ]));
+    }
+    let pod = || escape_within(&format!("{namespace}/{name}"), 512).into_owned();
+    let Some(node) = review.binding_node() else {
+        return Ok(Parsed::Unchecked(vec![
+            Warning::BindingNoNode { pod: &pod() }.to_string(),
+        ]));
+    };
+    let peer = restore.peer.as_ref();
+    let reference = match resolve::reference(
+        restore.restore_from.as_deref(),
+        peer.map(|p| p.restore_from.as_str()),
+    ) {
+        Ok(Some(reference)) => reference.into_owned(),
+        Ok(None) => return Ok(Parsed::Ignored),
+        Err(e) => return Err(reference_refusal(e, pod())),
+    };
+    let waiver = Waiver::read(
+        restore.skip_checks.as_deref(),
+        reference.kind,
+        peer.and_then(|p| p.skip.as_deref()),
+    )
+    .map_err(|why| Refusal::SkipChecksInvalid {
+        pod: Some(pod()),
+        why,
+    })?;
+    Ok(Parsed::Restore(RestoreRequest {
+        subject: Subject::Binding(restore.clone()),
+        review,
+        namespace,
+        reference,
+        waiver,
+        node: Some(node),
+        container_map: None,
+    }))
+}
