@@ -262,7 +262,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Registers every metric, each named once: [`registered`] creates it, registers a
+    /// Registers every metric, each named once: `registered` creates it, registers a
     /// handle under its name and help, and returns it.
     pub fn new() -> Self {
         use prometheus_client::registry::Unit;

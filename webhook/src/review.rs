@@ -589,7 +589,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Annotations<'a> {
     }
 }
 
-/// `base` (an allowed answer) carrying the JSON patch `ops` (built with [`crate::patch`]),
+/// `base` (an allowed answer) carrying the JSON patch `ops` (built with `crate::patch`),
 /// with the audit annotation `key` saying what the patch does; the error says why the patch
 /// cannot be written.
 pub fn patched(
