@@ -35,9 +35,9 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// The label value used in metrics and logs ([`crate::metrics::Outcome`] spells it).
+    /// The label value used in metrics and logs ([`crate::outcome::Outcome`] spells it).
     pub fn as_str(self) -> &'static str {
-        crate::metrics::Outcome::from(self).as_str()
+        crate::outcome::Outcome::from(self).as_str()
     }
 }
 
@@ -152,5 +152,16 @@ fn not_mapped(base: AdmissionResponse, why: NotMapped) -> Mapping {
     Mapping {
         response,
         outcome: Outcome::NotMapped,
+    }
+}
+
+impl From<crate::device_map::Outcome> for crate::outcome::Outcome {
+    fn from(outcome: crate::device_map::Outcome) -> Self {
+        use crate::device_map::Outcome as Map;
+        match outcome {
+            Map::Ignored => crate::outcome::Outcome::MapIgnored,
+            Map::Mapped => crate::outcome::Outcome::Mapped,
+            Map::NotMapped => crate::outcome::Outcome::NotMapped,
+        }
     }
 }

@@ -33,6 +33,7 @@ pub mod kube_store;
 mod log_gate;
 pub mod lookup;
 pub mod metrics;
+mod outcome;
 mod patch;
 mod pod;
 mod refusal;

@@ -101,9 +101,9 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// The label value used in metrics and logs ([`crate::metrics::Outcome`] spells it).
+    /// The label value used in metrics and logs ([`crate::outcome::Outcome`] spells it).
     pub fn as_str(self) -> &'static str {
-        crate::metrics::Outcome::from(self).as_str()
+        crate::outcome::Outcome::from(self).as_str()
     }
 }
 
@@ -468,6 +468,17 @@ fn patch(
     // The restore annotation is there, so the annotations map is.
     let annotation = add(annotation_path(STEERED), Value::String(described.to_string()));
     vec![op, annotation]
+}
+
+impl From<crate::steer::Outcome> for crate::outcome::Outcome {
+    fn from(outcome: crate::steer::Outcome) -> Self {
+        use crate::steer::Outcome as Steer;
+        match outcome {
+            Steer::Ignored => crate::outcome::Outcome::SteerIgnored,
+            Steer::Steered => crate::outcome::Outcome::Steered,
+            Steer::NotSteered => crate::outcome::Outcome::NotSteered,
+        }
+    }
 }
 
 #[cfg(test)]

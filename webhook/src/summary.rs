@@ -34,9 +34,9 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// The label value used in metrics and logs ([`crate::metrics::Outcome`] spells it).
+    /// The label value used in metrics and logs ([`crate::outcome::Outcome`] spells it).
     pub fn as_str(self) -> &'static str {
-        crate::metrics::Outcome::from(self).as_str()
+        crate::outcome::Outcome::from(self).as_str()
     }
 }
 
@@ -82,6 +82,17 @@ pub fn summary_review(review: &Review<'_>) -> (AdmissionResponse, Outcome) {
         Ok(response) => (response, Outcome::Written),
         // A summary serializes to JSON always; were it not to, the object still goes through.
         Err(_) => (base, Outcome::Ignored),
+    }
+}
+
+impl From<crate::summary::Outcome> for crate::outcome::Outcome {
+    fn from(outcome: crate::summary::Outcome) -> Self {
+        use crate::summary::Outcome as Summary;
+        match outcome {
+            Summary::Ignored => crate::outcome::Outcome::SummaryIgnored,
+            Summary::Kept => crate::outcome::Outcome::SummaryKept,
+            Summary::Written => crate::outcome::Outcome::SummaryWritten,
+        }
     }
 }
 

@@ -65,9 +65,9 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// The label value used in metrics and logs ([`crate::metrics::Outcome`] spells it).
+    /// The label value used in metrics and logs ([`crate::outcome::Outcome`] spells it).
     pub fn as_str(self) -> &'static str {
-        crate::metrics::Outcome::from(self).as_str()
+        crate::outcome::Outcome::from(self).as_str()
     }
 }
 
@@ -321,4 +321,16 @@ fn pod_name(review: &Review<'_>) -> String {
         })
         .unwrap_or_else(|| "(unnamed)".to_string());
     escape_within(&format!("{ns}/{name}"), 512).into_owned()
+}
+
+impl From<crate::decide::Verdict> for crate::outcome::Outcome {
+    fn from(verdict: crate::decide::Verdict) -> Self {
+        use crate::decide::Verdict;
+        match verdict {
+            Verdict::Ignored => crate::outcome::Outcome::Ignored,
+            Verdict::Allowed => crate::outcome::Outcome::Allowed,
+            Verdict::Warned => crate::outcome::Outcome::Warned,
+            Verdict::Refused => crate::outcome::Outcome::Refused,
+        }
+    }
 }

@@ -1,0 +1,92 @@
+//! The `outcome` label of every admission answer, a leaf: the decision, the mutations and the
+//! server convert their own outcomes into it (each beside its own type), and the metrics count
+//! it, so none of them imports another for a label.
+
+/// How one admission answer ended: the `outcome` label of
+/// `miggate_admission_decisions_total`, every value in one place. The decision's
+/// [`Verdict`](crate::decide::Verdict) and each mutation's outcome convert into it; the
+/// answers no handler reaches (`bad-request`, `body-timeout`, `busy`, `deadline`) are the
+/// server's. docs/webhook.md lists each value (a test holds it to [`Outcome::ALL`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Not a restore pod's creation or binding: allowed without a look.
+    Ignored,
+    /// A restore, compatible, nothing unknown.
+    Allowed,
+    /// A restore, compatible, with warnings.
+    Warned,
+    /// A restore refused.
+    Refused,
+    /// A review that cannot be read, or a body too large (400/413).
+    BadRequest,
+    /// The body did not arrive in time (408).
+    BodyTimeout,
+    /// The body budget was spent (503).
+    Busy,
+    /// The answer ran past the deadline.
+    Deadline,
+    /// Steering: node affinity or a claim added.
+    Steered,
+    /// Steering asked for, the pod left unchanged with a warning.
+    NotSteered,
+    /// Not a restore pod asking for steering, or one already steered.
+    SteerIgnored,
+    /// The device map written on a binding.
+    Mapped,
+    /// The exact check ran but gave no device map; a warning says why.
+    NotMapped,
+    /// Not a DRA restore pod's binding with an exact view.
+    MapIgnored,
+    /// A `spec.summary` written.
+    SummaryWritten,
+    /// A `spec.summary` that already matched its manifest.
+    SummaryKept,
+    /// Not a `GpuCheckpoint` or `GpuNode` with a readable manifest.
+    SummaryIgnored,
+}
+
+impl Outcome {
+    /// Every outcome, in the order docs/webhook.md lists them.
+    pub const ALL: [Outcome; 17] = [
+        Outcome::Ignored,
+        Outcome::Allowed,
+        Outcome::Warned,
+        Outcome::Refused,
+        Outcome::BadRequest,
+        Outcome::BodyTimeout,
+        Outcome::Busy,
+        Outcome::Deadline,
+        Outcome::Steered,
+        Outcome::NotSteered,
+        Outcome::SteerIgnored,
+        Outcome::Mapped,
+        Outcome::NotMapped,
+        Outcome::MapIgnored,
+        Outcome::SummaryWritten,
+        Outcome::SummaryKept,
+        Outcome::SummaryIgnored,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Ignored => "ignored",
+            Outcome::Allowed => "allowed",
+            Outcome::Warned => "warned",
+            Outcome::Refused => "refused",
+            Outcome::BadRequest => "bad-request",
+            Outcome::BodyTimeout => "body-timeout",
+            Outcome::Busy => "busy",
+            Outcome::Deadline => "deadline",
+            Outcome::Steered => "steered",
+            Outcome::NotSteered => "not-steered",
+            Outcome::SteerIgnored => "steer-ignored",
+            Outcome::Mapped => "mapped",
+            Outcome::NotMapped => "not-mapped",
+            Outcome::MapIgnored => "map-ignored",
+            Outcome::SummaryWritten => "summary-written",
+            Outcome::SummaryKept => "summary-kept",
+            Outcome::SummaryIgnored => "summary-ignored",
+        }
+    }
+}
