@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use miggate_capture::{Error, capture};
 
-use crate::args::{CaptureArgs, CaptureOutput};
+use crate::flags::capture::{CaptureArgs, CaptureOutput};
 use crate::input::closed_pipe_is_fine;
 
 /// Captures this process's GPU facts and prints the manifest.

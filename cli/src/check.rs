@@ -8,7 +8,7 @@ use miggate_compat::escape::{escape, is_hazard};
 use miggate_compat::{Mode, Target, TargetScope, evaluate_target};
 use miggate_crds::StoredKind;
 
-use crate::args::{CheckArgs, CheckOutput, ModeArg, ScopeArg};
+use crate::flags::check::{CheckArgs, CheckOutput, ModeArg, ScopeArg};
 use crate::input::{closed_pipe_is_fine, read_manifest, stdout_is_closed};
 
 /// Compares the two manifests and prints the report; the exit code carries the verdict.

@@ -1,13 +1,16 @@
 //! The command line: the top-level parser and the dispatch to each command's module. Exit codes
-//! are a contract: 0 compatible (or done), 1 refused, 2 bad input or usage. The flags the
-//! commands share are in `args.rs`, which imports no command, so no command and this module
-//! import each other.
+//! are a contract: 0 compatible (or done), 1 refused, 2 bad input or usage. Every command's
+//! flags are in `flags/`, which imports no command, so no command and this module import
+//! each other.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::args::{CaptureArgs, CheckArgs, ConvertArgs, WhereArgs};
+use crate::flags::capture::CaptureArgs;
+use crate::flags::check::CheckArgs;
+use crate::flags::convert::ConvertArgs;
+use crate::flags::place::WhereArgs;
 
 /// Decide whether a GPU checkpoint can be restored on a target, before CRIU finds out.
 #[derive(Debug, Parser)]
@@ -45,25 +48,25 @@ enum Command {
     /// One request per device class: MIG slices by product and profile (DeviceClass
     /// mig.nvidia.com), whole GPUs by product (gpu.nvidia.com), with the checkpoint's counts and
     /// driver versions. Exit status: 0 written, 2 a checkpoint that cannot be claimed.
-    Claim(crate::claim::ClaimArgs),
+    Claim(crate::flags::claim::ClaimArgs),
     /// Print the manifest's JSON Schema.
     Schema,
     /// Print the CRDs of GpuCheckpoint and GpuNode (`miggate crds | kubectl apply -f -`).
     Crds,
     /// Print the Kubernetes install (`miggate deploy | kubectl apply -f -`), or write it with
     /// `--out DIR` as the files of deploy/ (`kubectl apply -k DIR`). Needs cert-manager.
-    Deploy(crate::deploy::DeployArgs),
+    Deploy(crate::flags::deploy::DeployArgs),
     /// Serve the admission webhook (HTTPS) that refuses incompatible restore pods.
     ///
     /// Runs until SIGTERM, then drains in-flight requests. Exit status: 0 stopped, 2 cannot start.
-    Webhook(crate::webhook::WebhookArgs),
+    Webhook(crate::flags::webhook::WebhookArgs),
     /// Publish this node's GPU inventory as its GpuNode, and boot recovery's state (a DaemonSet).
     ///
     /// Runs until SIGTERM. Exit status: 0 stopped, 2 cannot start.
-    Publish(crate::publish::PublishArgs),
+    Publish(crate::flags::publish::PublishArgs),
     /// Boot recovery: record a node's MIG, SR-IOV and vGPU layout, plan the difference, and
     /// apply it after a reboot (see docs/recovery.md).
-    Recover(crate::recover::RecoverArgs),
+    Recover(crate::flags::recover::RecoverArgs),
 }
 
 /// Runs a parsed command line.

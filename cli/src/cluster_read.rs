@@ -23,7 +23,7 @@ use miggate_crds::{GpuCheckpoint, GpuNode};
 use miggate_webhook::resolve::Kind;
 use serde::de::DeserializeOwned;
 
-use crate::service::ClusterFlags;
+use crate::flags::cluster::ClusterFlags;
 
 /// How long the whole reading may take: a cluster that does not answer is an error, not a hang.
 const TIMEOUT: Duration = Duration::from_secs(30);

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 
-use crate::args::{ConvertArgs, ConvertOutput};
+use crate::flags::convert::{ConvertArgs, ConvertOutput};
 use crate::input::{closed_pipe_is_fine, read_manifest, stdout_is_closed};
 
 /// Reads the file (the reader recognises the peer's artifacts by shape) and prints it.

@@ -2,7 +2,6 @@
 //!
 //! Thin on purpose: flags are parsed here and the work happens in the library crates.
 
-mod args;
 mod capture;
 mod check;
 mod claim;
@@ -12,6 +11,7 @@ mod convert;
 mod crds;
 mod deploy;
 mod duration;
+mod flags;
 mod input;
 mod log_format;
 mod log_writer;

@@ -12,7 +12,8 @@ use miggate_webhook::store::{Problem, read_node_files};
 use miggate_wire::store::NODES_DIR;
 use serde::Serialize;
 
-use crate::args::{CheckOutput, WhereArgs};
+use crate::flags::check::CheckOutput;
+use crate::flags::place::WhereArgs;
 use crate::input::{closed_pipe_is_fine, stdout_is_closed};
 
 /// Ranks the store's nodes for the checkpoint and prints them; the exit code says whether any
@@ -84,7 +85,7 @@ type DraNames = std::collections::HashMap<String, std::collections::HashMap<Stri
 /// webhook judges it); a node whose sources are present but unreadable as a problem naming
 /// why. Nodes no source knows anything GPU about (CPU nodes) are left out.
 fn cluster_nodes(
-    flags: &crate::service::ClusterFlags,
+    flags: &crate::flags::cluster::ClusterFlags,
     checkpoint: &GpuManifest,
 ) -> anyhow::Result<(Vec<Named>, Vec<Problem>, DraNames)> {
     let mut nodes = Vec::new();

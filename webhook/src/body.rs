@@ -21,7 +21,7 @@ pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
 /// The default minimum average body rate, in bytes per second, once [`RATE_GRACE`] has passed.
 /// The API server writes a review in one go, so only a stalled or trickling client is this
 /// slow.
-pub const DEFAULT_MIN_BODY_RATE: u64 = 16 * 1024;
+pub const DEFAULT_MIN_BODY_RATE: u64 = miggate_wire::webhook::MIN_BODY_RATE;
 /// Bodies up to this size are not drawn from the budget: a review is a few KiB, so a client
 /// holding the budget with large bodies cannot make ordinary reviews wait. Their sum is bounded
 /// by the connection cap instead ([`crate::connections`]).

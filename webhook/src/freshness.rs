@@ -34,7 +34,7 @@ pub const SETTLE: Duration = Duration::from_secs(1);
 /// restart or a control-plane upgrade's rolling restart, during which the caches' contents
 /// are what the cluster held a moment before; a node reconfigured in that minute is caught
 /// again at binding, once the caches are current.
-pub const DEFAULT_MAX_STALENESS: Duration = Duration::from_secs(60);
+pub const DEFAULT_MAX_STALENESS: Duration = miggate_wire::webhook::MAX_STALENESS;
 
 /// Watch streams the API server accepted, by resource plural (`pods`, `gpunodes`): the
 /// last time each was answered with a success status.

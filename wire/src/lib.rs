@@ -55,6 +55,7 @@ pub mod peer {
 }
 
 pub mod store;
+pub mod webhook;
 
 /// The NVIDIA DRA driver's names.
 pub mod dra {

@@ -10,6 +10,7 @@ use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
 use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use miggate_wire::webhook as defaults;
 use serde_json::{Value, json};
 
 use super::cert_manager::{Certificate, Issuer};
@@ -17,6 +18,15 @@ use super::names::{NAMESPACE, NODE_NAMESPACE, PUBLISHER, RECOVERY_HOST_PATH, WEB
 use super::{Config, Object, typed};
 use crate::GROUP;
 use crate::error::Error;
+
+/// How long the API server waits for the webhook's answer (`timeoutSeconds`), above the
+/// webhook's own request deadline so a refusal in words arrives before the API server gives up.
+const WEBHOOK_TIMEOUT_SECONDS: u64 = 5;
+const _: () = assert!(defaults::REQUEST_DEADLINE.as_secs() < WEBHOOK_TIMEOUT_SECONDS);
+
+/// The webhook pod's grace period after SIGTERM: above its drain.
+const WEBHOOK_GRACE_SECONDS: u64 = 30;
+const _: () = assert!(defaults::DRAIN.as_secs() < WEBHOOK_GRACE_SECONDS);
 
 /// The restore-pod webhook's match condition: only pods naming a checkpoint reach it, a
 /// `GpuCheckpoint` by `miggate.io/restore-from` or the Go peer's `PodSnapshot` by
@@ -165,7 +175,7 @@ fn webhook(config: &Config) -> Result<Vec<Object>, Error> {
                 "selector": {"app.kubernetes.io/name": WEBHOOK},
                 "ports": [
                     {"name": "https", "port": 443, "targetPort": "https", "protocol": "TCP"},
-                    {"name": "metrics", "port": 8080, "targetPort": "health", "protocol": "TCP"},
+                    {"name": "metrics", "port": defaults::HEALTH_PORT, "targetPort": "health", "protocol": "TCP"},
                 ]}}),
         )?,
         typed::<Deployment>(FILE_WEBHOOK, webhook_deployment(config))?,
@@ -191,8 +201,8 @@ fn webhook_deployment(config: &Config) -> Value {
                 // Failure policy Fail: while no replica answers, no restore pod is created
                 // anywhere, so the webhook is not the first to be preempted.
                 "priorityClassName": "system-cluster-critical",
-                // Above the webhook's 20 s drain after SIGTERM.
-                "terminationGracePeriodSeconds": 30,
+                // Above the webhook's drain after SIGTERM.
+                "terminationGracePeriodSeconds": WEBHOOK_GRACE_SECONDS,
                 "securityContext": pod_security(),
                 "affinity": {"podAntiAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [{
                     "weight": 100,
@@ -208,18 +218,18 @@ fn webhook_deployment(config: &Config) -> Value {
                     "imagePullPolicy": "IfNotPresent",
                     "args": [
                         "webhook",
-                        "--listen=0.0.0.0:8443",
-                        "--health-listen=0.0.0.0:8080",
+                        format!("--listen={}", defaults::LISTEN),
+                        format!("--health-listen={}", defaults::HEALTH_LISTEN),
                         "--tls-cert=/tls/tls.crt",
                         "--tls-key=/tls/tls.key",
                         "--store=kube",
                         // Sized to the 256Mi memory limit below (docs/webhook.md#limits).
-                        "--max-connections=1024",
+                        format!("--max-connections={}", defaults::MAX_CONNECTIONS),
                     ],
                     "env": [{"name": "MIGGATE_LOG_FORMAT", "value": "json"}],
                     "ports": [
-                        {"name": "https", "containerPort": 8443, "protocol": "TCP"},
-                        {"name": "health", "containerPort": 8080, "protocol": "TCP"},
+                        {"name": "https", "containerPort": defaults::ADMISSION_PORT, "protocol": "TCP"},
+                        {"name": "health", "containerPort": defaults::HEALTH_PORT, "protocol": "TCP"},
                     ],
                     "livenessProbe": {"httpGet": {"path": "/healthz", "port": "health"},
                         "periodSeconds": 10, "failureThreshold": 3, "timeoutSeconds": 2},
@@ -437,7 +447,7 @@ fn webhook_configuration() -> Result<Object, Error> {
             "name": name,
             "admissionReviewVersions": ["v1"],
             "sideEffects": "None",
-            "timeoutSeconds": 5,
+            "timeoutSeconds": WEBHOOK_TIMEOUT_SECONDS,
             "failurePolicy": failure,
             "matchPolicy": "Equivalent",
             "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
@@ -526,7 +536,7 @@ fn mutating(
         "name": name,
         "admissionReviewVersions": ["v1"],
         "sideEffects": "None",
-        "timeoutSeconds": 5,
+        "timeoutSeconds": WEBHOOK_TIMEOUT_SECONDS,
         "failurePolicy": "Ignore",
         "reinvocationPolicy": "Never",
         "matchPolicy": "Equivalent",
