@@ -38,7 +38,7 @@ use crate::metrics::ReasonLabel;
 /// watch caches, 32 MiB for request bodies ([`crate::body::DEFAULT_BODY_BUDGET_BYTES`]), and
 /// the rest for connections at a generous 128 KiB each (TLS records and hyper's buffers at
 /// their bounds; a connection reading a request holds about 20 KiB).
-pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+pub const DEFAULT_MAX_CONNECTIONS: usize = miggate_wire::webhook::MAX_CONNECTIONS;
 
 /// The default cap on admission connections open at once from one source address.
 ///
@@ -46,7 +46,7 @@ pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 /// milliseconds: even 1,000 calls a second at 50 ms each is 50 connections, so 128 leaves it
 /// more than twice that. It is an eighth of [`DEFAULT_MAX_CONNECTIONS`]: a client must hold
 /// eight addresses to fill the global cap, where one filled it before.
-pub const DEFAULT_MAX_CONNECTIONS_PER_SOURCE: usize = 128;
+pub const DEFAULT_MAX_CONNECTIONS_PER_SOURCE: usize = miggate_wire::webhook::MAX_CONNECTIONS_PER_SOURCE;
 
 /// The default age at which a connection is closed at its next idle moment (the request in
 /// flight answered, with `connection: close`).
@@ -55,7 +55,7 @@ pub const DEFAULT_MAX_CONNECTIONS_PER_SOURCE: usize = 128;
 /// (4 s), as the API server under load does, or a client holding its place does. Five minutes
 /// makes both reconnect, and pass the caps again, about every five minutes; the API server's
 /// cost is one TLS handshake per connection per five minutes.
-pub const DEFAULT_MAX_CONNECTION_AGE: Duration = Duration::from_secs(300);
+pub const DEFAULT_MAX_CONNECTION_AGE: Duration = miggate_wire::webhook::MAX_CONNECTION_AGE;
 
 /// Counts open connections against the caps; shared by the acceptor and the metrics.
 #[derive(Debug, Clone)]

@@ -66,13 +66,13 @@ impl Config {
     /// A configuration with the defaults for everything but the files and the store.
     pub fn new(tls: CertPaths, store: StoreConfig) -> Self {
         Config {
-            listen: SocketAddr::from(([0, 0, 0, 0], 8443)),
-            health_listen: SocketAddr::from(([0, 0, 0, 0], 8080)),
+            listen: miggate_wire::webhook::LISTEN,
+            health_listen: miggate_wire::webhook::HEALTH_LISTEN,
             tls,
             store,
-            poll_interval: Duration::from_secs(10),
+            poll_interval: miggate_wire::webhook::POLL_INTERVAL,
             deadline: DEFAULT_DEADLINE,
-            drain: Duration::from_secs(20),
+            drain: miggate_wire::webhook::DRAIN,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_source: DEFAULT_MAX_CONNECTIONS_PER_SOURCE,
             max_connection_age: DEFAULT_MAX_CONNECTION_AGE,

@@ -26,7 +26,7 @@ use crate::store::FileStore;
 pub use crate::body::MAX_BODY_BYTES;
 /// How long one admission request may take by default, well under the apiserver's 5 s
 /// `timeoutSeconds` so the webhook answers before the apiserver gives up on it.
-pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(4);
+pub const DEFAULT_DEADLINE: Duration = miggate_wire::webhook::REQUEST_DEADLINE;
 
 /// Where decisions read their facts from.
 #[derive(Debug, Clone)]
