@@ -263,7 +263,11 @@ pub fn node(flags: &ClusterFlags, name: &str) -> anyhow::Result<NodeFacts> {
         let refs: Vec<&ResourceSlice> = slices.iter().collect();
         Ok((
             name.to_string(),
-            best_or_why(gpu_node.as_ref(), node.as_ref(), &refs),
+            best_or_why(&miggate_crds::inventory::NodeObjects {
+                gpu_node: gpu_node.as_ref(),
+                node: node.as_ref(),
+                slices: &refs,
+            }),
         ))
     })
 }
@@ -295,7 +299,11 @@ fn inventories(gpu_nodes: Vec<GpuNode>, nodes: Vec<Node>, slices: Vec<ResourceSl
         .into_iter()
         .map(|(name, (g, n, s))| {
             let refs: Vec<&ResourceSlice> = s.iter().collect();
-            let inventory = best_or_why(g.as_ref(), n.as_ref(), &refs);
+            let inventory = best_or_why(&miggate_crds::inventory::NodeObjects {
+                gpu_node: g.as_ref(),
+                node: n.as_ref(),
+                slices: &refs,
+            });
             let names = miggate_crds::inventory::device_names(&name, &refs);
             (name, inventory, names)
         })

@@ -247,10 +247,19 @@ fn real_label_sets_read_as_a_person_reads_them(
     #[case] expected: Verdict,
 ) {
     let n = node(file);
-    let inv = inventory::best(None, Some(&n), &[]).unwrap_or_else(|| {
+    let inv = inventory::best(&inventory::NodeObjects {
+        gpu_node: None,
+        node: Some(&n),
+        slices: &[],
+    })
+    .unwrap_or_else(|| {
         panic!(
             "{file}: no inventory: {:?}",
-            inventory::best_or_why(None, Some(&n), &[])
+            inventory::best_or_why(&inventory::NodeObjects {
+                gpu_node: None,
+                node: Some(&n),
+                slices: &[]
+            })
         )
     });
     let report = judge(&inv, &checkpoint);
@@ -346,10 +355,19 @@ fn a_label_missing_is_unknown_and_said(
             "{file} has {removed}"
         );
     }
-    let inv = inventory::best(None, Some(&n), &[]).unwrap_or_else(|| {
+    let inv = inventory::best(&inventory::NodeObjects {
+        gpu_node: None,
+        node: Some(&n),
+        slices: &[],
+    })
+    .unwrap_or_else(|| {
         panic!(
             "{file}: no inventory: {:?}",
-            inventory::best_or_why(None, Some(&n), &[])
+            inventory::best_or_why(&inventory::NodeObjects {
+                gpu_node: None,
+                node: Some(&n),
+                slices: &[]
+            })
         )
     });
     let report = judge(&inv, &checkpoint);

@@ -57,23 +57,38 @@ enum From {
 
 fn read(from: From) -> Inventory {
     let inv = match from {
-        From::GpuNode => inventory::best(Some(&gpu_node()), None, &[]),
+        From::GpuNode => inventory::best(&inventory::NodeObjects {
+            gpu_node: Some(&gpu_node()),
+            node: None,
+            slices: &[],
+        }),
         From::DraV25_12 => {
             let slices = slices_v25_12();
             let refs: Vec<&ResourceSlice> = slices.iter().collect();
-            inventory::best(None, Some(&node("node-gpu-node-7.yaml")), &refs)
+            inventory::best(&inventory::NodeObjects {
+                gpu_node: None,
+                node: Some(&node("node-gpu-node-7.yaml")),
+                slices: &refs,
+            })
         }
         From::DraV25_3 => {
             let slices = slices_v25_3();
             let refs: Vec<&ResourceSlice> = slices.iter().collect();
-            inventory::best(None, Some(&node("node-gpu-node-7.yaml")), &refs)
+            inventory::best(&inventory::NodeObjects {
+                gpu_node: None,
+                node: Some(&node("node-gpu-node-7.yaml")),
+                slices: &refs,
+            })
         }
-        From::GfdMixed => inventory::best(None, Some(&node("gfd-mixed-gpu-node-7.yaml")), &[]),
-        From::GfdMixedNoNodeInfo => inventory::best(
-            None,
-            Some(&without_node_info(node("gfd-mixed-gpu-node-7.yaml"))),
-            &[],
-        ),
+        From::GfdMixed => inventory::best(&inventory::NodeObjects {
+            gpu_node: None,
+            node: Some(&node("gfd-mixed-gpu-node-7.yaml")),
+            slices: &[],
+        }),
+        From::GfdMixedNoNodeInfo => inventory::best(&inventory::NodeObjects {
+            node: Some(&without_node_info(node("gfd-mixed-gpu-node-7.yaml"))),
+            ..Default::default()
+        }),
     };
     inv.unwrap_or_else(|| panic!("{from:?} gives no inventory"))
 }
@@ -298,7 +313,12 @@ fn a_better_source_present_but_unreadable_falls_back_with_a_note() {
     slices.remove(1); // one of the two slices at generation 3
     let refs: Vec<&ResourceSlice> = slices.iter().collect();
     let n = node("gfd-mixed-gpu-node-7.yaml");
-    let inv = inventory::best(Some(&wrong), Some(&n), &refs).unwrap();
+    let inv = inventory::best(&inventory::NodeObjects {
+        gpu_node: Some(&wrong),
+        node: Some(&n),
+        slices: &refs,
+    })
+    .unwrap();
     assert_eq!(inv.source, Source::GfdLabels);
     insta::assert_yaml_snapshot!("fallback_notes", inv.notes);
 
@@ -311,7 +331,12 @@ fn a_better_source_present_but_unreadable_falls_back_with_a_note() {
         .as_mut()
         .unwrap()
         .remove("nvidia.com/mig.config.state");
-    let read = inventory::best(None, Some(&by_hand), &[]).unwrap();
+    let read = inventory::best(&inventory::NodeObjects {
+        gpu_node: None,
+        node: Some(&by_hand),
+        slices: &[],
+    })
+    .unwrap();
     assert_eq!(read.source, Source::GfdLabels);
     assert!(read.slices_listed);
     assert!(
@@ -326,8 +351,20 @@ fn a_better_source_present_but_unreadable_falls_back_with_a_note() {
         node("gfd-mixed-gpu-node-7.yaml"),
         &[("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3-MIG-INVALID")],
     );
-    assert_eq!(inventory::best(None, Some(&unsettled), &[]), None);
-    let why = inventory::best_or_why(Some(&wrong), Some(&unsettled), &[]).unwrap_err();
+    assert_eq!(
+        inventory::best(&inventory::NodeObjects {
+            gpu_node: None,
+            node: Some(&unsettled),
+            slices: &[]
+        }),
+        None
+    );
+    let why = inventory::best_or_why(&inventory::NodeObjects {
+        gpu_node: Some(&wrong),
+        node: Some(&unsettled),
+        slices: &[],
+    })
+    .unwrap_err();
     assert_eq!(why.passed_over.len(), 2, "{why:?}");
     assert!(why.passed_over[0].starts_with("GpuNode inventory of node `gpu-node-7` cannot be read: GpuNode gpu-node-7 holds the inventory of node gpu-node-1"), "{why:?}");
     assert!(
@@ -335,11 +372,20 @@ fn a_better_source_present_but_unreadable_falls_back_with_a_note() {
         "{why:?}"
     );
     assert_eq!(
-        inventory::best_or_why(None, None, &[]),
+        inventory::best_or_why(&inventory::NodeObjects {
+            gpu_node: None,
+            node: None,
+            slices: &[]
+        }),
         Err(inventory::NoInventory::default())
     );
     // A fallback keeps the reasons apart from the notes, for a refusal message.
-    let inv = inventory::best(Some(&wrong), Some(&n), &refs).unwrap();
+    let inv = inventory::best(&inventory::NodeObjects {
+        gpu_node: Some(&wrong),
+        node: Some(&n),
+        slices: &refs,
+    })
+    .unwrap();
     assert_eq!(inv.passed_over.len(), 2);
     let err = inventory::from_gfd_labels(&unsettled).unwrap_err();
     assert_eq!(
@@ -350,9 +396,23 @@ fn a_better_source_present_but_unreadable_falls_back_with_a_note() {
 
 #[test]
 fn no_source_gives_no_inventory() {
-    assert_eq!(inventory::best(None, None, &[]), None);
+    assert_eq!(
+        inventory::best(&inventory::NodeObjects {
+            gpu_node: None,
+            node: None,
+            slices: &[]
+        }),
+        None
+    );
     let plain = without_node_info(node("node-gpu-node-7.yaml"));
-    assert_eq!(inventory::best(None, Some(&plain), &[]), None);
+    assert_eq!(
+        inventory::best(&inventory::NodeObjects {
+            gpu_node: None,
+            node: Some(&plain),
+            slices: &[]
+        }),
+        None
+    );
     // The NVIDIA driver's slices of another node, and another driver's slices, are not this node's.
     let slices = slices_v25_3();
     let foreign: Vec<&ResourceSlice> = slices[3..].iter().collect();
@@ -499,7 +559,12 @@ fn hostile_gfd_label_values_are_refused_with_an_escaped_reason(
     let err = inventory::from_gfd_labels(&n).unwrap_err().to_string();
     assert!(err.contains(says), "{err}");
     assert!(!err.contains('\u{1b}'), "{err:?}");
-    let why = inventory::best_or_why(None, Some(&n), &[]).unwrap_err();
+    let why = inventory::best_or_why(&inventory::NodeObjects {
+        gpu_node: None,
+        node: Some(&n),
+        slices: &[],
+    })
+    .unwrap_err();
     assert!(why.passed_over[0].contains(says), "{why:?}");
 }
 
@@ -572,7 +637,12 @@ fn a_gfd_count_of_zero_is_a_certain_shortfall(#[case] capacity: bool) {
             .unwrap()
             .remove("nvidia.com/gpu");
     }
-    let inv = inventory::best(None, Some(&n), &[]).unwrap();
+    let inv = inventory::best(&inventory::NodeObjects {
+        gpu_node: None,
+        node: Some(&n),
+        slices: &[],
+    })
+    .unwrap();
     assert_eq!(inv.source, Source::GfdLabels);
     assert!(inv.slices_listed);
     let report = evaluate_target(&two_3g_one_1g(), inv.target(), &Options::mode(Mode::Offer));
@@ -623,7 +693,12 @@ fn labels_in_flux_never_refuse(
     };
     let n = with_labels(base, &[("nvidia.com/mig.config.state", state)]);
     let g = gpu_node();
-    let inv = inventory::best((labels == "with-gpu-node").then_some(&g), Some(&n), &[]).unwrap();
+    let inv = inventory::best(&inventory::NodeObjects {
+        gpu_node: (labels == "with-gpu-node").then_some(&g),
+        node: Some(&n),
+        slices: &[],
+    })
+    .unwrap();
     for source in [ckpt(c), two_3g_one_1g()] {
         let report = evaluate_target(&source, inv.target(), &Options::mode(Mode::Offer));
         assert!(report.compatible, "{state} {c:?} {labels}\n{}", table(&report));
@@ -639,7 +714,12 @@ fn labels_in_flux_never_refuse(
 
 #[test]
 fn labels_in_flux_wording() {
-    let inv = inventory::best(None, Some(&node("gfd-pending-gpu-node-7.yaml")), &[]).unwrap();
+    let inv = inventory::best(&inventory::NodeObjects {
+        gpu_node: None,
+        node: Some(&node("gfd-pending-gpu-node-7.yaml")),
+        slices: &[],
+    })
+    .unwrap();
     insta::assert_yaml_snapshot!("in_flux", (inv.source.as_str(), &inv.manifest, &inv.notes));
 }
 
@@ -671,7 +751,12 @@ fn the_strategy_reaches_the_inventory(
         node("node-gpu-node-7.yaml"),
         &[("nvidia.com/mig.strategy", label.unwrap_or(""))],
     );
-    let inv = inventory::best(Some(&g), Some(&n), &[]).unwrap();
+    let inv = inventory::best(&inventory::NodeObjects {
+        gpu_node: Some(&g),
+        node: Some(&n),
+        slices: &[],
+    })
+    .unwrap();
     assert_eq!(inv.source, Source::GpuNode);
     assert_eq!(inv.manifest.nvidia.as_ref().unwrap().mig_strategy, want);
 }

@@ -949,7 +949,12 @@ impl Lookup for KubeStore {
             return m.inventory.clone();
         }
         let refs: Vec<&ResourceSlice> = slices.iter().map(|s| &**s).collect();
-        let inventory = best_or_why(gpu_node.as_deref(), n.as_deref(), &refs).map(NodeInventory::from);
+        let inventory = best_or_why(&miggate_crds::inventory::NodeObjects {
+            gpu_node: gpu_node.as_deref(),
+            node: n.as_deref(),
+            slices: &refs,
+        })
+        .map(NodeInventory::from);
         memos.insert(
             node.to_string(),
             Memo {

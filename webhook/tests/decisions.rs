@@ -58,7 +58,12 @@ impl Lookup for OneNode {
             return Err(NoInventory::default());
         }
         let refs: Vec<_> = self.slices.iter().collect();
-        miggate_crds::inventory::best_or_why(None, Some(&self.node), &refs).map(NodeInventory::from)
+        miggate_crds::inventory::best_or_why(&miggate_crds::inventory::NodeObjects {
+            gpu_node: None,
+            node: Some(&self.node),
+            slices: &refs,
+        })
+        .map(NodeInventory::from)
     }
     fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
         (ns == "ml" && name == "restore").then(|| {

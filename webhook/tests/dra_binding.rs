@@ -65,7 +65,12 @@ impl Lookup for Cluster {
         if node != "gpu-node-7" {
             return Err(NoInventory::default());
         }
-        miggate_crds::inventory::best_or_why(None, Some(&self.node), &refs).map(NodeInventory::from)
+        miggate_crds::inventory::best_or_why(&miggate_crds::inventory::NodeObjects {
+            gpu_node: None,
+            node: Some(&self.node),
+            slices: &refs,
+        })
+        .map(NodeInventory::from)
     }
     fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
         self.pods.get(&format!("{ns}/{name}")).cloned()

@@ -129,33 +129,44 @@ pub struct NoInventory {
 /// How many notes an inventory carries: each is a line in an admission warning or a log.
 pub const MAX_NOTES: usize = 8;
 
+/// The objects a node's inventory is read from, one field per kind. A source that reads a new
+/// kind adds a field here; a caller that does not watch that kind leaves it at its default,
+/// and the source is then simply absent, as for a node without it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NodeObjects<'a> {
+    /// The node's `GpuNode`, written by `miggate publish`.
+    pub gpu_node: Option<&'a GpuNode>,
+    /// The node's `Node` object (its name, `status.nodeInfo` and labels).
+    pub node: Option<&'a Node>,
+    /// `ResourceSlice`s: any may be given; those of other drivers and other nodes are ignored.
+    pub slices: &'a [&'a ResourceSlice],
+}
+
+impl NodeObjects<'_> {
+    /// The node's name: its `Node`'s, else its `GpuNode`'s.
+    fn name(&self) -> Option<&str> {
+        self.node
+            .and_then(|n| n.metadata.name.as_deref())
+            .or_else(|| self.gpu_node.and_then(|g| g.metadata.name.as_deref()))
+    }
+}
+
 /// The inventory of one node from the best source present and readable: its `GpuNode`, else
 /// the DRA driver's `ResourceSlice`s for it, else its GFD labels. `None` when no source says
 /// anything about the node's GPUs.
 ///
-/// `node` is the node's `Node` object (its name, `status.nodeInfo` and labels). `slices` may
-/// hold any slices: those of other drivers and other nodes are ignored. A source that is
-/// present but unreadable is passed over with a note on the inventory finally used; when
-/// none is left, [`best_or_why`] says why.
-pub fn best(gpu_node: Option<&GpuNode>, node: Option<&Node>, slices: &[&ResourceSlice]) -> Option<Inventory> {
-    best_or_why(gpu_node, node, slices).ok()
+/// A source that is present but unreadable is passed over with a note on the inventory finally
+/// used; when none is left, [`best_or_why`] says why.
+pub fn best(objects: &NodeObjects<'_>) -> Option<Inventory> {
+    best_or_why(objects).ok()
 }
 
 /// [`best`], and when no source is usable, the reasons the sources present were passed over,
 /// so a decision can tell "no source at all" from "a `GpuNode` that cannot be read".
-pub fn best_or_why(
-    gpu_node: Option<&GpuNode>,
-    node: Option<&Node>,
-    slices: &[&ResourceSlice],
-) -> Result<Inventory, NoInventory> {
+pub fn best_or_why(objects: &NodeObjects<'_>) -> Result<Inventory, NoInventory> {
     let mut passed_over: Vec<String> = Vec::new();
-    let name = node
-        .and_then(|n| n.metadata.name.as_deref())
-        .or_else(|| gpu_node.and_then(|g| g.metadata.name.as_deref()));
-
-    let found = best_source(gpu_node, node, name, slices, &mut passed_over);
-    match found {
-        Some(inv) => Ok(settle(inv, node)),
+    match best_source(objects, &mut passed_over) {
+        Some(inv) => Ok(settle(inv, objects.node)),
         None => {
             passed_over.truncate(MAX_NOTES);
             Err(NoInventory { passed_over })
@@ -164,13 +175,12 @@ pub fn best_or_why(
 }
 
 /// The first source present and readable, best first; each one passed over says why.
-fn best_source(
-    gpu_node: Option<&GpuNode>,
-    node: Option<&Node>,
-    name: Option<&str>,
-    slices: &[&ResourceSlice],
-    passed_over: &mut Vec<String>,
-) -> Option<Inventory> {
+fn best_source(objects: &NodeObjects<'_>, passed_over: &mut Vec<String>) -> Option<Inventory> {
+    let NodeObjects {
+        gpu_node,
+        node,
+        slices,
+    } = *objects;
     if let Some(g) = gpu_node {
         match from_gpu_node(g) {
             Ok(Some(inv)) => return Some(inv),
@@ -178,7 +188,7 @@ fn best_source(
             Err(e) => passed_over.push(e.to_string()),
         }
     }
-    if let Some(name) = name {
+    if let Some(name) = objects.name() {
         match from_resource_slices(name, node, slices) {
             Ok(Some(inv)) => return Some(with_notes(inv, std::mem::take(passed_over))),
             Ok(None) => {}
