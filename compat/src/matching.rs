@@ -44,158 +44,287 @@ pub(crate) struct TooVaried;
 /// (a 16 MiB manifest holds under 200k devices), small enough to answer in about a second.
 pub(crate) const WORK_BUDGET: usize = 40_000_000;
 
-/// Places what can be placed.
+/// Places what can be placed: a greedy pass in the caller's order, then augmenting paths
+/// until none is left.
 pub(crate) fn assign(problem: Problem) -> Result<Assignment, TooVaried> {
     let Problem {
-        mut need,
-        mut room,
+        need,
+        room,
         buckets,
         links,
         order,
     } = problem;
-    let mut work = 0usize;
-    let mut spend = |n: usize| -> Result<(), TooVaried> {
-        work = work.saturating_add(n);
-        if work > WORK_BUDGET {
+    let fits = Fits { buckets, links };
+    let mut matcher = Matcher {
+        placed: Placed::new(room.len()),
+        need,
+        room,
+        budget: Budget::default(),
+    };
+    matcher.greedy(&fits, &order)?;
+    matcher.augment(&fits)?;
+    Ok(matcher.finish())
+}
+
+/// Which right classes each left class fits, apart from what changes while placing: the
+/// search reads it while the [`Matcher`] moves items, so the two are borrowed separately.
+struct Fits {
+    buckets: Vec<Vec<usize>>,
+    links: Vec<Vec<usize>>,
+}
+
+/// The work spent so far, against [`WORK_BUDGET`]: every step of the search pays for what it
+/// touches, so that an input no real node could produce ends in [`TooVaried`], not a stall.
+#[derive(Default)]
+struct Budget {
+    work: usize,
+}
+
+impl Budget {
+    fn spend(&mut self, n: usize) -> Result<(), TooVaried> {
+        self.work = self.work.saturating_add(n);
+        if self.work > WORK_BUDGET {
             Err(TooVaried)
         } else {
             Ok(())
         }
-    };
-    // flow[(l, r)]: how many of left class l sit in right class r; users[r]: the left classes
-    // with some in r (possibly stale, with flow 0).
-    let mut flow: HashMap<(usize, usize), usize> = HashMap::new();
-    let mut users: Vec<Vec<usize>> = vec![Vec::new(); room.len()];
-    fn add(
-        flow: &mut HashMap<(usize, usize), usize>,
-        users: &mut [Vec<usize>],
-        l: usize,
-        r: usize,
-        n: usize,
-    ) {
-        let f = flow.entry((l, r)).or_insert(0);
+    }
+}
+
+/// Where items sit. `flow[(l, r)]`: how many of left class l sit in right class r;
+/// `users[r]`: the left classes with some in r (possibly stale, with flow 0), so that a search
+/// reaching a full right class finds who could move out of it without scanning every class.
+struct Placed {
+    flow: HashMap<(usize, usize), usize>,
+    users: Vec<Vec<usize>>,
+}
+
+impl Placed {
+    fn new(rights: usize) -> Placed {
+        Placed {
+            flow: HashMap::new(),
+            users: vec![Vec::new(); rights],
+        }
+    }
+
+    /// How many of left class `l` sit in right class `r`.
+    fn get(&self, l: usize, r: usize) -> usize {
+        self.flow.get(&(l, r)).copied().unwrap_or(0)
+    }
+
+    /// Puts `n` more of left class `l` in right class `r`, listing `l` as a user of `r` the
+    /// first time (or again after its flow dropped to 0).
+    fn add(&mut self, l: usize, r: usize, n: usize) {
+        let f = self.flow.entry((l, r)).or_insert(0);
         if *f == 0 {
-            users[r].push(l);
+            self.users[r].push(l);
         }
         *f += n;
     }
 
-    // Greedy: each bucket's cursor only moves forward past full right classes, which never
-    // get room back in this pass, so the whole pass is linear in the buckets' sizes.
-    let mut cursor = vec![0usize; buckets.len()];
-    for &l in &order {
-        for &b in &links[l] {
-            let bucket = &buckets[b];
-            while need[l] > 0 && cursor[b] < bucket.len() {
-                spend(1)?;
-                let r = bucket[cursor[b]];
-                if room[r] == 0 {
-                    cursor[b] += 1;
-                    continue;
-                }
-                let n = need[l].min(room[r]);
-                need[l] -= n;
-                room[r] -= n;
-                add(&mut flow, &mut users, l, r, n);
-            }
+    /// Takes `n` of left class `l` out of right class `r` (an augmenting path moves them on).
+    fn take(&mut self, l: usize, r: usize, n: usize) {
+        if let Some(f) = self.flow.get_mut(&(l, r)) {
+            *f -= n;
         }
     }
 
-    // Augmenting paths for what is left: from every left class still in need, through right
-    // classes to the left classes placed there (which may move), until a right class with room.
-    loop {
-        let starts: Vec<usize> = (0..need.len()).filter(|&l| need[l] > 0).collect();
-        if starts.is_empty() {
-            break;
-        }
-        spend(starts.len())?;
-        let mut seen_left = vec![false; need.len()];
-        let mut seen_right = vec![false; room.len()];
-        let mut expanded = vec![false; buckets.len()];
-        // The left class a right class was reached from, and the right class a left class was.
-        let mut via_left: Vec<usize> = vec![usize::MAX; room.len()];
-        let mut via_right: Vec<usize> = vec![usize::MAX; need.len()];
-        let mut queue: VecDeque<usize> = VecDeque::new();
-        for &l in &starts {
-            seen_left[l] = true;
-            queue.push_back(l);
-        }
-        let mut end = None;
-        'search: while let Some(l) = queue.pop_front() {
-            for &b in &links[l] {
-                if std::mem::replace(&mut expanded[b], true) {
-                    continue;
+    /// The placements per left class, as (right class, how many), in right class order.
+    fn into_flows(mut self, lefts: usize) -> Vec<Vec<(usize, usize)>> {
+        let mut flows: Vec<Vec<(usize, usize)>> = vec![Vec::new(); lefts];
+        for (r, ls) in self.users.iter().enumerate() {
+            for &l in ls {
+                if let Some(&n) = self.flow.get(&(l, r))
+                    && n > 0
+                {
+                    flows[l].push((r, n));
+                    // Each (l, r) is listed once in `users[r]`, but stays there when its flow
+                    // drops to 0 and comes back; the removal below keeps it from counting twice.
+                    self.flow.remove(&(l, r));
                 }
-                spend(buckets[b].len())?;
-                for &r in &buckets[b] {
-                    if std::mem::replace(&mut seen_right[r], true) {
+            }
+        }
+        flows
+    }
+}
+
+/// The state of an assignment: what each left class still needs, the room each right class
+/// has left, where items sit and the work spent.
+struct Matcher {
+    need: Vec<usize>,
+    room: Vec<usize>,
+    placed: Placed,
+    budget: Budget,
+}
+
+/// An augmenting path, kept as back-links from its end: the right class with room it ends at,
+/// the left class each right class was reached from, and the right class each left class was
+/// (`usize::MAX` for the left class in need it starts at).
+struct Path {
+    end: usize,
+    via_left: Vec<usize>,
+    via_right: Vec<usize>,
+}
+
+/// One breadth-first search's marks: what was seen, which buckets were expanded (each at most
+/// once, so a shared bucket costs once per search), the back-links and the queue.
+struct Search {
+    seen_left: Vec<bool>,
+    seen_right: Vec<bool>,
+    expanded: Vec<bool>,
+    via_left: Vec<usize>,
+    via_right: Vec<usize>,
+    queue: VecDeque<usize>,
+}
+
+impl Search {
+    fn new(lefts: usize, rights: usize, buckets: usize, starts: &[usize]) -> Search {
+        let mut search = Search {
+            seen_left: vec![false; lefts],
+            seen_right: vec![false; rights],
+            expanded: vec![false; buckets],
+            via_left: vec![usize::MAX; rights],
+            via_right: vec![usize::MAX; lefts],
+            queue: VecDeque::new(),
+        };
+        for &l in starts {
+            search.seen_left[l] = true;
+            search.queue.push_back(l);
+        }
+        search
+    }
+
+    fn into_path(self, end: usize) -> Path {
+        Path {
+            end,
+            via_left: self.via_left,
+            via_right: self.via_right,
+        }
+    }
+}
+
+impl Matcher {
+    /// Serves left classes in `order`, each as far as room goes. Each bucket's cursor only
+    /// moves forward past full right classes, which never get room back in this pass, so the
+    /// whole pass is linear in the buckets' sizes.
+    fn greedy(&mut self, fits: &Fits, order: &[usize]) -> Result<(), TooVaried> {
+        let mut cursor = vec![0usize; fits.buckets.len()];
+        for &l in order {
+            for &b in &fits.links[l] {
+                let bucket = &fits.buckets[b];
+                while self.need[l] > 0 && cursor[b] < bucket.len() {
+                    self.budget.spend(1)?;
+                    let r = bucket[cursor[b]];
+                    if self.room[r] == 0 {
+                        cursor[b] += 1;
                         continue;
                     }
-                    via_left[r] = l;
-                    if room[r] > 0 {
-                        end = Some(r);
-                        break 'search;
-                    }
-                    spend(users[r].len())?;
-                    for &k in &users[r] {
-                        if !seen_left[k] && flow.get(&(k, r)).is_some_and(|f| *f > 0) {
-                            seen_left[k] = true;
-                            via_right[k] = r;
-                            queue.push_back(k);
-                        }
+                    let n = self.need[l].min(self.room[r]);
+                    self.need[l] -= n;
+                    self.room[r] -= n;
+                    self.placed.add(l, r, n);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Places what the greedy pass left, moving earlier choices aside where that makes room,
+    /// one augmenting path at a time until none is found.
+    fn augment(&mut self, fits: &Fits) -> Result<(), TooVaried> {
+        while let Some(path) = self.search(fits)? {
+            let amount = self.capacity(&path);
+            self.shift(&path, amount);
+        }
+        Ok(())
+    }
+
+    /// Searches breadth-first from every left class still in need, through right classes to
+    /// the left classes placed there (which may move), until a right class with room. Iterative,
+    /// so a long chain cannot overflow the stack.
+    fn search(&mut self, fits: &Fits) -> Result<Option<Path>, TooVaried> {
+        let starts: Vec<usize> = (0..self.need.len()).filter(|&l| self.need[l] > 0).collect();
+        if starts.is_empty() {
+            return Ok(None);
+        }
+        self.budget.spend(starts.len())?;
+        let mut search = Search::new(self.need.len(), self.room.len(), fits.buckets.len(), &starts);
+        while let Some(l) = search.queue.pop_front() {
+            for &b in &fits.links[l] {
+                if std::mem::replace(&mut search.expanded[b], true) {
+                    continue;
+                }
+                self.budget.spend(fits.buckets[b].len())?;
+                for &r in &fits.buckets[b] {
+                    if self.reach(&mut search, l, r)? {
+                        return Ok(Some(search.into_path(r)));
                     }
                 }
             }
         }
-        let Some(end) = end else { break };
-        // How much the path carries: the room at its end, the flows it moves, the need at its
-        // start; then move it.
-        let mut amount = room[end];
-        let mut l = via_left[end];
-        loop {
-            let back = via_right[l];
-            if back == usize::MAX {
-                amount = amount.min(need[l]);
-                break;
-            }
-            amount = amount.min(flow.get(&(l, back)).copied().unwrap_or(0));
-            l = via_left[back];
+        Ok(None)
+    }
+
+    /// Reaches right class `r` from left class `l`, if no earlier step did. True when `r` has
+    /// room (the path ends there); otherwise the left classes placed in `r` join the search.
+    fn reach(&mut self, search: &mut Search, l: usize, r: usize) -> Result<bool, TooVaried> {
+        if std::mem::replace(&mut search.seen_right[r], true) {
+            return Ok(false);
         }
-        room[end] -= amount;
-        let (mut r, mut l) = (end, via_left[end]);
+        search.via_left[r] = l;
+        if self.room[r] > 0 {
+            return Ok(true);
+        }
+        self.budget.spend(self.placed.users[r].len())?;
+        for &k in &self.placed.users[r] {
+            if !search.seen_left[k] && self.placed.get(k, r) > 0 {
+                search.seen_left[k] = true;
+                search.via_right[k] = r;
+                search.queue.push_back(k);
+            }
+        }
+        Ok(false)
+    }
+
+    /// How much `path` carries: the room at its end, the flows it moves, the need at its start.
+    fn capacity(&self, path: &Path) -> usize {
+        let mut amount = self.room[path.end];
+        let mut l = path.via_left[path.end];
         loop {
-            add(&mut flow, &mut users, l, r, amount);
-            let back = via_right[l];
+            let back = path.via_right[l];
             if back == usize::MAX {
-                need[l] -= amount;
-                break;
+                return amount.min(self.need[l]);
             }
-            if let Some(f) = flow.get_mut(&(l, back)) {
-                *f -= amount;
-            }
-            (r, l) = (back, via_left[back]);
+            amount = amount.min(self.placed.get(l, back));
+            l = path.via_left[back];
         }
     }
 
-    let mut flows: Vec<Vec<(usize, usize)>> = vec![Vec::new(); need.len()];
-    for (r, ls) in users.iter().enumerate() {
-        for &l in ls {
-            if let Some(&n) = flow.get(&(l, r))
-                && n > 0
-            {
-                flows[l].push((r, n));
-                // Each (l, r) is listed once in `users[r]`, but stays there when its flow
-                // drops to 0 and comes back; the removal below keeps it from counting twice.
-                flow.remove(&(l, r));
+    /// Moves `amount` along `path`: into the room at its end, each left class on the way one
+    /// right class further, out of the need at its start.
+    fn shift(&mut self, path: &Path, amount: usize) {
+        self.room[path.end] -= amount;
+        let (mut r, mut l) = (path.end, path.via_left[path.end]);
+        loop {
+            self.placed.add(l, r, amount);
+            let back = path.via_right[l];
+            if back == usize::MAX {
+                self.need[l] -= amount;
+                return;
             }
+            self.placed.take(l, back, amount);
+            (r, l) = (back, path.via_left[back]);
         }
     }
-    Ok(Assignment {
-        flows,
-        unplaced: need,
-        #[cfg(test)]
-        work,
-    })
+
+    fn finish(self) -> Assignment {
+        Assignment {
+            flows: self.placed.into_flows(self.need.len()),
+            unplaced: self.need,
+            #[cfg(test)]
+            work: self.budget.work,
+        }
+    }
 }
 
 #[cfg(test)]
