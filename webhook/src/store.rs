@@ -11,6 +11,7 @@
 //! [`Snapshot::problems`] (and so on `/readyz`), never a crash, and never hides the others.
 
 use std::collections::HashMap;
+use std::fs::Metadata;
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -134,6 +135,23 @@ struct Stamp {
     modified: Option<SystemTime>,
 }
 
+impl Stamp {
+    /// The stamp of an entry whose metadata was read (`None`: it could not be, and the read
+    /// that follows says why).
+    fn of(metadata: Option<&Metadata>) -> Stamp {
+        metadata.map_or(
+            Stamp {
+                len: 0,
+                modified: None,
+            },
+            |m| Stamp {
+                len: m.len(),
+                modified: m.modified().ok(),
+            },
+        )
+    }
+}
+
 type Parsed = Result<Stored, String>;
 
 /// A directory of manifests, kept in memory and reloaded on change.
@@ -221,14 +239,18 @@ impl FileStore {
     fn list(&self) -> Result<Vec<(PathBuf, Stamp)>, Error> {
         let mut out = Vec::new();
         let checkpoints = self.root.join(CHECKPOINTS_DIR);
-        for ns in dir_entries(&checkpoints, Kind::Namespaces)? {
+        for (ns, metadata) in dir_entries(&checkpoints, Kind::Namespaces, Missing::Empty)? {
             if matches!(ns.file_name().map(namespace_entry), Some(Entry::NotUtf8)) {
-                out.push(ns);
+                out.push((ns, metadata));
                 continue;
             }
-            out.extend(dir_entries(&ns, Kind::Files)?);
+            out.extend(dir_entries(&ns, Kind::Files, Missing::Empty)?);
         }
-        out.extend(dir_entries(&self.root.join(NODES_DIR), Kind::Files)?);
+        out.extend(dir_entries(
+            &self.root.join(NODES_DIR),
+            Kind::Files,
+            Missing::Empty,
+        )?);
         // The root itself must stay readable: a vanished mount keeps the last snapshot.
         std::fs::metadata(&self.root).map_err(|source| Error::Read {
             path: self.root.clone(),
@@ -236,19 +258,7 @@ impl FileStore {
         })?;
         let mut files: Vec<(PathBuf, Stamp)> = out
             .into_iter()
-            .map(|p| {
-                let stamp = std::fs::metadata(&p).map_or(
-                    Stamp {
-                        len: 0,
-                        modified: None,
-                    },
-                    |m| Stamp {
-                        len: m.len(),
-                        modified: m.modified().ok(),
-                    },
-                );
-                (p, stamp)
-            })
+            .map(|(p, metadata)| (p, Stamp::of(metadata.as_ref())))
             .collect();
         files.sort_by(|a, b| a.0.cmp(&b.0));
         Ok(files)
@@ -418,13 +428,26 @@ enum Kind {
     Files,
 }
 
+/// What a missing directory means to its reader.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Missing {
+    /// Nothing there yet (a store may have no nodes yet).
+    Empty,
+    /// The error: the reader has nothing else to read.
+    Error,
+}
+
 /// The entries of `dir` the layout names (see [`miggate_wire::store`]), and those whose name is
-/// not UTF-8, to be reported. A missing directory is empty (a store may have no nodes yet); any
-/// other failure is an error.
-fn dir_entries(dir: &Path, kind: Kind) -> Result<Vec<PathBuf>, Error> {
+/// not UTF-8, to be reported, each with the metadata of what it resolves to (`None` when it
+/// could not be read). One walk: the directory is read once and each entry's metadata taken
+/// once, for both what it is and its stamp or size. A missing directory is as `missing` says;
+/// any other failure is an error.
+fn dir_entries(dir: &Path, kind: Kind, missing: Missing) -> Result<Vec<(PathBuf, Option<Metadata>)>, Error> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && missing == Missing::Empty => {
+            return Ok(Vec::new());
+        }
         Err(source) => {
             return Err(Error::Read {
                 path: dir.to_path_buf(),
@@ -437,13 +460,14 @@ fn dir_entries(dir: &Path, kind: Kind) -> Result<Vec<PathBuf>, Error> {
         let path = entry.path();
         let name = entry.file_name();
         // `metadata` follows symlinks, as a projected volume needs.
-        let is_dir = std::fs::metadata(&path).is_ok_and(|m| m.is_dir());
+        let metadata = std::fs::metadata(&path).ok();
+        let is_dir = metadata.as_ref().is_some_and(Metadata::is_dir);
         let wanted = match kind {
             Kind::Namespaces => is_dir && !matches!(namespace_entry(&name), Entry::Hidden),
             Kind::Files => !is_dir && matches!(file_entry(&name), Entry::Named(_) | Entry::NotUtf8),
         };
         if wanted {
-            out.push(path);
+            out.push((path, metadata));
         }
     }
     Ok(out)
@@ -491,16 +515,11 @@ pub struct NodeFiles {
 /// read as "no node fits" (where the webhook's store, whose root must exist, may start with
 /// checkpoints only).
 pub fn read_node_files(root: &Path, options: ReadOptions) -> Result<NodeFiles, Error> {
-    let dir = root.join(NODES_DIR);
-    std::fs::read_dir(&dir).map_err(|source| Error::Read {
-        path: dir.clone(),
-        source,
-    })?;
-    let mut files = dir_entries(&dir, Kind::Files)?;
-    files.sort();
+    let mut files = dir_entries(&root.join(NODES_DIR), Kind::Files, Missing::Error)?;
+    files.sort_by(|a, b| a.0.cmp(&b.0));
     let mut out = NodeFiles::default();
     let mut seen = std::collections::HashSet::with_capacity(files.len());
-    for path in files {
+    for (path, metadata) in files {
         let file_name = path.file_name().unwrap_or_default();
         let rel = format!("{NODES_DIR}/{}", file_name.to_string_lossy());
         let problem = |error: String| Problem {
@@ -511,7 +530,7 @@ pub fn read_node_files(root: &Path, options: ReadOptions) -> Result<NodeFiles, E
             out.problems.push(problem("file name is not UTF-8".into()));
             continue;
         };
-        let len = std::fs::metadata(&path).ok().map(|m| m.len());
+        let len = metadata.map(|m| m.len());
         let read = read_bounded(&path, len)
             .map_err(|why| escape(&why).into_owned())
             .and_then(|text| {
