@@ -35,6 +35,86 @@ use crate::schema::{is_dns_label, is_dns_subdomain, is_subdomain_part};
 /// refused before it is split.
 pub const MAX_ANNOTATION_BYTES: usize = 16 * 1024;
 
+/// Why a restore pod's peer annotation cannot be read, in the peer's own words (its node agent
+/// refuses the same values with the same messages). Names from the pod are held escaped and
+/// cut; the labels checked are plain.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PeerError {
+    /// `nvidia.com/restore-from` is empty.
+    #[error("{RESTORE_FROM} must name a PodSnapshot")]
+    NoSnapshotName,
+    /// `nvidia.com/restore-from` is not a DNS-1123 subdomain.
+    #[error("{RESTORE_FROM} value \"{name}\" is not a valid PodSnapshot name: {why}")]
+    SnapshotName {
+        /// The value, trimmed, escaped and cut.
+        name: String,
+        /// What `validation.IsDNS1123Subdomain` says of it.
+        why: String,
+    },
+    /// The container map is longer than any real one.
+    #[error(
+        "{RESTORE_CONTAINER_MAP} is {len} bytes, more than the {MAX_ANNOTATION_BYTES} any container map needs"
+    )]
+    MapTooLong {
+        /// Its length in bytes.
+        len: usize,
+    },
+    /// The captured container's name is not a DNS-1123 label.
+    #[error("captured source container \"{name}\" is invalid: {why}")]
+    CapturedName {
+        /// The name, escaped and cut.
+        name: String,
+        /// What `validation.IsDNS1123Label` says of it.
+        why: String,
+    },
+    /// A container map entry that is not one `source=destination` pair.
+    #[error("invalid {RESTORE_CONTAINER_MAP} entry \"{entry}\": expected source=destination")]
+    MapEntry {
+        /// The entry, trimmed, escaped and cut.
+        entry: String,
+    },
+    /// A map entry's source is not a DNS-1123 label.
+    #[error("invalid restore source container \"{name}\": {why}")]
+    SourceName {
+        /// The source, escaped and cut.
+        name: String,
+        /// What `validation.IsDNS1123Label` says of it.
+        why: String,
+    },
+    /// A map entry's destination is not a DNS-1123 label.
+    #[error("invalid restore destination container \"{name}\": {why}")]
+    DestinationName {
+        /// The destination, escaped and cut.
+        name: String,
+        /// What `validation.IsDNS1123Label` says of it.
+        why: String,
+    },
+    /// A map entry's source is not the captured container.
+    #[error("restore source container \"{given}\" does not match captured container \"{captured}\"")]
+    NotCaptured {
+        /// The entry's source (a label).
+        given: String,
+        /// The captured container (a label).
+        captured: String,
+    },
+    /// Two entries' sources differ, checked before the captured container is known: no
+    /// captured container can match both.
+    #[error("restore source container \"{given}\" differs from the map's first source \"{first}\"")]
+    SourcesDiffer {
+        /// The differing source (a label).
+        given: String,
+        /// The map's first source (a label).
+        first: String,
+    },
+    /// Two entries restore into the same destination.
+    #[error("duplicate restore destination container \"{name}\"")]
+    DuplicateDestination {
+        /// The destination (a label).
+        name: String,
+    },
+}
+
 /// A `PodSnapshot` (`nvidia.com/v1alpha1`, namespaced): what a restore pod names.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PodSnapshot {
@@ -267,17 +347,16 @@ impl SnapshotContent {
 
 /// The `PodSnapshot` a restore pod names: `nvidia.com/restore-from` trimmed, a DNS-1123
 /// subdomain; otherwise the peer's own words for why not.
-pub fn snapshot_name(value: &str) -> Result<&str, String> {
+pub fn snapshot_name(value: &str) -> Result<&str, PeerError> {
     let name = value.trim();
     if name.is_empty() {
-        return Err(format!("{RESTORE_FROM} must name a PodSnapshot"));
+        return Err(PeerError::NoSnapshotName);
     }
     if !is_dns_subdomain(name) {
-        return Err(format!(
-            "{RESTORE_FROM} value \"{}\" is not a valid PodSnapshot name: {}",
-            escape_within_name(name),
-            subdomain_errors(name)
-        ));
+        return Err(PeerError::SnapshotName {
+            name: escape_within_name(name).into_owned(),
+            why: subdomain_errors(name),
+        });
     }
     Ok(name)
 }
@@ -324,57 +403,51 @@ fn label_errors(name: &str) -> String {
 /// `=`, each side trimmed; every source the captured container, every destination a distinct
 /// DNS-1123 label), or, without the annotation, the captured container itself. The error is
 /// the peer's wording.
-pub fn destinations(map: Option<&str>, captured: &str) -> Result<Vec<String>, String> {
+pub fn destinations(map: Option<&str>, captured: &str) -> Result<Vec<String>, PeerError> {
     let captured = captured.trim();
     let Some(raw) = map else {
         return Ok(vec![captured.to_string()]);
     };
     if raw.len() > MAX_ANNOTATION_BYTES {
-        return Err(format!(
-            "{RESTORE_CONTAINER_MAP} is {} bytes, more than the {MAX_ANNOTATION_BYTES} any container map needs",
-            raw.len()
-        ));
+        return Err(PeerError::MapTooLong { len: raw.len() });
     }
     if !is_dns_label(captured) {
-        return Err(format!(
-            "captured source container \"{}\" is invalid: {}",
-            escape_within_name(captured),
-            label_errors(captured)
-        ));
+        return Err(PeerError::CapturedName {
+            name: escape_within_name(captured).into_owned(),
+            why: label_errors(captured),
+        });
     }
     let mut out: Vec<String> = Vec::new();
     for part in raw.trim().split(',') {
         let mut pair = part.split('=');
         let (Some(source), Some(destination), None) = (pair.next(), pair.next(), pair.next()) else {
-            return Err(format!(
-                "invalid {RESTORE_CONTAINER_MAP} entry \"{}\": expected source=destination",
-                escape_within_name(part.trim())
-            ));
+            return Err(PeerError::MapEntry {
+                entry: escape_within_name(part.trim()).into_owned(),
+            });
         };
         let (source, destination) = (source.trim(), destination.trim());
         if !is_dns_label(source) {
-            return Err(format!(
-                "invalid restore source container \"{}\": {}",
-                escape_within_name(source),
-                label_errors(source)
-            ));
+            return Err(PeerError::SourceName {
+                name: escape_within_name(source).into_owned(),
+                why: label_errors(source),
+            });
         }
         if !is_dns_label(destination) {
-            return Err(format!(
-                "invalid restore destination container \"{}\": {}",
-                escape_within_name(destination),
-                label_errors(destination)
-            ));
+            return Err(PeerError::DestinationName {
+                name: escape_within_name(destination).into_owned(),
+                why: label_errors(destination),
+            });
         }
         if source != captured {
-            return Err(format!(
-                "restore source container \"{source}\" does not match captured container \"{captured}\""
-            ));
+            return Err(PeerError::NotCaptured {
+                given: source.to_string(),
+                captured: captured.to_string(),
+            });
         }
         if out.iter().any(|d| d == destination) {
-            return Err(format!(
-                "duplicate restore destination container \"{destination}\""
-            ));
+            return Err(PeerError::DuplicateDestination {
+                name: destination.to_string(),
+            });
         }
         out.push(destination.to_string());
     }
@@ -384,7 +457,7 @@ pub fn destinations(map: Option<&str>, captured: &str) -> Result<Vec<String>, St
 /// The container map's own syntax, checked without the captured container (which only the
 /// content knows): a pair list whose sides are labels. The same rules and words as
 /// [`destinations`], so a pod whose map can never be right is refused at once.
-pub fn check_container_map(map: &str) -> Result<(), String> {
+pub fn check_container_map(map: &str) -> Result<(), PeerError> {
     if map.len() > MAX_ANNOTATION_BYTES {
         return destinations(Some(map), "x").map(|_| ());
     }
@@ -403,13 +476,11 @@ pub fn check_container_map(map: &str) -> Result<(), String> {
             "x"
         },
     ) {
-        Err(e) if e.starts_with("restore source container") && e.contains("does not match captured") => {
-            // Two sources that differ: no captured container can match both.
-            Err(e.replace(
-                "does not match captured container",
-                "differs from the map's first source",
-            ))
-        }
+        // Two sources that differ: no captured container can match both.
+        Err(PeerError::NotCaptured { given, captured }) => Err(PeerError::SourcesDiffer {
+            given,
+            first: captured,
+        }),
         other => other.map(|_| ()),
     }
 }
@@ -458,7 +529,7 @@ mod tests {
         match (snapshot_name(value), expected) {
             (Ok(name), Ok("")) => assert_eq!(name, value.trim()),
             (Ok(name), Ok(want)) => assert_eq!(name, want),
-            (Err(e), Err(want)) => assert!(e.contains(want), "{e}"),
+            (Err(e), Err(want)) => assert!(e.to_string().contains(want), "{e}"),
             (got, want) => panic!("{value:?}: got {got:?}, want {want:?}"),
         }
     }
@@ -493,7 +564,7 @@ mod tests {
     fn container_maps_follow_the_peer(#[case] map: Option<&str>, #[case] expected: Result<Vec<&str>, &str>) {
         match (destinations(map, "engine"), expected) {
             (Ok(got), Ok(want)) => assert_eq!(got, want),
-            (Err(e), Err(want)) => assert!(e.contains(want), "{e}"),
+            (Err(e), Err(want)) => assert!(e.to_string().contains(want), "{e}"),
             (got, want) => panic!("{map:?}: got {got:?}, want {want:?}"),
         }
     }
@@ -501,7 +572,7 @@ mod tests {
     #[test]
     fn a_long_map_is_refused_before_it_is_split() {
         let map = "engine=a,".repeat(4000);
-        let e = destinations(Some(&map), "engine").unwrap_err();
+        let e = destinations(Some(&map), "engine").unwrap_err().to_string();
         assert!(e.contains("more than the 16384"), "{e}");
         // 10,000 distinct destinations within the limit would be quadratic to check for
         // duplicates; the limit keeps it to a few hundred.
@@ -518,7 +589,7 @@ mod tests {
     fn a_map_is_checked_before_its_content_is_known(#[case] map: &str, #[case] expected: Result<(), &str>) {
         match (check_container_map(map), expected) {
             (Ok(()), Ok(())) => {}
-            (Err(e), Err(want)) => assert!(e.contains(want), "{e}"),
+            (Err(e), Err(want)) => assert!(e.to_string().contains(want), "{e}"),
             (got, want) => panic!("{map:?}: got {got:?}, want {want:?}"),
         }
     }

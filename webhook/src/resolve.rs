@@ -115,7 +115,7 @@ pub fn reference<'a>(
                     name: Cow::Borrowed(name),
                 })
             })
-            .map_err(|why| ReferenceError::Invalid(escape_within(&why, 1024).into_owned())),
+            .map_err(|why| ReferenceError::Invalid(escape_within(&why.to_string(), 1024).into_owned())),
     }
 }
 

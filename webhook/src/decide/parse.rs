@@ -155,7 +155,7 @@ fn container_map<'v>(
     };
     miggate_crds::peer::check_container_map(map).map_err(|why| Refusal::ContainerMapInvalid {
         pod: pod(),
-        why: escape_within(&why, 1024).into_owned(),
+        why: escape_within(&why.to_string(), 1024).into_owned(),
     })?;
     Ok(Some(Cow::Borrowed(map)))
 }
