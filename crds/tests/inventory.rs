@@ -499,7 +499,7 @@ fn single_strategy_labels_give_slices_of_the_one_profile() {
     let inv = inventory::from_gfd_labels(&node("gfd-single-gpu-node-5.yaml"))
         .unwrap()
         .unwrap();
-    insta::assert_yaml_snapshot!("gfd_single", (&inv.manifest, &inv.notes));
+    insta::assert_yaml_snapshot!("gfd_single", (&*inv.manifest, &inv.notes));
     let devices = inv.manifest.devices().unwrap();
     assert_eq!(devices.len(), 7);
     assert!(
@@ -524,7 +524,7 @@ fn inventories(#[case] from: From) {
     let inv = read(from);
     insta::assert_yaml_snapshot!(
         format!("inventory_{from:?}"),
-        (inv.source.as_str(), &inv.manifest, &inv.notes)
+        (inv.source.as_str(), &*inv.manifest, &inv.notes)
     );
 }
 
@@ -720,7 +720,7 @@ fn labels_in_flux_wording() {
         slices: &[],
     })
     .unwrap();
-    insta::assert_yaml_snapshot!("in_flux", (inv.source.as_str(), &inv.manifest, &inv.notes));
+    insta::assert_yaml_snapshot!("in_flux", (inv.source.as_str(), &*inv.manifest, &inv.notes));
 }
 
 /// Rule: the MIG strategy is a node fact the cluster publishes. A `GpuNode` without one (a
@@ -791,7 +791,7 @@ fn a_dynamic_mig_pool_is_read_as_possible_supply() {
         "{:?}",
         inv.notes
     );
-    insta::assert_yaml_snapshot!("dynamic_mig", (&inv.manifest, &inv.notes));
+    insta::assert_yaml_snapshot!("dynamic_mig", (&*inv.manifest, &inv.notes));
 }
 
 /// Two H100s partitioned on demand, with 8 memory slices each: what fits their counters is

@@ -17,7 +17,7 @@ use miggate_compat::escape::escape_within;
 use miggate_compat::{CheckName, GpuManifest, Mode, Options, Report, Target, evaluate_target};
 use miggate_crds::inventory::{self, AllocatedDevice};
 
-use crate::lookup::{Lookup, NodeInventory, RestorePod};
+use crate::lookup::{Inventory, Lookup, RestorePod};
 
 /// The most claims of one pod read: Kubernetes allows 32 per pod.
 pub const MAX_CLAIMS: usize = 32;
@@ -50,7 +50,7 @@ pub fn at_binding(
     restore: &RestorePod,
     node: &str,
     checkpoint: &GpuManifest,
-    inventory: &NodeInventory,
+    inventory: &Inventory,
     skip: &BTreeSet<CheckName>,
 ) -> AtBinding {
     let results = match allocation(store, namespace, restore) {

@@ -8,7 +8,7 @@ use serde::Serialize;
 #[serde(rename_all = "camelCase")]
 pub struct CacheStatus {
     /// The cached kind as metrics, logs and `/readyz` name it (`GpuNode`, `Pod`, ...).
-    pub kind: &'static str,
+    pub kind: std::borrow::Cow<'static, str>,
     /// Whether its first list has completed (or, for an optional kind, the server said it
     /// does not serve the API).
     pub synced: bool,

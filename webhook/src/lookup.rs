@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use miggate_compat::GpuManifest;
 
-pub use miggate_crds::inventory::{NoInventory, Source};
+/// A node's inventory as a decision reads it: the one type every source gives, shared (its
+/// manifest behind an `Arc`) so a cached inventory costs no copy per request.
+pub use miggate_crds::inventory::{Inventory, NoInventory, Source};
 
 /// A checkpoint's manifest and the container it was taken from.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,48 +21,6 @@ pub struct Checkpoint {
     pub container_name: Option<String>,
     /// Where it came from, for logs: a file under the store root, or `GpuCheckpoint ns/name`.
     pub origin: String,
-}
-
-/// A node's inventory as a decision reads it, and where it came from.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NodeInventory {
-    /// Host and GPU facts, shared with the store (no copy per request for the file store).
-    pub manifest: Arc<GpuManifest>,
-    /// Which source gave it: every decision that reads an inventory names it.
-    pub source: Source,
-    /// What the source could not say, and why better sources were passed over, turned into
-    /// admission warnings.
-    pub notes: Vec<String>,
-    /// Why each better source present was passed over, for the refusal message.
-    pub passed_over: Vec<String>,
-    /// Whether the inventory lists every MIG slice the node has, even where a device's kind
-    /// is unknown (GFD's counts): see `miggate_crds::inventory::Inventory::slices_listed`.
-    pub slices_listed: bool,
-    /// Under the DRA driver's DynamicMIG: what the node's GPUs can supply on demand (see
-    /// `miggate_crds::inventory::Supply`); the manifest then lists no devices.
-    pub supply: Option<Arc<miggate_crds::inventory::Supply>>,
-}
-
-impl From<miggate_crds::inventory::Inventory> for NodeInventory {
-    /// An inventory as a source reads it, held for decisions.
-    fn from(i: miggate_crds::inventory::Inventory) -> Self {
-        NodeInventory {
-            manifest: Arc::new(i.manifest),
-            source: i.source,
-            notes: i.notes,
-            passed_over: i.passed_over,
-            slices_listed: i.slices_listed,
-            supply: i.supply,
-        }
-    }
-}
-
-impl NodeInventory {
-    /// The inventory to judge `source` against: under DynamicMIG, with the devices of the
-    /// checkpoint's shape the node's counters can hold together.
-    pub fn manifest_for(&self, source: &GpuManifest) -> std::borrow::Cow<'_, GpuManifest> {
-        miggate_crds::inventory::manifest_for(&self.manifest, self.supply.as_deref(), source)
-    }
 }
 
 /// What the pod cache keeps of a restore pod: only what a binding decision needs, so a
@@ -176,10 +136,10 @@ pub struct ClaimAllocation {
 }
 
 /// A watch cache behind the API server for longer than the store allows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Staleness {
     /// The cached kind (`GpuNode`, `Pod`, ...).
-    pub kind: &'static str,
+    pub kind: std::borrow::Cow<'static, str>,
     /// Whole seconds it has been behind.
     pub seconds: u64,
     /// The bound it is over (`--max-staleness`), in whole seconds.
@@ -215,7 +175,7 @@ pub trait Lookup {
 
     /// The best inventory known for node `node`, or why there is none: the sources present
     /// but unreadable (empty when no source knows the node).
-    fn inventory(&self, node: &str) -> Result<NodeInventory, NoInventory>;
+    fn inventory(&self, node: &str) -> Result<Inventory, NoInventory>;
 
     /// The `PodSnapshot` `name` in `namespace`, followed to its `PodSnapshotContent`.
     /// [`SnapshotLookup::NotServed`] for a store that keeps none.

@@ -56,7 +56,7 @@ pub struct CheckLabel {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KindLabel {
     /// `checkpoint` or `node` (file store), or a cached kind (`GpuNode`, `Pod`, ...).
-    pub kind: &'static str,
+    pub kind: std::borrow::Cow<'static, str>,
 }
 
 /// A label set naming a reload result.
@@ -249,7 +249,7 @@ impl Metrics {
     /// The text exposition, with the watch-cache gauges read from `caches` now.
     pub fn encode_kube(&self, caches: &[CacheStatus]) -> String {
         for c in caches {
-            let kind = KindLabel { kind: c.kind };
+            let kind = KindLabel { kind: c.kind.clone() };
             self.cache_age
                 .get_or_create(&kind)
                 .set(c.age_seconds.unwrap_or(0.0));
@@ -275,10 +275,12 @@ impl Metrics {
         self.store_age.set(age);
         let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         self.store_objects
-            .get_or_create(&KindLabel { kind: "checkpoint" })
+            .get_or_create(&KindLabel {
+                kind: "checkpoint".into(),
+            })
             .set(count(snapshot.checkpoint_count()));
         self.store_objects
-            .get_or_create(&KindLabel { kind: "node" })
+            .get_or_create(&KindLabel { kind: "node".into() })
             .set(count(snapshot.node_count()));
         self.store_problems.set(count(snapshot.problems.len()));
         let mut out = String::new();

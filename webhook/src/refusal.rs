@@ -316,7 +316,7 @@ mod tests {
             Refusal::StoreStale {
                 checkpoint: "c".into(),
                 staleness: crate::lookup::Staleness {
-                    kind: "GpuNode",
+                    kind: "GpuNode".into(),
                     seconds: 75,
                     max_seconds: 60,
                 },

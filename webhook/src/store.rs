@@ -25,7 +25,7 @@ use serde::Serialize;
 
 use crate::Error;
 pub use crate::lookup::Checkpoint;
-use crate::lookup::{Lookup, NoInventory, NodeInventory, RestorePod, Source};
+use crate::lookup::{Inventory, Lookup, NoInventory, RestorePod, Source};
 use crate::resource::{self, Stored, StoredKind};
 
 /// A node's inventory.
@@ -105,9 +105,9 @@ impl Lookup for Snapshot {
 
     /// A file under `nodes/` is a `GpuNode` or a manifest: the `GpuNode` source either way.
     /// A node whose file could not be used has none, and the reason says which file and why.
-    fn inventory(&self, node: &str) -> Result<NodeInventory, NoInventory> {
+    fn inventory(&self, node: &str) -> Result<Inventory, NoInventory> {
         match self.nodes.get(node) {
-            Some(n) => Ok(NodeInventory {
+            Some(n) => Ok(Inventory {
                 manifest: n.manifest.clone(),
                 source: Source::GpuNode,
                 notes: Vec::new(),

@@ -11,7 +11,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview};
 use miggate_compat::GpuManifest;
 use miggate_webhook::decide::{Verdict, decide};
-use miggate_webhook::lookup::{Lookup, NoInventory, NodeInventory, RestorePod, Source};
+use miggate_webhook::lookup::{Inventory, Lookup, NoInventory, RestorePod, Source};
 use miggate_webhook::store::Checkpoint;
 use rstest::rstest;
 use serde_json::{Value, json};
@@ -32,7 +32,7 @@ fn manifest(rel: &str) -> GpuManifest {
 struct Memory {
     synced: bool,
     checkpoints: HashMap<String, Arc<Checkpoint>>,
-    nodes: HashMap<String, NodeInventory>,
+    nodes: HashMap<String, Inventory>,
     /// Nodes whose sources are present but unreadable, with why.
     unusable: HashMap<String, Vec<String>>,
     pods: HashMap<String, Arc<RestorePod>>,
@@ -45,7 +45,7 @@ impl Lookup for Memory {
     fn checkpoint(&self, ns: &str, name: &str) -> Option<Arc<Checkpoint>> {
         self.checkpoints.get(&format!("{ns}/{name}")).cloned()
     }
-    fn inventory(&self, node: &str) -> Result<NodeInventory, NoInventory> {
+    fn inventory(&self, node: &str) -> Result<Inventory, NoInventory> {
         self.nodes.get(node).cloned().ok_or_else(|| NoInventory {
             passed_over: self.unusable.get(node).cloned().unwrap_or_default(),
         })
@@ -57,7 +57,7 @@ impl Lookup for Memory {
 
 fn memory() -> Memory {
     let ckpt = miggate_crds::read_stored(&testdata("webhook-store/checkpoints/ml/vllm-ckpt.yaml")).unwrap();
-    let inv = |rel: &str, source: Source, notes: Vec<String>| NodeInventory {
+    let inv = |rel: &str, source: Source, notes: Vec<String>| Inventory {
         manifest: Arc::new(manifest(rel)),
         source,
         notes,
@@ -105,7 +105,7 @@ fn memory() -> Memory {
             ),
             (
                 "fallback".to_string(),
-                NodeInventory {
+                Inventory {
                     passed_over: vec![refused.replace("other", "fallback")],
                     ..inv("webhook-store/nodes/a100-node-2.yaml", Source::GfdLabels, vec![])
                 },
@@ -344,7 +344,7 @@ fn the_node_s_mig_strategy_judges_the_requests_at_binding(
         .into(),
         nodes: [(
             "gpu-node-7".to_string(),
-            NodeInventory {
+            Inventory {
                 manifest: Arc::new(node),
                 source: Source::GpuNode,
                 notes: Vec::new(),

@@ -12,7 +12,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview};
 use miggate_compat::{Gpu, GpuManifest};
 use miggate_webhook::decide::{Verdict, decide};
-use miggate_webhook::lookup::{Lookup, NoInventory, NodeInventory, RestorePod};
+use miggate_webhook::lookup::{Inventory, Lookup, NoInventory, RestorePod};
 use miggate_webhook::store::Checkpoint;
 use rstest::rstest;
 use serde_json::{Value, json};
@@ -53,7 +53,7 @@ impl Lookup for OneNode {
             })
         })
     }
-    fn inventory(&self, node: &str) -> Result<NodeInventory, NoInventory> {
+    fn inventory(&self, node: &str) -> Result<Inventory, NoInventory> {
         if Some(node) != self.node.metadata.name.as_deref() {
             return Err(NoInventory::default());
         }
@@ -63,7 +63,6 @@ impl Lookup for OneNode {
             node: Some(&self.node),
             slices: &refs,
         })
-        .map(NodeInventory::from)
     }
     fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
         (ns == "ml" && name == "restore").then(|| {
@@ -273,7 +272,7 @@ fn a_dynamic_mig_node_refuses_a_shape_its_counters_cannot_hold() {
                 })
             })
         }
-        fn inventory(&self, node: &str) -> Result<NodeInventory, NoInventory> {
+        fn inventory(&self, node: &str) -> Result<Inventory, NoInventory> {
             self.0.inventory(node)
         }
         fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {

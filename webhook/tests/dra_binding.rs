@@ -16,7 +16,7 @@ use miggate_compat::GpuManifest;
 use miggate_crds::inventory::AllocatedDevice;
 use miggate_webhook::decide::{Verdict, decide};
 use miggate_webhook::device_map::{self, Outcome};
-use miggate_webhook::lookup::{ClaimAllocation, Lookup, NoInventory, NodeInventory, RestorePod};
+use miggate_webhook::lookup::{ClaimAllocation, Inventory, Lookup, NoInventory, RestorePod};
 use miggate_webhook::store::Checkpoint;
 use rstest::rstest;
 use serde_json::{Value, json};
@@ -60,7 +60,7 @@ impl Lookup for Cluster {
             })
         })
     }
-    fn inventory(&self, node: &str) -> Result<NodeInventory, NoInventory> {
+    fn inventory(&self, node: &str) -> Result<Inventory, NoInventory> {
         let refs: Vec<&ResourceSlice> = self.slices.iter().map(|s| &**s).collect();
         if node != "gpu-node-7" {
             return Err(NoInventory::default());
@@ -70,7 +70,6 @@ impl Lookup for Cluster {
             node: Some(&self.node),
             slices: &refs,
         })
-        .map(NodeInventory::from)
     }
     fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
         self.pods.get(&format!("{ns}/{name}")).cloned()

@@ -383,7 +383,7 @@ async fn gone_forces_a_relist_that_replaces_the_cache() {
         assert!(metrics.contains(line), "{line} missing from\n{metrics}");
     }
     let status = &h.store.status()[1];
-    assert_eq!((status.kind, status.lists, status.objects), ("GpuNode", 2, 1));
+    assert_eq!((&*status.kind, status.lists, status.objects), ("GpuNode", 2, 1));
 }
 
 #[tokio::test]

@@ -87,7 +87,7 @@ pub fn from_gfd_labels(node: &Node) -> Result<Option<Inventory>, Error> {
         ..GpuManifest::default()
     };
     Ok(Some(Inventory {
-        manifest,
+        manifest: std::sync::Arc::new(manifest),
         source: Source::GfdLabels,
         notes,
         passed_over: Vec::new(),
@@ -264,10 +264,10 @@ impl<'a> MigFacts<'a> {
 /// The inventory of a node whose MIG layout is changing: only the host's name is known.
 fn unknown_inventory(name: &str) -> Inventory {
     Inventory {
-        manifest: GpuManifest {
+        manifest: std::sync::Arc::new(GpuManifest {
             host: Some(host_from_node(name, None)),
             ..GpuManifest::default()
-        },
+        }),
         source: Source::GfdLabels,
         notes: Vec::new(),
         passed_over: Vec::new(),

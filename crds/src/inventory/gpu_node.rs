@@ -57,7 +57,7 @@ pub fn from_gpu_node(gpu_node: &GpuNode) -> Result<Option<Inventory>, Error> {
     }
     notes.truncate(MAX_NOTES);
     Ok(Some(Inventory {
-        manifest,
+        manifest: std::sync::Arc::new(manifest),
         source: Source::GpuNode,
         notes,
         passed_over: Vec::new(),

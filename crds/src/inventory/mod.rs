@@ -79,8 +79,9 @@ impl std::fmt::Display for Source {
 /// (what the source could not tell; why a better source was passed over).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Inventory {
-    /// The inventory as a node manifest: host and nvidia facts, no pod.
-    pub manifest: GpuManifest,
+    /// The inventory as a node manifest: host and nvidia facts, no pod. Shared, so a cache
+    /// that keeps an inventory hands it to every decision without a copy.
+    pub manifest: Arc<GpuManifest>,
     /// Which source it was read from.
     pub source: Source,
     /// Short sentences for warnings and logs, each naming the source. The reasons in
@@ -106,7 +107,14 @@ impl Inventory {
     /// manifest with the devices of `source`'s shape the node's counters can hold together
     /// (all of them when it fits). Unknown devices stay unknown.
     pub fn manifest_for(&self, source: &GpuManifest) -> Cow<'_, GpuManifest> {
-        manifest_for(&self.manifest, self.supply.as_deref(), source)
+        let Some(devices) = self.supply.as_deref().and_then(|s| s.devices_for(source)) else {
+            return Cow::Borrowed(&*self.manifest);
+        };
+        let mut m = GpuManifest::clone(&self.manifest);
+        if let Some(nvidia) = m.nvidia.as_mut() {
+            nvidia.devices = Some(devices);
+        }
+        Cow::Owned(m)
     }
 
     /// The inventory as a restore target for compat: a node, with what its source states for
@@ -218,8 +226,13 @@ fn settle(inv: Inventory, node: Option<&Node>) -> Inventory {
         return in_flux(inv, state);
     }
     let mut inv = inv;
-    if let (Some(strategy), Some(nvidia)) = (label_strategy(node), inv.manifest.nvidia.as_mut())
-        && nvidia.mig_strategy.is_none()
+    if let Some(strategy) = label_strategy(node)
+        && inv
+            .manifest
+            .nvidia
+            .as_ref()
+            .is_some_and(|n| n.mig_strategy.is_none())
+        && let Some(nvidia) = Arc::make_mut(&mut inv.manifest).nvidia.as_mut()
     {
         nvidia.mig_strategy = Some(strategy);
     }
@@ -275,13 +288,13 @@ pub(crate) fn in_flux(mut inv: Inventory, state: &str) -> Inventory {
             quote(state)
         )
     };
-    inv.manifest = GpuManifest {
+    inv.manifest = Arc::new(GpuManifest {
         host: Some(Host {
             node_name: node,
             ..Host::default()
         }),
         ..GpuManifest::default()
-    };
+    });
     inv.slices_listed = false;
     inv.supply = None;
     if !inv.notes.contains(&note) {
@@ -289,22 +302,6 @@ pub(crate) fn in_flux(mut inv: Inventory, state: &str) -> Inventory {
     }
     inv.notes.truncate(MAX_NOTES);
     inv
-}
-
-/// [`Inventory::manifest_for`] on the parts, for callers that keep them apart.
-pub fn manifest_for<'a>(
-    manifest: &'a GpuManifest,
-    supply: Option<&Supply>,
-    source: &GpuManifest,
-) -> Cow<'a, GpuManifest> {
-    let Some(devices) = supply.and_then(|s| s.devices_for(source)) else {
-        return Cow::Borrowed(manifest);
-    };
-    let mut m = manifest.clone();
-    if let Some(nvidia) = m.nvidia.as_mut() {
-        nvidia.devices = Some(devices);
-    }
-    Cow::Owned(m)
 }
 
 /// Puts the reasons better sources were passed over first: they matter more than what the

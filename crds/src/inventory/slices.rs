@@ -78,7 +78,7 @@ pub fn from_resource_slices(
         ..GpuManifest::default()
     };
     Ok(Some(Inventory {
-        manifest,
+        manifest: std::sync::Arc::new(manifest),
         source: Source::ResourceSlice,
         notes,
         passed_over: Vec::new(),

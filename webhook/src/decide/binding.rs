@@ -12,7 +12,7 @@ use super::warnings::{
     Push, Warning, inventory_warnings, passed_over_warnings, report_warnings, waived_warning,
 };
 use super::{Judgement, RestoreRequest, fallback};
-use crate::lookup::{GpuAsk, Lookup, NoInventory, NodeInventory, RestorePod};
+use crate::lookup::{GpuAsk, Inventory, Lookup, NoInventory, RestorePod};
 use crate::refusal::Refusal;
 use crate::resolve::Kind;
 use crate::store::Checkpoint;
@@ -111,7 +111,7 @@ fn binding_gpu_requests(
     restore: &RestoreRequest<'_>,
     pod_cached: &RestorePod,
     checkpoint: &Checkpoint,
-    inventory: &NodeInventory,
+    inventory: &Inventory,
     skip: &BTreeSet<CheckName>,
 ) -> Vec<String> {
     let judged = inventory.manifest_for(&checkpoint.manifest);

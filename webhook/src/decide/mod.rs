@@ -25,7 +25,7 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use miggate_compat::CheckName;
 use miggate_compat::escape::escape_within;
 
-use crate::lookup::{Lookup, NoInventory, NodeInventory, Source};
+use crate::lookup::{Inventory, Lookup, NoInventory, Source};
 pub use crate::pod::{Container, Spec as PodSpec};
 pub use crate::refusal::Refusal;
 use crate::resolve::{self, Kind, Reference, Resolved};
@@ -289,7 +289,7 @@ fn no_inventory(missing: &NoInventory) -> String {
 
 /// The tail of "inventory from X" when better sources were passed over for X.
 /// Under DynamicMIG the refusal says so too: the node's slices are what it could make.
-fn fallback(inventory: &NodeInventory) -> String {
+fn fallback(inventory: &Inventory) -> String {
     let on_demand = if inventory.supply.is_some() {
         ", DynamicMIG: partitions on demand"
     } else {

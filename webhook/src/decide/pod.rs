@@ -14,7 +14,7 @@ use super::warnings::{
     Push, Warning, inventory_warnings, passed_over_warnings, report_warnings, waived_warning,
 };
 use super::{Judgement, PodSpec, RestoreRequest, fallback, no_inventory};
-use crate::lookup::{Lookup, NodeInventory};
+use crate::lookup::{Inventory, Lookup};
 use crate::pod::{self as spec, Choice};
 use crate::refusal::Refusal;
 use crate::resolve::Kind;
@@ -232,7 +232,7 @@ fn named_node(
     restore: &RestoreRequest<'_>,
     store: &(impl Lookup + ?Sized),
     warnings: &mut Vec<String>,
-) -> Result<Option<NodeInventory>, Refusal> {
+) -> Result<Option<Inventory>, Refusal> {
     let Some(n) = restore.node.as_deref() else {
         return Ok(None);
     };

@@ -10,7 +10,7 @@ use miggate_compat::{CheckResult, Outcome, Report};
 use miggate_wire::annotations::SKIP_CHECKS;
 use miggate_wire::peer::SKIP_COMPAT_CHECK;
 
-use crate::lookup::{NodeInventory, Source, Staleness};
+use crate::lookup::{Inventory, Source, Staleness};
 
 use super::NO_INVENTORY;
 
@@ -185,7 +185,7 @@ pub(super) fn passed_over_warnings(node: &str, passed_over: &[String], warnings:
 
 /// Warnings an inventory brings: its source when it is not a `GpuNode` (a partial view), and
 /// what the source could not say.
-pub(super) fn inventory_warnings(node: &str, inventory: &NodeInventory, warnings: &mut Vec<String>) {
+pub(super) fn inventory_warnings(node: &str, inventory: &Inventory, warnings: &mut Vec<String>) {
     if inventory.source != Source::GpuNode {
         warnings.warn(Warning::PartialInventory {
             node,
