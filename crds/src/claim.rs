@@ -17,9 +17,12 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::resource::v1::ResourceClaimTemplate;
+use k8s_openapi::api::resource::v1::{
+    CELDeviceSelector, DeviceClaim, DeviceRequest, DeviceSelector, ExactDeviceRequest, ResourceClaimSpec,
+    ResourceClaimTemplate, ResourceClaimTemplateSpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use miggate_compat::{DeviceKind, GpuManifest, SliceShape};
-use serde_json::{Value, json};
 
 use crate::error::Error;
 use crate::inventory::DRA_DRIVER;
@@ -69,21 +72,24 @@ pub fn requests(manifest: &GpuManifest) -> Result<Vec<ClaimRequest>, Error> {
         nvidia.driver_version.as_ref().map(|v| v.as_str()),
         nvidia.cuda_driver_version.as_ref().map(|v| v.as_str()),
     )?;
-    let mut classes: BTreeMap<(u8, String, String), usize> = BTreeMap::new();
+    let mut classes: BTreeMap<Class, usize> = BTreeMap::new();
     for (i, device) in devices.iter().enumerate() {
         let product = device
             .model()
             .ok_or_else(|| Error::Claim(format!("device {i} has no product name")))?;
         let key = match (device.kind(), device.slice_shape()) {
-            (DeviceKind::Slice, Some(SliceShape::Known(profile))) => {
-                (0, product.to_string(), profile.to_string())
-            }
+            (DeviceKind::Slice, Some(SliceShape::Known(profile))) => Class::Slice {
+                product: product.to_string(),
+                profile: profile.to_string(),
+            },
             (DeviceKind::Slice, _) => {
                 return Err(Error::Claim(format!(
                     "device {i} is a MIG slice of unrecorded profile"
                 )));
             }
-            (DeviceKind::Whole, _) => (1, product.to_string(), String::new()),
+            (DeviceKind::Whole, _) => Class::Whole {
+                product: product.to_string(),
+            },
             (DeviceKind::Unknown, _) => {
                 return Err(Error::Claim(format!(
                     "device {i} is neither a whole GPU nor a MIG slice"
@@ -93,22 +99,32 @@ pub fn requests(manifest: &GpuManifest) -> Result<Vec<ClaimRequest>, Error> {
         *classes.entry(key).or_default() += 1;
     }
     let mut out: Vec<ClaimRequest> = Vec::with_capacity(classes.len());
-    for ((kind, product, profile), count) in classes {
-        let product_text = cel_string(&product)?;
-        let (device_class, base, profile, mut clauses) = if kind == 0 {
-            let clauses = vec![
-                format!(
-                    "device.attributes['{DRA_DRIVER}'].profile == {}",
-                    cel_string(&profile)?
-                ),
-                format!("device.attributes['{DRA_DRIVER}'].productName == {product_text}"),
-            ];
-            (MIG_CLASS, format!("mig-{profile}"), Some(profile), clauses)
-        } else {
-            let clauses = vec![format!(
-                "device.attributes['{DRA_DRIVER}'].productName == {product_text}"
-            )];
-            (GPU_CLASS, "gpu".to_string(), None, clauses)
+    for (class, count) in classes {
+        let (device_class, base, product, profile, mut clauses) = match class {
+            Class::Slice { product, profile } => {
+                let product_text = cel_string(&product)?;
+                let clauses = vec![
+                    format!(
+                        "device.attributes['{DRA_DRIVER}'].profile == {}",
+                        cel_string(&profile)?
+                    ),
+                    format!("device.attributes['{DRA_DRIVER}'].productName == {product_text}"),
+                ];
+                (
+                    MIG_CLASS,
+                    format!("mig-{profile}"),
+                    product,
+                    Some(profile),
+                    clauses,
+                )
+            }
+            Class::Whole { product } => {
+                let clauses = vec![format!(
+                    "device.attributes['{DRA_DRIVER}'].productName == {}",
+                    cel_string(&product)?
+                )];
+                (GPU_CLASS, "gpu".to_string(), product, None, clauses)
+            }
         };
         clauses.extend(versions.iter().cloned());
         let name = unique_name(&base, &out);
@@ -122,6 +138,16 @@ pub fn requests(manifest: &GpuManifest) -> Result<Vec<ClaimRequest>, Error> {
         });
     }
     Ok(out)
+}
+
+/// A device class of a checkpoint, as its devices are grouped into requests. The derived
+/// order is the requests' order: slices by (product, profile), then whole GPUs by product.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Class {
+    /// MIG slices of one profile on one product.
+    Slice { product: String, profile: String },
+    /// Whole GPUs of one product.
+    Whole { product: String },
 }
 
 /// The prefix of the template name the steering webhook gives a DRA restore pod that asks
@@ -146,25 +172,47 @@ pub fn claim_template(name: &str, manifest: &GpuManifest) -> Result<ResourceClai
             name.escape_debug()
         )));
     }
-    let requests: Vec<Value> = requests(manifest)?
+    let requests = requests(manifest)?
         .into_iter()
         .map(|r| {
-            json!({"name": r.name, "exactly": {
-                "deviceClassName": r.device_class,
-                "allocationMode": "ExactCount",
-                "count": r.count,
-                "selectors": [{"cel": {"expression": r.selector}}],
-            }})
+            Ok(DeviceRequest {
+                name: r.name,
+                exactly: Some(ExactDeviceRequest {
+                    device_class_name: r.device_class.to_string(),
+                    allocation_mode: Some("ExactCount".to_string()),
+                    count: Some(i64::try_from(r.count).map_err(|_| {
+                        Error::Claim(format!("{} devices are more than a claim can ask for", r.count))
+                    })?),
+                    selectors: Some(vec![DeviceSelector {
+                        cel: Some(CELDeviceSelector {
+                            expression: r.selector,
+                        }),
+                    }]),
+                    ..ExactDeviceRequest::default()
+                }),
+                ..DeviceRequest::default()
+            })
         })
-        .collect();
-    let value = json!({
-        "apiVersion": "resource.k8s.io/v1",
-        "kind": "ResourceClaimTemplate",
-        "metadata": {"name": name, "labels": {"app.kubernetes.io/managed-by": "miggate"}},
-        "spec": {"spec": {"devices": {"requests": requests}}},
-    });
-    serde_json::from_value(value)
-        .map_err(|e| Error::Claim(format!("the template does not read back as its kind: {e}")))
+        .collect::<Result<Vec<_>, Error>>()?;
+    Ok(ResourceClaimTemplate {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            labels: Some(BTreeMap::from([(
+                "app.kubernetes.io/managed-by".to_string(),
+                "miggate".to_string(),
+            )])),
+            ..ObjectMeta::default()
+        },
+        spec: ResourceClaimTemplateSpec {
+            metadata: None,
+            spec: ResourceClaimSpec {
+                devices: Some(DeviceClaim {
+                    requests: Some(requests),
+                    ..DeviceClaim::default()
+                }),
+            },
+        },
+    })
 }
 
 /// The version clauses of every request: the driver equal to the checkpoint's, CUDA at least

@@ -40,7 +40,8 @@ pub use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::Cust
 use kube::CustomResourceExt;
 pub use miggate_compat::GpuManifest;
 pub use node::{
-    GpuNode, GpuNodeSpec, GpuNodeStatus, NODE_NAME_MESSAGE, NODE_NAME_RULE, RECOVERED, RecoveredReason,
+    GpuNode, GpuNodeSpec, GpuNodeStatus, NODE_NAME_MESSAGE, NODE_NAME_RULE, RECOVERED, RecoveredApply,
+    RecoveredReason,
 };
 pub use schema::is_dns_subdomain;
 pub use stored::{Stored, StoredKind, read_stored, read_stored_with};

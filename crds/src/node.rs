@@ -4,7 +4,7 @@
 use std::fmt;
 use std::str::FromStr;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time};
 use kube::CustomResource;
 use miggate_compat::GpuManifest;
 use miggate_wire::recovery::Phase;
@@ -144,6 +144,41 @@ impl GpuNodeStatus {
     }
 }
 
+/// A server-side apply of a `GpuNode`'s status that holds only its `Recovered` condition:
+/// what `miggate publish` sends to the status subresource. `conditions` is a map list keyed
+/// by `type`, so the server merges it and the conditions other writers own are kept.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RecoveredApply {
+    api_version: std::borrow::Cow<'static, str>,
+    kind: std::borrow::Cow<'static, str>,
+    metadata: ObjectMeta,
+    status: GpuNodeStatus,
+}
+
+impl RecoveredApply {
+    /// The apply for node `name` of `status`'s `Recovered` condition (none when it has none).
+    pub fn new(name: &str, status: &GpuNodeStatus) -> RecoveredApply {
+        use kube::Resource;
+        RecoveredApply {
+            api_version: GpuNode::api_version(&()),
+            kind: GpuNode::kind(&()),
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                ..ObjectMeta::default()
+            },
+            status: GpuNodeStatus {
+                conditions: status
+                    .conditions
+                    .iter()
+                    .filter(|c| c.type_ == RECOVERED)
+                    .cloned()
+                    .collect(),
+            },
+        }
+    }
+}
+
 /// Why a node's `Recovered` condition says what it says: boot recovery's stages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum RecoveredReason {
@@ -223,6 +258,41 @@ mod tests {
 
     fn at(secs: i64) -> Time {
         Time(Timestamp::from_second(secs).unwrap())
+    }
+
+    /// The status apply names the object and carries the `Recovered` condition alone: a
+    /// condition another writer owns is not sent, so the server keeps it as that writer's.
+    #[test]
+    fn the_recovered_apply_carries_only_the_recovered_condition() {
+        let mut status = GpuNodeStatus::default();
+        status.conditions.push(Condition {
+            last_transition_time: at(5),
+            message: "theirs".into(),
+            observed_generation: None,
+            reason: "Other".into(),
+            status: "True".into(),
+            type_: "Healthy".into(),
+        });
+        status.set_recovered(RecoveredReason::Ready, "rebuilt", Some(3), at(7));
+        let body = serde_json::to_value(RecoveredApply::new("n1", &status)).unwrap();
+        assert_eq!(
+            body,
+            serde_json::json!({
+                "apiVersion": "miggate.io/v1alpha1",
+                "kind": "GpuNode",
+                "metadata": {"name": "n1"},
+                "status": {"conditions": [{
+                    "lastTransitionTime": "1970-01-01T00:00:07Z",
+                    "message": "rebuilt",
+                    "observedGeneration": 3,
+                    "reason": "Ready",
+                    "status": "True",
+                    "type": "Recovered",
+                }]},
+            })
+        );
+        let none = serde_json::to_value(RecoveredApply::new("n1", &GpuNodeStatus::default())).unwrap();
+        assert_eq!(none["status"], serde_json::json!({}));
     }
 
     /// Every phase has its own reason, in the same order, and every reason stands for a

@@ -44,7 +44,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, Patch, PatchParams};
 use miggate_compat::GpuManifest;
 use miggate_compat::escape::escape;
-use miggate_crds::{GpuNode, GpuNodeStatus, RecoveredReason};
+use miggate_crds::{GpuNode, GpuNodeStatus, RecoveredApply, RecoveredReason};
 
 /// The field manager every write of the publisher uses.
 pub const FIELD_MANAGER: &str = "miggate-publish";
@@ -562,13 +562,7 @@ impl<S: InventorySource> Publisher<S> {
             return Ok(false);
         }
         self.status.set_recovered(reason, message, self.generation, now());
-        let body = serde_json::json!({
-            "apiVersion": "miggate.io/v1alpha1",
-            "kind": "GpuNode",
-            "metadata": {"name": self.config.node},
-            "status": {"conditions": self.status.conditions.iter()
-                .filter(|c| c.type_ == miggate_crds::RECOVERED).collect::<Vec<_>>()},
-        });
+        let body = RecoveredApply::new(&self.config.node, &self.status);
         let params = PatchParams::apply(FIELD_MANAGER).force();
         self.api
             .patch_status(&self.config.node, &params, &Patch::Apply(&body))
