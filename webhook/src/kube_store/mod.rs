@@ -58,10 +58,12 @@ mod cache;
 mod convert;
 mod watch;
 
-use cache::*;
-use convert::*;
+use cache::{Cache, SnapshotEntry, Tracking, Watched};
+use convert::{
+    checkpoint_of, claim_of, content_of, gpu_node_of, node_of, restore_pod_of, slice_of, snapshot_of,
+};
 pub use watch::WATCH_RETRY_MAX;
-use watch::*;
+use watch::feed;
 
 /// How the caches select what they watch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -422,7 +424,6 @@ mod tests {
     use k8s_openapi::api::core::v1::NodeStatus;
 
     use super::*;
-    use crate::freshness::WatchStarts;
     use crate::lookup::GpuAsk;
     use crate::metrics::KindLabel;
     use serde_json::json;
@@ -489,40 +490,6 @@ mod tests {
             read(&kept).as_deref(),
             Some(format!("<value of {over} bytes not kept: over the 16384-byte bound>").as_str())
         );
-    }
-
-    #[test]
-    fn a_failed_watch_retries_within_seconds_forever_and_starts_over_after_a_reset() {
-        use kube::runtime::utils::Backoff;
-        let starts = Arc::new(WatchStarts::default());
-        let mut backoff = WatchBackoff::new(starts.clone(), "gpunodes".into());
-        let waits: Vec<Duration> = backoff.by_ref().take(200).collect();
-        assert_eq!(waits.len(), 200, "never gives up");
-        assert!(
-            waits[0] >= WATCH_RETRY_MIN && waits[0] < WATCH_RETRY_MIN * 2,
-            "{waits:?}"
-        );
-        assert!(waits.iter().all(|w| *w < WATCH_RETRY_MAX * 2), "{waits:?}");
-        assert!(
-            waits[10..].iter().all(|w| *w >= WATCH_RETRY_MAX),
-            "capped, not shrinking: {waits:?}"
-        );
-        // Jitter: the capped waits are not all alike, so replicas do not retry in step.
-        assert!(waits[10..].iter().any(|w| *w != waits[10]), "{waits:?}");
-        backoff.reset();
-        let first = backoff.next().unwrap();
-        assert!(first < WATCH_RETRY_MIN * 2, "{first:?}");
-        // Capped again, then the server accepts a watch of the kind (of another kind: nothing).
-        let _: Vec<Duration> = backoff.by_ref().take(10).collect();
-        starts.record("pods", Instant::now());
-        assert!(backoff.next().unwrap() >= WATCH_RETRY_MAX);
-        starts.record("gpunodes", Instant::now());
-        let after = backoff.next().unwrap();
-        assert!(
-            after < WATCH_RETRY_MIN * 2,
-            "starts over after an accepted watch: {after:?}"
-        );
-        assert!(backoff.next().unwrap() >= WATCH_RETRY_MIN * 2, "once");
     }
 
     #[test]

@@ -111,3 +111,42 @@ pub(super) async fn feed<K, V>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_watch_retries_within_seconds_forever_and_starts_over_after_a_reset() {
+        use kube::runtime::utils::Backoff;
+        let starts = Arc::new(WatchStarts::default());
+        let mut backoff = WatchBackoff::new(starts.clone(), "gpunodes".into());
+        let waits: Vec<Duration> = backoff.by_ref().take(200).collect();
+        assert_eq!(waits.len(), 200, "never gives up");
+        assert!(
+            waits[0] >= WATCH_RETRY_MIN && waits[0] < WATCH_RETRY_MIN * 2,
+            "{waits:?}"
+        );
+        assert!(waits.iter().all(|w| *w < WATCH_RETRY_MAX * 2), "{waits:?}");
+        assert!(
+            waits[10..].iter().all(|w| *w >= WATCH_RETRY_MAX),
+            "capped, not shrinking: {waits:?}"
+        );
+        // Jitter: the capped waits are not all alike, so replicas do not retry in step.
+        assert!(waits[10..].iter().any(|w| *w != waits[10]), "{waits:?}");
+        backoff.reset();
+        let first = backoff.next().unwrap();
+        assert!(first < WATCH_RETRY_MIN * 2, "{first:?}");
+        // Capped again, then the server accepts a watch of the kind (of another kind: nothing).
+        let _: Vec<Duration> = backoff.by_ref().take(10).collect();
+        starts.record("pods", Instant::now());
+        assert!(backoff.next().unwrap() >= WATCH_RETRY_MAX);
+        starts.record("gpunodes", Instant::now());
+        let after = backoff.next().unwrap();
+        assert!(
+            after < WATCH_RETRY_MIN * 2,
+            "starts over after an accepted watch: {after:?}"
+        );
+        assert!(backoff.next().unwrap() >= WATCH_RETRY_MIN * 2, "once");
+    }
+}
