@@ -16,12 +16,7 @@ impl Run<'_, '_> {
             let t = self.begin(StepName::SriovDisable, &step.to_string())?;
             self.changed = true;
             let ran = self.host.sriov.disable(pf);
-            let num = self
-                .host
-                .sysfs
-                .sriov(pf)
-                .map_err(self.err("reading sriov_numvfs"))?
-                .map_or(0, |s| s.num);
+            let num = self.vf_count(pf)?;
             if num != 0 {
                 let why = ran.err().map_or(String::new(), |e| format!(" ({e})"));
                 return Err(self.fail(format!(
@@ -73,17 +68,22 @@ impl Run<'_, '_> {
         Ok(())
     }
 
+    /// How many VFs `pf` has enabled now, as sysfs says (0 when it has no SR-IOV).
+    fn vf_count(&self, pf: &Bdf) -> Flow<u32> {
+        Ok(self
+            .host
+            .sysfs
+            .sriov(pf)
+            .map_err(self.err("reading sriov_numvfs"))?
+            .map_or(0, |s| s.num))
+    }
+
     fn enable_vfs(&mut self, pf: &Bdf, want: u32) -> Flow<()> {
         let attempts = self.options.sriov_attempts.max(1);
         let mut last = String::new();
         for attempt in 1..=attempts {
             let ran = self.host.sriov.enable(pf);
-            let num = self
-                .host
-                .sysfs
-                .sriov(pf)
-                .map_err(self.err("reading sriov_numvfs"))?
-                .map_or(0, |s| s.num);
+            let num = self.vf_count(pf)?;
             if num == want {
                 return Ok(());
             }
