@@ -23,16 +23,6 @@ use crate::lookup::Checkpoint;
 use crate::lookup::{ClaimAllocation, Content, RestorePod};
 use crate::metrics::{KindLabel, Metrics};
 
-/// The kinds a cluster may not serve: DRA's before Kubernetes 1.34, the Go peer's where its
-/// CRDs are not installed. A server that answers their list `404` counts as an empty, synced
-/// cache, and the watch keeps retrying, so kinds installed later are picked up.
-pub(super) const OPTIONAL: [&str; 4] = [
-    "ResourceSlice",
-    "ResourceClaim",
-    "PodSnapshot",
-    "PodSnapshotContent",
-];
-
 /// What every cache shares to tell how current it is.
 #[derive(Debug, Clone)]
 pub(crate) struct Tracking {
@@ -118,13 +108,24 @@ impl<V: Entry> Cache<V> {
     /// The cache of `K`'s objects: its kind and plural are `K`'s own, so a cache is named in
     /// metrics, logs and `/readyz` as its type names itself on the wire.
     pub(super) fn of<K: Resource<DynamicType = ()>>(tracking: &Tracking, metrics: &Metrics) -> Arc<Self> {
-        Arc::new(Cache::new(K::kind(&()), &K::plural(&()), tracking, metrics))
+        Arc::new(Cache::new::<K>(false, tracking, metrics))
     }
 
-    fn new(kind: Cow<'static, str>, plural: &str, tracking: &Tracking, metrics: &Metrics) -> Self {
+    /// The cache of a kind a cluster may not serve: DRA's before Kubernetes 1.34, the Go
+    /// peer's where its CRDs are not installed. A server that answers its list `404` counts
+    /// as an empty, synced cache, and the watch keeps retrying, so a kind installed later is
+    /// picked up.
+    pub(super) fn of_optional<K: Resource<DynamicType = ()>>(
+        tracking: &Tracking,
+        metrics: &Metrics,
+    ) -> Arc<Self> {
+        Arc::new(Cache::new::<K>(true, tracking, metrics))
+    }
+
+    fn new<K: Resource<DynamicType = ()>>(optional: bool, tracking: &Tracking, metrics: &Metrics) -> Self {
         Cache {
-            optional: OPTIONAL.contains(&&*kind),
-            kind,
+            optional,
+            kind: K::kind(&()),
             served: AtomicBool::new(true),
             contents: RwLock::new(Contents {
                 items: HashMap::new(),
@@ -136,7 +137,7 @@ impl<V: Entry> Cache<V> {
             last_event: Mutex::new(None),
             errors: AtomicU64::new(0),
             freshness: Freshness::default(),
-            plural: plural.to_string(),
+            plural: K::plural(&()).into_owned(),
             starts: tracking.starts.clone(),
             max_staleness: tracking.max_staleness,
             restarts: metrics.watch_restarts.clone(),

@@ -248,10 +248,10 @@ impl KubeStore {
             gpu_nodes: Cache::of::<GpuNode>(tracking, metrics),
             pods: Cache::of::<WatchedPod>(tracking, metrics),
             nodes: Cache::of::<Node>(tracking, metrics),
-            slices: Cache::of::<ResourceSlice>(tracking, metrics),
-            claims: Cache::of::<ResourceClaim>(tracking, metrics),
-            snapshots: Cache::of::<PodSnapshot>(tracking, metrics),
-            contents: Cache::of::<PodSnapshotContent>(tracking, metrics),
+            slices: Cache::of_optional::<ResourceSlice>(tracking, metrics),
+            claims: Cache::of_optional::<ResourceClaim>(tracking, metrics),
+            snapshots: Cache::of_optional::<PodSnapshot>(tracking, metrics),
+            contents: Cache::of_optional::<PodSnapshotContent>(tracking, metrics),
             inventories: Mutex::new(HashMap::new()),
             tasks: Mutex::new(Vec::new()),
         }
@@ -495,7 +495,8 @@ mod tests {
     #[test]
     fn a_relist_is_swapped_in_whole_and_the_index_follows() {
         let metrics = Metrics::new();
-        let cache: Arc<Cache<ResourceSlice>> = Cache::of::<ResourceSlice>(&Tracking::for_tests(), &metrics);
+        let cache: Arc<Cache<ResourceSlice>> =
+            Cache::of_optional::<ResourceSlice>(&Tracking::for_tests(), &metrics);
         let slice = |name: &str, node: &str| {
             let mut s = ResourceSlice::default();
             s.metadata.name = Some(name.into());
