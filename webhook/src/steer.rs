@@ -100,13 +100,6 @@ pub enum Outcome {
     NotSteered,
 }
 
-impl Outcome {
-    /// The label value used in metrics and logs ([`crate::outcome::Outcome`] spells it).
-    pub fn as_str(self) -> &'static str {
-        crate::outcome::Outcome::from(self).as_str()
-    }
-}
-
 /// A mutation's answer: always allowed.
 #[derive(Debug)]
 pub struct Steering {

@@ -50,6 +50,7 @@ pub fn render(review: &Review<'_>, judgement: Option<Judgement>) -> Decision {
     }
 }
 
+/// At most [`MAX_WARNINGS`] warnings of at most [`MAX_WARNING_BYTES`] each, escaped; the last
 /// says how many were left out.
 fn bounded(warnings: Vec<String>) -> Option<Vec<String>> {
     if warnings.is_empty() {
