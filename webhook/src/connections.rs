@@ -202,7 +202,6 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
 pub struct CappedTls {
     tls: crate::tls::Reloader,
     gate: ConnectionGate,
-    timeout: Duration,
     failures: Option<Arc<HandshakeFailures>>,
 }
 
@@ -212,7 +211,6 @@ impl CappedTls {
         CappedTls {
             tls,
             gate,
-            timeout: HANDSHAKE_TIMEOUT,
             failures: None,
         }
     }
@@ -243,7 +241,7 @@ impl CappedTls {
             ));
         };
         let acceptor = TlsAcceptor::from(self.tls.current());
-        let handshake = match tokio::time::timeout(self.timeout, acceptor.accept(tcp)).await {
+        let handshake = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
             Ok(done) => done,
             Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out")),
         };
