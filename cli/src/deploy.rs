@@ -5,9 +5,22 @@ use std::io::Write;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use miggate_crds::deploy::{self, Config};
+use miggate_crds::deploy::{self, Certificates, Config};
 
-use crate::flags::deploy::DeployArgs;
+use crate::flags::deploy::{CertificatesArg, DeployArgs};
+
+/// A PEM CA bundle: read, and held to at least one certificate, so a wrong file is refused
+/// here rather than by the API server on every call.
+fn read_ca_bundle(path: &std::path::Path) -> anyhow::Result<String> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    match miggate_certs::material::bundle_certs(text.as_bytes()) {
+        Some(certs) if !certs.is_empty() => Ok(text),
+        _ => anyhow::bail!(
+            "{} is not a PEM bundle of certificates (-----BEGIN CERTIFICATE-----)",
+            path.display()
+        ),
+    }
+}
 
 /// Prints the install, or writes its files.
 pub fn run(args: &DeployArgs) -> anyhow::Result<ExitCode> {
@@ -23,6 +36,17 @@ pub fn run(args: &DeployArgs) -> anyhow::Result<ExitCode> {
         config.binders.clone_from(&args.binders);
     }
     config.waivers_need_permission = args.waivers_need_permission;
+    config.certificates = match (&args.certificates, &args.ca_bundle) {
+        (CertificatesArg::SelfManaged, None) => Certificates::SelfManaged,
+        (CertificatesArg::CertManager, None) => Certificates::CertManager,
+        (CertificatesArg::Secret(secret), bundle) => Certificates::Provided {
+            secret: secret.clone(),
+            ca_bundle: bundle.as_deref().map(read_ca_bundle).transpose()?,
+        },
+        (_, Some(_)) => anyhow::bail!(
+            "--ca-bundle goes with --certificates secret:NAME: with self or cert-manager the CA is injected for you"
+        ),
+    };
     match &args.out {
         None => {
             let yaml = deploy::stream(&config)?;

@@ -6,6 +6,7 @@ use anyhow::Context;
 use miggate_webhook::StoreConfig;
 use miggate_webhook::kube_store::KubeOptions;
 use miggate_webhook::tls::CertPaths;
+use miggate_webhook::{ManagedTls, Tls};
 
 use crate::flags::webhook::WebhookArgs;
 
@@ -31,25 +32,58 @@ fn store(args: &WebhookArgs) -> anyhow::Result<StoreConfig> {
             if args.restore_pod_selector.is_some() {
                 anyhow::bail!("--restore-pod-selector needs --store kube");
             }
-            if args.cluster.kubeconfig.is_some() || args.cluster.context.is_some() {
-                anyhow::bail!("--kubeconfig and --context name a cluster: they need --store kube");
+            if (args.cluster.kubeconfig.is_some() || args.cluster.context.is_some())
+                && args.tls_secret.is_none()
+            {
+                anyhow::bail!(
+                    "--kubeconfig and --context name a cluster: they need --store kube or --tls-secret"
+                );
             }
             dir
         }
     })
 }
 
+/// Where the certificate comes from: files, or the webhook's own Secret.
+fn tls(args: &WebhookArgs) -> anyhow::Result<Tls> {
+    if let (Some(cert), Some(key)) = (&args.tls_cert, &args.tls_key) {
+        return Ok(Tls::Files(CertPaths {
+            cert: cert.clone(),
+            key: key.clone(),
+            client_ca: args.client_ca.clone(),
+        }));
+    }
+    let Some((namespace, secret)) = args.tls_secret.clone() else {
+        anyhow::bail!("give --tls-secret NAMESPACE/NAME, or --tls-cert and --tls-key");
+    };
+    Ok(Tls::Managed(ManagedTls {
+        certs: miggate_certs::Config {
+            namespace,
+            secret,
+            configurations: args.inject_ca_into.clone(),
+            wanted: miggate_certs::Wanted {
+                names: args.tls_dns_name.clone(),
+                ca_lifetime: args.ca_lifetime,
+                serving_lifetime: args.cert_lifetime,
+                overlap: args.ca_overlap,
+            },
+            propagation: args.ca_propagation,
+            resync: RESYNC,
+        },
+        client_ca: args.client_ca.clone(),
+        kubeconfig: args.cluster.kubeconfig.clone(),
+        context: args.cluster.context.clone(),
+    }))
+}
+
+/// Time between the certificate manager's rounds when no watch sees a change: renewal ahead
+/// of expiry is noticed within it.
+const RESYNC: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Runs the webhook until SIGTERM or Ctrl-C, then drains in-flight requests and exits 0.
 pub fn run(args: &WebhookArgs) -> anyhow::Result<ExitCode> {
     let _log = crate::service::init_logging();
-    let mut config = miggate_webhook::Config::new(
-        CertPaths {
-            cert: args.tls_cert.clone(),
-            key: args.tls_key.clone(),
-            client_ca: args.client_ca.clone(),
-        },
-        store(args)?,
-    );
+    let mut config = miggate_webhook::Config::new(tls(args)?, store(args)?);
     config.listen = args.listen;
     config.health_listen = args.health_listen;
     config.poll_interval = args.poll_interval;

@@ -18,7 +18,7 @@ use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use miggate_crds::CustomResourceDefinition;
 use miggate_crds::deploy::cert_manager::{Certificate, Issuer};
-use miggate_crds::deploy::{self, Config, Object};
+use miggate_crds::deploy::{self, Certificates, Config, Object};
 use rstest::rstest;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -36,14 +36,22 @@ fn objects() -> Vec<Object> {
 fn the_checked_in_deploy_files_are_the_generated_ones() {
     let update = std::env::var_os("UPDATE_DEPLOY").is_some_and(|v| v == "1");
     let mut drifted = Vec::new();
-    for (file, content) in deploy::files(&Config::default()).unwrap() {
+    let files = deploy::files(&Config::default()).unwrap();
+    // A file the generator no longer writes is drift too (it would still be applied).
+    for entry in std::fs::read_dir(deploy_dir()).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name.ends_with(".yaml") && !files.iter().any(|(f, _)| *f == name) {
+            drifted.push(format!("{name} (not generated)"));
+        }
+    }
+    for (file, content) in files {
         let path = deploy_dir().join(file);
         if update {
             std::fs::write(&path, &content).unwrap();
             continue;
         }
         if std::fs::read_to_string(&path).unwrap_or_default() != content {
-            drifted.push(file);
+            drifted.push(file.to_string());
         }
     }
     assert!(
@@ -98,6 +106,11 @@ fn every_object_round_trips_through_its_typed_kind() {
             ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
                 round_trip::<CustomResourceDefinition>(doc)
             }
+            ("v1", "Secret") => round_trip::<k8s_openapi::api::core::v1::Secret>(doc),
+            ("rbac.authorization.k8s.io/v1", "Role") => round_trip::<k8s_openapi::api::rbac::v1::Role>(doc),
+            ("rbac.authorization.k8s.io/v1", "RoleBinding") => {
+                round_trip::<k8s_openapi::api::rbac::v1::RoleBinding>(doc)
+            }
             ("cert-manager.io/v1", "Issuer") => round_trip::<Issuer>(doc),
             ("cert-manager.io/v1", "Certificate") => round_trip::<Certificate>(doc),
             other => panic!("no typed kind for {other:?}"),
@@ -111,7 +124,7 @@ fn every_object_round_trips_through_its_typed_kind() {
         );
         kinds.insert(kind.to_string());
     }
-    assert_eq!(kinds.len(), 16, "{kinds:?}");
+    assert_eq!(kinds.len(), 17, "{kinds:?}");
 }
 
 fn floats(v: &Value) -> Value {
@@ -254,10 +267,8 @@ fn the_webhook_configuration_selects_only_restore_pods_and_bindings(
 fn the_webhook_configuration_has_the_settings_of_the_issue() {
     let objects = objects();
     let config = find(&objects, "ValidatingWebhookConfiguration", "miggate");
-    assert_eq!(
-        config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
-        "miggate-system/miggate-webhook"
-    );
+    // The webhook injects its own CA: no cert-manager annotation, no caBundle shipped.
+    assert!(config["metadata"]["annotations"].is_null());
     let hooks = config["webhooks"].as_array().unwrap();
     let policies: Vec<(&str, &str)> = hooks
         .iter()
@@ -275,13 +286,122 @@ fn the_webhook_configuration_has_the_settings_of_the_issue() {
         // The Service's port 443 goes to the container's 8443, where `--listen` binds.
         assert_eq!(w["clientConfig"]["service"]["port"], 443);
     }
-    // The Certificate the annotation names exists and covers the Service's DNS name.
+}
+
+/// The webhook's flags, from the install's Deployment.
+fn webhook_args(objects: &[Object]) -> Vec<String> {
+    let deployment = find(objects, "Deployment", "miggate-webhook");
+    serde_json::from_value(deployment["spec"]["template"]["spec"]["containers"][0]["args"].clone()).unwrap()
+}
+
+/// Every configuration of the install gets the CA (the four, validating and mutating alike:
+/// none is left for the API server to call without one), the certificate names the Service,
+/// and the Secret it is kept in ships empty for the webhook to fill.
+#[test]
+fn self_managed_certificates_cover_every_configuration_and_the_service() {
+    let objects = objects();
+    let args = webhook_args(&objects);
+    let mut injected: Vec<String> = args
+        .iter()
+        .filter_map(|a| a.strip_prefix("--inject-ca-into=").map(str::to_string))
+        .collect();
+    injected.sort();
+    let mut configurations: Vec<String> = objects
+        .iter()
+        .filter_map(|o| match o.kind().1 {
+            "ValidatingWebhookConfiguration" => Some(format!("validating/{}", o.name())),
+            "MutatingWebhookConfiguration" => Some(format!("mutating/{}", o.name())),
+            _ => None,
+        })
+        .collect();
+    configurations.sort();
+    assert_eq!(injected, configurations);
+    assert_eq!(configurations.len(), 4);
+    for name in [
+        "--tls-dns-name=miggate-webhook.miggate-system.svc",
+        "--tls-dns-name=miggate-webhook.miggate-system.svc.cluster.local",
+        "--tls-secret=miggate-system/miggate-webhook-certs",
+    ] {
+        assert!(args.iter().any(|a| a == name), "{name} in {args:?}");
+    }
+    let secret = find(&objects, "Secret", "miggate-webhook-certs");
+    assert!(secret["data"].is_null(), "shipped empty");
+    assert_eq!(secret["type"], "Opaque");
+    // No volume: the webhook reads the Secret through the API.
+    let pod = &find(&objects, "Deployment", "miggate-webhook")["spec"]["template"]["spec"];
+    assert!(pod["volumes"].is_null() && pod["containers"][0]["volumeMounts"].is_null());
+    assert!(!objects.iter().any(|o| o.kind().0.starts_with("cert-manager.io")));
+}
+
+#[test]
+fn cert_manager_mode_issues_the_certificate_and_has_it_injected() {
+    let config = Config {
+        certificates: Certificates::CertManager,
+        ..Config::default()
+    };
+    let objects = deploy::objects(&config).unwrap();
     let cert = find(&objects, "Certificate", "miggate-webhook");
     assert!(
         cert["spec"]["dnsNames"]
             .as_array()
             .unwrap()
             .contains(&json!("miggate-webhook.miggate-system.svc"))
+    );
+    for o in objects
+        .iter()
+        .filter(|o| o.kind().1.ends_with("WebhookConfiguration"))
+    {
+        assert_eq!(
+            o.value["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
+            "miggate-system/miggate-webhook",
+            "{}",
+            o.name()
+        );
+    }
+    let args = webhook_args(&objects);
+    assert!(args.contains(&"--tls-cert=/tls/tls.crt".to_string()), "{args:?}");
+    assert!(!args.iter().any(|a| a.starts_with("--tls-secret")));
+    let pod = &find(&objects, "Deployment", "miggate-webhook")["spec"]["template"]["spec"];
+    assert_eq!(pod["volumes"][0]["secret"]["secretName"], "miggate-webhook-tls");
+    // The webhook writes no Secret and no configuration in this mode.
+    assert!(!objects.iter().any(|o| o.kind().1 == "Role"));
+    let webhook = rules(&objects, "miggate-webhook");
+    assert!(
+        webhook
+            .iter()
+            .all(|(_, _, v)| ["get", "list", "watch"].contains(&v.as_str())),
+        "{webhook:?}"
+    );
+}
+
+#[test]
+fn a_brought_secret_is_mounted_and_its_ca_put_in_every_configuration() {
+    let config = Config {
+        certificates: Certificates::Provided {
+            secret: "my-tls".into(),
+            ca_bundle: Some("PEM".into()),
+        },
+        ..Config::default()
+    };
+    let objects = deploy::objects(&config).unwrap();
+    let pod = &find(&objects, "Deployment", "miggate-webhook")["spec"]["template"]["spec"];
+    assert_eq!(pod["volumes"][0]["secret"]["secretName"], "my-tls");
+    let mut webhooks = 0;
+    for o in objects
+        .iter()
+        .filter(|o| o.kind().1.ends_with("WebhookConfiguration"))
+    {
+        for w in o.value["webhooks"].as_array().unwrap() {
+            assert_eq!(w["clientConfig"]["caBundle"], "UEVN", "{}", o.name());
+            webhooks += 1;
+        }
+        assert!(o.value["metadata"]["annotations"].is_null());
+    }
+    assert_eq!(webhooks, 5);
+    assert!(
+        !objects
+            .iter()
+            .any(|o| o.kind().0.starts_with("cert-manager.io") || o.kind().1 == "Secret")
     );
 }
 
@@ -431,10 +551,13 @@ fn rbac_is_least_privilege() {
         assert!(o.value["aggregationRule"].is_null());
     }
     let webhook = rules(&objects, "miggate-webhook");
+    // Read-only, but for the caBundle of its own configurations.
+    let configurations = ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"];
     assert!(
         webhook
             .iter()
-            .all(|(_, _, v)| ["get", "list", "watch"].contains(&v.as_str())),
+            .all(|(_, r, v)| ["get", "list", "watch"].contains(&v.as_str())
+                || (v == "patch" && configurations.contains(&r.as_str()))),
         "{webhook:?}"
     );
     let mut resources: Vec<&str> = webhook.iter().map(|(_, r, _)| r.as_str()).collect();
@@ -449,10 +572,64 @@ fn rbac_is_least_privilege() {
             "resourceslices",
             "resourceclaims",
             "podsnapshots",
-            "podsnapshotcontents"
+            "podsnapshotcontents",
+            "validatingwebhookconfigurations",
+            "mutatingwebhookconfigurations",
         ]
     );
-    assert_eq!(webhook.len(), 24);
+    assert_eq!(webhook.len(), 32);
+    // Its own configurations only, by name.
+    let role: ClusterRole =
+        serde_json::from_value(find(&objects, "ClusterRole", "miggate-webhook").clone()).unwrap();
+    for rule in role.rules.unwrap() {
+        let names = rule.resource_names.clone().unwrap_or_default();
+        match rule.resources.unwrap()[0].as_str() {
+            "validatingwebhookconfigurations" => assert_eq!(names, ["miggate"]),
+            "mutatingwebhookconfigurations" => {
+                assert_eq!(names, ["miggate-summary", "miggate-steer", "miggate-device-map"]);
+            }
+            _ => assert!(names.is_empty()),
+        }
+    }
+    // Secrets: its own one by name (read, update, watch), and create in its namespace only,
+    // through a namespaced Role bound to its account alone.
+    assert!(
+        !rules(&objects, "miggate-webhook")
+            .iter()
+            .any(|(_, r, _)| r == "secrets")
+    );
+    let secrets: k8s_openapi::api::rbac::v1::Role =
+        serde_json::from_value(find(&objects, "Role", "miggate-webhook-certs").clone()).unwrap();
+    assert_eq!(secrets.metadata.namespace.as_deref(), Some("miggate-system"));
+    let granted: Vec<(Vec<String>, Vec<String>, Vec<String>)> = secrets
+        .rules
+        .unwrap()
+        .into_iter()
+        .map(|r| {
+            (
+                r.resources.unwrap(),
+                r.resource_names.unwrap_or_default(),
+                r.verbs,
+            )
+        })
+        .collect();
+    let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        granted,
+        [
+            (
+                s(&["secrets"]),
+                s(&["miggate-webhook-certs"]),
+                s(&["get", "list", "watch", "update"])
+            ),
+            (s(&["secrets"]), vec![], s(&["create"])),
+        ]
+    );
+    let binding = find(&objects, "RoleBinding", "miggate-webhook-certs");
+    assert_eq!(
+        binding["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "miggate-webhook", "namespace": "miggate-system"}])
+    );
 
     let publisher = rules(&objects, "miggate-publish");
     assert!(
@@ -535,8 +712,13 @@ fn the_workloads_run_locked_down_with_the_real_flags() {
             "webhook",
             "--listen=0.0.0.0:8443",
             "--health-listen=0.0.0.0:8080",
-            "--tls-cert=/tls/tls.crt",
-            "--tls-key=/tls/tls.key",
+            "--tls-secret=miggate-system/miggate-webhook-certs",
+            "--tls-dns-name=miggate-webhook.miggate-system.svc",
+            "--tls-dns-name=miggate-webhook.miggate-system.svc.cluster.local",
+            "--inject-ca-into=validating/miggate",
+            "--inject-ca-into=mutating/miggate-summary",
+            "--inject-ca-into=mutating/miggate-steer",
+            "--inject-ca-into=mutating/miggate-device-map",
             "--store=kube",
             "--max-connections=1024"
         ]
@@ -631,10 +813,6 @@ fn steering_is_sent_only_restore_pods_that_ask(
     assert_eq!(webhook["reinvocationPolicy"], "Never");
     assert_eq!(webhook["sideEffects"], "None");
     assert_eq!(webhook["clientConfig"]["service"]["path"], "/mutate");
-    assert_eq!(
-        config["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
-        "miggate-system/miggate-webhook"
-    );
 }
 
 /// The summary mutation sees every create and update of miggate's two kinds, and nothing else.

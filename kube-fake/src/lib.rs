@@ -83,6 +83,7 @@ use tokio::task::{JoinHandle, JoinSet};
 
 mod apply;
 mod collections;
+mod write;
 
 /// One request as the fake received it, for assertions.
 #[derive(Debug, Clone, PartialEq)]
@@ -269,6 +270,9 @@ fn kind_of(plural: &str) -> &'static str {
         "namespaces" => "Namespace",
         "podsnapshots" => "PodSnapshot",
         "podsnapshotcontents" => "PodSnapshotContent",
+        "secrets" => "Secret",
+        "validatingwebhookconfigurations" => "ValidatingWebhookConfiguration",
+        "mutatingwebhookconfigurations" => "MutatingWebhookConfiguration",
         _ => "Unknown",
     }
 }
@@ -285,6 +289,9 @@ fn plural_of(kind: &str) -> Option<&'static str> {
         "Namespace" => "namespaces",
         "PodSnapshot" => "podsnapshots",
         "PodSnapshotContent" => "podsnapshotcontents",
+        "Secret" => "secrets",
+        "ValidatingWebhookConfiguration" => "validatingwebhookconfigurations",
+        "MutatingWebhookConfiguration" => "mutatingwebhookconfigurations",
         _ => return None,
     })
 }
@@ -802,7 +809,15 @@ async fn handle(
                 ),
             }
         }
+        (Method::PATCH, Some(name))
+            if recorded.content_type.as_deref() == Some("application/json-patch+json") =>
+        {
+            write::json_patch(&shared, &target, name, &recorded)
+        }
         (Method::PATCH, Some(name)) => apply::patch(&shared, &target, name, &recorded),
+        (Method::POST, None) => write::create(&shared, &target, &recorded),
+        (Method::PUT, Some(name)) => write::replace(&shared, &target, name, &recorded),
+        (Method::DELETE, Some(name)) => write::delete(&shared, &target, name),
         _ => status(405, "MethodNotAllowed", "not supported by the fake"),
     }
 }

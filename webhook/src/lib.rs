@@ -51,4 +51,4 @@ pub mod tls;
 mod watched_pod;
 
 pub use error::Error;
-pub use run::{Bound, Config, StoreConfig, serve};
+pub use run::{Bound, Config, ManagedTls, StoreConfig, Tls, serve};

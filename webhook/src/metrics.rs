@@ -121,6 +121,8 @@ pub struct Metrics {
     pub handshake_failures: Family<ReasonLabel, Counter>,
     /// Failed accepts on the admission port (the process out of file descriptors, ...).
     pub accept_errors: Counter,
+    /// The webhook's own certificates (`--tls-secret`): not-after, rotations, injections.
+    pub certificates: miggate_certs::CertMetrics,
 }
 
 impl Default for Metrics {
@@ -232,6 +234,11 @@ impl Metrics {
             ),
             store_problems: registered(&mut r, "store_problems", "Store files that could not be used"),
             tls_reloads: registered(&mut r, "tls_reloads", "Certificate reloads by result"),
+            certificates: {
+                let certificates = miggate_certs::CertMetrics::default();
+                certificates.register(&mut r);
+                certificates
+            },
             registry: r,
         }
     }

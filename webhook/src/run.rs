@@ -27,9 +27,8 @@ pub struct Config {
     pub listen: SocketAddr,
     /// The plain-HTTP health and metrics address.
     pub health_listen: SocketAddr,
-    /// The certificate and key files, and the client CA bundle when clients must present a
-    /// certificate.
-    pub tls: CertPaths,
+    /// Where the admission port's certificate comes from.
+    pub tls: Tls,
     /// Where facts come from.
     pub store: StoreConfig,
     /// How often the certificate files and the store are re-read.
@@ -52,6 +51,35 @@ pub struct Config {
     pub body_budget: usize,
 }
 
+/// Where the admission port's certificate comes from.
+#[derive(Debug, Clone)]
+pub enum Tls {
+    /// Files (`--tls-cert`, `--tls-key`), re-read when their content changes.
+    Files(CertPaths),
+    /// The webhook's own certificates, kept in a Secret (`--tls-secret`).
+    Managed(ManagedTls),
+}
+
+impl From<CertPaths> for Tls {
+    fn from(paths: CertPaths) -> Self {
+        Tls::Files(paths)
+    }
+}
+
+/// The webhook's own certificates: the manager's configuration, the client CA bundle, and the
+/// cluster that holds the Secret.
+#[derive(Debug, Clone)]
+pub struct ManagedTls {
+    /// The Secret, names, lifetimes and configurations.
+    pub certs: miggate_certs::Config,
+    /// The client CA bundle (`--client-ca`), when clients must present a certificate.
+    pub client_ca: Option<PathBuf>,
+    /// The kubeconfig (`--kubeconfig`); `None`: the environment.
+    pub kubeconfig: Option<PathBuf>,
+    /// The context (`--context`).
+    pub context: Option<String>,
+}
+
 /// Which store `serve` opens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreConfig {
@@ -64,11 +92,11 @@ pub enum StoreConfig {
 
 impl Config {
     /// A configuration with the defaults for everything but the files and the store.
-    pub fn new(tls: CertPaths, store: StoreConfig) -> Self {
+    pub fn new(tls: impl Into<Tls>, store: StoreConfig) -> Self {
         Config {
             listen: miggate_wire::webhook::LISTEN,
             health_listen: miggate_wire::webhook::HEALTH_LISTEN,
-            tls,
+            tls: tls.into(),
             store,
             poll_interval: miggate_wire::webhook::POLL_INTERVAL,
             deadline: DEFAULT_DEADLINE,
@@ -121,8 +149,15 @@ pub async fn serve(
 ) -> Result<(), Error> {
     let metrics = Metrics::new();
     let (store, files) = open_store(&config.store, &metrics).await?;
-    let reloader = Reloader::load(config.tls.clone())?;
+    let (reloader, certs) = match &config.tls {
+        Tls::Files(paths) => (Reloader::load(paths.clone())?, None),
+        Tls::Managed(managed) => {
+            let (reloader, handle) = managed_tls(managed, &metrics).await?;
+            (reloader, Some(handle))
+        }
+    };
     let mut state = AppState::with_store(store, metrics);
+    state.certs = certs;
     state.deadline = config.deadline;
     state.body = BodyLimits::new(config.min_body_rate, config.body_budget);
     state
@@ -228,6 +263,59 @@ async fn open_store(
             Ok((Store::Kube(KubeStore::start(config, options, metrics)?), None))
         }
     }
+}
+
+/// Starts the certificate manager and returns the TLS configuration it installs into, once
+/// it has something to serve.
+async fn managed_tls(
+    managed: &ManagedTls,
+    metrics: &Metrics,
+) -> Result<(Reloader, miggate_certs::Handle), Error> {
+    let client = crate::cluster::client(crate::cluster::ClusterArgs {
+        kubeconfig: managed.kubeconfig.as_deref(),
+        context: managed.context.as_deref(),
+    })
+    .await?;
+    let source = format!("Secret {}/{}", managed.certs.namespace, managed.certs.secret);
+    let slot: Arc<std::sync::Mutex<Option<Reloader>>> = Arc::default();
+    let client_ca = managed.client_ca.clone();
+    let install = {
+        let slot = slot.clone();
+        move |pair: &miggate_certs::Pair| -> Result<(), miggate_certs::Error> {
+            let mut slot = match slot.lock() {
+                Ok(s) => s,
+                Err(p) => p.into_inner(),
+            };
+            let (cert, key) = (
+                pair.cert_pem.clone().into_bytes(),
+                pair.key_pem.clone().into_bytes(),
+            );
+            let done = match slot.as_ref() {
+                Some(reloader) => reloader.install(cert, key),
+                None => Reloader::managed(&source, cert, key, client_ca.clone()).map(|r| {
+                    *slot = Some(r);
+                }),
+            };
+            done.map_err(|e| miggate_certs::Error::Install { why: e.to_string() })
+        }
+    };
+    let handle = miggate_certs::start(
+        client,
+        managed.certs.clone(),
+        Arc::new(install),
+        metrics.certificates.clone(),
+    )
+    .await;
+    let reloader = match slot.lock() {
+        Ok(s) => s.clone(),
+        Err(p) => p.into_inner().clone(),
+    };
+    // `start` returns once a pair is installed.
+    let reloader = reloader.ok_or_else(|| Error::Serve {
+        what: "certificate manager",
+        source: std::io::Error::other("returned with nothing to serve"),
+    })?;
+    Ok((reloader, handle))
 }
 
 /// How the admission server's task ended, as the error `serve` returns.

@@ -50,6 +50,9 @@ pub struct AppState {
     pub deadline: Duration,
     /// How bodies are read: size, minimum rate, the memory budget.
     pub body: BodyLimits,
+    /// The webhook's own certificates (`--tls-secret`): not ready until the API server can
+    /// verify what this replica serves.
+    pub certs: Option<miggate_certs::Handle>,
 }
 
 impl AppState {
@@ -66,6 +69,7 @@ impl AppState {
             ready: AtomicBool::new(false),
             deadline: DEFAULT_DEADLINE,
             body: BodyLimits::default(),
+            certs: None,
         }
     }
 }
@@ -485,6 +489,17 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
                     "store": {"kube": kube.status()},
                 }),
             )
+        }
+    };
+    let (ready, body) = match &state.certs {
+        None => (ready, body),
+        Some(certs) => {
+            let certs = certs.status();
+            let mut body = body;
+            let ready = ready && certs.verified;
+            body["ready"] = serde_json::Value::Bool(ready);
+            body["certificates"] = serde_json::to_value(&certs).unwrap_or_default();
+            (ready, body)
         }
     };
     let status = if ready {

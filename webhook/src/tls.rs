@@ -1,5 +1,6 @@
 //! TLS for the admission port: rustls with the ring provider, TLS 1.2 and 1.3, the certificate
-//! and key read from files and reloaded when their content changes.
+//! and key read from files and reloaded when their content changes, or installed in place by
+//! the webhook's own certificate manager (`--tls-secret`, [`Reloader::managed`]).
 //!
 //! Kubernetes updates a Secret volume by swapping a `..data` symlink, which inotify on the file
 //! path does not report reliably; so the files are polled, read through the link, and compared
@@ -124,6 +125,9 @@ fn client_roots(pem: &[u8]) -> Result<RootCertStore, String> {
 #[derive(Debug, Clone)]
 pub struct Reloader {
     paths: CertPaths,
+    /// The pair comes from [`Reloader::install`], not from the files; only the client CA
+    /// bundle is re-read.
+    managed: bool,
     config: Arc<ArcSwap<ServerConfig>>,
     /// The files' content serving now, and the last content that failed to load.
     seen: Arc<Mutex<Seen>>,
@@ -155,11 +159,63 @@ impl Reloader {
         Ok(Reloader {
             config: Arc::new(ArcSwap::from_pointee(config)),
             paths,
+            managed: false,
             seen: Arc::new(Mutex::new(Seen {
                 serving: pems,
                 rejected: None,
             })),
         })
+    }
+
+    /// A configuration serving `cert` and `key` (PEM) as given, not read from files; `source`
+    /// names where they come from in errors (`Secret miggate-system/miggate-webhook-certs`).
+    /// Later pairs come through [`Reloader::install`]; the client CA bundle, when given, is
+    /// read now and re-read by [`Reloader::check`].
+    pub fn managed(
+        source: &str,
+        cert: Vec<u8>,
+        key: Vec<u8>,
+        client_ca: Option<PathBuf>,
+    ) -> Result<Self, Error> {
+        let paths = CertPaths {
+            cert: PathBuf::from(format!("{source} ({})", "tls.crt")),
+            key: PathBuf::from(format!("{source} ({})", "tls.key")),
+            client_ca,
+        };
+        let pems = Pems {
+            cert,
+            key,
+            client_ca: paths.client_ca.as_deref().map(read).transpose()?,
+        };
+        let config = server_config(&paths, &pems)?;
+        Ok(Reloader {
+            config: Arc::new(ArcSwap::from_pointee(config)),
+            paths,
+            managed: true,
+            seen: Arc::new(Mutex::new(Seen {
+                serving: pems,
+                rejected: None,
+            })),
+        })
+    }
+
+    /// Serves `cert` and `key` (PEM) for new connections from now on; an error leaves the
+    /// pair serving now in place.
+    pub fn install(&self, cert: Vec<u8>, key: Vec<u8>) -> Result<(), Error> {
+        let mut seen = match self.seen.lock() {
+            Ok(s) => s,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let pems = Pems {
+            cert,
+            key,
+            client_ca: seen.serving.client_ca.clone(),
+        };
+        let config = server_config(&self.paths, &pems)?;
+        self.config.store(Arc::new(config));
+        seen.serving = pems;
+        seen.rejected = None;
+        Ok(())
     }
 
     /// The configuration serving now: each handshake reads it, so a reload serves the next
@@ -175,7 +231,20 @@ impl Reloader {
             Ok(s) => s,
             Err(poisoned) => poisoned.into_inner(),
         };
-        let pems = match Pems::read(&self.paths) {
+        let read = if self.managed {
+            self.paths
+                .client_ca
+                .as_deref()
+                .map(read)
+                .transpose()
+                .map(|client_ca| Pems {
+                    client_ca,
+                    ..seen.serving.clone()
+                })
+        } else {
+            Pems::read(&self.paths)
+        };
+        let pems = match read {
             Ok(pems) => pems,
             Err(e) => {
                 // A swap in progress can leave a link dangling for a moment: try next time.

@@ -35,3 +35,17 @@ pub const MIN_BODY_RATE: u64 = 16 * 1024;
 /// How long requests in flight may take once the webhook is told to stop; the Deployment's
 /// grace period is longer.
 pub const DRAIN: Duration = Duration::from_secs(20);
+
+/// The Secret that holds the webhook's own CA and serving certificate (`--tls-secret`),
+/// in the webhook's namespace.
+pub const CERT_SECRET: &str = "miggate-webhook-certs";
+/// `--ca-lifetime`: a new CA's lifetime (ten years, renewed with two thirds gone).
+pub const CA_LIFETIME: Duration = Duration::from_secs(315_576_000);
+/// `--cert-lifetime`: a new serving certificate's lifetime (one year, renewed with two thirds
+/// gone).
+pub const CERT_LIFETIME: Duration = Duration::from_secs(31_557_600);
+/// `--ca-overlap`: how long the CA before a rotation stays in every `caBundle`.
+pub const CA_OVERLAP: Duration = Duration::from_secs(600);
+/// `--ca-propagation`: how long every configuration must have carried a CA before a
+/// certificate of it is served (the API server's watch of the configurations loads it).
+pub const CA_PROPAGATION: Duration = Duration::from_secs(5);

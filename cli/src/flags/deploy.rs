@@ -24,6 +24,48 @@ pub struct DeployArgs {
     /// miggate-waiver). Without it, any pod author may waive checks.
     #[arg(long)]
     pub waivers_need_permission: bool,
+    /// Where the webhook's serving certificate comes from: `self` (the webhook makes, rotates
+    /// and injects its own, kept in the Secret miggate-webhook-certs), `cert-manager`
+    /// (certificates.yaml, injected by cert-manager's cainjector), or `secret:NAME` (a Secret
+    /// with tls.crt and tls.key you bring, in miggate-system; give its CA with --ca-bundle).
+    #[arg(long, value_name = "self|cert-manager|secret:NAME", default_value = "self", value_parser = certificates)]
+    pub certificates: CertificatesArg,
+    /// With `--certificates secret:NAME`: the PEM file of the CA that signed it, put in every
+    /// webhook configuration's caBundle.
+    #[arg(long, value_name = "FILE")]
+    pub ca_bundle: Option<PathBuf>,
+}
+
+/// `--certificates`, as given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CertificatesArg {
+    /// `self`.
+    SelfManaged,
+    /// `cert-manager`.
+    CertManager,
+    /// `secret:NAME`.
+    Secret(String),
+}
+
+fn certificates(text: &str) -> Result<CertificatesArg, String> {
+    match text {
+        "self" => Ok(CertificatesArg::SelfManaged),
+        "cert-manager" => Ok(CertificatesArg::CertManager),
+        _ => match text.strip_prefix("secret:") {
+            Some(name)
+                if !name.is_empty()
+                    && name.len() <= 253
+                    && name
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+                    && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+                    && name.ends_with(|c: char| c.is_ascii_alphanumeric()) =>
+            {
+                Ok(CertificatesArg::Secret(name.to_string()))
+            }
+            _ => Err("expected self, cert-manager or secret:NAME (a Secret's name)".into()),
+        },
+    }
 }
 
 /// `NAMESPACE/NAME`, each a DNS-1123 label (what Kubernetes names namespaces and service accounts by).

@@ -13,6 +13,7 @@ use crate::duration::shown;
 
 /// Flags of `miggate webhook`.
 #[derive(Debug, clap::Args)]
+#[command(group = clap::ArgGroup::new("certificate").required(true).args(["tls_cert", "tls_secret"]))]
 pub struct WebhookArgs {
     /// HTTPS address the apiserver calls (`POST /validate`).
     #[arg(long, value_name = "ADDR", default_value_t = defaults::LISTEN)]
@@ -21,11 +22,52 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "ADDR", default_value_t = defaults::HEALTH_LISTEN)]
     pub health_listen: SocketAddr,
     /// PEM certificate chain, leaf first; re-read when its content changes.
-    #[arg(long, value_name = "PATH")]
-    pub tls_cert: PathBuf,
+    #[arg(
+        long,
+        value_name = "PATH",
+        requires = "tls_key",
+        conflicts_with = "tls_secret"
+    )]
+    pub tls_cert: Option<PathBuf>,
     /// PEM private key; re-read with the certificate.
-    #[arg(long, value_name = "PATH")]
-    pub tls_key: PathBuf,
+    #[arg(long, value_name = "PATH", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// The webhook's own certificates instead of files: a CA and a serving certificate made
+    /// in process and kept in this Secret (created when missing, mended when unusable,
+    /// renewed ahead of expiry), its CA injected into the configurations of
+    /// `--inject-ca-into`.
+    #[arg(long, value_name = "NAMESPACE/NAME", value_parser = namespaced_name,
+          requires = "tls_dns_name")]
+    pub tls_secret: Option<(String, String)>,
+    /// With `--tls-secret`: a DNS name the serving certificate carries (repeat it: the
+    /// Service's `NAME.NAMESPACE.svc` and `NAME.NAMESPACE.svc.cluster.local`, and the host of
+    /// any `url` a configuration names).
+    #[arg(long, value_name = "NAME", requires = "tls_secret")]
+    pub tls_dns_name: Vec<String>,
+    /// With `--tls-secret`: a webhook configuration whose every webhook gets the CA as its
+    /// `caBundle` (`validating/NAME` or `mutating/NAME`; repeat it). Only that field is
+    /// written, and a re-apply that wipes it is mended at once.
+    #[arg(long, value_name = "KIND/NAME", requires = "tls_secret")]
+    pub inject_ca_into: Vec<miggate_certs::ConfigurationRef>,
+    /// With `--tls-secret`: a new CA's lifetime; it is rotated with two thirds gone.
+    #[arg(long, value_name = "DURATION", default_value = shown(defaults::CA_LIFETIME),
+          value_parser = crate::duration::DurationParser::seconds(60, 100 * 31_557_600))]
+    pub ca_lifetime: Duration,
+    /// With `--tls-secret`: a new serving certificate's lifetime (never past its CA's); it is
+    /// renewed with two thirds gone.
+    #[arg(long, value_name = "DURATION", default_value = shown(defaults::CERT_LIFETIME),
+          value_parser = crate::duration::DurationParser::seconds(60, 10 * 31_557_600))]
+    pub cert_lifetime: Duration,
+    /// With `--tls-secret`: how long the CA before a rotation stays trusted in every
+    /// `caBundle`, so replicas still serving a certificate of it keep working until they switch.
+    #[arg(long, value_name = "DURATION", default_value = shown(defaults::CA_OVERLAP),
+          value_parser = crate::duration::DurationParser::seconds(1, 30 * 86_400))]
+    pub ca_overlap: Duration,
+    /// With `--tls-secret`: how long every configuration must have carried a CA before a
+    /// certificate of it is served, so the API server has loaded it.
+    #[arg(long, value_name = "DURATION", default_value = shown(defaults::CA_PROPAGATION),
+          value_parser = crate::duration::DurationParser::seconds(0, 600))]
+    pub ca_propagation: Duration,
     /// Where checkpoints, node inventories and restore pods come from: `kube` (watch caches
     /// over the API server; the default inside a cluster, where KUBERNETES_SERVICE_HOST is
     /// set) or `dir:PATH` (a file store with `checkpoints/<namespace>/<name>.yaml` and
@@ -84,4 +126,20 @@ pub struct WebhookArgs {
     /// is answered 408 and its connection closed; 0 leaves only the deadline.
     #[arg(long, value_name = "BYTES", default_value_t = defaults::MIN_BODY_RATE)]
     pub min_body_rate: u64,
+}
+
+/// `NAMESPACE/NAME`, each a DNS label or subdomain as the API server requires.
+fn namespaced_name(text: &str) -> Result<(String, String), String> {
+    let ok = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 253
+            && s.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    match text.split_once('/') {
+        Some((ns, name)) if ok(ns) && ok(name) && !ns.contains('.') => Ok((ns.to_string(), name.to_string())),
+        _ => Err("expected NAMESPACE/NAME, both lower-case DNS names".into()),
+    }
 }

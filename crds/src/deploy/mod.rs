@@ -7,7 +7,8 @@
 //! - the webhook: a `Deployment` (2 replicas spread over nodes, a `PodDisruptionBudget`,
 //!   non-root, read-only root, no capabilities), its `Service`, and a
 //!   `ValidatingWebhookConfiguration` for restore pods (failure policy Fail) and bindings
-//!   (Ignore), its CA injected by cert-manager from a self-signed CA chain;
+//!   (Ignore); its certificates made, rotated and injected by the webhook itself from the
+//!   Secret [`CERT_SECRET`] (or by cert-manager, or brought by the user: [`Certificates`]);
 //! - RBAC: the webhook reads (get/list/watch) checkpoints, node inventories, pods, nodes and
 //!   ResourceSlices, nothing else; the publisher writes GpuNodes, and a
 //!   `ValidatingAdmissionPolicy` holds it to its own node's; only the checkpoint agent's
@@ -32,7 +33,10 @@ use serde_json::Value;
 
 use crate::error::Error;
 
-pub use names::{NAMESPACE, NODE_NAMESPACE, PUBLISHER, WEBHOOK};
+pub use names::{
+    CERT_MANAGER_SECRET, CERT_SECRET, MUTATING_CONFIGURATIONS, NAMESPACE, NODE_NAMESPACE, PUBLISHER,
+    VALIDATING_CONFIGURATION, WEBHOOK,
+};
 pub use objects::{
     BINDING_MATCH, CHECKPOINT_AGENT_RULE, CHECKPOINT_NODE_RULE, PUBLISHER_NODE_RULE, RESTORE_MATCH,
     STEER_MATCH,
@@ -61,6 +65,28 @@ pub struct Config {
     /// Whether a waiver (`miggate.io/skip-checks`, the peer's skip) needs an RBAC permission of
     /// its writer ([`policies::waivers`]). Off by default: any pod author may waive, as before.
     pub waivers_need_permission: bool,
+    /// Where the webhook's serving certificate comes from.
+    pub certificates: Certificates,
+}
+
+/// Where the webhook's serving certificate comes from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Certificates {
+    /// The webhook makes and rotates its own CA and certificate, kept in the Secret
+    /// [`CERT_SECRET`], and injects the CA into every configuration (the default: nothing
+    /// else to install, nothing done by hand).
+    #[default]
+    SelfManaged,
+    /// cert-manager issues them (`certificates.yaml`) and its cainjector injects the CA.
+    CertManager,
+    /// A Secret the user brings (`tls.crt`, `tls.key`), and the CA bundle (PEM) to put in every
+    /// configuration's `caBundle`, when given (else the user patches it in).
+    Provided {
+        /// The Secret's name, in the webhook's namespace.
+        secret: String,
+        /// The CA bundle, PEM.
+        ca_bundle: Option<String>,
+    },
 }
 
 impl Default for Config {
@@ -71,6 +97,7 @@ impl Default for Config {
             checkpoint_agent_name: "miggate-checkpoint-agent".to_string(),
             binders: vec![policies::DEFAULT_BINDER.to_string()],
             waivers_need_permission: false,
+            certificates: Certificates::default(),
         }
     }
 }

@@ -17,3 +17,13 @@ pub const PUBLISHER: &str = "miggate-publish";
 /// The host directory where boot recovery leaves its state, which the publisher mounts
 /// read-only (and the node-namespace policy allows as its only host path).
 pub const RECOVERY_HOST_PATH: &str = "/run/miggate";
+
+/// The Secret the webhook keeps its own CA and serving certificate in (self-managed
+/// certificates, the default).
+pub const CERT_SECRET: &str = miggate_wire::webhook::CERT_SECRET;
+/// The Secret cert-manager issues the serving certificate into (`certificates: cert-manager`).
+pub const CERT_MANAGER_SECRET: &str = "miggate-webhook-tls";
+/// The ValidatingWebhookConfiguration.
+pub const VALIDATING_CONFIGURATION: &str = "miggate";
+/// The MutatingWebhookConfigurations: the summary, steering and the device map.
+pub const MUTATING_CONFIGURATIONS: [&str; 3] = ["miggate-summary", "miggate-steer", "miggate-device-map"];

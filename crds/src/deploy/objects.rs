@@ -7,15 +7,18 @@ use k8s_openapi::api::admissionregistration::v1::{
     ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use miggate_wire::webhook as defaults;
 use serde_json::{Value, json};
 
 use super::cert_manager::{Certificate, Issuer};
-use super::names::{NAMESPACE, NODE_NAMESPACE, PUBLISHER, RECOVERY_HOST_PATH, WEBHOOK};
-use super::{Config, Object, typed};
+use super::names::{
+    CERT_MANAGER_SECRET, CERT_SECRET, MUTATING_CONFIGURATIONS, NAMESPACE, NODE_NAMESPACE, PUBLISHER,
+    RECOVERY_HOST_PATH, VALIDATING_CONFIGURATION, WEBHOOK,
+};
+use super::{Certificates, Config, Object, typed};
 use crate::GROUP;
 use crate::error::Error;
 
@@ -128,22 +131,40 @@ pub(super) fn all(config: &Config) -> Result<Vec<Object>, Error> {
     }
     out.extend(webhook(config)?);
     out.push(super::network_policy::webhook()?);
-    out.extend(certificates()?);
+    if config.certificates == Certificates::CertManager {
+        out.extend(certificates()?);
+    }
     out.extend(publisher(config)?);
     out.extend(checkpoint_agent(config)?);
     out.extend(super::policies::all(config)?);
     // The registrations last, so the webhook they name exists before any pod is sent to it;
     // the validating one very last, after the opt-in steering and the device map.
-    out.push(summary_configuration()?);
-    out.push(steering_configuration()?);
-    out.push(device_map_configuration()?);
-    out.push(webhook_configuration()?);
+    out.push(summary_configuration(&config.certificates)?);
+    out.push(steering_configuration(&config.certificates)?);
+    out.push(device_map_configuration(&config.certificates)?);
+    out.push(webhook_configuration(&config.certificates)?);
     Ok(out)
 }
 
 fn webhook(config: &Config) -> Result<Vec<Object>, Error> {
     let read = ["get", "list", "watch"];
-    Ok(vec![
+    let mut rules = vec![
+        json!({"apiGroups": [GROUP], "resources": ["gpucheckpoints", "gpunodes"], "verbs": read}),
+        json!({"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": read}),
+        json!({"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices", "resourceclaims"], "verbs": read}),
+        // The Go peer's restore references: read only, never written.
+        json!({"apiGroups": [miggate_wire::peer::GROUP],
+         "resources": [miggate_wire::peer::POD_SNAPSHOTS, miggate_wire::peer::POD_SNAPSHOT_CONTENTS], "verbs": read}),
+    ];
+    if config.certificates == Certificates::SelfManaged {
+        // The CA injected into miggate's own configurations, by name: list and watch carry a
+        // field selector on the name, which RBAC then authorizes by resourceNames.
+        rules.push(json!({"apiGroups": ["admissionregistration.k8s.io"], "resources": ["validatingwebhookconfigurations"],
+            "resourceNames": [VALIDATING_CONFIGURATION], "verbs": ["get", "list", "watch", "patch"]}));
+        rules.push(json!({"apiGroups": ["admissionregistration.k8s.io"], "resources": ["mutatingwebhookconfigurations"],
+            "resourceNames": MUTATING_CONFIGURATIONS, "verbs": ["get", "list", "watch", "patch"]}));
+    }
+    let mut out = vec![
         typed::<ServiceAccount>(
             FILE_WEBHOOK,
             json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta(WEBHOOK, WEBHOOK)}),
@@ -152,14 +173,7 @@ fn webhook(config: &Config) -> Result<Vec<Object>, Error> {
             FILE_WEBHOOK,
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": cluster_meta(WEBHOOK, WEBHOOK),
-            "rules": [
-                {"apiGroups": [GROUP], "resources": ["gpucheckpoints", "gpunodes"], "verbs": read},
-                {"apiGroups": [""], "resources": ["pods", "nodes"], "verbs": read},
-                {"apiGroups": ["resource.k8s.io"], "resources": ["resourceslices", "resourceclaims"], "verbs": read},
-                // The Go peer's restore references: read only, never written.
-                {"apiGroups": [miggate_wire::peer::GROUP],
-                 "resources": [miggate_wire::peer::POD_SNAPSHOTS, miggate_wire::peer::POD_SNAPSHOT_CONTENTS], "verbs": read},
-            ]}),
+            "rules": rules}),
         )?,
         typed::<ClusterRoleBinding>(
             FILE_WEBHOOK,
@@ -184,12 +198,94 @@ fn webhook(config: &Config) -> Result<Vec<Object>, Error> {
             json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": meta(WEBHOOK, WEBHOOK),
                 "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": WEBHOOK}}}}),
         )?,
+    ];
+    if config.certificates == Certificates::SelfManaged {
+        out.extend(certificate_secret()?);
+    }
+    Ok(out)
+}
+
+/// The Secret the webhook keeps its certificates in, and the Role that lets it: read, update
+/// and watch that one Secret, and create Secrets in its namespace (to recreate it when an
+/// admin deletes it; RBAC cannot limit create by name). Shipped empty, so `helm uninstall`
+/// and `kubectl delete` take it with the rest; the webhook fills it, and a re-apply, which
+/// names no data, leaves what it wrote.
+fn certificate_secret() -> Result<Vec<Object>, Error> {
+    Ok(vec![
+        typed::<Secret>(
+            FILE_WEBHOOK,
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": meta(CERT_SECRET, WEBHOOK), "type": "Opaque"}),
+        )?,
+        typed::<Role>(
+            FILE_WEBHOOK,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": meta(CERT_SECRET, WEBHOOK),
+            "rules": [
+                {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [CERT_SECRET],
+                 "verbs": ["get", "list", "watch", "update"]},
+                {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+            ]}),
+        )?,
+        typed::<RoleBinding>(
+            FILE_WEBHOOK,
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": meta(CERT_SECRET, WEBHOOK),
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": CERT_SECRET},
+                "subjects": [{"kind": "ServiceAccount", "name": WEBHOOK, "namespace": NAMESPACE}]}),
+        )?,
     ])
+}
+
+/// The webhook's certificate flags and volumes, by where its certificate comes from.
+fn certificate_args(certificates: &Certificates) -> (Vec<String>, Value, Value) {
+    let files = |secret: &str| {
+        (
+            vec![
+                "--tls-cert=/tls/tls.crt".to_string(),
+                "--tls-key=/tls/tls.key".to_string(),
+            ],
+            json!([{"name": "tls", "mountPath": "/tls", "readOnly": true}]),
+            json!([{"name": "tls", "secret": {"secretName": secret}}]),
+        )
+    };
+    match certificates {
+        Certificates::SelfManaged => {
+            let mut args = vec![format!("--tls-secret={NAMESPACE}/{CERT_SECRET}")];
+            for name in service_dns_names() {
+                args.push(format!("--tls-dns-name={name}"));
+            }
+            args.push(format!("--inject-ca-into=validating/{VALIDATING_CONFIGURATION}"));
+            for name in MUTATING_CONFIGURATIONS {
+                args.push(format!("--inject-ca-into=mutating/{name}"));
+            }
+            (args, json!([]), json!([]))
+        }
+        Certificates::CertManager => files(CERT_MANAGER_SECRET),
+        Certificates::Provided { secret, .. } => files(secret),
+    }
+}
+
+/// The names the API server calls the Service by.
+fn service_dns_names() -> [String; 2] {
+    [
+        format!("{WEBHOOK}.{NAMESPACE}.svc"),
+        format!("{WEBHOOK}.{NAMESPACE}.svc.cluster.local"),
+    ]
 }
 
 fn webhook_deployment(config: &Config) -> Value {
     let selector = json!({"app.kubernetes.io/name": WEBHOOK});
-    json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta(WEBHOOK, WEBHOOK),
+    let (tls_args, mounts, volumes) = certificate_args(&config.certificates);
+    let mut args = vec![
+        "webhook".to_string(),
+        format!("--listen={}", defaults::LISTEN),
+        format!("--health-listen={}", defaults::HEALTH_LISTEN),
+    ];
+    args.extend(tls_args);
+    args.push("--store=kube".to_string());
+    // Sized to the 256Mi memory limit below (docs/webhook.md#limits).
+    args.push(format!("--max-connections={}", defaults::MAX_CONNECTIONS));
+    let mut deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta(WEBHOOK, WEBHOOK),
     "spec": {
         "replicas": 2,
         "selector": {"matchLabels": selector},
@@ -216,16 +312,7 @@ fn webhook_deployment(config: &Config) -> Value {
                     "name": "webhook",
                     "image": config.image,
                     "imagePullPolicy": "IfNotPresent",
-                    "args": [
-                        "webhook",
-                        format!("--listen={}", defaults::LISTEN),
-                        format!("--health-listen={}", defaults::HEALTH_LISTEN),
-                        "--tls-cert=/tls/tls.crt",
-                        "--tls-key=/tls/tls.key",
-                        "--store=kube",
-                        // Sized to the 256Mi memory limit below (docs/webhook.md#limits).
-                        format!("--max-connections={}", defaults::MAX_CONNECTIONS),
-                    ],
+                    "args": args,
                     "env": [{"name": "MIGGATE_LOG_FORMAT", "value": "json"}],
                     "ports": [
                         {"name": "https", "containerPort": defaults::ADMISSION_PORT, "protocol": "TCP"},
@@ -240,10 +327,22 @@ fn webhook_deployment(config: &Config) -> Value {
                         "limits": {"cpu": "1", "memory": "256Mi"},
                     },
                     "securityContext": container_security(),
-                    "volumeMounts": [{"name": "tls", "mountPath": "/tls", "readOnly": true}],
+                    "volumeMounts": mounts,
                 }],
-                "volumes": [{"name": "tls", "secret": {"secretName": "miggate-webhook-tls"}}],
-            }}}})
+                "volumes": volumes,
+            }}}});
+    // Self-managed certificates need no volume: the webhook reads its Secret through the API.
+    if let Some(pod) = deployment
+        .pointer_mut("/spec/template/spec")
+        .and_then(Value::as_object_mut)
+        && pod["volumes"].as_array().is_some_and(Vec::is_empty)
+    {
+        pod.remove("volumes");
+        if let Some(c) = pod["containers"][0].as_object_mut() {
+            c.remove("volumeMounts");
+        }
+    }
+    deployment
 }
 
 fn certificates() -> Result<Vec<Object>, Error> {
@@ -271,7 +370,7 @@ fn certificates() -> Result<Vec<Object>, Error> {
                 "spec": {
                     "commonName": format!("{WEBHOOK}.{NAMESPACE}.svc"),
                     "dnsNames": [format!("{WEBHOOK}.{NAMESPACE}.svc"), format!("{WEBHOOK}.{NAMESPACE}.svc.cluster.local")],
-                    "secretName": "miggate-webhook-tls",
+                    "secretName": CERT_MANAGER_SECRET,
                     "duration": "2160h", "renewBefore": "360h",
                     "usages": ["digital signature", "server auth"],
                     "privateKey": key,
@@ -437,9 +536,30 @@ fn checkpoint_agent(config: &Config) -> Result<Vec<Object>, Error> {
     ])
 }
 
-fn webhook_configuration() -> Result<Object, Error> {
-    let client =
-        json!({"service": {"name": WEBHOOK, "namespace": NAMESPACE, "path": "/validate", "port": 443}});
+/// A configuration's metadata: the cert-manager annotation that has its cainjector fill
+/// `caBundle`, with cert-manager only.
+fn configuration_meta(name: &str, certificates: &Certificates) -> Value {
+    let mut meta = json!({"name": name, "labels": labels(WEBHOOK)});
+    if *certificates == Certificates::CertManager {
+        meta["annotations"] = json!({"cert-manager.io/inject-ca-from": format!("{NAMESPACE}/{WEBHOOK}")});
+    }
+    meta
+}
+
+/// A webhook's client: the Service at `path`, with the CA bundle the user brought, if any.
+fn client_config(path: &str, certificates: &Certificates) -> Value {
+    let mut client = json!({"service": {"name": WEBHOOK, "namespace": NAMESPACE, "path": path, "port": 443}});
+    if let Certificates::Provided {
+        ca_bundle: Some(pem), ..
+    } = certificates
+    {
+        client["caBundle"] = json!(k8s_openapi::ByteString(pem.clone().into_bytes()));
+    }
+    client
+}
+
+fn webhook_configuration(certificates: &Certificates) -> Result<Object, Error> {
+    let client = client_config("/validate", certificates);
     let namespaces = json!({"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
         "values": ["kube-system", NAMESPACE, NODE_NAMESPACE]}]});
     let webhook = |name: &str, resources: &[&str], condition: (&str, &str), failure: &str| {
@@ -460,8 +580,7 @@ fn webhook_configuration() -> Result<Object, Error> {
     typed::<ValidatingWebhookConfiguration>(
         FILE_CONFIG,
         json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": "miggate", "labels": labels(WEBHOOK),
-            "annotations": {"cert-manager.io/inject-ca-from": format!("{NAMESPACE}/{WEBHOOK}")}},
+        "metadata": configuration_meta(VALIDATING_CONFIGURATION, certificates),
         "webhooks": [
             webhook("restore.miggate.io", &["pods"], ("restore-pods", RESTORE_MATCH), "Fail"),
             webhook("binding.miggate.io", &["pods/binding", "bindings"], ("bindings", BINDING_MATCH), "Ignore"),
@@ -473,9 +592,10 @@ fn webhook_configuration() -> Result<Object, Error> {
 /// "true"` get required node affinity on GFD's labels. Failure policy Ignore: steering is a
 /// convenience, and the validating webhook still guards the pod, so a webhook outage or an
 /// answer it cannot give never blocks a pod.
-fn steering_configuration() -> Result<Object, Error> {
+fn steering_configuration(certificates: &Certificates) -> Result<Object, Error> {
     mutating(
-        "miggate-steer",
+        certificates,
+        MUTATING_CONFIGURATIONS[1],
         "steer.miggate.io",
         pod_rules(&["pods"]),
         Some(("restore-pods-asking-for-steering", STEER_MATCH)),
@@ -490,9 +610,10 @@ fn steering_configuration() -> Result<Object, Error> {
 /// (the webhook answers every other binding from one map lookup, as the validating one does).
 /// Failure policy Ignore: a webhook that cannot answer never blocks a binding; the node agent
 /// then pairs the devices itself.
-fn device_map_configuration() -> Result<Object, Error> {
+fn device_map_configuration(certificates: &Certificates) -> Result<Object, Error> {
     mutating(
-        "miggate-device-map",
+        certificates,
+        MUTATING_CONFIGURATIONS[2],
         "device-map.miggate.io",
         pod_rules(&["pods/binding", "bindings"]),
         Some(("bindings", BINDING_MATCH)),
@@ -504,9 +625,10 @@ fn device_map_configuration() -> Result<Object, Error> {
 /// the text of `kubectl get`'s Devices column, derived from its manifest on every create and
 /// update, so no writer has to compute it. Failure policy Ignore: without the webhook the
 /// object is still accepted, its column empty.
-fn summary_configuration() -> Result<Object, Error> {
+fn summary_configuration(certificates: &Certificates) -> Result<Object, Error> {
     mutating(
-        "miggate-summary",
+        certificates,
+        MUTATING_CONFIGURATIONS[0],
         "summary.miggate.io",
         json!([{"apiGroups": [GROUP], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
             "resources": ["gpucheckpoints", "gpunodes"], "scope": "*"}]),
@@ -526,6 +648,7 @@ fn pod_rules(resources: &[&str]) -> Value {
 /// object is never skipped by that), with failure policy Ignore and no reinvocation (a
 /// mutation here never blocks an object).
 fn mutating(
+    certificates: &Certificates,
     config: &str,
     name: &str,
     rules: Value,
@@ -543,7 +666,7 @@ fn mutating(
         "rules": rules,
         "namespaceSelector": {"matchExpressions": [{"key": "kubernetes.io/metadata.name", "operator": "NotIn",
             "values": ["kube-system", NAMESPACE, NODE_NAMESPACE]}]},
-        "clientConfig": {"service": {"name": WEBHOOK, "namespace": NAMESPACE, "path": path, "port": 443}},
+        "clientConfig": client_config(path, certificates),
     });
     if let Some((condition, expression)) = condition {
         webhook["matchConditions"] = json!([{"name": condition, "expression": expression}]);
@@ -551,8 +674,7 @@ fn mutating(
     typed::<MutatingWebhookConfiguration>(
         FILE_CONFIG,
         json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
-        "metadata": {"name": config, "labels": labels(WEBHOOK),
-            "annotations": {"cert-manager.io/inject-ca-from": format!("{NAMESPACE}/{WEBHOOK}")}},
+        "metadata": configuration_meta(config, certificates),
         "webhooks": [webhook]}),
     )
 }

@@ -1,0 +1,412 @@
+//! What the Secret holds, read once into typed certificates, and judged: usable as it is, due
+//! for renewal, or unusable (and why). No I/O: the manager reads and writes the Secret.
+//!
+//! The Secret's keys: `ca.crt` and `ca.key` (the CA), `tls.crt` and `tls.key` (the serving
+//! certificate the CA signed), and `ca-bundle.crt` (what every webhook configuration's
+//! `caBundle` carries: the CA, then, for a while after a CA rotation, the CA before it, so a
+//! replica still serving a certificate of the old CA is trusted until it switches). The
+//! annotation [`PREVIOUS_CA_UNTIL`] says until when that previous CA is kept.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rustls::RootCertStore;
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::ServerCertVerifier;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::sign::CertifiedKey;
+
+pub use crate::mint::Pair;
+
+/// The CA's certificate.
+pub const CA_CRT: &str = "ca.crt";
+/// The CA's private key.
+pub const CA_KEY: &str = "ca.key";
+/// The serving certificate.
+pub const TLS_CRT: &str = "tls.crt";
+/// The serving certificate's private key.
+pub const TLS_KEY: &str = "tls.key";
+/// The CAs a configuration's `caBundle` carries.
+pub const CA_BUNDLE: &str = "ca-bundle.crt";
+/// Until when (RFC 3339) `ca-bundle.crt` keeps the CA before the current one.
+pub const PREVIOUS_CA_UNTIL: &str = "miggate.io/previous-ca-until";
+
+/// The Secret's data as read: each key's bytes where present, and the annotation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Raw {
+    /// Each data key's bytes.
+    pub data: BTreeMap<String, Vec<u8>>,
+    /// [`PREVIOUS_CA_UNTIL`], when set.
+    pub previous_until: Option<String>,
+}
+
+/// What the Secret should hold: the CA, the serving pair, and the bundle.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Contents {
+    /// The CA.
+    pub ca: Pair,
+    /// The serving certificate and key.
+    pub leaf: Pair,
+    /// The CAs to trust, PEM, the current CA first.
+    pub bundle: String,
+    /// Until when the bundle keeps CAs other than the current one.
+    pub previous_until: Option<SystemTime>,
+}
+
+impl std::fmt::Debug for Contents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Contents")
+            .field("ca", &self.ca)
+            .field("leaf", &self.leaf)
+            .field("previous_until", &self.previous_until)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Contents {
+    /// The Secret's data keys and their bytes.
+    pub fn data(&self) -> BTreeMap<String, Vec<u8>> {
+        BTreeMap::from([
+            (CA_CRT.to_string(), self.ca.cert_pem.clone().into_bytes()),
+            (CA_KEY.to_string(), self.ca.key_pem.clone().into_bytes()),
+            (TLS_CRT.to_string(), self.leaf.cert_pem.clone().into_bytes()),
+            (TLS_KEY.to_string(), self.leaf.key_pem.clone().into_bytes()),
+            (CA_BUNDLE.to_string(), self.bundle.clone().into_bytes()),
+        ])
+    }
+
+    /// [`PREVIOUS_CA_UNTIL`]'s value, RFC 3339 in UTC.
+    pub fn previous_until_text(&self) -> Option<String> {
+        self.previous_until
+            .map(|t| humantime::format_rfc3339_seconds(t).to_string())
+    }
+}
+
+/// Why a part of the Secret is replaced: the `reason` label of the rotation metric.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Why {
+    /// Nothing there (a new install, or the Secret deleted).
+    Missing,
+    /// Not a PEM certificate or key, or not a CA where a CA belongs.
+    Unreadable,
+    /// Past its not-after (or before its not-before).
+    Expired,
+    /// The key is not the certificate's.
+    KeyMismatch,
+    /// A serving certificate that does not name every DNS name the webhook is called by.
+    WrongName,
+    /// A serving certificate the CA did not sign (or not for serving).
+    Untrusted,
+    /// Two thirds of its lifetime gone: renewed ahead of expiry.
+    Due,
+    /// A new CA: every serving certificate of the old one is replaced.
+    NewCa,
+}
+
+impl Why {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Why::Missing => "missing",
+            Why::Unreadable => "unreadable",
+            Why::Expired => "expired",
+            Why::KeyMismatch => "key-mismatch",
+            Why::WrongName => "wrong-name",
+            Why::Untrusted => "untrusted",
+            Why::Due => "due",
+            Why::NewCa => "new-ca",
+        }
+    }
+}
+
+/// What a judgement changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// A new CA (and so a new serving certificate), and why.
+    Ca(Why),
+    /// A new serving certificate from the same CA, and why.
+    Serving(Why),
+    /// The bundle rewritten: it lacked the CA, held something else, or a previous CA's
+    /// overlap ended.
+    Bundle,
+}
+
+/// What the webhook needs of its certificates.
+#[derive(Debug, Clone)]
+pub struct Wanted {
+    /// The DNS names the serving certificate must carry (the Service's, and any an admin adds).
+    pub names: Vec<String>,
+    /// A new CA's lifetime.
+    pub ca_lifetime: Duration,
+    /// A new serving certificate's lifetime (never past its CA's).
+    pub serving_lifetime: Duration,
+    /// How long the CA before a rotation stays in the bundle.
+    pub overlap: Duration,
+}
+
+/// A certificate read: its DER, and the facts judged.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cert {
+    /// The certificate, DER.
+    pub der: Vec<u8>,
+    /// Its not-before.
+    pub not_before: SystemTime,
+    /// Its not-after.
+    pub not_after: SystemTime,
+    /// Whether its basic constraints say CA.
+    pub is_ca: bool,
+}
+
+impl Cert {
+    /// Reads one PEM certificate (the first, when there are several).
+    pub fn from_pem(pem: &[u8]) -> Option<Cert> {
+        let der = CertificateDer::pem_slice_iter(pem).next()?.ok()?;
+        Cert::from_der(der.as_ref())
+    }
+
+    /// Reads a DER certificate.
+    pub fn from_der(der: &[u8]) -> Option<Cert> {
+        let (rest, x509) = x509_parser::parse_x509_certificate(der).ok()?;
+        if !rest.is_empty() {
+            return None;
+        }
+        let at = |t: x509_parser::time::ASN1Time| {
+            let secs = t.timestamp();
+            if secs >= 0 {
+                UNIX_EPOCH.checked_add(Duration::from_secs(secs.unsigned_abs()))
+            } else {
+                UNIX_EPOCH.checked_sub(Duration::from_secs(secs.unsigned_abs()))
+            }
+        };
+        let validity = x509.validity();
+        let is_ca = x509
+            .basic_constraints()
+            .ok()
+            .flatten()
+            .is_some_and(|bc| bc.value.ca);
+        Some(Cert {
+            der: der.to_vec(),
+            not_before: at(validity.not_before)?,
+            not_after: at(validity.not_after)?,
+            is_ca,
+        })
+    }
+
+    /// Whether `now` is inside its validity.
+    pub fn valid_at(&self, now: SystemTime) -> bool {
+        self.not_before <= now && now < self.not_after
+    }
+
+    /// Whether two thirds of its lifetime are gone at `now`.
+    pub fn due_at(&self, now: SystemTime) -> bool {
+        let life = self.not_after.duration_since(self.not_before).unwrap_or_default();
+        now >= self.not_before + life / 3 * 2
+    }
+}
+
+/// Every certificate of a PEM bundle, or `None` when any block is not one.
+pub fn bundle_certs(pem: &[u8]) -> Option<Vec<Cert>> {
+    let mut out = Vec::new();
+    for der in CertificateDer::pem_slice_iter(pem) {
+        out.push(Cert::from_der(der.ok()?.as_ref())?);
+    }
+    Some(out)
+}
+
+/// Whether `pem` holds a private key that is `cert`'s.
+fn key_matches(cert: &Cert, key_pem: &[u8]) -> Option<bool> {
+    let key = PrivateKeyDer::from_pem_slice(key_pem).ok()?;
+    let signer = rustls::crypto::ring::sign::any_supported_type(&key).ok()?;
+    let certified = CertifiedKey::new(vec![CertificateDer::from(cert.der.clone())], signer);
+    Some(certified.keys_match().is_ok())
+}
+
+/// The CA the Secret holds, or why it cannot be used.
+fn read_ca(raw: &Raw, now: SystemTime) -> Result<(Pair, Cert), Why> {
+    let (Some(cert_pem), Some(key_pem)) = (raw.data.get(CA_CRT), raw.data.get(CA_KEY)) else {
+        return Err(Why::Missing);
+    };
+    let cert = Cert::from_pem(cert_pem).ok_or(Why::Unreadable)?;
+    if !cert.is_ca {
+        return Err(Why::Unreadable);
+    }
+    match key_matches(&cert, key_pem) {
+        None => return Err(Why::Unreadable),
+        Some(false) => return Err(Why::KeyMismatch),
+        Some(true) => {}
+    }
+    if !cert.valid_at(now) {
+        return Err(Why::Expired);
+    }
+    if cert.due_at(now) {
+        return Err(Why::Due);
+    }
+    let text = |b: &[u8]| String::from_utf8(b.to_vec()).map_err(|_| Why::Unreadable);
+    Ok((
+        Pair {
+            cert_pem: text(cert_pem)?,
+            key_pem: text(key_pem)?,
+        },
+        cert,
+    ))
+}
+
+/// The serving pair the Secret holds, judged against `ca` and the names wanted.
+fn read_serving(raw: &Raw, ca: &Cert, names: &[String], now: SystemTime) -> Result<Pair, Why> {
+    let (Some(cert_pem), Some(key_pem)) = (raw.data.get(TLS_CRT), raw.data.get(TLS_KEY)) else {
+        return Err(Why::Missing);
+    };
+    let cert = Cert::from_pem(cert_pem).ok_or(Why::Unreadable)?;
+    match key_matches(&cert, key_pem) {
+        None => return Err(Why::Unreadable),
+        Some(false) => return Err(Why::KeyMismatch),
+        Some(true) => {}
+    }
+    if !cert.valid_at(now) {
+        return Err(Why::Expired);
+    }
+    let verifier = verifier(ca).ok_or(Why::Unreadable)?;
+    let leaf = CertificateDer::from(cert.der.clone());
+    let at = UnixTime::since_unix_epoch(now.duration_since(UNIX_EPOCH).unwrap_or_default());
+    for name in names {
+        let Ok(server) = ServerName::try_from(name.clone()) else {
+            return Err(Why::WrongName);
+        };
+        match verifier.verify_server_cert(&leaf, &[], &server, &[], at) {
+            Ok(_) => {}
+            Err(rustls::Error::InvalidCertificate(
+                rustls::CertificateError::NotValidForName
+                | rustls::CertificateError::NotValidForNameContext { .. },
+            )) => return Err(Why::WrongName),
+            Err(_) => return Err(Why::Untrusted),
+        }
+    }
+    if cert.due_at(now) {
+        return Err(Why::Due);
+    }
+    let text = |b: &[u8]| String::from_utf8(b.to_vec()).map_err(|_| Why::Unreadable);
+    Ok(Pair {
+        cert_pem: text(cert_pem)?,
+        key_pem: text(key_pem)?,
+    })
+}
+
+/// A verifier trusting `ca` alone, as the API server does with a `caBundle` of one CA.
+pub fn verifier(ca: &Cert) -> Option<Arc<WebPkiServerVerifier>> {
+    let mut roots = RootCertStore::empty();
+    roots.add(CertificateDer::from(ca.der.clone())).ok()?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .ok()
+}
+
+/// The result of judging the Secret.
+#[derive(Debug, Clone)]
+pub struct Judged {
+    /// What the Secret should hold.
+    pub contents: Contents,
+    /// What had to change for that; empty when the Secret holds it already.
+    pub changes: Vec<Change>,
+}
+
+/// Judges `raw` at `now`: keeps what is usable, replaces what is not, renews what is due.
+/// `serving_ca` is the CA of the certificate this replica serves now (it stays trusted through
+/// a CA rotation, even when the Secret that held it was deleted). Errors only when minting
+/// fails.
+pub fn judge(
+    raw: &Raw,
+    wanted: &Wanted,
+    now: SystemTime,
+    serving_ca: Option<&Cert>,
+) -> Result<Judged, crate::Error> {
+    let mut changes = Vec::new();
+    let old_bundle = raw
+        .data
+        .get(CA_BUNDLE)
+        .and_then(|b| bundle_certs(b))
+        .unwrap_or_default();
+    let previous_until = raw
+        .previous_until
+        .as_deref()
+        .and_then(|t| humantime::parse_rfc3339(t).ok());
+    let (ca, ca_cert, previous, previous_until) = match read_ca(raw, now) {
+        Ok((ca, cert)) => {
+            let previous: Vec<Cert> = match previous_until {
+                Some(until) if now < until => old_bundle
+                    .into_iter()
+                    .filter(|c| c.der != cert.der && c.valid_at(now))
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let until = (!previous.is_empty()).then_some(previous_until).flatten();
+            (ca, cert, previous, until)
+        }
+        Err(why) => {
+            changes.push(Change::Ca(why));
+            let ca = crate::mint::authority(now, wanted.ca_lifetime)?;
+            let cert = Cert::from_pem(ca.cert_pem.as_bytes()).ok_or_else(|| crate::Error::Mint {
+                why: "the new CA does not read back".into(),
+            })?;
+            // Keep trusting what may still be served: the old bundle's CAs and this
+            // replica's, while valid.
+            let mut previous: Vec<Cert> = Vec::new();
+            for c in old_bundle.into_iter().chain(serving_ca.cloned()) {
+                if c.is_ca && c.valid_at(now) && !previous.iter().any(|p| p.der == c.der) {
+                    previous.push(c);
+                }
+            }
+            let until = (!previous.is_empty()).then(|| now + wanted.overlap);
+            (ca, cert, previous, until)
+        }
+    };
+    let leaf = match changes.first() {
+        Some(Change::Ca(_)) => None,
+        _ => match read_serving(raw, &ca_cert, &wanted.names, now) {
+            Ok(leaf) => Some(leaf),
+            Err(why) => {
+                changes.push(Change::Serving(why));
+                None
+            }
+        },
+    };
+    let leaf = match leaf {
+        Some(leaf) => leaf,
+        None => crate::mint::serving(
+            &ca,
+            &wanted.names,
+            now,
+            wanted.serving_lifetime,
+            ca_cert.not_after,
+        )?,
+    };
+    let mut bundle = pem_of(&ca_cert.der);
+    for c in &previous {
+        bundle.push_str(&pem_of(&c.der));
+    }
+    let stored_bundle = raw.data.get(CA_BUNDLE).map(Vec::as_slice);
+    let stored_until = raw.previous_until.as_deref();
+    let contents = Contents {
+        ca,
+        leaf,
+        bundle,
+        previous_until,
+    };
+    if changes.is_empty()
+        && (stored_bundle != Some(contents.bundle.as_bytes())
+            || stored_until != contents.previous_until_text().as_deref())
+    {
+        changes.push(Change::Bundle);
+    }
+    Ok(Judged { contents, changes })
+}
+
+/// One certificate as PEM, `\n` line endings as the rest of the Secret.
+pub fn pem_of(der: &[u8]) -> String {
+    pem::encode_config(
+        &pem::Pem::new("CERTIFICATE", der),
+        pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF),
+    )
+}

@@ -1,0 +1,201 @@
+//! The Secret's judgement, one row per state a Secret can be found in: what is kept, what is
+//! replaced and why.
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::time::{Duration, SystemTime};
+
+use miggate_certs::Pair;
+use miggate_certs::material::{
+    CA_BUNDLE, CA_CRT, CA_KEY, Cert, Change, PREVIOUS_CA_UNTIL, Raw, TLS_CRT, TLS_KEY, Wanted, Why,
+    bundle_certs, judge, pem_of,
+};
+use miggate_certs::mint;
+use rstest::rstest;
+
+const DAY: Duration = Duration::from_secs(86_400);
+const NAMES: [&str; 2] = [
+    "miggate-webhook.miggate-system.svc",
+    "miggate-webhook.miggate-system.svc.cluster.local",
+];
+
+fn wanted() -> Wanted {
+    Wanted {
+        names: NAMES.iter().map(|s| s.to_string()).collect(),
+        ca_lifetime: 3650 * DAY,
+        serving_lifetime: 365 * DAY,
+        overlap: Duration::from_secs(600),
+    }
+}
+
+fn now() -> SystemTime {
+    SystemTime::now()
+}
+
+fn not_after(pair: &Pair) -> SystemTime {
+    Cert::from_pem(pair.cert_pem.as_bytes()).unwrap().not_after
+}
+
+fn ca() -> Pair {
+    mint::authority(now(), 3650 * DAY).unwrap()
+}
+
+fn leaf(ca: &Pair, names: &[&str], issued: SystemTime, life: Duration) -> Pair {
+    let names: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+    mint::serving(ca, &names, issued, life, not_after(ca)).unwrap()
+}
+
+fn raw(ca: &Pair, leaf: &Pair) -> Raw {
+    let mut raw = Raw::default();
+    raw.data.insert(CA_CRT.into(), ca.cert_pem.clone().into_bytes());
+    raw.data.insert(CA_KEY.into(), ca.key_pem.clone().into_bytes());
+    raw.data
+        .insert(TLS_CRT.into(), leaf.cert_pem.clone().into_bytes());
+    raw.data.insert(TLS_KEY.into(), leaf.key_pem.clone().into_bytes());
+    raw.data
+        .insert(CA_BUNDLE.into(), ca.cert_pem.clone().into_bytes());
+    raw
+}
+
+fn good() -> (Pair, Pair, Raw) {
+    let ca = ca();
+    let leaf = leaf(&ca, &NAMES, now(), 365 * DAY);
+    let raw = raw(&ca, &leaf);
+    (ca, leaf, raw)
+}
+
+#[test]
+fn a_usable_secret_is_kept_as_it_is() {
+    let (ca, leaf, raw) = good();
+    let judged = judge(&raw, &wanted(), now(), None).unwrap();
+    assert_eq!(judged.changes, vec![]);
+    assert_eq!(judged.contents.ca, ca);
+    assert_eq!(judged.contents.leaf, leaf);
+    assert_eq!(judged.contents.data(), raw.data);
+}
+
+/// Each way the Secret can be broken, and the change it gets.
+#[rstest]
+#[case::empty(&|r: &mut Raw| r.data.clear(), Change::Ca(Why::Missing))]
+#[case::no_ca_key(&|r: &mut Raw| { r.data.remove(CA_KEY); }, Change::Ca(Why::Missing))]
+#[case::garbage_ca(&|r: &mut Raw| { r.data.insert(CA_CRT.into(), b"garbage".to_vec()); }, Change::Ca(Why::Unreadable))]
+#[case::garbage_ca_key(&|r: &mut Raw| { r.data.insert(CA_KEY.into(), b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n".to_vec()); }, Change::Ca(Why::Unreadable))]
+#[case::ca_key_of_another(&|r: &mut Raw| { r.data.insert(CA_KEY.into(), ca().key_pem.into_bytes()); }, Change::Ca(Why::KeyMismatch))]
+#[case::leaf_as_ca(&|r: &mut Raw| { let l = r.data[TLS_CRT].clone(); let k = r.data[TLS_KEY].clone(); r.data.insert(CA_CRT.into(), l); r.data.insert(CA_KEY.into(), k); }, Change::Ca(Why::Unreadable))]
+#[case::no_leaf(&|r: &mut Raw| { r.data.remove(TLS_CRT); }, Change::Serving(Why::Missing))]
+#[case::garbage_leaf(&|r: &mut Raw| { r.data.insert(TLS_CRT.into(), b"\x1b[31mgarbage".to_vec()); }, Change::Serving(Why::Unreadable))]
+#[case::leaf_key_of_another(&|r: &mut Raw| { r.data.insert(TLS_KEY.into(), ca().key_pem.into_bytes()); }, Change::Serving(Why::KeyMismatch))]
+fn a_broken_secret_is_mended(#[case] break_it: &dyn Fn(&mut Raw), #[case] change: Change) {
+    let (_, _, mut raw) = good();
+    break_it(&mut raw);
+    let judged = judge(&raw, &wanted(), now(), None).unwrap();
+    assert_eq!(judged.changes.first(), Some(&change), "{:?}", judged.changes);
+    // Whatever was wrong, what is written judges clean.
+    let mut written = Raw::default();
+    written.data = judged.contents.data();
+    written.previous_until = judged.contents.previous_until_text();
+    assert_eq!(judge(&written, &wanted(), now(), None).unwrap().changes, vec![]);
+}
+
+#[rstest]
+#[case::another_name(&["other.example.svc"], 0, 365, Why::WrongName)]
+#[case::one_name_of_two(&[NAMES[0]], 0, 365, Why::WrongName)]
+#[case::expired(&NAMES, 400, 365, Why::Expired)]
+#[case::due(&NAMES, 300, 365, Why::Due)]
+fn a_serving_certificate_is_reissued_from_the_same_ca(
+    #[case] names: &[&str],
+    #[case] issued_days_ago: u32,
+    #[case] life_days: u32,
+    #[case] why: Why,
+) {
+    let ca = ca();
+    let leaf = leaf(&ca, names, now() - issued_days_ago * DAY, life_days * DAY);
+    let judged = judge(&raw(&ca, &leaf), &wanted(), now(), None).unwrap();
+    assert_eq!(judged.changes, vec![Change::Serving(why)]);
+    assert_eq!(judged.contents.ca, ca, "the CA stays");
+    assert_ne!(judged.contents.leaf, leaf);
+}
+
+#[test]
+fn a_serving_certificate_of_another_ca_is_untrusted() {
+    let (_, _, mut raw) = good();
+    let foreign = leaf(&ca(), &NAMES, now(), 365 * DAY);
+    raw.data.insert(TLS_CRT.into(), foreign.cert_pem.into_bytes());
+    raw.data.insert(TLS_KEY.into(), foreign.key_pem.into_bytes());
+    let judged = judge(&raw, &wanted(), now(), None).unwrap();
+    assert_eq!(judged.changes, vec![Change::Serving(Why::Untrusted)]);
+}
+
+#[rstest]
+#[case::expired(4000, Why::Expired)]
+#[case::due(2500, Why::Due)]
+fn an_old_ca_is_rotated_and_kept_in_the_bundle_while_valid(#[case] issued_days_ago: u32, #[case] why: Why) {
+    let old = mint::authority(now() - issued_days_ago * DAY, 3650 * DAY).unwrap();
+    let old_leaf = leaf(&old, &NAMES, now() - DAY, 300 * DAY);
+    let judged = judge(&raw(&old, &old_leaf), &wanted(), now(), None).unwrap();
+    assert_eq!(judged.changes, vec![Change::Ca(why)]);
+    let bundle = bundle_certs(judged.contents.bundle.as_bytes()).unwrap();
+    let new_ca = Cert::from_pem(judged.contents.ca.cert_pem.as_bytes()).unwrap();
+    assert_eq!(bundle[0], new_ca, "the new CA first");
+    let old_cert = Cert::from_pem(old.cert_pem.as_bytes()).unwrap();
+    let kept = bundle.iter().any(|c| *c == old_cert);
+    assert_eq!(
+        kept,
+        why == Why::Due,
+        "an expired CA trusts nothing, so it is dropped"
+    );
+    assert_eq!(judged.contents.previous_until.is_some(), kept);
+}
+
+#[test]
+fn a_deleted_secret_keeps_the_ca_this_replica_serves_until_the_overlap_ends() {
+    let (old_ca, _, _) = good();
+    let serving = Cert::from_pem(old_ca.cert_pem.as_bytes()).unwrap();
+    let t0 = now();
+    let judged = judge(&Raw::default(), &wanted(), t0, Some(&serving)).unwrap();
+    assert_eq!(judged.changes, vec![Change::Ca(Why::Missing)]);
+    let bundle = bundle_certs(judged.contents.bundle.as_bytes()).unwrap();
+    assert_eq!(bundle.len(), 2);
+    assert_eq!(bundle[1], serving);
+    let until = judged.contents.previous_until.unwrap();
+    assert_eq!(until, t0 + Duration::from_secs(600));
+
+    // Read back within the overlap: kept. After it: the bundle is the new CA alone.
+    let mut written = Raw::default();
+    written.data = judged.contents.data();
+    written.previous_until = judged.contents.previous_until_text();
+    let within = judge(&written, &wanted(), t0 + Duration::from_secs(60), None).unwrap();
+    assert_eq!(within.changes, vec![]);
+    let after = judge(&written, &wanted(), t0 + Duration::from_secs(601), None).unwrap();
+    assert_eq!(after.changes, vec![Change::Bundle]);
+    assert_eq!(bundle_certs(after.contents.bundle.as_bytes()).unwrap().len(), 1);
+    assert_eq!(after.contents.previous_until, None);
+}
+
+#[rstest]
+#[case::garbage(Some(b"not pem".to_vec()), None)]
+#[case::missing(None, None)]
+#[case::extra_ca_without_an_end(Some(format!("{}{}", ca().cert_pem, ca().cert_pem).into_bytes()), None)]
+#[case::stale_annotation(None, Some("yesterday".to_string()))]
+fn a_bundle_that_is_not_the_ca_is_rewritten(#[case] bundle: Option<Vec<u8>>, #[case] until: Option<String>) {
+    let (ca, _, mut raw) = good();
+    match bundle {
+        Some(b) => raw.data.insert(CA_BUNDLE.into(), b),
+        None => raw.data.remove(CA_BUNDLE),
+    };
+    raw.previous_until = until;
+    let judged = judge(&raw, &wanted(), now(), None).unwrap();
+    assert_eq!(judged.changes, vec![Change::Bundle]);
+    assert_eq!(
+        judged.contents.bundle,
+        pem_of(&Cert::from_pem(ca.cert_pem.as_bytes()).unwrap().der)
+    );
+    let _ = PREVIOUS_CA_UNTIL;
+}
+
+#[test]
+fn the_debug_form_never_shows_a_key() {
+    let (_, _, raw) = good();
+    let judged = judge(&raw, &wanted(), now(), None).unwrap();
+    let shown = format!("{:?}", judged.contents);
+    assert!(!shown.contains("PRIVATE KEY"), "{shown}");
+}

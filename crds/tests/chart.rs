@@ -1,0 +1,243 @@
+//! The Helm chart (`charts/miggate`) rendered by Helm's own engine (PyPI's `helm-python-sdk`,
+//! driven by `charts/helm.py`) against the objects `miggate deploy` writes: with the default
+//! values they are the same objects, and each value that `miggate deploy` also has a flag for
+//! renders what that flag writes. The only differences allowed are Helm's own labels and the
+//! release namespace, which `helm install --create-namespace` makes.
+//!
+//! Without the SDK (`pip install helm-python-sdk`) these tests say so and pass, except under
+//! CI, where `.ci/run` installs it and a missing SDK fails.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use miggate_crds::deploy::{self, Certificates, Config};
+use rstest::rstest;
+use serde_json::{Value, json};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The Python that has the SDK: `MIGGATE_HELM_PYTHON`, else `python3`.
+fn python() -> String {
+    std::env::var("MIGGATE_HELM_PYTHON").unwrap_or_else(|_| "python3".into())
+}
+
+/// `helm.py ARGS`: stdout, or the error text; `None` when the SDK is missing outside CI.
+fn helm(args: &[&str]) -> Option<Result<String, String>> {
+    let out = Command::new(python())
+        .arg(root().join("charts/helm.py"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("python3 runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    if stderr.contains("helm-python-sdk is not installed") {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI needs helm-python-sdk (.ci/run installs it): {stderr}"
+        );
+        eprintln!("skipped: {stderr}");
+        return None;
+    }
+    Some(if out.status.success() {
+        Ok(String::from_utf8(out.stdout).unwrap())
+    } else {
+        Err(stderr)
+    })
+}
+
+fn template(sets: &[&str]) -> Option<Result<Vec<Value>, String>> {
+    let mut args = vec![
+        "template",
+        "charts/miggate",
+        "--name",
+        "miggate",
+        "--namespace",
+        "miggate-system",
+        "--include-crds",
+    ];
+    for s in sets {
+        args.extend(["--set", s]);
+    }
+    Some(helm(&args)?.map(|text| {
+        serde_saphyr::from_str_multiple::<Value, Vec<Value>>(&text)
+            .unwrap()
+            .into_iter()
+            .filter(|v| !v.is_null())
+            .collect()
+    }))
+}
+
+/// Helm's own labels go; numbers compare by value; empty maps and lists as absent.
+fn normal(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => {
+            let mut out = serde_json::Map::new();
+            for (k, v) in m {
+                if [
+                    "app.kubernetes.io/managed-by",
+                    "app.kubernetes.io/instance",
+                    "helm.sh/chart",
+                ]
+                .contains(&k.as_str())
+                {
+                    continue;
+                }
+                out.insert(k.clone(), normal(v));
+            }
+            Value::Object(out)
+        }
+        Value::Array(a) => Value::Array(a.iter().map(normal).collect()),
+        Value::Number(n) => json!(n.as_f64()),
+        other => other.clone(),
+    }
+}
+
+fn key(v: &Value) -> String {
+    format!(
+        "{} {}/{}",
+        v["kind"].as_str().unwrap_or("?"),
+        v["metadata"]["namespace"].as_str().unwrap_or(""),
+        v["metadata"]["name"].as_str().unwrap_or("?")
+    )
+}
+
+fn sorted(objects: impl IntoIterator<Item = Value>) -> Vec<(String, Value)> {
+    let mut out: Vec<(String, Value)> = objects.into_iter().map(|v| (key(&v), normal(&v))).collect();
+    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out
+}
+
+/// `miggate deploy`'s objects for `config`, less the release namespace.
+fn deployed(config: &Config) -> Vec<(String, Value)> {
+    sorted(
+        deploy::objects(config)
+            .unwrap()
+            .into_iter()
+            .map(|o| o.value)
+            .filter(|v| !(v["kind"] == "Namespace" && v["metadata"]["name"] == deploy::NAMESPACE)),
+    )
+}
+
+fn assert_same(chart: Vec<(String, Value)>, deploy: Vec<(String, Value)>) {
+    let names = |v: &[(String, Value)]| v.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
+    assert_eq!(names(&chart), names(&deploy), "the same objects");
+    for ((k, c), (_, d)) in chart.iter().zip(&deploy) {
+        assert_eq!(c, d, "{k} differs between the chart and miggate deploy");
+    }
+}
+
+#[rstest]
+#[case::defaults(&[], Config::default())]
+#[case::image(&["image.repository=registry.example.com/miggate", "image.tag=0.1.0-rc1"], Config {
+    image: "registry.example.com/miggate:0.1.0-rc1".into(), ..Config::default() })]
+#[case::binders_waivers_and_agent(
+    &["binders={system:kube-scheduler,system:serviceaccount:kai-scheduler:kai-scheduler}",
+      "waivers.needPermission=true", "checkpointAgent.namespace=snapshot", "checkpointAgent.name=snapshot-agent"],
+    Config {
+        binders: vec!["system:kube-scheduler".into(), "system:serviceaccount:kai-scheduler:kai-scheduler".into()],
+        waivers_need_permission: true,
+        checkpoint_agent_namespace: "snapshot".into(),
+        checkpoint_agent_name: "snapshot-agent".into(),
+        ..Config::default()
+    })]
+#[case::cert_manager(&["certificates.mode=cert-manager"], Config {
+    certificates: Certificates::CertManager, ..Config::default() })]
+#[case::brought_secret(&["certificates.mode=secret", "certificates.secretName=my-tls", "certificates.caBundle=PEM"], Config {
+    certificates: Certificates::Provided { secret: "my-tls".into(), ca_bundle: Some("PEM".into()) }, ..Config::default() })]
+fn the_chart_renders_what_miggate_deploy_writes(#[case] sets: &[&str], #[case] config: Config) {
+    let Some(chart) = template(sets) else { return };
+    assert_same(sorted(chart.unwrap()), deployed(&config));
+}
+
+#[test]
+fn the_charts_crds_are_the_generated_ones() {
+    let chart = std::fs::read_to_string(root().join("charts/miggate/crds/crds.yaml")).unwrap();
+    let deploy = std::fs::read_to_string(root().join("deploy/crds.yaml")).unwrap();
+    let body = |s: &str| s.split_once('\n').map(|(_, b)| b.to_string()).unwrap();
+    assert_eq!(
+        body(&chart),
+        body(&deploy),
+        "charts/miggate/crds/crds.yaml differs from deploy/crds.yaml; run `UPDATE_DEPLOY=1 cargo test -p miggate-crds --test deploy`"
+    );
+}
+
+/// A misspelt or mistyped value is refused by the chart's schema, as a misspelt field is
+/// refused everywhere else in miggate.
+#[rstest]
+#[case::misspelt_key("webhok.replicas=3", "additional properties 'webhok' not allowed")]
+#[case::misspelt_nested("publisher.enabeld=false", "additional properties 'enabeld' not allowed")]
+#[case::wrong_mode("certificates.mode=selfsigned", "/certificates/mode")]
+#[case::secret_without_name("certificates.mode=secret", "/certificates/secretName")]
+#[case::binder_that_would_end_a_cel_literal("binders[0]=a'b", "/binders/0")]
+#[case::failure_policy("admission.failurePolicy=Open", "/admission/failurePolicy")]
+#[case::zero_replicas("webhook.replicas=0", "/webhook/replicas")]
+fn a_wrong_value_is_refused_naming_it(#[case] set: &str, #[case] names: &str) {
+    let Some(rendered) = template(&[set]) else { return };
+    let e = rendered.unwrap_err();
+    assert!(e.contains(names), "{e}");
+}
+
+#[test]
+fn strict_lint_is_clean() {
+    let Some(lint) = helm(&["lint", "charts/miggate", "--strict"]) else {
+        return;
+    };
+    let out = lint.unwrap();
+    assert!(!out.contains("[WARNING]") && !out.contains("[ERROR]"), "{out}");
+}
+
+/// The chart's own values: steering off drops its configuration and the webhook stops
+/// injecting it; an exempt label, selectors and scheduling land where a user expects.
+#[test]
+fn chart_only_values_land_where_expected() {
+    let Some(chart) = template(&[
+        "steering.enabled=false",
+        "publisher.enabled=false",
+        "admission.exemptNamespaceLabel=miggate.io/ignore",
+        "admission.failurePolicy=Ignore",
+        "admission.timeoutSeconds=10",
+        "webhook.replicas=3",
+        "webhook.nodeSelector.role=infra",
+        "webhook.podDisruptionBudget.enabled=false",
+    ]) else {
+        return;
+    };
+    let chart = chart.unwrap();
+    let find = |kind: &str, name: &str| {
+        chart
+            .iter()
+            .find(|v| v["kind"] == kind && v["metadata"]["name"] == name)
+    };
+    assert!(find("MutatingWebhookConfiguration", "miggate-steer").is_none());
+    assert!(find("DaemonSet", "miggate-publish").is_none());
+    assert!(find("PodDisruptionBudget", "miggate-webhook").is_none());
+    let deployment = find("Deployment", "miggate-webhook").unwrap();
+    assert_eq!(deployment["spec"]["replicas"], 3);
+    assert_eq!(
+        deployment["spec"]["template"]["spec"]["nodeSelector"]["role"],
+        "infra"
+    );
+    let args: Vec<&str> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert!(
+        !args.contains(&"--inject-ca-into=mutating/miggate-steer"),
+        "{args:?}"
+    );
+    let role = find("ClusterRole", "miggate-webhook").unwrap().to_string();
+    assert!(!role.contains("miggate-steer"));
+    let validating = find("ValidatingWebhookConfiguration", "miggate").unwrap();
+    let restore = &validating["webhooks"][0];
+    assert_eq!(restore["failurePolicy"], "Ignore");
+    assert_eq!(restore["timeoutSeconds"], 10);
+    assert_eq!(
+        restore["namespaceSelector"]["matchExpressions"][1],
+        json!({"key": "miggate.io/ignore", "operator": "DoesNotExist"})
+    );
+}
