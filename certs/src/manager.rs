@@ -23,7 +23,9 @@ use tokio::sync::Notify;
 
 use crate::error::{Error, api_words};
 use crate::inject::{ConfigurationRef, Configurations, patch_for};
-use crate::material::{Cert, Change, Contents, PREVIOUS_CA_UNTIL, Pair, Raw, Wanted, bundle_certs, judge};
+use crate::material::{
+    Cert, Change, Contents, PREVIOUS_CA_UNTIL, Pair, Raw, Wanted, Why, bundle_certs, judge,
+};
 use crate::metrics::{CertMetrics, RotationLabel, StepLabel};
 
 /// What the manager is told.
@@ -144,7 +146,7 @@ pub async fn start(
     let wake = Arc::new(Notify::new());
     manager.watch(wake.clone());
     while manager.served.is_none() {
-        if manager.round().await != Next::Now {
+        if manager.round().await != Next::Now && manager.served.is_none() {
             tokio::time::sleep(SOON).await;
         }
     }
@@ -295,6 +297,10 @@ impl Manager {
                 .inc();
             match change {
                 Change::Bundle => tracing::info!(what, "webhook certificates: the CA bundle rewritten"),
+                // A new install, or a planned renewal: nothing was wrong.
+                Change::Ca(Why::Missing | Why::Due) | Change::Serving(Why::Due | Why::NewCa) => {
+                    tracing::info!(what, reason, secret = %self.config.secret, "webhook certificates: made");
+                }
                 _ => {
                     tracing::warn!(what, reason, secret = %self.config.secret, "webhook certificates: replaced")
                 }

@@ -84,6 +84,16 @@ impl Contents {
     }
 }
 
+impl From<&Contents> for Raw {
+    /// What the Secret holds once `contents` is written.
+    fn from(contents: &Contents) -> Raw {
+        Raw {
+            data: contents.data(),
+            previous_until: contents.previous_until_text(),
+        }
+    }
+}
+
 /// Why a part of the Secret is replaced: the `reason` label of the rotation metric.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Why {

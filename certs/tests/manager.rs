@@ -93,7 +93,7 @@ async fn replica(fake: &FakeApiServer, propagation: Duration) -> (Handle, Served
 
 fn secret_data(fake: &FakeApiServer, key: &str) -> Option<Vec<u8>> {
     let s = fake.get("secrets", Some(NS), SECRET)?;
-    let b64 = s.pointer(&format!("/data/{}", key.replace('.', "."))).cloned()?;
+    let b64 = s.get("data")?.get(key).cloned()?;
     let bytes: k8s_openapi::ByteString = serde_json::from_value(b64).ok()?;
     Some(bytes.0)
 }

@@ -90,9 +90,7 @@ fn a_broken_secret_is_mended(#[case] break_it: &dyn Fn(&mut Raw), #[case] change
     let judged = judge(&raw, &wanted(), now(), None).unwrap();
     assert_eq!(judged.changes.first(), Some(&change), "{:?}", judged.changes);
     // Whatever was wrong, what is written judges clean.
-    let mut written = Raw::default();
-    written.data = judged.contents.data();
-    written.previous_until = judged.contents.previous_until_text();
+    let written = Raw::from(&judged.contents);
     assert_eq!(judge(&written, &wanted(), now(), None).unwrap().changes, vec![]);
 }
 
@@ -137,7 +135,7 @@ fn an_old_ca_is_rotated_and_kept_in_the_bundle_while_valid(#[case] issued_days_a
     let new_ca = Cert::from_pem(judged.contents.ca.cert_pem.as_bytes()).unwrap();
     assert_eq!(bundle[0], new_ca, "the new CA first");
     let old_cert = Cert::from_pem(old.cert_pem.as_bytes()).unwrap();
-    let kept = bundle.iter().any(|c| *c == old_cert);
+    let kept = bundle.contains(&old_cert);
     assert_eq!(
         kept,
         why == Why::Due,
@@ -160,9 +158,7 @@ fn a_deleted_secret_keeps_the_ca_this_replica_serves_until_the_overlap_ends() {
     assert_eq!(until, t0 + Duration::from_secs(600));
 
     // Read back within the overlap: kept. After it: the bundle is the new CA alone.
-    let mut written = Raw::default();
-    written.data = judged.contents.data();
-    written.previous_until = judged.contents.previous_until_text();
+    let written = Raw::from(&judged.contents);
     let within = judge(&written, &wanted(), t0 + Duration::from_secs(60), None).unwrap();
     assert_eq!(within.changes, vec![]);
     let after = judge(&written, &wanted(), t0 + Duration::from_secs(601), None).unwrap();

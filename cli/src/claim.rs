@@ -10,13 +10,17 @@ use crate::flags::claim::{ClaimArgs, ClaimOutput};
 
 /// Prints the template. Exit status: 0 written, 2 a checkpoint that cannot be claimed.
 pub fn run(args: &ClaimArgs) -> anyhow::Result<ExitCode> {
+    // As `kubectl create -f FILE -n NS`: a file (or `-`) is read as a file and `-n` is where
+    // the template goes; only what is not a file names a checkpoint in the cluster.
+    let is_file = args.checkpoint.as_os_str() == "-" || args.checkpoint.is_file();
     let manifest = match &args.namespace {
-        Some(ns) => {
+        Some(ns) if !is_file => {
             crate::cluster_read::named_checkpoint(&args.cluster, ns, &args.checkpoint.to_string_lossy())?.0
         }
-        None => crate::place::read_checkpoint(&args.checkpoint, args.read.options())?,
+        _ => crate::place::read_checkpoint(&args.checkpoint, args.read.options())?,
     };
-    let template = miggate_crds::claim::claim_template(&args.name, &manifest)?;
+    let mut template = miggate_crds::claim::claim_template(&args.name, &manifest)?;
+    template.metadata.namespace.clone_from(&args.namespace);
     let text = match args.output {
         ClaimOutput::Yaml => {
             serde_saphyr::to_string(&template).context("cannot write the template as YAML")?

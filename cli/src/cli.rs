@@ -53,13 +53,14 @@ enum Command {
     Schema,
     /// Print the CRDs of GpuCheckpoint and GpuNode (`miggate crds | kubectl apply -f -`).
     Crds,
-    /// Print the Kubernetes install (`miggate deploy | kubectl apply -f -`), or write it with
-    /// `--out DIR` as the files of deploy/ (`kubectl apply -k DIR`). Needs cert-manager.
+    /// Print the Kubernetes install (`miggate deploy | kubectl apply --server-side -f -`), or
+    /// write it with `--out DIR` as the files of deploy/ (`kubectl apply -k DIR`). The same
+    /// objects as the Helm chart's defaults (charts/miggate).
     Deploy(crate::flags::deploy::DeployArgs),
     /// Serve the admission webhook (HTTPS) that refuses incompatible restore pods.
     ///
     /// Runs until SIGTERM, then drains in-flight requests. Exit status: 0 stopped, 2 cannot start.
-    Webhook(crate::flags::webhook::WebhookArgs),
+    Webhook(Box<crate::flags::webhook::WebhookArgs>),
     /// Publish this node's GPU inventory as its GpuNode, and boot recovery's state (a DaemonSet).
     ///
     /// Runs until SIGTERM. Exit status: 0 stopped, 2 cannot start.

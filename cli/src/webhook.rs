@@ -93,6 +93,7 @@ pub fn run(args: &WebhookArgs) -> anyhow::Result<ExitCode> {
     config.max_connection_age = args.max_connection_age;
     config.deadline = args.request_deadline;
     config.min_body_rate = args.min_body_rate;
+    config.binders.clone_from(&args.binders);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -375,17 +375,18 @@ async fn claim_reads_a_gpucheckpoint_by_namespace_and_name() {
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, fake.kubeconfig()).unwrap();
     fake.apply(object("webhook-store/checkpoints/ml/vllm-ckpt.yaml"));
-    let from_file = text(
-        &miggate(
-            &kubeconfig,
-            &[
-                "claim",
-                testdata("webhook-store/checkpoints/ml/vllm-ckpt.yaml")
-                    .to_str()
-                    .unwrap(),
-            ],
-        )
-        .await,
+    let file = testdata("webhook-store/checkpoints/ml/vllm-ckpt.yaml");
+    let file = file.to_str().unwrap();
+    let from_file = text(&miggate(&kubeconfig, &["claim", file, "-n", "ml"]).await);
+    assert_eq!(from_file.0, 0, "{}", from_file.2);
+    // A file stays a file with -n, as `kubectl create -f FILE -n NS`: the template goes into NS.
+    let template: serde_json::Value = serde_saphyr::from_str(&from_file.1).unwrap();
+    assert_eq!(template["metadata"]["namespace"], "ml");
+    let without = text(&miggate(&kubeconfig, &["claim", file]).await);
+    let template: serde_json::Value = serde_saphyr::from_str(&without.1).unwrap();
+    assert!(
+        template["metadata"]["namespace"].is_null(),
+        "no -n: no namespace, as kubectl's current one applies"
     );
     for named in ["vllm-ckpt", "gpucheckpoint/vllm-ckpt", "gpuckpt/vllm-ckpt"] {
         let (code, stdout, stderr) = text(&miggate(&kubeconfig, &["claim", "-n", "ml", named]).await);

@@ -152,18 +152,6 @@ fn the_chart_renders_what_miggate_deploy_writes(#[case] sets: &[&str], #[case] c
     assert_same(sorted(chart.unwrap()), deployed(&config));
 }
 
-#[test]
-fn the_charts_crds_are_the_generated_ones() {
-    let chart = std::fs::read_to_string(root().join("charts/miggate/crds/crds.yaml")).unwrap();
-    let deploy = std::fs::read_to_string(root().join("deploy/crds.yaml")).unwrap();
-    let body = |s: &str| s.split_once('\n').map(|(_, b)| b.to_string()).unwrap();
-    assert_eq!(
-        body(&chart),
-        body(&deploy),
-        "charts/miggate/crds/crds.yaml differs from deploy/crds.yaml; run `UPDATE_DEPLOY=1 cargo test -p miggate-crds --test deploy`"
-    );
-}
-
 /// A misspelt or mistyped value is refused by the chart's schema, as a misspelt field is
 /// refused everywhere else in miggate.
 #[rstest]

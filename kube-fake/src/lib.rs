@@ -5,8 +5,11 @@
 //! `resourceVersion`, watches as chunked streams of newline-delimited `WatchEvent`s (`ADDED`,
 //! `MODIFIED`, `DELETED`, `BOOKMARK` when `allowWatchBookmarks` is asked, `ERROR` with a 410
 //! `Status` when the asked version is too old), label and field selectors (equality forms),
-//! single-object GETs, and server-side apply (`PATCH` with `application/apply-patch+yaml`) on
-//! objects and their `status` subresource. Plain HTTP on `127.0.0.1:0`.
+//! single-object GETs, server-side apply (`PATCH` with `application/apply-patch+yaml`) on
+//! objects and their `status` subresource, and the other writes as the real server answers
+//! them: `POST` (`409 AlreadyExists`), `PUT` at a `resourceVersion` (`409 Conflict` when it is
+//! stale), JSON patches (`application/json-patch+json`; a failed `test` refuses the patch with
+//! `422`) and `DELETE`. Plain HTTP on `127.0.0.1:0`.
 //!
 //! The test drives it: [`FakeApiServer::apply`] and [`FakeApiServer::delete`] change objects
 //! (and notify watches), [`FakeApiServer::drop_watches`] ends open watch streams,

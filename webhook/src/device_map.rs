@@ -32,6 +32,9 @@ pub enum Outcome {
     Mapped,
     /// The exact check ran but gave no map (refused, or devices without UUIDs); a warning says why.
     NotMapped,
+    /// A restore pod's binding by a binder not listed (`--binder`): bound without a map, since
+    /// the binding policy would refuse a map from it; the node agent pairs the devices itself.
+    UnlistedBinder,
 }
 
 /// A binding mutation's answer: always allowed.
@@ -43,9 +46,14 @@ pub struct Mapping {
     pub outcome: Outcome,
 }
 
-/// Answers one binding mutation request decoded with kube's types.
-pub fn map(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Sized)) -> Mapping {
-    map_review(&Review::from(req), store)
+/// Answers one binding mutation request decoded with kube's types; `binders` are the user
+/// names whose Bindings may carry the map (the binding policy's list).
+pub fn map(
+    req: &AdmissionRequest<DynamicObject>,
+    store: &(impl Lookup + ?Sized),
+    binders: &[String],
+) -> Mapping {
+    map_review(&Review::from(req), store, binders)
 }
 
 /// Answers one binding mutation request, read in place ([`crate::review::parse`]). Every
@@ -53,7 +61,7 @@ pub fn map(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Sized)
 /// answered after one map lookup. The binding is read by the decision's own
 /// [`parse`](crate::decide::parse), so the restore and its waiver are read by one rule: a
 /// binding the validating check refuses (a waiver that does not parse) is not mapped.
-pub fn map_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Mapping {
+pub fn map_review(review: &Review<'_>, store: &(impl Lookup + ?Sized), binders: &[String]) -> Mapping {
     let base = review.allowed();
     let ignored = |response| Mapping {
         response,
@@ -71,6 +79,14 @@ pub fn map_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Mappin
     };
     if pod.claims.is_empty() {
         return ignored(base);
+    }
+    // The binding policy refuses a map in a Binding from anyone else: never block the binding,
+    // bind it without one.
+    if !binders.iter().any(|b| *b == *review.username) {
+        return Mapping {
+            response: base,
+            outcome: Outcome::UnlistedBinder,
+        };
     }
     let Resolved::Found { checkpoint, .. } = resolve::resolve(store, restore.namespace, &restore.reference)
     else {
@@ -155,6 +171,7 @@ impl From<crate::device_map::Outcome> for crate::outcome::Outcome {
             Map::Ignored => crate::outcome::Outcome::MapIgnored,
             Map::Mapped => crate::outcome::Outcome::Mapped,
             Map::NotMapped => crate::outcome::Outcome::NotMapped,
+            Map::UnlistedBinder => crate::outcome::Outcome::UnlistedBinder,
         }
     }
 }

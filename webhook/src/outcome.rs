@@ -37,6 +37,8 @@ pub enum Outcome {
     NotMapped,
     /// Not a DRA restore pod's binding with an exact view.
     MapIgnored,
+    /// A DRA restore pod bound by a binder not listed (`--binder`): no device map written.
+    UnlistedBinder,
     /// A `spec.summary` written.
     SummaryWritten,
     /// A `spec.summary` that already matched its manifest.
@@ -47,7 +49,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome, in the order docs/webhook.md lists them.
-    pub const ALL: [Outcome; 17] = [
+    pub const ALL: [Outcome; 18] = [
         Outcome::Ignored,
         Outcome::Allowed,
         Outcome::Warned,
@@ -62,6 +64,7 @@ impl Outcome {
         Outcome::Mapped,
         Outcome::NotMapped,
         Outcome::MapIgnored,
+        Outcome::UnlistedBinder,
         Outcome::SummaryWritten,
         Outcome::SummaryKept,
         Outcome::SummaryIgnored,
@@ -84,6 +87,7 @@ impl Outcome {
             Outcome::Mapped => "mapped",
             Outcome::NotMapped => "not-mapped",
             Outcome::MapIgnored => "map-ignored",
+            Outcome::UnlistedBinder => "unlisted-binder",
             Outcome::SummaryWritten => "summary-written",
             Outcome::SummaryKept => "summary-kept",
             Outcome::SummaryIgnored => "summary-ignored",

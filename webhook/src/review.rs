@@ -198,6 +198,9 @@ pub struct Review<'a> {
     pub operation: Operation,
     /// Whether the request is a dry run (nothing persists).
     pub dry_run: bool,
+    /// Who makes the request (`userInfo.username`): for a binding, the scheduler that places
+    /// the pod.
+    pub username: Text<'a>,
     /// The object created or updated.
     pub object: Option<Object<'a>>,
 }
@@ -310,6 +313,7 @@ fn review<'a, O: Into<Object<'a>>>(envelope: Envelope<'a, O>) -> Result<Review<'
         namespace: request.namespace,
         operation: request.operation,
         dry_run: request.dry_run,
+        username: request.user_info.username,
         object: request.object.map(Into::into),
     })
 }
@@ -354,6 +358,7 @@ impl<'a> From<&'a AdmissionRequest<DynamicObject>> for Review<'a> {
                 kube::core::admission::Operation::Connect => Operation::Connect,
             },
             dry_run: r.dry_run,
+            username: r.user_info.username.as_ref().map(b).unwrap_or_default(),
             object: r.object.as_ref().map(|o| {
                 let annotation = |key: &str| o.metadata.annotations.as_ref().and_then(|a| a.get(key)).map(b);
                 Object {
@@ -411,13 +416,19 @@ struct Request<'a, O> {
     #[serde(borrow, default)]
     namespace: Option<Text<'a>>,
     operation: Operation,
-    // Required by kube's types and by the API; not read.
-    #[allow(dead_code)]
-    user_info: IgnoredAny,
+    #[serde(borrow)]
+    user_info: UserInfo<'a>,
     #[serde(default)]
     object: Option<O>,
     #[serde(default)]
     dry_run: bool,
+}
+
+/// `userInfo`: required by kube's types and by the API; only the user name is read.
+#[derive(Deserialize)]
+struct UserInfo<'a> {
+    #[serde(borrow, default)]
+    username: Text<'a>,
 }
 
 #[derive(Deserialize)]

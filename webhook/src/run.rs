@@ -49,6 +49,8 @@ pub struct Config {
     pub min_body_rate: u64,
     /// Bytes of request bodies held in memory at once, over all connections.
     pub body_budget: usize,
+    /// The user names whose Bindings may carry the device map (`--binder`).
+    pub binders: Vec<String>,
 }
 
 /// Where the admission port's certificate comes from.
@@ -106,6 +108,7 @@ impl Config {
             max_connection_age: DEFAULT_MAX_CONNECTION_AGE,
             min_body_rate: DEFAULT_MIN_BODY_RATE,
             body_budget: DEFAULT_BODY_BUDGET_BYTES,
+            binders: vec![miggate_wire::webhook::DEFAULT_BINDER.to_string()],
         }
     }
 }
@@ -158,6 +161,7 @@ pub async fn serve(
     };
     let mut state = AppState::with_store(store, metrics);
     state.certs = certs;
+    state.binders.clone_from(&config.binders);
     state.deadline = config.deadline;
     state.body = BodyLimits::new(config.min_body_rate, config.body_budget);
     state

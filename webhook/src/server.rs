@@ -53,6 +53,8 @@ pub struct AppState {
     /// The webhook's own certificates (`--tls-secret`): not ready until the API server can
     /// verify what this replica serves.
     pub certs: Option<miggate_certs::Handle>,
+    /// The user names whose Bindings may carry the device map (`--binder`).
+    pub binders: Vec<String>,
 }
 
 impl AppState {
@@ -70,6 +72,7 @@ impl AppState {
             deadline: DEFAULT_DEADLINE,
             body: BodyLimits::default(),
             certs: None,
+            binders: vec![miggate_wire::webhook::DEFAULT_BINDER.to_string()],
         }
     }
 }
@@ -322,8 +325,8 @@ async fn mutate_binding(state: &AppState, body: &[u8], started: Instant) -> Resp
     };
     settle_claims(state, review.bound_pod()).await;
     let mapping = match &state.store {
-        Store::File(files) => crate::device_map::map_review(&review, &*files.snapshot()),
-        Store::Kube(kube) => crate::device_map::map_review(&review, &**kube),
+        Store::File(files) => crate::device_map::map_review(&review, &*files.snapshot(), &state.binders),
+        Store::Kube(kube) => crate::device_map::map_review(&review, &**kube, &state.binders),
     };
     let outcome = Outcome::from(mapping.outcome);
     if mapping.outcome != crate::device_map::Outcome::Ignored {
@@ -332,6 +335,7 @@ async fn mutate_binding(state: &AppState, body: &[u8], started: Instant) -> Resp
             namespace = review.namespace.as_deref().unwrap_or(""),
             name = %escape_within(&review.name, 256),
             outcome = outcome.as_str(),
+            binder = %escape_within(&review.username, 256),
             device_map = mapping.response.audit_annotations.get(crate::device_map::DEVICE_MAP_AUDIT).map_or("", String::as_str),
             "device map"
         );

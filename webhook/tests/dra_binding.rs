@@ -251,7 +251,7 @@ fn the_binding_carries_the_device_map(
     #[case] outcome: Outcome,
     #[case] map: Option<&str>,
 ) {
-    let m = device_map::map(&binding(pod), &cluster());
+    let m = device_map::map(&binding(pod), &cluster(), &binders());
     assert_eq!(m.outcome, outcome, "{:?}", m.response.warnings);
     assert!(m.response.allowed, "a binding mutation never refuses");
     let patch: Option<Value> = m
@@ -271,10 +271,30 @@ fn the_binding_carries_the_device_map(
 fn a_binding_with_annotations_gets_the_key_added() {
     let mut req = binding("fits");
     req.object.as_mut().unwrap().metadata.annotations = Some([("team".to_string(), "ml".to_string())].into());
-    let m = device_map::map(&req, &cluster());
+    let m = device_map::map(&req, &cluster(), &binders());
     let patch: Value = serde_json::from_slice(m.response.patch.as_ref().unwrap()).unwrap();
     assert_eq!(
         patch,
         json!([{"op": "add", "path": "/metadata/annotations/miggate.io~1device-map", "value": MAP}])
     );
+}
+
+/// Another scheduler (KAI, Volcano) binds a restore pod: bound without a map, never blocked,
+/// counted; listed, it gets the map as the default scheduler does.
+#[rstest]
+#[case::unlisted("system:serviceaccount:kai-scheduler:kai-scheduler", &["system:kube-scheduler"], Outcome::UnlistedBinder)]
+#[case::listed("system:serviceaccount:kai-scheduler:kai-scheduler", &["system:kube-scheduler", "system:serviceaccount:kai-scheduler:kai-scheduler"], Outcome::Mapped)]
+#[case::nobody_listed_matches("", &["system:kube-scheduler"], Outcome::UnlistedBinder)]
+fn only_a_listed_binder_gets_the_map(#[case] user: &str, #[case] listed: &[&str], #[case] outcome: Outcome) {
+    let mut req = binding("fits");
+    req.user_info.username = Some(user.to_string());
+    let listed: Vec<String> = listed.iter().map(|s| s.to_string()).collect();
+    let m = device_map::map(&req, &cluster(), &listed);
+    assert_eq!(m.outcome, outcome);
+    assert!(m.response.allowed, "never blocked");
+    assert_eq!(m.response.patch.is_some(), outcome == Outcome::Mapped);
+}
+
+fn binders() -> Vec<String> {
+    vec!["system:kube-scheduler".to_string()]
 }

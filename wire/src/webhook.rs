@@ -49,3 +49,6 @@ pub const CA_OVERLAP: Duration = Duration::from_secs(600);
 /// `--ca-propagation`: how long every configuration must have carried a CA before a
 /// certificate of it is served (the API server's watch of the configurations loads it).
 pub const CA_PROPAGATION: Duration = Duration::from_secs(5);
+
+/// `--binder`: the scheduler whose Bindings may carry the device map, when none is named.
+pub const DEFAULT_BINDER: &str = "system:kube-scheduler";

@@ -5,11 +5,13 @@ use std::path::PathBuf;
 /// Flags of `miggate claim`.
 #[derive(Debug, clap::Args)]
 pub struct ClaimArgs {
-    /// The checkpoint: a manifest, a GpuCheckpoint object or a Go peer artifact; `-` reads
-    /// standard input. With `-n`, a checkpoint in the cluster: a GpuCheckpoint's name, or
-    /// `podsnapshot/NAME` for the Go peer's.
+    /// The checkpoint: a file (a manifest, a GpuCheckpoint object or a Go peer artifact; `-`
+    /// reads standard input), or, with `-n` and no such file, a checkpoint in the cluster: a
+    /// GpuCheckpoint's name (`NAME`, `gpucheckpoint/NAME`) or `podsnapshot/NAME` for the Go
+    /// peer's.
     pub checkpoint: PathBuf,
-    /// Read the checkpoint from the cluster, in NAMESPACE.
+    /// The namespace the template is written into (its `metadata.namespace`, as `kubectl
+    /// create -n`), and where a checkpoint named instead of a file is read from.
     #[arg(short = 'n', long, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
     /// Which cluster, as kubectl takes it (with `-n`).

@@ -112,6 +112,12 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "DURATION", default_value = shown(defaults::MAX_CONNECTION_AGE),
           value_parser = crate::duration::DurationParser::seconds(1, 86_400))]
     pub max_connection_age: Duration,
+    /// A scheduler's user name whose Bindings of DRA restore pods get the device map; repeat
+    /// it for several. A restore pod bound by anyone else is bound without one (counted as
+    /// `unlisted-binder`; the node agent pairs the devices), as the binding policy would refuse
+    /// the map from it. Keep it equal to the install's binders.
+    #[arg(long = "binder", value_name = "USER", default_value = defaults::DEFAULT_BINDER)]
+    pub binders: Vec<String>,
     /// PEM bundle of CAs: when given, a client must present a certificate chaining to one of
     /// them, or its TLS handshake fails (give the API server one through its
     /// AdmissionConfiguration). Re-read with the certificate.

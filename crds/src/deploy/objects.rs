@@ -283,6 +283,10 @@ fn webhook_deployment(config: &Config) -> Value {
     ];
     args.extend(tls_args);
     args.push("--store=kube".to_string());
+    // The device map goes only into these schedulers' Bindings, as the binding policy allows.
+    for binder in &config.binders {
+        args.push(format!("--binder={binder}"));
+    }
     // Sized to the 256Mi memory limit below (docs/webhook.md#limits).
     args.push(format!("--max-connections={}", defaults::MAX_CONNECTIONS));
     let mut deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta(WEBHOOK, WEBHOOK),

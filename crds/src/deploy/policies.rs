@@ -54,7 +54,7 @@ pub const ADDABLE_ANNOTATIONS: [&str; 1] = [peer::SKIP_COMPAT_CHECK];
 pub const WAIVER_ANNOTATIONS: [&str; 2] = [SKIP_CHECKS, peer::SKIP_COMPAT_CHECK];
 
 /// The default identity allowed to bind pods with the device map: the default scheduler's.
-pub const DEFAULT_BINDER: &str = "system:kube-scheduler";
+pub const DEFAULT_BINDER: &str = miggate_wire::webhook::DEFAULT_BINDER;
 
 /// What the waiver permission is, in RBAC terms: verb `waive` on `checks.miggate.io` in the
 /// pod's namespace. Not a real resource: RBAC grants any verb on any name, and the API
@@ -200,7 +200,7 @@ pub fn bindings(config: &Config) -> Result<Vec<Object>, Error> {
                  "message": "a Binding cannot carry miggate's or the peer's restore annotations: the API server copies them onto the pod, past every check of it",
                  "reason": "Forbidden"},
                 {"expression": format!("!{} || request.userInfo.username in {}", has("object", DEVICE_MAP), list(&binders)),
-                 "message": format!("only the scheduler ({}) binds a pod with {DEVICE_MAP}: miggate writes it into the scheduler's Binding", binders.join(", ")),
+                 "message": format!("only the schedulers miggate lists ({}) bind a pod with {DEVICE_MAP}: miggate writes it into their Bindings; list another scheduler with the chart's binders value or miggate deploy --binder", binders.join(", ")),
                  "reason": "Forbidden"},
             ],
         }),
