@@ -107,6 +107,8 @@ struct Manager {
     trusted_since: Option<(Vec<u8>, Instant)>,
     /// The last error logged, so a repeating one is logged once.
     last_error: Option<String>,
+    /// Rounds failed in a row: the wait before the next doubles with each, up to [`AT_MOST`].
+    failures: u32,
 }
 
 /// What the round asks of the loop.
@@ -114,8 +116,10 @@ struct Manager {
 enum Next {
     /// Again at once: a write lost a race.
     Now,
-    /// Again soon: waiting for propagation, or after an error.
+    /// Again soon: waiting for propagation.
     Soon,
+    /// After a wait that grows with each failure in a row.
+    Retry,
     /// At the next resync, or when a watch sees a change.
     Idle,
 }
@@ -142,21 +146,23 @@ pub async fn start(
         served: None,
         trusted_since: None,
         last_error: None,
+        failures: 0,
     };
     let wake = Arc::new(Notify::new());
     manager.watch(wake.clone());
     while manager.served.is_none() {
-        if manager.round().await != Next::Now && manager.served.is_none() {
-            tokio::time::sleep(SOON).await;
+        let next = manager.round().await;
+        if next != Next::Now && manager.served.is_none() {
+            tokio::time::sleep(manager.wait(next)).await;
         }
     }
     tokio::spawn(async move {
         loop {
-            let wait = match manager.round().await {
-                Next::Now => continue,
-                Next::Soon => SOON,
-                Next::Idle => manager.config.resync,
-            };
+            let next = manager.round().await;
+            if next == Next::Now {
+                continue;
+            }
+            let wait = manager.wait(next);
             tokio::select! {
                 () = wake.notified() => {}
                 () = tokio::time::sleep(wait) => {}
@@ -167,6 +173,8 @@ pub async fn start(
 }
 
 const SOON: Duration = Duration::from_secs(1);
+/// The longest wait after failures in a row (the API server down, RBAC refusing).
+const AT_MOST: Duration = Duration::from_secs(30);
 
 fn unix(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
@@ -220,11 +228,27 @@ impl Manager {
 
     async fn round(&mut self) -> Next {
         match self.try_round().await {
-            Ok(next) => next,
+            Ok(next) => {
+                self.failures = 0;
+                next
+            }
             Err((step, e)) => {
                 self.failed(step, &e);
-                Next::Soon
+                self.failures = self.failures.saturating_add(1);
+                Next::Retry
             }
+        }
+    }
+
+    /// How long to wait before the next round.
+    fn wait(&self, next: Next) -> Duration {
+        match next {
+            Next::Now => Duration::ZERO,
+            Next::Soon => SOON,
+            Next::Retry => SOON
+                .saturating_mul(1 << self.failures.saturating_sub(1).min(5))
+                .min(AT_MOST),
+            Next::Idle => self.config.resync,
         }
     }
 

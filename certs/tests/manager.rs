@@ -285,3 +285,48 @@ async fn a_deleted_secret_rotates_the_ca_with_both_trusted_before_the_switch() {
     assert!(ca_of(&new, &bundle));
     assert!(handle.status().verified, "ready throughout");
 }
+
+#[tokio::test]
+async fn a_configuration_that_does_not_exist_keeps_the_replica_unready_and_says_which() {
+    let fake = FakeApiServer::start().await.unwrap();
+    fake.apply(
+        json!({"apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": "miggate"}, "webhooks": [webhook("restore.miggate.io", false)]}),
+    );
+    let (handle, served, _) = replica(&fake, Duration::ZERO).await;
+    assert!(
+        served.last().is_some(),
+        "it serves, so the API server can call it once it trusts it"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let status = handle.status();
+    assert!(!status.verified);
+    assert_eq!(
+        status.waiting.as_deref(),
+        Some("mutating/miggate-steer does not exist")
+    );
+    // Created later (a configuration applied last, as the install does): trusted, then ready.
+    configurations(&fake);
+    until("verified once it exists", || handle.status().verified).await;
+}
+
+#[tokio::test]
+async fn a_refused_read_is_retried_until_it_goes_through() {
+    let fake = FakeApiServer::start().await.unwrap();
+    configurations(&fake);
+    fake.fail_next("secrets", 403);
+    fake.fail_next("secrets", 403);
+    let (handle, served, metrics) = replica(&fake, Duration::ZERO).await;
+    assert!(served.last().is_some());
+    until("verified", || handle.status().verified).await;
+    let mut r = prometheus_client::registry::Registry::default();
+    metrics.register(&mut r);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &r).unwrap();
+    // The watch's list of the Secret may take one of the two refusals.
+    assert!(
+        text.contains(r#"certificate_errors_total{step="read"} 1"#)
+            || text.contains(r#"certificate_errors_total{step="read"} 2"#),
+        "{text}"
+    );
+}
