@@ -109,6 +109,9 @@ struct Manager {
     last_error: Option<String>,
     /// Rounds failed in a row: the wait before the next doubles with each, up to [`AT_MOST`].
     failures: u32,
+    /// When the CA or the serving certificate is next due for renewal: an idle loop wakes then,
+    /// not only at the next resync.
+    next_due: Option<SystemTime>,
 }
 
 /// What the round asks of the loop.
@@ -147,6 +150,7 @@ pub async fn start(
         trusted_since: None,
         last_error: None,
         failures: 0,
+        next_due: None,
     };
     let wake = Arc::new(Notify::new());
     manager.watch(wake.clone());
@@ -248,7 +252,13 @@ impl Manager {
             Next::Retry => SOON
                 .saturating_mul(1 << self.failures.saturating_sub(1).min(5))
                 .min(AT_MOST),
-            Next::Idle => self.config.resync,
+            Next::Idle => {
+                let due = self
+                    .next_due
+                    .and_then(|t| t.duration_since(SystemTime::now()).ok())
+                    .map_or(self.config.resync, |d| d.max(SOON));
+                due.min(self.config.resync)
+            }
         }
     }
 
@@ -282,6 +292,8 @@ impl Manager {
             },
         ))?;
         self.metrics.ca_not_after.set(unix(ca.not_after));
+        self.next_due =
+            Cert::from_pem(contents.leaf.cert_pem.as_bytes()).map(|leaf| leaf.due().min(ca.due()));
         let untrusted = self.inject(&contents, &ca).await.map_err(|e| ("inject", e))?;
         self.serve(&contents, ca, untrusted.is_none())
             .map_err(|e| ("serve", e))?;

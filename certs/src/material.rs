@@ -211,8 +211,13 @@ impl Cert {
 
     /// Whether two thirds of its lifetime are gone at `now`.
     pub fn due_at(&self, now: SystemTime) -> bool {
+        now >= self.due()
+    }
+
+    /// When two thirds of its lifetime are gone: when it is renewed.
+    pub fn due(&self) -> SystemTime {
         let life = self.not_after.duration_since(self.not_before).unwrap_or_default();
-        now >= self.not_before + life / 3 * 2
+        self.not_before + life / 3 * 2
     }
 }
 

@@ -27,15 +27,17 @@ impl std::fmt::Debug for Pair {
     }
 }
 
-/// How far back a new certificate's validity starts: nodes whose clocks run a little behind
-/// the writer's still accept it.
+/// How far back a new certificate's validity starts, at most: nodes whose clocks run a little
+/// behind the writer's still accept it. Never more than a tenth of its lifetime, so a short one
+/// is not two thirds gone (due for renewal) when it is made.
 const BACKDATE: Duration = Duration::from_secs(3600);
 
 /// The common name of every CA miggate mints.
 pub const CA_COMMON_NAME: &str = "miggate-webhook-ca";
 
 fn validity(params: &mut CertificateParams, now: SystemTime, until: SystemTime) {
-    params.not_before = time::OffsetDateTime::from(now.checked_sub(BACKDATE).unwrap_or(now));
+    let backdate = BACKDATE.min(until.duration_since(now).unwrap_or_default() / 10);
+    params.not_before = time::OffsetDateTime::from(now.checked_sub(backdate).unwrap_or(now));
     params.not_after = time::OffsetDateTime::from(until);
 }
 

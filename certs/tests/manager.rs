@@ -330,3 +330,33 @@ async fn a_refused_read_is_retried_until_it_goes_through() {
         "{text}"
     );
 }
+
+#[tokio::test]
+async fn a_serving_certificate_is_renewed_ahead_of_expiry_from_the_same_ca() {
+    let fake = FakeApiServer::start().await.unwrap();
+    configurations(&fake);
+    let served = Served::default();
+    let sink = served.clone();
+    let install = move |p: &Pair| -> Result<(), miggate_certs::Error> {
+        sink.0.lock().unwrap().push(p.clone());
+        Ok(())
+    };
+    let mut config = config(Duration::ZERO);
+    config.wanted.serving_lifetime = Duration::from_secs(4);
+    let _handle = miggate_certs::start(
+        fake.client().unwrap(),
+        config,
+        Arc::new(install),
+        CertMetrics::default(),
+    )
+    .await;
+    let ca = secret_data(&fake, CA_CRT).unwrap();
+    let first = served.last().unwrap();
+    // Due with two thirds gone (about 2.7 s), the loop wakes then, not at the 30 s resync.
+    until("renewed", || served.count() >= 2).await;
+    let renewed = served.last().unwrap();
+    assert_ne!(renewed, first);
+    assert_eq!(secret_data(&fake, CA_CRT).unwrap(), ca, "the same CA");
+    let leaf = Cert::from_pem(renewed.cert_pem.as_bytes()).unwrap();
+    assert!(leaf.valid_at(std::time::SystemTime::now()));
+}

@@ -195,3 +195,19 @@ fn the_debug_form_never_shows_a_key() {
     let shown = format!("{:?}", judged.contents);
     assert!(!shown.contains("PRIVATE KEY"), "{shown}");
 }
+
+/// A short lifetime is not due when made (the backdate is at most a tenth of it), and is due
+/// with two thirds of it gone.
+#[rstest]
+#[case::a_minute(60)]
+#[case::an_hour(3600)]
+#[case::a_year(31_557_600)]
+fn a_new_certificate_is_due_only_with_two_thirds_of_its_life_gone(#[case] secs: u64) {
+    let life = Duration::from_secs(secs);
+    let t0 = now();
+    let ca = mint::authority(t0, life).unwrap();
+    let cert = Cert::from_pem(ca.cert_pem.as_bytes()).unwrap();
+    assert!(!cert.due_at(t0 + life / 2), "not due at half its life");
+    assert!(cert.due_at(t0 + life * 7 / 10), "due past two thirds");
+    assert!(cert.valid_at(t0));
+}

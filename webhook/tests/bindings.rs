@@ -392,3 +392,129 @@ fn the_node_s_mig_strategy_judges_the_requests_at_binding(
         );
     }
 }
+
+/// The peer's container map at binding, as at creation: a restore pod of NVIDIA Snapshot whose
+/// map sends the captured `main` to `engine-0` is judged on `engine-0`'s requests. A two-slice
+/// checkpoint asking `nvidia.com/gpu: 2` through the map is refused on a mixed-strategy node,
+/// as the same pod without a map is; asking for the slices, or on a single-strategy node, is
+/// not.
+#[rstest]
+#[case::mapped_gpu_on_mixed(
+    Some("main=engine-0"),
+    "engine-0",
+    "nvidia.com/gpu",
+    miggate_compat::MigStrategy::Mixed,
+    true
+)]
+#[case::unmapped_gpu_on_mixed(None, "main", "nvidia.com/gpu", miggate_compat::MigStrategy::Mixed, true)]
+#[case::mapped_slices_on_mixed(
+    Some("main=engine-0"),
+    "engine-0",
+    "nvidia.com/mig-3g.40gb",
+    miggate_compat::MigStrategy::Mixed,
+    false
+)]
+#[case::unmapped_slices_on_mixed(
+    None,
+    "main",
+    "nvidia.com/mig-3g.40gb",
+    miggate_compat::MigStrategy::Mixed,
+    false
+)]
+#[case::mapped_gpu_on_single(
+    Some("main=engine-0"),
+    "engine-0",
+    "nvidia.com/gpu",
+    miggate_compat::MigStrategy::Single,
+    false
+)]
+#[case::unmapped_gpu_on_single(None, "main", "nvidia.com/gpu", miggate_compat::MigStrategy::Single, false)]
+fn the_peers_container_map_is_honoured_at_binding(
+    #[case] map: Option<&str>,
+    #[case] container: &str,
+    #[case] resource: &str,
+    #[case] strategy: miggate_compat::MigStrategy,
+    #[case] refused: bool,
+) {
+    use miggate_webhook::lookup::{Content, GpuAsk, PeerRestore, SnapshotLookup};
+
+    struct Peer {
+        inner: Memory,
+        content: Arc<Content>,
+    }
+    impl Lookup for Peer {
+        fn checkpoint(&self, ns: &str, name: &str) -> Option<Arc<Checkpoint>> {
+            self.inner.checkpoint(ns, name)
+        }
+        fn inventory(&self, node: &str) -> Result<Inventory, NoInventory> {
+            self.inner.inventory(node)
+        }
+        fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
+            self.inner.restore_pod(ns, name)
+        }
+        fn snapshot(&self, _ns: &str, name: &str) -> SnapshotLookup {
+            if name == "snap" {
+                SnapshotLookup::Bound(self.content.clone())
+            } else {
+                SnapshotLookup::Missing
+            }
+        }
+    }
+    let two_slices = miggate_compat::from_str(
+        "apiVersion: miggate.io/v1alpha1\nkind: GpuManifest\nnvidia:\n  devices:\n  - {uuid: MIG-6d7e2b1c-0f4a-5e8b-9c3d-2a1b0c9d8e7f, parentUuid: GPU-00000000-0000-4000-8000-000000000000, productName: NVIDIA H100 80GB HBM3, migProfile: 3g.40gb}\n  - {uuid: MIG-6d7e2b1c-0f4a-5e8b-9c3d-2a1b0c9d8e70, parentUuid: GPU-00000000-0000-4000-8000-000000000000, productName: NVIDIA H100 80GB HBM3, migProfile: 3g.40gb}\n",
+    )
+    .unwrap();
+    let mut node = manifest("webhook-store/nodes/gpu-node-7.yaml");
+    node.nvidia.as_mut().unwrap().mig_strategy = Some(strategy);
+    let pod = Arc::new(RestorePod {
+        peer: Some(PeerRestore {
+            restore_from: "snap".into(),
+            container_map: map.map(str::to_string),
+            skip: None,
+        }),
+        gpu_asks: vec![GpuAsk {
+            container: container.into(),
+            requests: [(resource.to_string(), miggate_compat::Quantity::new("2"))].into(),
+            claims: Vec::new(),
+        }],
+        ..RestorePod::default()
+    });
+    let store = Peer {
+        inner: Memory {
+            synced: true,
+            checkpoints: HashMap::new(),
+            nodes: [(
+                "gpu-node-7".to_string(),
+                Inventory {
+                    manifest: Arc::new(node),
+                    source: Source::GpuNode,
+                    notes: Vec::new(),
+                    passed_over: Vec::new(),
+                    slices_listed: false,
+                    supply: None,
+                },
+            )]
+            .into(),
+            unusable: HashMap::new(),
+            pods: [("ml/peer-restore".to_string(), pod)].into(),
+        },
+        content: Arc::new(Content {
+            name: "snapcontent-1".into(),
+            snapshot_ref: Some(("ml".into(), "snap".into())),
+            checkpoint: Ok(Arc::new(Checkpoint {
+                manifest: two_slices,
+                container_name: Some("main".into()),
+                origin: "PodSnapshotContent snapcontent-1".into(),
+            })),
+        }),
+    };
+    let d = decide(&binding("peer-restore", "gpu-node-7"), &store);
+    let message = &d.response.result.message;
+    let warnings = d.response.warnings.clone().unwrap_or_default().join("\n");
+    assert_eq!(d.verdict == Verdict::Refused, refused, "{message} {warnings}");
+    if refused {
+        assert_eq!(d.refused_by, ["gpu-request"], "{message}");
+        assert!(message.contains("gpu-request: "), "{message}");
+    }
+    assert!(!warnings.contains("requests are unknown"), "{warnings}");
+}

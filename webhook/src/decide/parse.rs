@@ -211,6 +211,8 @@ fn parse_binding<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> 
         reference,
         waiver,
         node: Some(node),
-        container_map: None,
+        // The peer's map, as at creation: the binding judges each destination it names. (A map
+        // that cannot be read was refused at creation.)
+        container_map: peer.and_then(|p| p.container_map.clone()).map(Cow::Owned),
     }))
 }
