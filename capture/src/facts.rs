@@ -37,6 +37,7 @@ impl NvidiaFacts {
             mig_strategy: None,
             gpus: Some(self.gpus),
             devices: self.devices,
+            uncounted: Vec::new(),
         };
         (nvidia, self.warnings)
     }

@@ -43,8 +43,13 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     };
     // A cluster node is judged as the webhook judges it: in offer mode, by what its inventory
     // can supply this checkpoint, a listed shortfall certain.
-    let (target, slices_listed, options) = match (&args.target, &args.node) {
-        (Some(path), _) => (read_manifest(path, "target", read)?.manifest, false, options),
+    let (target, slices_listed, options, said) = match (&args.target, &args.node) {
+        (Some(path), _) => (
+            read_manifest(path, "target", read)?.manifest,
+            false,
+            options,
+            Vec::new(),
+        ),
         (None, Some(node)) => {
             let (name, inventory) = crate::cluster_read::node(&args.cluster, node)?;
             let inventory = inventory.map_err(|why| {
@@ -57,7 +62,13 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
                 anyhow::anyhow!("node {} has no inventory: {}", escape(&name), escape(&reasons))
             })?;
             let judged = inventory.manifest_for(&source).into_owned();
-            (judged, inventory.slices_listed, args.policy.options(Mode::Offer))
+            let said = node_warnings(&name, &inventory);
+            (
+                judged,
+                inventory.slices_listed,
+                args.policy.options(Mode::Offer),
+                said,
+            )
         }
         (None, None) => anyhow::bail!("a target is needed: a manifest file, or --node NAME"),
     };
@@ -70,6 +81,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         });
     }
     let mut report = evaluate_target(&source, view, &options);
+    report.warnings.extend(said);
     let code = if report.compared_nothing() {
         report.warnings.push(NOTHING_COMPARED.to_string());
         ExitCode::from(EXIT_NOTHING_COMPARED)
@@ -80,6 +92,17 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     };
     closed_pipe_is_fine(print(&report, args, &source_name)).context("cannot write the report")?;
     Ok(code)
+}
+
+/// What a node's inventory says of itself, as the webhook warns it: why a better source was
+/// passed over, and each note (what the source could not tell, a node mig-manager is
+/// reconfiguring), so the answer says why a check is unknown.
+fn node_warnings(name: &str, inventory: &miggate_crds::inventory::Inventory) -> Vec<String> {
+    inventory
+        .notes
+        .iter()
+        .map(|note| format!("node {}: {note}", escape(name)))
+        .collect()
 }
 
 /// The exit status of a check that compared nothing: every check was not applicable or unknown

@@ -399,3 +399,82 @@ async fn claim_reads_a_gpucheckpoint_by_namespace_and_name() {
         (2, "miggate: no GpuCheckpoint nope in namespace ml\n")
     );
 }
+
+/// A checkpoint of `n` devices of `product`: MIG slices of `profile`, or whole GPUs.
+fn gpu_checkpoint(product: &str, profile: Option<&str>, n: usize) -> String {
+    let devices: Vec<String> = (0..n)
+        .map(|i| match profile {
+            Some(p) => format!(
+                "  - {{uuid: MIG-00000000-0000-5000-8000-{i:012x}, parentUuid: GPU-00000000-0000-4000-8000-000000000000, productName: \"{product}\", migProfile: \"{p}\"}}"
+            ),
+            None => format!("  - {{uuid: GPU-00000000-0000-4000-8000-{i:012x}, productName: \"{product}\"}}"),
+        })
+        .collect();
+    format!(
+        "apiVersion: miggate.io/v1alpha1\nkind: GpuManifest\nnvidia:\n  devices:\n{}\n",
+        devices.join("\n")
+    )
+}
+
+/// `check --node` on nodes described only by partial GFD labels (real label sets, no
+/// `nvidia.com/gpu.count`): what the labels settle is settled (a profile the single
+/// strategy's product rules out is refused, counted slices fit), and where they leave a check
+/// unknown the answer says why, naming the labels (a node mig-manager failed to apply a layout
+/// on exits 3, naming `nvidia.com/mig.config.state=failed`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_reads_partial_gfd_labels_and_says_why() {
+    let fake = kube_fake::FakeApiServer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, fake.kubeconfig()).unwrap();
+    for file in [
+        "gfd-real-single-nocount-h100nvl-wangken.yaml",
+        "gfd-real-mixed-custom-h20-johnsblog.yaml",
+        "gfd-real-failed-unknown-longpt-partial.yaml",
+    ] {
+        fake.apply(object(&format!("inventory/gfd-real/{file}")));
+    }
+    let ckpt = |name: &str, body: String| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, body).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let other_profile = ckpt(
+        "nvl-3g.yaml",
+        gpu_checkpoint("NVIDIA H100 NVL", Some("3g.47gb"), 1),
+    );
+    let same_profile = ckpt(
+        "nvl-1g.yaml",
+        gpu_checkpoint("NVIDIA H100 NVL", Some("1g.12gb"), 2),
+    );
+    let h20_slices = ckpt("h20-1g.yaml", gpu_checkpoint("NVIDIA H20", Some("1g.12gb"), 2));
+    let check = |file: String, node: &'static str| {
+        let kubeconfig = kubeconfig.clone();
+        async move { text(&miggate(&kubeconfig, &["check", &file, "--node", node]).await) }
+    };
+
+    let (code, stdout, _) = check(other_profile, "single-nocount-h100nvl-node").await;
+    assert_eq!(code, 1, "{stdout}");
+    assert!(stdout.contains("mig-profile"), "{stdout}");
+    assert!(stdout.contains("3g.47gb"), "{stdout}");
+
+    // The same profile: how many slices there are is all that is left, and nothing says: every
+    // GPU check is unknown (exit 3), and the answer says why.
+    let (code, stdout, _) = check(same_profile, "single-nocount-h100nvl-node").await;
+    assert_eq!(code, 3, "{stdout}");
+    assert!(
+        stdout.contains("every GPU is cut into `1g.12gb` slices"),
+        "{stdout}"
+    );
+
+    let (code, stdout, _) = check(h20_slices.clone(), "mixed-custom-h20-node").await;
+    assert_eq!(code, 0, "{stdout}");
+    assert!(stdout.contains("counted per profile"), "{stdout}");
+
+    let (code, stdout, _) = check(h20_slices, "failed-node").await;
+    assert_eq!(code, 3, "{stdout}");
+    assert!(
+        stdout.contains("nvidia.com/mig.config.state=failed, not success"),
+        "{stdout}"
+    );
+}

@@ -64,6 +64,7 @@ fn manifest(seed: u32, with_pod: bool) -> GpuManifest {
         mig_strategy: Some(MigStrategy::Mixed),
         gpus: None,
         devices: Some(devices),
+        uncounted: Vec::new(),
     });
     m
 }

@@ -187,6 +187,7 @@ impl ManifestBuilder {
             mig_strategy: self.mig_strategy,
             gpus,
             devices,
+            uncounted: Vec::new(),
             unknown: Default::default(),
         });
         Ok(GpuManifest {

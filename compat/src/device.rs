@@ -3,31 +3,10 @@
 //! nvidia-smi names a MIG slice after its parent card, so the product name alone cannot tell a
 //! whole H100 from a `1g.10gb` of one. The kind comes from the UUID form and the MIG fields.
 
+pub use crate::device_kind::DeviceKind;
 use crate::manifest::Device;
 use crate::profile::MigProfile;
 use crate::uuid::DeviceUuid;
-
-/// Whether a device is a whole GPU, a MIG slice, or cannot be told.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum DeviceKind {
-    /// A whole GPU: a `GPU-` UUID and no MIG fields.
-    Whole,
-    /// A MIG slice: a `MIG-` UUID (either form), a profile, or a parent.
-    Slice,
-    /// Neither could be established: no UUID and no MIG fields.
-    Unknown,
-}
-
-impl DeviceKind {
-    /// The name used in reports.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DeviceKind::Whole => "whole",
-            DeviceKind::Slice => "slice",
-            DeviceKind::Unknown => "unknown",
-        }
-    }
-}
 
 /// A slice's shape: the profile when it was recorded. Absent never means whole GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

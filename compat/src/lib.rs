@@ -3,6 +3,7 @@
 mod build;
 mod checks;
 mod device;
+mod device_kind;
 mod device_map;
 mod error;
 pub mod escape;

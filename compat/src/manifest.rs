@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use crate::device_kind::DeviceKind;
 use crate::field_path::PathSegment;
 use crate::profile::MigProfile;
 use crate::quantity::Quantity;
@@ -326,6 +327,14 @@ pub struct Nvidia {
     /// capture could not tell; `[]` when there is none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub devices: Option<Vec<Device>>,
+    /// Kinds of device ([`Device::kind`]) whose number the facts' source does not know: each
+    /// device of such a kind in `devices` names a class (model, profile) the node may have, in
+    /// a number not known, possibly none. A node inventory read from GPU Feature Discovery
+    /// labels without `nvidia.com/gpu.count` says this of what the labels do not count; a
+    /// capture never does. Held in memory only: never written to or read from a manifest.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub uncounted: Vec<DeviceKind>,
     /// Fields of this mapping that this version does not know, kept and reported.
     #[serde(flatten)]
     #[schemars(skip)]

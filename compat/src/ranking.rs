@@ -73,7 +73,14 @@ pub fn rank_nodes_listed<'a>(
             let target = Target::node(inventory).with_slices_listed(listed);
             let report = evaluate_target(source, target, &options);
             let spare = match (&wanted, inventory.devices()) {
-                (Some(w), Some(list)) if report.compatible => Some(spare(w, &Devices::read(list))),
+                // A node that does not know how many devices of a class it has has no spare
+                // count to rank by.
+                (Some(w), Some(list))
+                    if report.compatible
+                        && inventory.nvidia.as_ref().is_none_or(|n| n.uncounted.is_empty()) =>
+                {
+                    Some(spare(w, &Devices::read(list)))
+                }
                 _ => None,
             };
             let devices = report

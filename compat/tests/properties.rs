@@ -267,6 +267,7 @@ fn manifest(f: &Facts, tag: &str) -> GpuManifest {
             mig_strategy: f.strategy,
             gpus: None,
             devices: devs,
+            uncounted: Vec::new(),
         });
     }
     m

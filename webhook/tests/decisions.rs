@@ -284,3 +284,72 @@ fn a_dynamic_mig_node_refuses_a_shape_its_counters_cannot_hold() {
     assert!(d.refused_by.contains(&"mig-profile"), "{:?}", d.refused_by);
     insta::assert_snapshot!("dynamic_mig_refused", d.response.result.message);
 }
+
+/// A real GFD label set (`testdata/inventory/gfd-real/`) as node gpu-node-7, with `removed`
+/// labels taken away and `set` ones set.
+fn real_gfd_node(file: &str, removed: &[&str], set: &[(&str, &str)]) -> OneNode {
+    let mut node: Node = serde_saphyr::from_str(&testdata(&format!("inventory/gfd-real/{file}"))).unwrap();
+    node.metadata.name = Some("gpu-node-7".into());
+    let map = node.metadata.labels.as_mut().unwrap();
+    for k in removed {
+        assert!(map.remove(*k).is_some(), "{file} has {k}");
+    }
+    for (k, v) in set {
+        map.insert((*k).into(), (*v).into());
+    }
+    OneNode {
+        node,
+        slices: Vec::new(),
+    }
+}
+
+/// Partial GFD labels at binding: what they settle refuses, naming the check and what the
+/// labels show (`x?` where they name a class but not how many); a failed mig-manager state is
+/// admitted with a warning that names it.
+#[rstest]
+// The H100 all-balanced set without gpu.count: its slices are counted per profile, one
+// 3g.40gb where the checkpoint needs two.
+#[case::mixed_counted_short(
+    "gfd-real-mig-mixed-h100-balanced-gpuop.yaml",
+    &["nvidia.com/gpu.count"],
+    &[],
+    Some("mig-profile: source 1g.10gb x1, 3g.40gb x2, target 1g.10gb x2, 2g.20gb x1, 3g.40gb x1")
+)]
+// The H100 NVL single-strategy set without gpu.count, relabelled as an H100 80GB cut into
+// 1g.10gb: no 3g.40gb, however many slices.
+#[case::single_other_profile(
+    "gfd-real-single-nocount-h100nvl-wangken.yaml",
+    &[],
+    &[("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3-MIG-1g.10gb")],
+    Some("mig-profile: source 1g.10gb x1, 3g.40gb x2, target 1g.10gb x?")
+)]
+#[case::failed_admitted("gfd-real-failed-unknown-longpt-partial.yaml", &[], &[], None)]
+fn partial_gfd_labels_at_binding(
+    #[case] file: &str,
+    #[case] removed: &[&str],
+    #[case] set: &[(&str, &str)],
+    #[case] refused: Option<&str>,
+) {
+    let store = real_gfd_node(file, removed, set);
+    let d = decide(&binding("restore", "gpu-node-7"), &store);
+    let warnings = d.response.warnings.clone().unwrap_or_default();
+    match refused {
+        Some(reason) => {
+            assert_eq!(d.verdict, Verdict::Refused, "{}", text(&d));
+            assert!(d.response.result.message.contains(reason), "{}", text(&d));
+            assert!(
+                warnings.iter().any(|w| w.contains("no nvidia.com/gpu.count")),
+                "{warnings:?}"
+            );
+        }
+        None => {
+            assert_ne!(d.verdict, Verdict::Refused, "{}", text(&d));
+            assert!(
+                warnings
+                    .iter()
+                    .any(|w| w.contains("nvidia.com/mig.config.state=failed, not success")),
+                "{warnings:?}"
+            );
+        }
+    }
+}

@@ -18,16 +18,22 @@ pub(crate) struct Tally<'a> {
     /// The product name, trimmed; `None` when not recorded.
     pub model: Option<&'a str>,
     pub profile: Option<&'a MigProfile>,
+    /// How many devices of the class are listed. For an uncounted class, only that the class
+    /// is named: how many the target has is not known, possibly none.
     pub count: usize,
+    /// Whether the target's source does not know how many devices of this class it has
+    /// ([`crate::Nvidia::uncounted`]).
+    pub uncounted: bool,
 }
 
 impl Tally<'_> {
-    fn same(&self, kind: DeviceKind, model: Option<&str>, profile: Option<&MigProfile>) -> bool {
+    fn same(&self, class: Class, model: Option<&str>, profile: Option<&MigProfile>) -> bool {
         let same_text = |a: Option<&str>, b: Option<&str>| match (a, b) {
             (Some(a), Some(b)) => short_eq(a.as_bytes(), b.as_bytes()),
             (a, b) => a.is_none() && b.is_none(),
         };
-        self.kind == kind
+        self.kind == class.kind
+            && self.uncounted == class.uncounted
             && same_text(self.model, model)
             && same_text(
                 self.profile.map(MigProfile::as_str),
@@ -69,45 +75,87 @@ pub(crate) struct Devices<'a> {
 /// distinct classes stays linear.
 const SCAN: usize = 8;
 
-type Key<'a> = (DeviceKind, Option<&'a str>, Option<&'a str>);
+type Key<'a> = (Class, Option<&'a str>, Option<&'a str>);
+
+/// A device's kind as a side reads it, and whether its number is counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Class {
+    kind: DeviceKind,
+    uncounted: bool,
+}
+
+/// How a side's devices are read: as they are, or as a target's.
+#[derive(Default)]
+struct Reading<'r> {
+    /// Every slice is listed and none is: a device of unknown kind is a whole GPU.
+    unknown_is_whole: bool,
+    /// Every slice is listed ([`crate::Target::with_slices_listed`]).
+    slices_listed: bool,
+    /// The kinds whose number is not known ([`crate::Nvidia::uncounted`]).
+    uncounted: &'r [DeviceKind],
+}
+
+impl Reading<'_> {
+    /// The class `d` is read as. A device of unknown kind whose number is not known, on a
+    /// target that lists every slice, names the node's whole GPUs of its model (possibly none):
+    /// counted, such a device is a whole GPU or a cut GPU's parent, an upper bound on whole
+    /// GPUs; uncounted, it bounds nothing and names only the class of whole GPUs.
+    fn class(&self, d: &Device) -> Class {
+        let own = d.kind();
+        let uncounted = self.uncounted.contains(&own);
+        let kind = match own {
+            DeviceKind::Unknown if self.unknown_is_whole || (uncounted && self.slices_listed) => {
+                DeviceKind::Whole
+            }
+            kind => kind,
+        };
+        Class { kind, uncounted }
+    }
+}
 
 impl<'a> Devices<'a> {
     pub fn read(list: &'a [Device]) -> Self {
-        Devices::read_as(list, false)
+        Devices::read_as(list, &Reading::default())
     }
 
     /// A target's devices, where `slices_listed` says the target lists every slice it has
     /// ([`crate::Target::with_slices_listed`]). One that then lists no slice at all has none:
     /// its devices of unknown kind are whole GPUs, not merely "GPUs or parents of slices"
     /// (GFD's labels of a node whose MIG is certainly off, or whose GPUs are all uncut).
-    pub fn read_target(list: &'a [Device], slices_listed: bool) -> Self {
+    /// `uncounted` names the kinds whose number the target's source does not know
+    /// ([`crate::Nvidia::uncounted`]): their classes are marked [`Tally::uncounted`].
+    pub fn read_target(list: &'a [Device], slices_listed: bool, uncounted: &[DeviceKind]) -> Self {
         let unknown_is_whole = slices_listed && !list.iter().any(|d| d.kind() == DeviceKind::Slice);
-        Devices::read_as(list, unknown_is_whole)
+        Devices::read_as(
+            list,
+            &Reading {
+                unknown_is_whole,
+                slices_listed,
+                uncounted,
+            },
+        )
     }
 
-    fn read_as(list: &'a [Device], unknown_is_whole: bool) -> Self {
+    fn read_as(list: &'a [Device], reading: &Reading<'_>) -> Self {
         let mut tallies: Vec<Tally<'a>> = Vec::new();
         let mut class_of = Vec::with_capacity(list.len());
         let mut index: HashMap<Key<'a>, u32> = HashMap::new();
         let mut last: Option<u32> = None;
         for d in list {
-            let kind = match d.kind() {
-                DeviceKind::Unknown if unknown_is_whole => DeviceKind::Whole,
-                kind => kind,
-            };
+            let class = reading.class(d);
             let (model, profile) = (d.model(), d.mig_profile.as_ref());
             // Devices come grouped (a node's slices are alike): most match the previous one.
             let found = last
-                .filter(|&c| tallies[c as usize].same(kind, model, profile))
+                .filter(|&c| tallies[c as usize].same(class, model, profile))
                 .or_else(|| {
                     if tallies.len() <= SCAN {
                         tallies
                             .iter()
-                            .position(|t| t.same(kind, model, profile))
+                            .position(|t| t.same(class, model, profile))
                             .map(|c| c as u32)
                     } else {
                         index
-                            .get(&(kind, model, profile.map(MigProfile::as_str)))
+                            .get(&(class, model, profile.map(MigProfile::as_str)))
                             .copied()
                     }
                 });
@@ -116,17 +164,22 @@ impl<'a> Devices<'a> {
                 None => {
                     let c = tallies.len() as u32;
                     tallies.push(Tally {
-                        kind,
+                        kind: class.kind,
                         model,
                         profile,
                         count: 0,
+                        uncounted: class.uncounted,
                     });
                     if tallies.len() == SCAN + 1 {
                         for (i, t) in tallies.iter().enumerate() {
-                            index.insert((t.kind, t.model, t.profile.map(MigProfile::as_str)), i as u32);
+                            let class = Class {
+                                kind: t.kind,
+                                uncounted: t.uncounted,
+                            };
+                            index.insert((class, t.model, t.profile.map(MigProfile::as_str)), i as u32);
                         }
                     } else if tallies.len() > SCAN + 1 {
-                        index.insert((kind, model, profile.map(MigProfile::as_str)), c);
+                        index.insert((class, model, profile.map(MigProfile::as_str)), c);
                     }
                     c
                 }
@@ -162,36 +215,71 @@ impl<'a> Devices<'a> {
         self.tallies.iter().filter(|t| t.kind == DeviceKind::Slice)
     }
 
-    /// Product names counted (`unknown` where not recorded).
+    /// Product names counted (`unknown` where not recorded), of the counted classes.
     pub fn models(&self) -> Multiset<'a> {
+        self.models_of(false)
+    }
+
+    /// Product names of the classes whose number is not known ([`Tally::uncounted`]), each
+    /// once.
+    pub fn uncounted_models(&self) -> Multiset<'a> {
+        self.models_of(true)
+    }
+
+    fn models_of(&self, uncounted: bool) -> Multiset<'a> {
         let mut m = Multiset::new();
-        for t in &self.tallies {
-            m.add_n(t.model.unwrap_or("unknown"), t.count);
+        for t in self.tallies.iter().filter(|t| t.uncounted == uncounted) {
+            m.add_n(t.model.unwrap_or("unknown"), if uncounted { 1 } else { t.count });
         }
         m
     }
 
-    /// Kinds counted.
+    /// Kinds counted, of the counted classes.
     pub fn kinds(&self) -> Multiset<'static> {
+        self.kinds_of(false)
+    }
+
+    /// Kinds of the classes whose number is not known, each once.
+    pub fn uncounted_kinds(&self) -> Multiset<'static> {
+        self.kinds_of(true)
+    }
+
+    fn kinds_of(&self, uncounted: bool) -> Multiset<'static> {
         let mut m = Multiset::new();
-        for t in &self.tallies {
-            m.add_n(t.kind.as_str(), t.count);
+        for t in self.tallies.iter().filter(|t| t.uncounted == uncounted) {
+            m.add_n(t.kind.as_str(), if uncounted { 1 } else { t.count });
         }
         m
     }
 
-    /// Devices counted per (model, kind), the kind shown only for slices.
+    /// Devices counted per (model, kind), the kind shown only for slices, of the counted
+    /// classes.
     pub fn models_and_kinds(&self) -> Multiset<'a> {
+        self.models_and_kinds_of(false)
+    }
+
+    /// [`Devices::models_and_kinds`] of the classes whose number is not known, each once.
+    pub fn uncounted_models_and_kinds(&self) -> Multiset<'a> {
+        self.models_and_kinds_of(true)
+    }
+
+    fn models_and_kinds_of(&self, uncounted: bool) -> Multiset<'a> {
         let mut m = Multiset::new();
-        for t in &self.tallies {
+        for t in self.tallies.iter().filter(|t| t.uncounted == uncounted) {
             let model = t.model.unwrap_or("unknown");
+            let n = if uncounted { 1 } else { t.count };
             if t.kind == DeviceKind::Slice {
-                m.add_n(Cow::Owned(format!("{model} (MIG slice)")), t.count);
+                m.add_n(Cow::Owned(format!("{model} (MIG slice)")), n);
             } else {
-                m.add_n(model, t.count);
+                m.add_n(model, n);
             }
         }
         m
+    }
+
+    /// Whether any class's number is not known.
+    pub fn any_uncounted(&self) -> bool {
+        self.any(|t| t.uncounted)
     }
 
     /// The slice devices themselves, for what needs more than their class (GPU instances).

@@ -39,7 +39,96 @@ fn both<'c, 'a>(
 }
 
 fn count(devs: &Devices<'_>) -> Text {
-    Text::number(devs.len())
+    if devs.any_uncounted() {
+        Text::fixed("unknown")
+    } else {
+        Text::number(devs.len())
+    }
+}
+
+/// `counted` as [`Multiset::render`] shows it, with each key of `uncounted` (classes whose
+/// number the target does not know) as `key x?`, or `key xN+` where some are counted too, in
+/// byte order.
+fn with_uncounted(counted: &Multiset<'_>, uncounted: &Multiset<'_>) -> Text {
+    if uncounted.is_empty() {
+        return counted.render();
+    }
+    let mut shown: BTreeMap<&str, String> = counted.iter().map(|(k, n)| (k, format!("{k} x{n}"))).collect();
+    for (k, _) in uncounted.iter() {
+        shown
+            .entry(k)
+            .and_modify(|s| s.push('+'))
+            .or_insert_with(|| format!("{k} x?"));
+    }
+    Text::from(shown.into_values().collect::<Vec<_>>().join(", "))
+}
+
+/// A source's counts against a target that does not know how many devices of some classes it
+/// has (`uncounted`, one of each): what the target certainly lacks (`key (needs n, has m)`),
+/// and the keys only an uncounted class could supply.
+fn against_uncounted<'s>(
+    source: &'s Multiset<'_>,
+    counted: &Multiset<'_>,
+    uncounted: &Multiset<'_>,
+) -> (Vec<String>, Vec<&'s str>) {
+    let mut lacking = Vec::new();
+    let mut unsure = Vec::new();
+    for (k, n) in source.iter() {
+        let has = counted.count(k);
+        if has >= n {
+            continue;
+        }
+        if uncounted.count(k) > 0 {
+            unsure.push(k);
+        } else {
+            lacking.push(format!("{k} (needs {n}, has {has})"));
+        }
+    }
+    (lacking, unsure)
+}
+
+/// Exact mode against a target with uncounted classes: whether the two certainly differ (a
+/// source key the target lacks or counts fewer of without an uncounted class of it, or a
+/// counted target key the source has fewer of).
+fn certainly_differ(source: &Multiset<'_>, counted: &Multiset<'_>, uncounted: &Multiset<'_>) -> bool {
+    let (lacking, _) = against_uncounted(source, counted, uncounted);
+    !lacking.is_empty() || counted.iter().any(|(k, n)| source.count(k) < n)
+}
+
+/// The verdict of a comparison of counts against a target with uncounted classes, or `None`
+/// where the counted classes alone decide it (every source key covered by them, offer mode).
+fn uncounted_verdict(
+    mode: Mode,
+    source: &Multiset<'_>,
+    counted: &Multiset<'_>,
+    uncounted: &Multiset<'_>,
+    what: &str,
+) -> Option<(Outcome, String)> {
+    match mode {
+        Mode::Exact if certainly_differ(source, counted, uncounted) => {
+            Some((Outcome::Refuse, format!("different {what}")))
+        }
+        Mode::Exact => Some((
+            Outcome::Unknown,
+            format!("how many devices of some of its {what} the target has is not known"),
+        )),
+        Mode::Offer => {
+            let (lacking, unsure) = against_uncounted(source, counted, uncounted);
+            if !lacking.is_empty() {
+                Some((
+                    Outcome::Refuse,
+                    format!("the target is short of {}", lacking.join(", ")),
+                ))
+            } else if !unsure.is_empty() {
+                Some((
+                    Outcome::Unknown,
+                    format!("the target has {}, but how many is not known", unsure.join(", ")),
+                ))
+            } else {
+                None
+            }
+        }
+    }
 }
 
 fn compare(mode: Mode, source: &Multiset<'_>, target: &Multiset<'_>) -> bool {
@@ -58,17 +147,13 @@ fn refused(mode: Mode, source: &Multiset<'_>, target: &Multiset<'_>, what: &str)
 
 /// cuda-checkpoint restores only onto the same chip type.
 pub(super) fn gpu_model(ctx: &Ctx<'_>) -> CheckResult {
-    let (s, t) = match both(ctx, |d| d.models().render()) {
+    let models = |d: &Devices<'_>| with_uncounted(&d.models(), &d.uncounted_models());
+    let (s, t) = match both(ctx, models) {
         Ok(v) => v,
         Err(v) => return v,
     };
     if s.is_empty() {
-        return ctx.row(
-            Outcome::Pass,
-            "none",
-            t.models().render(),
-            "the checkpoint used no GPU",
-        );
+        return ctx.row(Outcome::Pass, "none", models(t), "the checkpoint used no GPU");
     }
     if t.is_empty() {
         return ctx.row(
@@ -84,7 +169,7 @@ pub(super) fn gpu_model(ctx: &Ctx<'_>) -> CheckResult {
         return ctx.row(
             Outcome::Unknown,
             s.models().render(),
-            t.models().render(),
+            models(t),
             format!(
                 "a device's product name is not recorded on {}",
                 unknown_sides(us, ut)
@@ -103,6 +188,22 @@ pub(super) fn gpu_model(ctx: &Ctx<'_>) -> CheckResult {
     } else {
         (s.models(), t.models())
     };
+    if t.any_uncounted() {
+        let open = if mode == Mode::Offer && split {
+            t.uncounted_models_and_kinds()
+        } else {
+            t.uncounted_models()
+        };
+        let (o, m) = uncounted_verdict(mode, &ms, &mt, &open, "GPU models").unwrap_or(if kinds_known {
+            (Outcome::Pass, "same GPU models".to_string())
+        } else {
+            (
+                Outcome::Unknown,
+                "models match, but not every device's kind is known".to_string(),
+            )
+        });
+        return ctx.row(o, ms.render(), with_uncounted(&mt, &open), m);
+    }
     let ok = compare(mode, &ms, &mt);
     let v = |o, m: Text| ctx.row(o, ms.render(), mt.render(), m);
     match (ok, kinds_known || mode == Mode::Exact) {
@@ -124,6 +225,9 @@ pub(super) fn gpu_count(ctx: &Ctx<'_>) -> CheckResult {
     let n = s.len();
     if n == 0 {
         return ctx.row(Outcome::Pass, "0", count(t), "the checkpoint used no GPU");
+    }
+    if t.any_uncounted() {
+        return uncounted_count(ctx, s, t);
     }
     match ctx.options.mode {
         Mode::Exact if n == t.len() => ctx.row(Outcome::Pass, count(s), count(t), "same number of devices"),
@@ -198,19 +302,81 @@ fn listed_count(ctx: &Ctx<'_>, s: &Devices<'_>, t: &Devices<'_>) -> CheckResult 
     ctx.row(o, count(s), Text::number(eligible), m)
 }
 
+/// `gpu-count` against a target that does not know how many devices of some classes it has
+/// ([`crate::Nvidia::uncounted`]): the devices of the checkpoint's kinds it counts, and whether
+/// an uncounted class of those kinds could add more.
+fn uncounted_count(ctx: &Ctx<'_>, s: &Devices<'_>, t: &Devices<'_>) -> CheckResult {
+    let n = s.len();
+    let listed = ctx.target.slices_listed;
+    let source_has = |k: DeviceKind| s.any(|y| y.kind == k);
+    let any_kind = source_has(DeviceKind::Unknown);
+    // A target class serves the checkpoint when it is of one of the checkpoint's kinds. One of
+    // unknown kind may be either, but where every slice is listed only a whole GPU.
+    let serves = |x: &Tally<'_>| {
+        any_kind
+            || match x.kind {
+                DeviceKind::Unknown => !listed || source_has(DeviceKind::Whole),
+                k => source_has(k),
+            }
+    };
+    let counted: usize = t
+        .tallies
+        .iter()
+        .filter(|x| !x.uncounted && serves(x))
+        .map(|x| x.count)
+        .sum();
+    let open = t.tallies.iter().any(|x| x.uncounted && serves(x));
+    let shown = if open {
+        Text::from(format!("{counted} counted, more of a number not known"))
+    } else {
+        Text::number(counted)
+    };
+    let (o, m) = match ctx.options.mode {
+        Mode::Exact => {
+            let all: usize = t.tallies.iter().filter(|x| !x.uncounted).map(|x| x.count).sum();
+            if all > n {
+                (Outcome::Refuse, "different number of devices".to_string())
+            } else {
+                (
+                    Outcome::Unknown,
+                    "how many devices the target has is not known".to_string(),
+                )
+            }
+        }
+        Mode::Offer if counted >= n => {
+            let kinds_unknown = any_kind || t.any(|x| x.kind == DeviceKind::Unknown && serves(x));
+            if kinds_unknown {
+                (Outcome::Unknown, "not every device's kind is known".to_string())
+            } else {
+                (
+                    Outcome::Pass,
+                    format!("{counted} target devices are of the checkpoint's kinds"),
+                )
+            }
+        }
+        Mode::Offer if open => (
+            Outcome::Unknown,
+            format!(
+                "{counted} target devices of the checkpoint's kinds are counted; how many more the target has is not known"
+            ),
+        ),
+        Mode::Offer => (
+            Outcome::Refuse,
+            format!("{counted} target devices are of the checkpoint's kinds"),
+        ),
+    };
+    ctx.row(o, count(s), shown, m)
+}
+
 /// A process checkpointed on a whole GPU cannot be restored onto a slice, or the other way round.
 pub(super) fn mig_partitioning(ctx: &Ctx<'_>) -> CheckResult {
-    let (s, t) = match both(ctx, |d| d.kinds().render()) {
+    let kinds = |d: &Devices<'_>| with_uncounted(&d.kinds(), &d.uncounted_kinds());
+    let (s, t) = match both(ctx, kinds) {
         Ok(v) => v,
         Err(v) => return v,
     };
     if s.is_empty() {
-        return ctx.row(
-            Outcome::Pass,
-            "none",
-            t.kinds().render(),
-            "the checkpoint used no GPU",
-        );
+        return ctx.row(Outcome::Pass, "none", kinds(t), "the checkpoint used no GPU");
     }
     if t.is_empty() {
         return ctx.row(
@@ -221,8 +387,13 @@ pub(super) fn mig_partitioning(ctx: &Ctx<'_>) -> CheckResult {
         );
     }
     let (ks, kt) = (s.kinds(), t.kinds());
+    // Kinds the target names without knowing how many it has: possibly none.
+    let kt_open = t.uncounted_kinds();
     let unknown = DeviceKind::Unknown.as_str();
-    let (su, tu) = (ks.count(unknown) > 0, kt.count(unknown) > 0);
+    let (su, tu) = (
+        ks.count(unknown) > 0,
+        kt.count(unknown) > 0 || kt_open.count(unknown) > 0,
+    );
     let known = [DeviceKind::Whole.as_str(), DeviceKind::Slice.as_str()];
     let exact = ctx.options.mode == Mode::Exact;
     // Kinds, not counts: how many devices there are is gpu-count's question (a checkpoint on two
@@ -234,7 +405,10 @@ pub(super) fn mig_partitioning(ctx: &Ctx<'_>) -> CheckResult {
     let short: Vec<String> = known
         .into_iter()
         .filter(|k| {
-            ks.count(k) > 0 && kt.count(k) == 0 && (!tu || (listed && *k == DeviceKind::Slice.as_str()))
+            ks.count(k) > 0
+                && kt.count(k) == 0
+                && kt_open.count(k) == 0
+                && (!tu || (listed && *k == DeviceKind::Slice.as_str()))
         })
         .map(|k| format!("the checkpoint ran on {}; the target has none", plural(k)))
         .collect();
@@ -243,11 +417,25 @@ pub(super) fn mig_partitioning(ctx: &Ctx<'_>) -> CheckResult {
         .filter(|k| exact && kt.count(k) > 0 && ks.count(k) == 0 && !su)
         .map(|k| format!("the target has {}; the checkpoint ran on none", plural(k)))
         .collect();
-    let v = |o, m: String| ctx.row(o, ks.render(), kt.render(), Cow::<str>::Owned(m));
+    // Kinds the checkpoint ran on (or, in exact mode, it did not) that the target names only in
+    // a number not known: it may have none.
+    let maybe: Vec<String> = known
+        .into_iter()
+        .filter(|k| kt.count(k) == 0 && kt_open.count(k) > 0 && (ks.count(k) > 0 || exact))
+        .map(|k| {
+            format!(
+                "how many {} the target has is not known (possibly none)",
+                plural(k)
+            )
+        })
+        .collect();
+    let v = |o, m: String| ctx.row(o, ks.render(), kinds(t), Cow::<str>::Owned(m));
     if !short.is_empty() {
         v(Outcome::Refuse, short.join("; "))
     } else if !extra.is_empty() {
         v(Outcome::Refuse, extra.join("; "))
+    } else if !maybe.is_empty() {
+        v(Outcome::Unknown, maybe.join("; "))
     } else if su || tu {
         v(
             Outcome::Unknown,
@@ -269,7 +457,8 @@ fn plural(kind: &str) -> &str {
 /// A slice's memory and SM count come from its profile: restoring a `3g.40gb` process onto a
 /// `1g.10gb` fails inside CUDA. Shapes are counted per (model, profile).
 pub(super) fn mig_profile(ctx: &Ctx<'_>) -> CheckResult {
-    let (all_s, all_t) = match both(ctx, |d| flat(d, false).render()) {
+    let shapes = |d: &Devices<'_>| with_uncounted(&flat(d, false), &flat_uncounted(d, false));
+    let (all_s, all_t) = match both(ctx, shapes) {
         Ok(v) => v,
         Err(v) => return v,
     };
@@ -281,7 +470,7 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> CheckResult {
         return ctx.row(
             Outcome::NotApplicable,
             flat(all_s, false).render(),
-            flat(all_t, false).render(),
+            shapes(all_t),
             "slices on one side only; mig-partitioning speaks",
         );
     }
@@ -292,7 +481,18 @@ pub(super) fn mig_profile(ctx: &Ctx<'_>) -> CheckResult {
     let with_model = every(all_s) && every(all_t) && (differ(all_s) || differ(all_t));
     let (fs, ft) = (flat(all_s, with_model), flat(all_t, with_model));
     if let Some(why) = shape_unknown(all_s, all_t, ctx.target.slices_listed) {
-        return ctx.row(Outcome::Unknown, fs.render(), ft.render(), Cow::<str>::Owned(why));
+        return ctx.row(
+            Outcome::Unknown,
+            fs.render(),
+            shapes(all_t),
+            Cow::<str>::Owned(why),
+        );
+    }
+    if all_t.slices().any(|t| t.uncounted) {
+        let open = flat_uncounted(all_t, with_model);
+        if let Some((o, m)) = uncounted_verdict(ctx.options.mode, &fs, &ft, &open, "slice shapes") {
+            return ctx.row(o, fs.render(), with_uncounted(&ft, &open), m);
+        }
     }
     let is_ci = |t: &Tally<'_>| t.profile.is_some_and(|p| p.is_compute_instance());
     let has_ci = all_s.slices().any(is_ci) || all_t.slices().any(is_ci);
@@ -411,12 +611,23 @@ fn shape(d: &Device) -> &str {
     d.mig_profile.as_ref().map_or("unknown", |p| p.as_str())
 }
 
-/// A side's slices counted per shape (after the model when models are printed).
+/// A side's slices counted per shape (after the model when models are printed), of its counted
+/// classes.
 fn flat<'a>(devices: &Devices<'a>, with_model: bool) -> Multiset<'a> {
     let mut m = Multiset::new();
-    for t in devices.slices() {
+    for t in devices.slices().filter(|t| !t.uncounted) {
         let shape = t.profile.map_or("unknown", |p| p.as_str());
         m.add_n(model_key(t.model, with_model, shape), t.count);
+    }
+    m
+}
+
+/// A target's slice shapes whose number it does not know ([`Tally::uncounted`]), each once.
+fn flat_uncounted<'a>(devices: &Devices<'a>, with_model: bool) -> Multiset<'a> {
+    let mut m = Multiset::new();
+    for t in devices.slices().filter(|t| t.uncounted) {
+        let shape = t.profile.map_or("unknown", |p| p.as_str());
+        m.add(model_key(t.model, with_model, shape));
     }
     m
 }

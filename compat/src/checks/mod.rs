@@ -344,9 +344,10 @@ impl<'a> Ctx<'a> {
             s.get_or_init(|| self.source.devices().map(Devices::read))
                 .as_ref(),
             t.get_or_init(|| {
+                let uncounted = self.target.nvidia.map_or(&[][..], |n| n.uncounted.as_slice());
                 self.target
                     .devices()
-                    .map(|d| Devices::read_target(d, self.target.slices_listed))
+                    .map(|d| Devices::read_target(d, self.target.slices_listed, uncounted))
             })
             .as_ref(),
         )

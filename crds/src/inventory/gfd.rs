@@ -19,9 +19,18 @@
 //! Kernel and architecture come from `Node.status.nodeInfo` (the kubelet's, not GFD's).
 //! Where MIG may be on, whole GPUs come out without a UUID, which compat classes as devices
 //! of unknown kind: the GPU checks then answer unknown, never refuse on a guess.
+//!
+//! GFD always writes `nvidia.com/gpu.count`; a label set without it is partial (cut from a
+//! listing, lost). It is still read for every fact the other labels give, and only those
+//! ([`without_gpu_count`]): the single strategy's product says every GPU is cut into its one
+//! profile, the mixed strategy's counts give the slices exactly, MIG certainly off says the
+//! GPUs are whole, a product alone gives the model. Where the labels name a class of devices
+//! but not how many, the kind is uncounted ([`Nvidia::uncounted`]): a checkpoint that needs a
+//! number of it is unknown, one that needs a class the labels rule out is refused. Each
+//! reading's note names the labels it came from.
 
 use k8s_openapi::api::core::v1::Node;
-use miggate_compat::{Device, GpuManifest, MigProfile, MigStrategy, Nvidia, VersionText};
+use miggate_compat::{Device, DeviceKind, GpuManifest, MigProfile, MigStrategy, Nvidia, VersionText};
 
 use super::product::known_product;
 use super::slices::MAX_DEVICES;
@@ -33,6 +42,22 @@ use crate::error::Error;
 pub const MAX_GFD_LABELS: usize = 512;
 
 const PREFIX: &str = "nvidia.com/";
+
+/// Labels (without `nvidia.com/`) only GFD writes, any of which marks a node GFD labelled:
+/// a listing cut short may have lost the product and the count and kept these.
+const GFD_OWN: [&str; 11] = [
+    "gpu.product",
+    "gpu.count",
+    "gfd.timestamp",
+    "mig.strategy",
+    "mig.capable",
+    "gpu.family",
+    "gpu.machine",
+    "gpu.memory",
+    "gpu.replicas",
+    "gpu.compute.major",
+    "cuda.driver-version.full",
+];
 
 /// The inventory GFD's labels on `node` describe: devices counted per profile and whole GPUs,
 /// product names mapped back, the driver version, the MIG strategy; kernel and architecture
@@ -63,9 +88,9 @@ pub fn from_gfd_labels(node: &Node) -> Result<Option<Inventory>, Error> {
             "GFD labels: no mig-manager state (nvidia.com/mig.config.state): the MIG layout is read as GFD counted it".into(),
         );
     }
-    let devices = count_devices(node, &labels, &mig, &mut notes)?;
-    let devices_known = devices.is_some();
-    if devices.is_none() {
+    model_from_profiles_note(&labels, &mig, &mut notes);
+    let shown = read_devices(node, &labels, &mig, &mut notes)?;
+    if shown.is_none() {
         notes.push(
             "GFD labels: no nvidia.com/gpu.count: how many GPUs the node has is unknown, so the GPU checks are unknown".into(),
         );
@@ -75,13 +100,18 @@ pub fn from_gfd_labels(node: &Node) -> Result<Option<Inventory>, Error> {
         notes.push("GFD labels: no Node.status.nodeInfo kernelVersion; kernel checks are unknown".into());
     }
     notes.truncate(super::MAX_NOTES);
+    let (devices, uncounted, slices_listed) = match shown {
+        Some(s) => (Some(s.counted.list), s.uncounted, s.slices_listed),
+        None => (None, Vec::new(), false),
+    };
     let manifest = GpuManifest {
         host: Some(host),
         nvidia: Some(Nvidia {
             driver_version: version_text(driver_version(&labels)),
             cuda_driver_version: version_text(cuda_version(&labels)),
             mig_strategy: mig.strategy,
-            devices: devices.map(|d| d.list),
+            devices,
+            uncounted,
             ..Nvidia::default()
         }),
         ..GpuManifest::default()
@@ -91,7 +121,7 @@ pub fn from_gfd_labels(node: &Node) -> Result<Option<Inventory>, Error> {
         source: Source::GfdLabels,
         notes,
         passed_over: Vec::new(),
-        slices_listed: devices_known && mig.slices_listed(),
+        slices_listed,
         supply: None,
     }))
 }
@@ -161,12 +191,11 @@ impl<'a> GfdLabels<'a> {
         self.get(key).and_then(|m| m.parse().ok())
     }
 
-    /// GFD always writes one of these: without them the node is not a GFD source at all.
+    /// Whether GFD labelled the node: one of the labels only GFD writes, about the GPUs or
+    /// itself (not the GPU Operator's `gpu.present` or `gpu.deploy.*`, which a node carries
+    /// before GFD ever ran). Without one the node is not a GFD source at all.
     fn written_by_gfd(&self) -> bool {
-        self.get("gpu.product").is_some()
-            || self.get("gpu.count").is_some()
-            || self.get("gfd.timestamp").is_some()
-            || self.get("mig.strategy").is_some()
+        GFD_OWN.iter().any(|key| self.get(key).is_some())
             || self
                 .labels
                 .iter()
@@ -193,11 +222,33 @@ struct MigFacts<'a> {
     single_mig: Option<(&'a str, &'a str)>,
     /// The mixed strategy's counts per profile, in label order.
     profiles: Vec<ProfileCount<'a>>,
-    /// MIG is certainly off on every GPU: GFD says the GPUs cannot do MIG
+    /// MIG is certainly off on every GPU, and why: GFD says the GPUs cannot do MIG
     /// (`nvidia.com/mig.capable=false`: a T4, an L4, a vGPU guest), the product is a known
     /// part that cannot, or mig-manager applied `all-disabled`. Then the GPUs counted are
     /// whole, and a slice is certainly missing.
-    off: bool,
+    off: Option<MigOff>,
+}
+
+/// Why MIG is certainly off on every GPU of a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MigOff {
+    /// `nvidia.com/gpu.product` names a known part that cannot run MIG.
+    Part,
+    /// `nvidia.com/mig.capable=false`.
+    NotCapable,
+    /// mig-manager applied `all-disabled` (`nvidia.com/mig.config.state=success`).
+    Disabled,
+}
+
+impl MigOff {
+    /// The labels that say so, for notes.
+    fn labels(self) -> &'static str {
+        match self {
+            MigOff::Part => "nvidia.com/gpu.product names a part that cannot run MIG",
+            MigOff::NotCapable => "nvidia.com/mig.capable=false",
+            MigOff::Disabled => "nvidia.com/mig.config=all-disabled, nvidia.com/mig.config.state=success",
+        }
+    }
 }
 
 impl<'a> MigFacts<'a> {
@@ -230,10 +281,17 @@ impl<'a> MigFacts<'a> {
             .and_then(known_product)
             .and_then(super::product::mig_capable)
             == Some(false);
-        let off = whole_only_part
-            || labels.get("mig.capable") == Some("false")
-            || (labels.get("mig.config") == Some("all-disabled")
-                && labels.get("mig.config.state") == Some("success"));
+        let off = if whole_only_part {
+            Some(MigOff::Part)
+        } else if labels.get("mig.capable") == Some("false") {
+            Some(MigOff::NotCapable)
+        } else if labels.get("mig.config") == Some("all-disabled")
+            && labels.get("mig.config.state") == Some("success")
+        {
+            Some(MigOff::Disabled)
+        } else {
+            None
+        };
         Ok(Self {
             strategy,
             product_label,
@@ -257,7 +315,7 @@ impl<'a> MigFacts<'a> {
     /// the GPUs counted (no UUID, so of unknown kind) are whole ones or the slices' parents.
     /// With MIG certainly off there are no slices at all, which is as exact.
     fn slices_listed(&self) -> bool {
-        self.has_mig() || !self.profiles.is_empty() || (self.off && self.single_mig.is_none())
+        self.has_mig() || !self.profiles.is_empty() || (self.off.is_some() && self.single_mig.is_none())
     }
 }
 
@@ -298,20 +356,53 @@ impl Counted {
     }
 }
 
-/// The devices per the strategy: the single strategy's slices, or the mixed strategy's
-/// slices per profile and then the whole GPUs.
-///
-/// `None` when `nvidia.com/gpu.count` is absent: GFD always writes it, so its absence is a
-/// fact missing, never a count of 0 (which would refuse every GPU checkpoint for certain).
-fn count_devices(
+/// The devices the labels show, and how a restore target reads them.
+struct Shown {
+    /// One device per device counted; for an uncounted kind, one per class the labels name.
+    counted: Counted,
+    /// Kinds whose number the labels do not give ([`Nvidia::uncounted`]).
+    uncounted: Vec<DeviceKind>,
+    /// Whether every slice the node has is listed (see [`Inventory::slices_listed`]).
+    slices_listed: bool,
+}
+
+impl Shown {
+    /// Counted devices, with every slice listed as the MIG facts say.
+    fn counted(counted: Counted, slices_listed: bool) -> Self {
+        Shown {
+            counted,
+            uncounted: Vec::new(),
+            slices_listed,
+        }
+    }
+}
+
+/// The devices per the labels: counted with `nvidia.com/gpu.count`, else what the labels show
+/// without it. `None` when they show nothing of the node's GPUs.
+fn read_devices(
     node: &Node,
     labels: &GfdLabels<'_>,
     mig: &MigFacts<'_>,
     notes: &mut Vec<String>,
-) -> Result<Option<Counted>, Error> {
-    let Some(gpus) = labels.count("gpu.count")? else {
-        return Ok(None);
-    };
+) -> Result<Option<Shown>, Error> {
+    match labels.count("gpu.count")? {
+        Some(gpus) => {
+            let counted = count_devices(node, labels, mig, gpus, notes)?;
+            Ok(Some(Shown::counted(counted, mig.slices_listed())))
+        }
+        None => without_gpu_count(node, labels, mig, notes),
+    }
+}
+
+/// The devices per the strategy: the single strategy's slices, or the mixed strategy's
+/// slices per profile and then the whole GPUs, `gpus` being `nvidia.com/gpu.count`.
+fn count_devices(
+    node: &Node,
+    labels: &GfdLabels<'_>,
+    mig: &MigFacts<'_>,
+    gpus: usize,
+    notes: &mut Vec<String>,
+) -> Result<Counted, Error> {
     let mut counted = Counted::default();
     if let Some((model, profile)) = mig.single_mig {
         single_strategy_slices(labels, model, profile, gpus, &mut counted, notes)?;
@@ -319,7 +410,203 @@ fn count_devices(
         profile_slices(labels, mig, &mut counted, notes)?;
         whole_gpus(node, labels, mig, gpus, &mut counted, notes)?;
     }
-    Ok(Some(counted))
+    Ok(counted)
+}
+
+/// Without `nvidia.com/gpu.count` (GFD always writes it, so a label set without it is partial:
+/// cut from a listing, or lost while an operator restarted): every fact the other labels give,
+/// and none they do not. A count is never made up; where the labels say which devices the node
+/// has but not how many, the kind is uncounted ([`Nvidia::uncounted`]). In order:
+/// - the single strategy's `<model>-MIG-<profile>` product: every GPU is cut into that profile;
+/// - the mixed strategy's `nvidia.com/mig-<profile>.count`: the slices, exactly;
+/// - MIG certainly off: whole GPUs;
+/// - a product alone: the model, the kind and number unknown.
+///
+/// For the single strategy's slices and for whole GPUs under MIG off, the device plugin's
+/// `nvidia.com/gpu` capacity on the node's status gives the number the labels do not (over
+/// `nvidia.com/gpu.replicas`, as [`whole_from_capacity`] reads it).
+fn without_gpu_count(
+    node: &Node,
+    labels: &GfdLabels<'_>,
+    mig: &MigFacts<'_>,
+    notes: &mut Vec<String>,
+) -> Result<Option<Shown>, Error> {
+    if let Some((model, profile)) = mig.single_mig {
+        return single_without_count(node, labels, (model, profile), notes).map(Some);
+    }
+    if !mig.profiles.is_empty() {
+        return mixed_without_count(labels, mig, notes).map(Some);
+    }
+    if let Some(off) = mig.off {
+        return whole_without_count(node, labels, mig, off, notes).map(Some);
+    }
+    Ok(model_without_count(labels, mig, notes))
+}
+
+/// The number of devices the device plugin advertises as `nvidia.com/gpu` on the node's
+/// status, when it is not zero (a device plugin not running advertises none, which says
+/// nothing against the labels).
+fn advertised(node: &Node, labels: &GfdLabels<'_>) -> Option<usize> {
+    whole_from_capacity(node, labels.get("gpu.replicas")).filter(|n| (1..=MAX_DEVICES).contains(n))
+}
+
+/// Single strategy without a count: every GPU is cut into the one profile the product names,
+/// so a checkpoint on another profile, another model or a whole GPU cannot fit, however many
+/// slices there are.
+fn single_without_count(
+    node: &Node,
+    labels: &GfdLabels<'_>,
+    (model, profile): (&str, &str),
+    notes: &mut Vec<String>,
+) -> Result<Shown, Error> {
+    let mut counted = Counted::default();
+    let product = labels.get("gpu.product").unwrap_or_default();
+    if let Some(n) = advertised(node, labels) {
+        single_strategy_slices(labels, model, profile, n, &mut counted, notes)?;
+        notes.push(format!(
+            "GFD labels: no nvidia.com/gpu.count: {n} `{}` slices (nvidia.com/gpu.product `{}`) counted from the node's nvidia.com/gpu capacity over nvidia.com/gpu.replicas",
+            quote(profile),
+            quote(product)
+        ));
+        return Ok(Shown::counted(counted, true));
+    }
+    single_strategy_slices(labels, model, profile, 1, &mut counted, notes)?;
+    notes.push(format!(
+        "GFD labels: no nvidia.com/gpu.count: every GPU is cut into `{}` slices (nvidia.com/gpu.product `{}`, single strategy), how many is unknown; no other profile and no whole GPU",
+        quote(profile),
+        quote(product)
+    ));
+    Ok(Shown {
+        counted,
+        uncounted: vec![DeviceKind::Slice],
+        slices_listed: true,
+    })
+}
+
+/// Mixed strategy without `nvidia.com/gpu.count`: GFD labels each profile's count, so the
+/// slices are exact. The whole GPUs: none where `nvidia.com/gpu.replicas=0` (GFD writes 0 only
+/// when every GPU of the product is cut), or else a number not known, possibly none. The
+/// device plugin's capacity is not read for them: without `gpu.count` it would count GPUs
+/// of no certain kind, which would leave a checkpoint on the counted slices unknown where the
+/// labels settle it.
+fn mixed_without_count(
+    labels: &GfdLabels<'_>,
+    mig: &MigFacts<'_>,
+    notes: &mut Vec<String>,
+) -> Result<Shown, Error> {
+    let mut counted = Counted::default();
+    profile_slices(labels, mig, &mut counted, notes)?;
+    const SLICES: &str = "GFD labels: no nvidia.com/gpu.count: the MIG slices are counted per profile (nvidia.com/mig-<profile>.count, mixed strategy)";
+    let replicas = labels.get("gpu.replicas");
+    if replicas == Some("0") {
+        notes.push(format!("{SLICES}; no GPU is whole (nvidia.com/gpu.replicas=0)"));
+        return Ok(Shown::counted(counted, true));
+    }
+    let device = Device {
+        product_name: node_product(labels, mig).and_then(|p| model_of(p, notes)),
+        memory_mib: labels.memory_mib("gpu.memory"),
+        ..Device::default()
+    };
+    counted.push(labels, 1, device)?;
+    notes.push(format!(
+        "{SLICES}; how many GPUs are whole is unknown, possibly none (no nvidia.com/gpu.replicas=0)"
+    ));
+    Ok(Shown {
+        counted,
+        uncounted: vec![DeviceKind::Unknown],
+        slices_listed: true,
+    })
+}
+
+/// MIG certainly off without a count: the GPUs are whole, of the product's model; how many,
+/// the device plugin's capacity says or nothing does.
+fn whole_without_count(
+    node: &Node,
+    labels: &GfdLabels<'_>,
+    mig: &MigFacts<'_>,
+    off: MigOff,
+    notes: &mut Vec<String>,
+) -> Result<Shown, Error> {
+    let device = Device {
+        product_name: mig.product_label.and_then(|p| model_of(p, notes)),
+        memory_mib: labels.memory_mib("gpu.memory"),
+        ..Device::default()
+    };
+    let mut counted = Counted::default();
+    if let Some(n) = advertised(node, labels) {
+        counted.push(labels, n, device)?;
+        notes.push(format!(
+            "GFD labels: no nvidia.com/gpu.count: MIG is off ({}); {n} whole GPUs counted from the node's nvidia.com/gpu capacity over nvidia.com/gpu.replicas",
+            off.labels()
+        ));
+        return Ok(Shown::counted(counted, true));
+    }
+    counted.push(labels, 1, device)?;
+    notes.push(format!(
+        "GFD labels: no nvidia.com/gpu.count: MIG is off ({}), so the GPUs are whole; how many is unknown",
+        off.labels()
+    ));
+    Ok(Shown {
+        counted,
+        uncounted: vec![DeviceKind::Unknown],
+        slices_listed: true,
+    })
+}
+
+/// Neither a count nor a MIG fact: the product's model, GPUs of a kind and number not known
+/// (a MIG-capable part before any layout, or a listing cut short). `None` without a product.
+fn model_without_count(labels: &GfdLabels<'_>, mig: &MigFacts<'_>, notes: &mut Vec<String>) -> Option<Shown> {
+    let product = mig.product_label?;
+    let device = Device {
+        product_name: model_of(product, notes),
+        memory_mib: labels.memory_mib("gpu.memory"),
+        ..Device::default()
+    };
+    notes.push(format!(
+        "GFD labels: no nvidia.com/gpu.count: the GPUs are `{}` (nvidia.com/gpu.product); whether any is cut (MIG) and how many there are is unknown",
+        quote(product)
+    ));
+    Some(Shown {
+        counted: Counted {
+            list: vec![device],
+            total: 1,
+        },
+        uncounted: vec![DeviceKind::Unknown],
+        slices_listed: false,
+    })
+}
+
+/// The node's product as labelled: `nvidia.com/gpu.product`, or else the model part of a
+/// profile's own `nvidia.com/mig-<profile>.product`.
+fn node_product<'a>(labels: &GfdLabels<'a>, mig: &MigFacts<'a>) -> Option<&'a str> {
+    mig.product_label.or_else(|| {
+        mig.profiles.iter().find_map(|p| {
+            labels
+                .get(&format!("mig-{}.product", p.label))
+                .and_then(|text| text.rsplit_once("-MIG-").map(|(m, _)| m))
+        })
+    })
+}
+
+/// Says where the model comes from when `nvidia.com/gpu.product` is absent and a profile's own
+/// product label names it.
+fn model_from_profiles_note(labels: &GfdLabels<'_>, mig: &MigFacts<'_>, notes: &mut Vec<String>) {
+    if mig.product_label.is_some() {
+        return;
+    }
+    let from = mig.profiles.iter().find_map(|p| {
+        let key = format!("mig-{}.product", p.label);
+        labels
+            .get(&key)
+            .filter(|text| text.contains("-MIG-"))
+            .map(|_| key)
+    });
+    if let Some(key) = from {
+        notes.push(format!(
+            "GFD labels: no nvidia.com/gpu.product: the GPU model is read from nvidia.com/{}",
+            quote(&key)
+        ));
+    }
 }
 
 /// Single strategy: `gpu.count` slices, all of the one profile the product label names.
@@ -355,10 +642,12 @@ fn profile_slices(
     notes: &mut Vec<String>,
 ) -> Result<(), Error> {
     for p in &mig.profiles {
+        // Without the profile's own product label, the node's: `gpu.product`, or else what
+        // another profile's product label names (GFD labels one product per node).
         let product = labels
             .get(&format!("mig-{}.product", p.label))
             .and_then(|text| text.rsplit_once("-MIG-").map(|(m, _)| m))
-            .or(mig.product_label);
+            .or_else(|| node_product(labels, mig));
         let device = Device {
             product_name: product.and_then(|m| model_of(m, notes)),
             mig_profile: mig_profile(&unmangle(p.label), notes),
@@ -392,15 +681,8 @@ fn whole_gpus(
         whole_from_capacity(node, replicas)
     };
     // Without `gpu.product`, the model a profile's own product label names.
-    let product = mig.product_label.or_else(|| {
-        mig.profiles.iter().find_map(|p| {
-            labels
-                .get(&format!("mig-{}.product", p.label))
-                .and_then(|text| text.rsplit_once("-MIG-").map(|(m, _)| m))
-        })
-    });
     let device = Device {
-        product_name: product.and_then(|p| model_of(p, notes)),
+        product_name: node_product(labels, mig).and_then(|p| model_of(p, notes)),
         memory_mib: labels.memory_mib("gpu.memory"),
         ..Device::default()
     };
