@@ -238,13 +238,14 @@ fn key_matches(cert: &Cert, key_pem: &[u8]) -> Option<bool> {
     Some(certified.keys_match().is_ok())
 }
 
-/// The CA the Secret holds, or why it cannot be used.
-fn read_ca(raw: &Raw, now: SystemTime) -> Result<(Pair, Cert), Why> {
-    let (Some(cert_pem), Some(key_pem)) = (raw.data.get(CA_CRT), raw.data.get(CA_KEY)) else {
+/// The certificate and key the Secret holds under `crt` and `key`: both there, readable, the
+/// key the certificate's, a CA where one is wanted, and valid at `now`; or why not.
+fn read_pair(raw: &Raw, crt: &str, key: &str, want_ca: bool, now: SystemTime) -> Result<(Pair, Cert), Why> {
+    let (Some(cert_pem), Some(key_pem)) = (raw.data.get(crt), raw.data.get(key)) else {
         return Err(Why::Missing);
     };
     let cert = Cert::from_pem(cert_pem).ok_or(Why::Unreadable)?;
-    if !cert.is_ca {
+    if want_ca && !cert.is_ca {
         return Err(Why::Unreadable);
     }
     match key_matches(&cert, key_pem) {
@@ -255,33 +256,26 @@ fn read_ca(raw: &Raw, now: SystemTime) -> Result<(Pair, Cert), Why> {
     if !cert.valid_at(now) {
         return Err(Why::Expired);
     }
+    let text = |b: &[u8]| String::from_utf8(b.to_vec()).map_err(|_| Why::Unreadable);
+    let pair = Pair {
+        cert_pem: text(cert_pem)?,
+        key_pem: text(key_pem)?,
+    };
+    Ok((pair, cert))
+}
+
+/// The CA the Secret holds, or why it cannot be used.
+fn read_ca(raw: &Raw, now: SystemTime) -> Result<(Pair, Cert), Why> {
+    let (pair, cert) = read_pair(raw, CA_CRT, CA_KEY, true, now)?;
     if cert.due_at(now) {
         return Err(Why::Due);
     }
-    let text = |b: &[u8]| String::from_utf8(b.to_vec()).map_err(|_| Why::Unreadable);
-    Ok((
-        Pair {
-            cert_pem: text(cert_pem)?,
-            key_pem: text(key_pem)?,
-        },
-        cert,
-    ))
+    Ok((pair, cert))
 }
 
 /// The serving pair the Secret holds, judged against `ca` and the names wanted.
 fn read_serving(raw: &Raw, ca: &Cert, names: &[String], now: SystemTime) -> Result<Pair, Why> {
-    let (Some(cert_pem), Some(key_pem)) = (raw.data.get(TLS_CRT), raw.data.get(TLS_KEY)) else {
-        return Err(Why::Missing);
-    };
-    let cert = Cert::from_pem(cert_pem).ok_or(Why::Unreadable)?;
-    match key_matches(&cert, key_pem) {
-        None => return Err(Why::Unreadable),
-        Some(false) => return Err(Why::KeyMismatch),
-        Some(true) => {}
-    }
-    if !cert.valid_at(now) {
-        return Err(Why::Expired);
-    }
+    let (pair, cert) = read_pair(raw, TLS_CRT, TLS_KEY, false, now)?;
     let verifier = verifier(ca).ok_or(Why::Unreadable)?;
     let leaf = CertificateDer::from(cert.der.clone());
     let at = UnixTime::since_unix_epoch(now.duration_since(UNIX_EPOCH).unwrap_or_default());
@@ -301,11 +295,7 @@ fn read_serving(raw: &Raw, ca: &Cert, names: &[String], now: SystemTime) -> Resu
     if cert.due_at(now) {
         return Err(Why::Due);
     }
-    let text = |b: &[u8]| String::from_utf8(b.to_vec()).map_err(|_| Why::Unreadable);
-    Ok(Pair {
-        cert_pem: text(cert_pem)?,
-        key_pem: text(key_pem)?,
-    })
+    Ok(pair)
 }
 
 /// A verifier trusting `ca` alone, as the API server does with a `caBundle` of one CA.
