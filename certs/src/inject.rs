@@ -47,15 +47,7 @@ impl FromStr for ConfigurationRef {
             "mutating" | "mutatingwebhookconfiguration" => Kind::Mutating,
             _ => return Err(bad()),
         };
-        // A DNS subdomain, as the API server requires of the name.
-        let ok = !name.is_empty()
-            && name.len() <= 253
-            && name
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-            && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-            && name.ends_with(|c: char| c.is_ascii_alphanumeric());
-        if !ok {
+        if !miggate_wire::dns::is_dns_subdomain(name) {
             return Err(bad());
         }
         Ok(ConfigurationRef {

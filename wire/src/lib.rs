@@ -11,6 +11,7 @@ pub const VERSION: &str = "v1alpha1";
 /// `apiVersion` of miggate's resources and documents (manifests, layouts).
 pub const API_VERSION: &str = "miggate.io/v1alpha1";
 
+pub mod dns;
 pub mod recovery;
 
 /// Annotations a restore pod carries or is given.

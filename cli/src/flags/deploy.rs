@@ -52,15 +52,7 @@ fn certificates(text: &str) -> Result<CertificatesArg, String> {
         "self" => Ok(CertificatesArg::SelfManaged),
         "cert-manager" => Ok(CertificatesArg::CertManager),
         _ => match text.strip_prefix("secret:") {
-            Some(name)
-                if !name.is_empty()
-                    && name.len() <= 253
-                    && name
-                        .bytes()
-                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-                    && name.starts_with(|c: char| c.is_ascii_alphanumeric())
-                    && name.ends_with(|c: char| c.is_ascii_alphanumeric()) =>
-            {
+            Some(name) if miggate_wire::dns::is_dns_subdomain(name) => {
                 Ok(CertificatesArg::Secret(name.to_string()))
             }
             _ => Err("expected self, cert-manager or secret:NAME (a Secret's name)".into()),

@@ -134,18 +134,14 @@ pub struct WebhookArgs {
     pub min_body_rate: u64,
 }
 
-/// `NAMESPACE/NAME`, each a DNS label or subdomain as the API server requires.
+/// `NAMESPACE/NAME`: a namespace (a DNS label) and a Secret's name (a DNS subdomain), as the API
+/// server requires them.
 fn namespaced_name(text: &str) -> Result<(String, String), String> {
-    let ok = |s: &str| {
-        !s.is_empty()
-            && s.len() <= 253
-            && s.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
-            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
-            && s.ends_with(|c: char| c.is_ascii_alphanumeric())
-    };
+    use miggate_wire::dns::{is_dns_label, is_dns_subdomain};
     match text.split_once('/') {
-        Some((ns, name)) if ok(ns) && ok(name) && !ns.contains('.') => Ok((ns.to_string(), name.to_string())),
+        Some((ns, name)) if is_dns_label(ns) && is_dns_subdomain(name) => {
+            Ok((ns.to_string(), name.to_string()))
+        }
         _ => Err("expected NAMESPACE/NAME, both lower-case DNS names".into()),
     }
 }
