@@ -130,10 +130,9 @@ pub(crate) fn watch(shared: &Arc<Shared>, target: &Target, query: &BTreeMap<Stri
         .and_then(|v| v.parse().ok())
         .unwrap_or(0);
     let bookmarks = query.get("allowWatchBookmarks").is_some_and(|v| v == "true");
-    let (tx, rx) = mpsc::channel::<Bytes>(256);
     let inner = shared.lock();
     // Subscribed under the lock: no change can fall between the backlog and the live feed.
-    let mut notices = shared.notices.subscribe();
+    let notices = shared.notices.subscribe();
     let compacted = inner.compacted.get(&target.plural).copied().unwrap_or(0);
     // The oldest version this watch may start from: after an `expire` of the plural, or after
     // a restart of the server, whichever is later.
@@ -149,13 +148,107 @@ pub(crate) fn watch(shared: &Arc<Shared>, target: &Target, query: &BTreeMap<Stri
             }
         }
         if bookmarks {
-            backlog.push(json!({"type": "BOOKMARK", "object": {
-                "kind": kind_of(&target.plural), "apiVersion": target.api_version,
-                "metadata": {"resourceVersion": inner.rv.to_string()},
-            }}));
+            backlog.push(bookmark(target, inner.rv, false));
         }
     }
     drop(inner);
+    let feed = Feed {
+        backlog,
+        live: !expired,
+        cut: false,
+        from,
+    };
+    stream(shared, target, query, notices, feed)
+}
+
+/// A streaming list: every object now selected as an `ADDED` event, then a bookmark
+/// annotated `k8s.io/initial-events-end` at the current version, then the changes, as a
+/// watch from that version. `cut`: half the objects (at least one, when there are any), then
+/// the connection fails, as a list cut mid-body.
+pub(crate) fn streaming_list(
+    shared: &Arc<Shared>,
+    target: &Target,
+    query: &BTreeMap<String, String>,
+    cut: bool,
+) -> Response {
+    let inner = shared.lock();
+    let notices = shared.notices.subscribe();
+    let mut backlog: Vec<Value> = inner
+        .objects
+        .get(&target.plural)
+        .into_iter()
+        .flat_map(|objects| objects.values())
+        .filter(|o| selected(o, target, query))
+        .map(|o| json!({"type": "ADDED", "object": o}))
+        .collect();
+    if cut {
+        backlog.truncate(backlog.len().div_ceil(2));
+    } else {
+        backlog.push(bookmark(target, inner.rv, true));
+    }
+    let from = inner.rv;
+    drop(inner);
+    let feed = Feed {
+        backlog,
+        live: !cut,
+        cut,
+        from,
+    };
+    stream(shared, target, query, notices, feed)
+}
+
+/// A streaming list refused as with `--feature-gates=WatchList=false` (kube-apiserver v1.36.2).
+pub(crate) fn streaming_invalid() -> Response {
+    json_response(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+            "reason": "Invalid", "code": 422}),
+    )
+}
+
+/// A streaming list refused as kube-apiserver v1.36.2 refuses it over etcd 3.4: `200`, one
+/// `ERROR` event, the end.
+pub(crate) fn streaming_unsupported() -> Response {
+    let event = json!({"type": "ERROR", "object": {
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "a watch stream was requested by the client but the required storage feature RequestWatchProgress is disabled",
+        "reason": "InternalError", "code": 500}});
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        Body::from(line(&event)),
+    )
+        .into_response()
+}
+
+fn bookmark(target: &Target, rv: u64, initial_end: bool) -> Value {
+    let mut metadata = json!({"resourceVersion": rv.to_string()});
+    if initial_end {
+        metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    json!({"type": "BOOKMARK", "object": {
+        "kind": kind_of(&target.plural), "apiVersion": target.api_version, "metadata": metadata,
+    }})
+}
+
+/// What a watch stream sends: its backlog, then (when `live`) the changes after `from`, or,
+/// when `cut`, an error after the backlog.
+struct Feed {
+    backlog: Vec<Value>,
+    live: bool,
+    cut: bool,
+    from: u64,
+}
+
+fn stream(
+    shared: &Arc<Shared>,
+    target: &Target,
+    query: &BTreeMap<String, String>,
+    mut notices: broadcast::Receiver<Notice>,
+    feed: Feed,
+) -> Response {
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(256);
     let target = Target {
         api_version: target.api_version.clone(),
         namespace: target.namespace.clone(),
@@ -166,12 +259,22 @@ pub(crate) fn watch(shared: &Arc<Shared>, target: &Target, query: &BTreeMap<Stri
     let query = query.clone();
     let shared = Arc::clone(shared);
     tokio::spawn(async move {
-        for event in &backlog {
-            if tx.send(line(event)).await.is_err() {
+        for event in &feed.backlog {
+            if tx.send(Ok(line(event))).await.is_err() {
                 return;
             }
         }
-        if expired {
+        if feed.cut {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let _ = tx
+                .send(Err(std::io::Error::new(
+                    std::io::ErrorKind::ConnectionReset,
+                    "list cut by kube-fake",
+                )))
+                .await;
+            return;
+        }
+        if !feed.live {
             return;
         }
         loop {
@@ -183,7 +286,7 @@ pub(crate) fn watch(shared: &Arc<Shared>, target: &Target, query: &BTreeMap<Stri
                 Ok(Notice::Event { plural, kind, object }) => {
                     if plural == target.plural && selected(&object, &target, &query) {
                         let event = json!({"type": kind, "object": object});
-                        if tx.send(line(&event)).await.is_err() {
+                        if tx.send(Ok(line(&event))).await.is_err() {
                             return;
                         }
                     }
@@ -191,7 +294,7 @@ pub(crate) fn watch(shared: &Arc<Shared>, target: &Target, query: &BTreeMap<Stri
                 Ok(Notice::Drop(plural)) if plural == target.plural => return,
                 Ok(Notice::Gone(plural)) if plural == target.plural => {
                     let oldest = shared.lock().compacted.get(&plural).copied().unwrap_or(0);
-                    let _ = tx.send(line(&gone(from, oldest))).await;
+                    let _ = tx.send(Ok(line(&gone(feed.from, oldest)))).await;
                     return;
                 }
                 Ok(_) => {}
@@ -200,9 +303,7 @@ pub(crate) fn watch(shared: &Arc<Shared>, target: &Target, query: &BTreeMap<Stri
             }
         }
     });
-    let stream = futures::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx))
-    });
+    let stream = futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (b, rx)) });
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/json")],

@@ -68,7 +68,6 @@
 //! was checked against one).
 
 use std::collections::BTreeMap;
-use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -104,15 +103,45 @@ pub struct Recorded {
 }
 
 impl Recorded {
-    /// Whether this is a watch request.
-    pub fn is_watch(&self) -> bool {
+    /// Whether this asks for a watch (`watch=true`), a streaming list included.
+    fn watches(&self) -> bool {
         matches!(self.query.get("watch").map(String::as_str), Some("true" | "1"))
     }
 
-    /// Whether this is a collection list (a GET of a collection that is not a watch).
-    pub fn is_list(&self, plural: &str) -> bool {
-        self.method == "GET" && !self.is_watch() && self.path.ends_with(&format!("/{plural}"))
+    /// Whether this is a streaming list: a watch asking for every object first
+    /// (`sendInitialEvents=true`), ended by a bookmark (KEP-3157).
+    pub fn is_streaming_list(&self) -> bool {
+        self.watches() && self.query.get("sendInitialEvents").is_some_and(|v| v == "true")
     }
+
+    /// Whether this is a watch request that is not a streaming list: one that resumes from a
+    /// version or starts now.
+    pub fn is_watch(&self) -> bool {
+        self.watches() && !self.is_streaming_list()
+    }
+
+    /// Whether this is a list of the collection `plural`: a GET without `watch` (paged or
+    /// not), or a streaming list.
+    pub fn is_list(&self, plural: &str) -> bool {
+        self.method == "GET"
+            && (!self.watches() || self.is_streaming_list())
+            && self.path.ends_with(&format!("/{plural}"))
+    }
+}
+
+/// How the fake answers a streaming list (`sendInitialEvents=true`), as kube-apiserver v1.36.2
+/// was seen to answer it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StreamingLists {
+    /// Every object as an `ADDED` event, then a bookmark annotated
+    /// `k8s.io/initial-events-end`, then the changes (the `WatchList` gate on, over etcd 3.5).
+    #[default]
+    Served,
+    /// `422 Invalid`, as with `--feature-gates=WatchList=false`.
+    Invalid,
+    /// `200`, then one `ERROR` event with a `500` Status and the end of the stream, as with the
+    /// gate on over etcd 3.4 ("the required storage feature RequestWatchProgress is disabled").
+    StorageUnsupported,
 }
 
 /// What open watches are told.
@@ -148,6 +177,8 @@ struct Inner {
     list_delays: BTreeMap<String, Duration>,
     /// How many of the next lists of a plural are cut mid-body.
     broken_lists: BTreeMap<String, usize>,
+    /// How streaming lists are answered.
+    streaming: StreamingLists,
     /// The first version of the watch window after the last restart: a watch from any
     /// version below it gets `410 Gone`, of every plural. 0 before any restart.
     window: u64,
@@ -571,6 +602,11 @@ impl FakeApiServer {
             .or_default() += 1;
     }
 
+    /// Sets how streaming lists (`sendInitialEvents=true`) are answered from now on.
+    pub fn streaming_lists(&self, how: StreamingLists) {
+        self.shared.lock().streaming = how;
+    }
+
     /// The current resource version.
     pub fn resource_version(&self) -> u64 {
         self.shared.lock().rv
@@ -708,6 +744,21 @@ fn json_response(code: StatusCode, body: &Value) -> Response {
         .into_response()
 }
 
+/// The faults asked for the next list of `plural`: its delay, and whether it is cut (the cut
+/// counted off).
+fn list_faults(shared: &Shared, plural: &str) -> (Option<Duration>, bool) {
+    let mut inner = shared.lock();
+    let delay = inner.list_delays.get(plural).copied();
+    let broken = match inner.broken_lists.get_mut(plural) {
+        Some(n) if *n > 0 => {
+            *n -= 1;
+            true
+        }
+        _ => false,
+    };
+    (delay, broken)
+}
+
 async fn handle(
     State(shared): State<Arc<Shared>>,
     method: Method,
@@ -774,21 +825,24 @@ async fn handle(
     }
     match (method, &target.name) {
         (Method::GET, None) if recorded.is_watch() => collections::watch(&shared, &target, &recorded.query),
-        (Method::GET, None) => {
-            let delay = shared.lock().list_delays.get(&target.plural).copied();
+        (Method::GET, None) if recorded.is_streaming_list() => {
+            let refusal = shared.lock().streaming;
+            match refusal {
+                StreamingLists::Invalid => return collections::streaming_invalid(),
+                StreamingLists::StorageUnsupported => return collections::streaming_unsupported(),
+                StreamingLists::Served => {}
+            }
+            let (delay, broken) = list_faults(&shared, &target.plural);
             if let Some(delay) = delay {
                 tokio::time::sleep(delay).await;
             }
-            let broken = {
-                let mut inner = shared.lock();
-                match inner.broken_lists.get_mut(&target.plural) {
-                    Some(n) if *n > 0 => {
-                        *n -= 1;
-                        true
-                    }
-                    _ => false,
-                }
-            };
+            collections::streaming_list(&shared, &target, &recorded.query, broken)
+        }
+        (Method::GET, None) => {
+            let (delay, broken) = list_faults(&shared, &target.plural);
+            if let Some(delay) = delay {
+                tokio::time::sleep(delay).await;
+            }
             let answer = collections::list(&shared, &target, &recorded.query);
             if broken {
                 collections::cut(answer).await

@@ -3,6 +3,18 @@
 
 use serde::Serialize;
 
+/// How a watch cache's list is read from the API server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ListMode {
+    /// A watch with `sendInitialEvents=true`: the server streams every object from its own
+    /// cache, one event at a time, and marks the end with a bookmark.
+    Streamed,
+    /// Pages of a list request (`limit` and `continue`), each read whole: where the server
+    /// refuses to stream.
+    Paged,
+}
+
 /// One cache's state, for `/readyz` and metrics.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -27,6 +39,10 @@ pub struct CacheStatus {
     pub age_seconds: Option<f64>,
     /// Lists done, the first included (each one after it is a restart).
     pub lists: u64,
+    /// How the last list was read: `streamed` (one watch sending every object, then a
+    /// bookmark; KEP-3157), `paged` (the server refused to stream it), or `None` before any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub list: Option<ListMode>,
     /// Watch or list errors seen (each is retried after a backoff).
     pub errors: u64,
 }

@@ -66,12 +66,18 @@ impl WatchStarts {
 
 /// The resource plural a request watches (`GET .../pods?watch=true`), or `None` for any
 /// other request. The plural is the path's last segment: kube-runtime watches collections.
+///
+/// A streaming list (`sendInitialEvents=true`) is a list, not a watch that has caught up:
+/// the server accepts it at once and then sends every object, which takes as long as a
+/// list does; the cache is current when its end arrives, not a second after it opens.
 fn watched_plural(uri: &Uri) -> Option<&str> {
-    let watch = uri
-        .query()?
-        .split('&')
+    let query = uri.query()?;
+    let mut pairs = query.split('&');
+    let watch = pairs
+        .clone()
         .any(|pair| pair == "watch=true" || pair == "watch=1");
-    if !watch {
+    let streaming_list = pairs.any(|pair| pair == "sendInitialEvents=true");
+    if !watch || streaming_list {
         return None;
     }
     uri.path().rsplit('/').next().filter(|p| !p.is_empty())
@@ -215,6 +221,11 @@ mod tests {
     #[case::no_query("/api/v1/pods", None)]
     #[case::watch_false("/api/v1/pods?watch=false", None)]
     #[case::lookalike("/api/v1/pods?xwatch=true", None)]
+    #[case::streaming_list(
+        "/api/v1/pods?watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0",
+        None
+    )]
+    #[case::resumed_after_a_streaming_list("/api/v1/pods?watch=true&sendInitialEvents=false", Some("pods"))]
     fn only_watch_requests_name_a_plural(#[case] uri: &str, #[case] want: Option<&str>) {
         let uri: Uri = uri.parse().unwrap();
         assert_eq!(watched_plural(&uri), want);

@@ -95,6 +95,10 @@ pub struct Metrics {
     pub watch_restarts: Family<KindLabel, Counter>,
     /// Failed lists and watches, per cached kind.
     pub watch_errors: Family<KindLabel, Counter>,
+    /// Lists read in pages because the server refused to stream them, per cached kind.
+    pub watch_list_fallbacks: Family<KindLabel, Counter>,
+    /// Whether a cache's last list was streamed (1) or paged (0), per kind.
+    pub watch_lists_streamed: Family<KindLabel, Gauge>,
     /// Seconds since a cache's last event or list, per kind.
     pub cache_age: Family<KindLabel, Gauge<f64, AtomicU64>>,
     /// Whether a cache has completed its first list (1) or not (0), per kind.
@@ -194,6 +198,16 @@ impl Metrics {
                 &mut r,
                 "watch_errors",
                 "Failed lists and watches of the watch caches, by kind",
+            ),
+            watch_list_fallbacks: registered(
+                &mut r,
+                "watch_list_fallbacks",
+                "Watch cache lists read in pages because the API server refused to stream them, by kind",
+            ),
+            watch_lists_streamed: registered(
+                &mut r,
+                "watch_list_streamed",
+                "Whether a watch cache's last list was streamed (1) or read in pages (0), by kind",
             ),
             cache_age: registered_in(
                 &mut r,

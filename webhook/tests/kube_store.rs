@@ -16,13 +16,14 @@ use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
-use kube_fake::FakeApiServer;
+use kube_fake::{FakeApiServer, StreamingLists};
 use miggate_compat::GpuManifest;
 use miggate_crds::{GpuCheckpoint, GpuNode};
 use miggate_webhook::kube_store::{KubeOptions, KubeStore, MAX_KEPT_ANNOTATION_BYTES, POD_PAGE_SIZE};
 use miggate_webhook::lookup::Lookup;
 use miggate_webhook::metrics::Metrics;
 use miggate_webhook::server::{AppState, Store, admission_service, health_router};
+use rstest::rstest;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
@@ -165,24 +166,45 @@ impl Harness {
         }
     }
 
+    /// Requests of `plural`'s collection: watches opened (`watch`; a streaming list opens
+    /// one too), or lists (a streaming list is one).
     fn count(&self, plural: &str, watch: bool) -> usize {
         self.fake
             .requests()
             .iter()
-            .filter(|r| r.method == "GET" && r.path.ends_with(&format!("/{plural}")) && r.is_watch() == watch)
+            .filter(|r| {
+                let opens_a_watch = r.is_watch() || r.is_streaming_list();
+                r.method == "GET"
+                    && r.path.ends_with(&format!("/{plural}"))
+                    && if watch { opens_a_watch } else { r.is_list(plural) }
+            })
             .count()
     }
 }
 
+/// What `/readyz` says of the `i`th cache's last list.
+async fn list_mode(h: &Harness, i: usize) -> Value {
+    readyz(h).await.1["store"]["kube"][i]["list"].clone()
+}
+
+#[rstest]
+#[case::streamed(StreamingLists::Served, "streamed")]
+#[case::refused_by_the_feature_gate(StreamingLists::Invalid, "paged")]
+#[case::refused_by_the_storage(StreamingLists::StorageUnsupported, "paged")]
 #[tokio::test]
-async fn lists_then_watches_and_a_node_event_flips_the_decision() {
+async fn lists_then_watches_and_a_node_event_flips_the_decision(
+    #[case] streaming: StreamingLists,
+    #[case] mode: &str,
+) {
     let fake = fake_with_checkpoint().await;
+    fake.streaming_lists(streaming);
     fake.apply(gpu_node("n1", fits()));
     let h = harness(fake, KubeOptions::default()).await;
     h.synced().await;
 
-    // One list per kind, then a watch from the list's version with bookmarks; slices of the
-    // NVIDIA driver only.
+    // Each kind's list is streamed where the server streams (a watch asking for every object
+    // first, with bookmarks), else read in pages; either way followed by a watch of the
+    // changes, and the cache current. Slices of the NVIDIA driver only.
     let requests = h.fake.requests();
     for (plural, path) in [
         ("gpucheckpoints", "/apis/miggate.io/v1alpha1/gpucheckpoints"),
@@ -191,23 +213,53 @@ async fn lists_then_watches_and_a_node_event_flips_the_decision() {
         ("nodes", "/api/v1/nodes"),
         ("resourceslices", "/apis/resource.k8s.io/v1/resourceslices"),
     ] {
-        assert!(
-            requests.iter().any(|r| r.path == path && !r.is_watch()),
-            "{plural} not listed: {requests:#?}"
-        );
-        let watch = tokio_wait(|| {
-            h.fake
-                .requests()
-                .into_iter()
-                .find(|r| r.path == path && r.is_watch())
-        })
-        .await;
+        let streamed = requests
+            .iter()
+            .filter(|r| r.path == path && r.is_streaming_list())
+            .count();
+        let paged = requests
+            .iter()
+            .filter(|r| r.path == path && r.is_list(plural) && !r.is_streaming_list())
+            .count();
         assert_eq!(
-            watch.query.get("allowWatchBookmarks").map(String::as_str),
-            Some("true")
+            streamed, 1,
+            "{plural}: one streaming list, refused or not: {requests:#?}"
         );
-        assert!(watch.query.contains_key("resourceVersion"), "{watch:?}");
+        assert_eq!(paged, usize::from(mode == "paged"), "{plural}: {requests:#?}");
+        if mode == "paged" {
+            // After a refusal, one paged list then a watch from its version.
+            let watch = tokio_wait(|| {
+                h.fake
+                    .requests()
+                    .into_iter()
+                    .find(|r| r.path == path && r.is_watch())
+            })
+            .await;
+            assert_eq!(
+                watch.query.get("allowWatchBookmarks").map(String::as_str),
+                Some("true")
+            );
+            assert!(watch.query.contains_key("resourceVersion"), "{watch:?}");
+        }
     }
+    for i in 0..8 {
+        assert_eq!(list_mode(&h, i).await, json!(mode));
+    }
+    let (_, metrics) = h.get("/metrics").await;
+    let fallbacks = if mode == "paged" { 1 } else { 0 };
+    assert!(
+        metrics.contains(&format!(
+            "miggate_watch_list_fallbacks_total{{kind=\"Pod\"}} {fallbacks}"
+        )) || fallbacks == 0 && !metrics.contains("miggate_watch_list_fallbacks_total{kind=\"Pod\"}"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains(&format!(
+            "miggate_watch_list_streamed{{kind=\"Pod\"}} {}",
+            usize::from(mode == "streamed")
+        )),
+        "{metrics}"
+    );
     let slices = requests
         .iter()
         .find(|r| r.path.ends_with("/resourceslices"))
@@ -330,13 +382,13 @@ async fn a_dropped_watch_resumes_from_its_version_without_a_relist() {
     let first_rv = h.fake.resource_version();
 
     h.fake.drop_watches("gpunodes");
-    // A new watch is opened from the version the cache had reached.
+    // A new watch is opened from the version the cache had reached (the first was the
+    // streaming list's).
     let resumed = tokio_wait(|| {
         h.fake
             .requests()
             .into_iter()
-            .filter(|r| r.path.ends_with("/gpunodes") && r.is_watch())
-            .nth(1)
+            .find(|r| r.path.ends_with("/gpunodes") && r.is_watch())
     })
     .await;
     assert_eq!(resumed.query["resourceVersion"], first_rv.to_string());
@@ -806,9 +858,15 @@ fn bloated(name: &str, annotations: Value) -> Value {
         "spec": {"containers": [{"name": "c", "image": "x", "env": [{"name": "E", "value": "z".repeat(8 * 1024)}]}]}})
 }
 
+#[rstest]
+#[case::streamed(StreamingLists::Served)]
+#[case::paged(StreamingLists::Invalid)]
 #[tokio::test]
-async fn restore_pods_among_bloated_pods_are_found_across_small_list_pages() {
+async fn restore_pods_among_bloated_pods_are_found_across_small_list_pages(
+    #[case] streaming: StreamingLists,
+) {
     let fake = fake_with_checkpoint().await;
+    fake.streaming_lists(streaming);
     fake.apply(gpu_node("short", short()));
     // 250 pods of about 72 KiB each, none a restore pod: several pages.
     for i in 0..250 {
@@ -835,11 +893,13 @@ async fn restore_pods_among_bloated_pods_are_found_across_small_list_pages() {
     let h = harness(fake, KubeOptions::default()).await;
     h.synced().await;
 
+    // Streamed: one pod at a time, never a page of them. Paged (where the server refuses to
+    // stream): small pages.
     let lists: Vec<_> = h
         .fake
         .requests()
         .into_iter()
-        .filter(|r| r.is_list("pods"))
+        .filter(|r| r.is_list("pods") && !r.is_streaming_list())
         .collect();
     assert!(
         lists
@@ -847,11 +907,11 @@ async fn restore_pods_among_bloated_pods_are_found_across_small_list_pages() {
             .all(|r| r.query.get("limit") == Some(&POD_PAGE_SIZE.to_string())),
         "{lists:#?}"
     );
-    assert_eq!(
-        lists.len(),
-        254_usize.div_ceil(POD_PAGE_SIZE as usize),
-        "254 pods in pages of {POD_PAGE_SIZE}"
-    );
+    let pages = match streaming {
+        StreamingLists::Served => 0,
+        _ => 254_usize.div_ceil(POD_PAGE_SIZE as usize),
+    };
+    assert_eq!(lists.len(), pages, "254 pods in pages of {POD_PAGE_SIZE}");
     assert_eq!(h.store.status()[2].objects, 4, "only the restore pods are kept");
 
     let refused = h.post(binding_review("web-150-restore", "short")).await;
@@ -880,4 +940,42 @@ async fn restore_pods_among_bloated_pods_are_found_across_small_list_pages() {
         let kept = h.store.restore_pod("ml", pod).unwrap();
         assert!(format!("{kept:?}").len() < 1024, "{pod}: {kept:?}");
     }
+}
+
+#[tokio::test]
+async fn a_refused_streaming_list_is_not_asked_again_at_the_next_relist() {
+    let fake = fake_with_checkpoint().await;
+    fake.streaming_lists(StreamingLists::StorageUnsupported);
+    fake.apply(gpu_node("n1", fits()));
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+    let streaming = |h: &Harness| {
+        h.fake
+            .requests()
+            .iter()
+            .filter(|r| r.path.ends_with("/gpunodes") && r.is_streaming_list())
+            .count()
+    };
+    assert_eq!(streaming(&h), 1);
+    tokio_wait(|| {
+        h.fake
+            .requests()
+            .into_iter()
+            .find(|r| r.path.ends_with("/gpunodes") && r.is_watch())
+    })
+    .await;
+
+    // The version expires: the re-list is paged at once, without asking to stream again.
+    h.fake.expire("gpunodes");
+    h.fake.apply(gpu_node("n1", short()));
+    h.until_allowed(&pod_review("n1"), false).await;
+    assert_eq!(
+        h.count("gpunodes", false),
+        3,
+        "the refused stream and two paged lists"
+    );
+    assert_eq!(streaming(&h), 1, "not asked again within the retry time");
+    let body = readyz(&h).await.1;
+    assert_eq!(body["store"]["kube"][1]["lists"], json!(2), "{body}");
+    assert_eq!(body["store"]["kube"][1]["list"], json!("paged"), "{body}");
 }

@@ -14,8 +14,9 @@ use kube::Resource;
 use miggate_crds::GpuNode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 
-use crate::cache_status::CacheStatus;
+use crate::cache_status::{CacheStatus, ListMode};
 #[cfg(test)]
 use crate::freshness::DEFAULT_MAX_STALENESS;
 use crate::freshness::{Freshness, WatchStarts};
@@ -102,6 +103,10 @@ pub(crate) struct Cache<V> {
     pub(super) max_staleness: Duration,
     pub(super) restarts: Family<KindLabel, Counter>,
     pub(super) error_count: Family<KindLabel, Counter>,
+    /// How the last completed list was read.
+    pub(super) list_mode: Mutex<Option<ListMode>>,
+    pub(super) list_fallbacks: Family<KindLabel, Counter>,
+    pub(super) lists_streamed: Family<KindLabel, Gauge>,
 }
 
 impl<V: Entry> Cache<V> {
@@ -142,6 +147,9 @@ impl<V: Entry> Cache<V> {
             max_staleness: tracking.max_staleness,
             restarts: metrics.watch_restarts.clone(),
             error_count: metrics.watch_errors.clone(),
+            list_mode: Mutex::new(None),
+            list_fallbacks: metrics.watch_list_fallbacks.clone(),
+            lists_streamed: metrics.watch_lists_streamed.clone(),
         }
     }
 
@@ -212,7 +220,12 @@ impl<V: Entry> Cache<V> {
         }
     }
 
-    pub(super) fn done(&self) {
+    /// A list read as `mode` is complete: its objects replace the cache's.
+    pub(super) fn done(&self, mode: ListMode) {
+        *self.list_mode.lock().unwrap_or_else(|p| p.into_inner()) = Some(mode);
+        self.lists_streamed
+            .get_or_create(&self.label())
+            .set(i64::from(mode == ListMode::Streamed));
         let mut c = self.write();
         let items = c.pending.take().unwrap_or_default();
         let mut index: HashMap<String, BTreeSet<String>> = HashMap::new();
@@ -297,6 +310,12 @@ impl<V: Entry> Cache<V> {
         }
     }
 
+    /// The server refused to stream a list of this kind: the list is read in pages instead.
+    /// Not an error: nothing is retried after a backoff, and the cache is no further behind.
+    pub(super) fn list_fell_back(&self) {
+        self.list_fallbacks.get_or_create(&self.label()).inc();
+    }
+
     pub(super) fn error(&self) {
         self.freshness
             .failed(Instant::now(), self.starts.last(&self.plural));
@@ -326,6 +345,7 @@ impl<V: Entry> Cache<V> {
             objects: c.items.len(),
             age_seconds: age.map(|d| d.as_secs_f64()),
             lists: c.lists,
+            list: *self.list_mode.lock().unwrap_or_else(|p| p.into_inner()),
             errors: self.errors.load(Ordering::Relaxed),
         }
     }

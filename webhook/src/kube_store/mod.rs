@@ -421,6 +421,7 @@ impl KubeStore {
 mod tests {
     use std::collections::BTreeMap;
 
+    use crate::cache_status::ListMode;
     use k8s_openapi::api::core::v1::NodeStatus;
 
     use super::*;
@@ -506,7 +507,7 @@ mod tests {
         cache.begin();
         cache.buffer("a".into(), Some(slice("a", "n1")));
         assert_eq!(cache.len(), 0, "nothing visible before the list is done");
-        cache.done();
+        cache.done(ListMode::Streamed);
         assert_eq!(cache.by_index("n1").len(), 1);
         cache.upsert("a".into(), Some(slice("a", "n2")));
         assert!(cache.by_index("n1").is_empty());
@@ -514,7 +515,7 @@ mod tests {
         cache.begin();
         cache.buffer("b".into(), Some(slice("b", "n2")));
         assert_eq!(cache.by_index("n2")[0].metadata.name.as_deref(), Some("a"));
-        cache.done();
+        cache.done(ListMode::Streamed);
         assert_eq!(cache.by_index("n2")[0].metadata.name.as_deref(), Some("b"));
         cache.remove("b");
         assert!(cache.by_index("n2").is_empty());

@@ -13,6 +13,7 @@ use serde::de::DeserializeOwned;
 
 use super::cache::{Cache, Entry};
 use super::convert::key_of;
+use crate::cache_status::ListMode;
 use crate::freshness::WatchStarts;
 
 /// The cap on the wait between two tries of a failed watch, before jitter adds up to as much
@@ -81,7 +82,85 @@ impl kube::runtime::utils::Backoff for WatchBackoff {
     }
 }
 
+/// After the server refused to stream a kind's list, how long its re-lists are read in pages
+/// before one tries streaming again: an API server upgraded, or one whose etcd gained
+/// progress notifications, streams again within this, and a server that keeps refusing
+/// costs one refused watch per re-list at most this often.
+pub const STREAMING_RETRY_AFTER: Duration = Duration::from_secs(600);
+
+/// Whether a kind's lists are streamed or paged, from the refusals seen.
+#[derive(Debug, Default)]
+pub(crate) struct ListChoice {
+    refused_at: Option<Instant>,
+    /// Whether a refusal was logged (once per kind; later ones go to the metric).
+    logged: bool,
+}
+
+impl ListChoice {
+    /// How the next list is to be read.
+    pub(crate) fn mode(&self, now: Instant) -> ListMode {
+        match self.refused_at {
+            Some(at) if now.saturating_duration_since(at) < STREAMING_RETRY_AFTER => ListMode::Paged,
+            _ => ListMode::Streamed,
+        }
+    }
+
+    /// The server refused to stream a list at `now`. Returns whether this is the first
+    /// refusal (to be logged).
+    pub(crate) fn refused(&mut self, now: Instant) -> bool {
+        self.refused_at = Some(now);
+        !std::mem::replace(&mut self.logged, true)
+    }
+}
+
+/// Whether `error`, met while a streaming list was being opened or read, says the server
+/// will not stream this list, so it is to be read in pages now, without a backoff.
+///
+/// Three answers are seen from kube-apiserver: `422 Invalid` when its `WatchList` feature
+/// gate is off (the default before 1.34), `400` from older validation, and, with the gate on
+/// over an etcd without progress notifications (etcd 3.4), a `200` whose first event is an
+/// `ERROR` 500 ("the required storage feature RequestWatchProgress is disabled"). Any error
+/// event before the list's end but `410 Gone` (the version expired: re-list, streaming again)
+/// counts: falling back on a transient one costs one paged list. Any other failure to open
+/// the watch (401, 403, 404, 429, a `500` or `503` of a server in trouble) is one a paged
+/// list would meet too: retried after the backoff, streaming again.
+pub(crate) fn refuses_streaming(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::WatchStartFailed(kube::Error::Api(s)) => matches!(s.code, 400 | 422),
+        watcher::Error::WatchError(s) => s.code != 410,
+        _ => false,
+    }
+}
+
+/// Where the feed is in a list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Listing {
+    /// Not listing: watching, or before the first list.
+    No,
+    /// A streaming list was opened and has sent nothing yet: the server may still refuse it
+    /// (an `ERROR` event first), and a refused one is not counted as a list.
+    Opened,
+    /// The list has begun in the cache.
+    Begun,
+}
+
+/// What the feed does after an item of the watch stream.
+enum Next {
+    Continue,
+    /// Drop this watcher and start another, its lists read in the mode [`ListChoice`] says.
+    Restart,
+    /// The same, after a wait of the backoff: a streaming list ended before its end.
+    RestartAfterBackoff,
+}
+
 /// Feeds `cache` from a watcher over `api` until the task is aborted.
+///
+/// Lists are streamed (`sendInitialEvents=true`): the server sends every object from its own
+/// watch cache, one event at a time, so the client holds one object at a time whatever the
+/// kind's size, and no list is paged through etcd. Where the server refuses to stream
+/// ([`refuses_streaming`]) the list is read in pages at once, said once in the log and counted
+/// in `miggate_watch_list_fallbacks_total`, and the kind's re-lists stay paged for
+/// [`STREAMING_RETRY_AFTER`].
 pub(super) async fn feed<K, V>(
     api: Api<K>,
     config: watcher::Config,
@@ -91,30 +170,186 @@ pub(super) async fn feed<K, V>(
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     V: Entry,
 {
-    let backoff = WatchBackoff::new(cache.starts.clone(), cache.plural.clone());
-    let stream = watcher::watcher(api, config).backoff(backoff);
-    let mut stream = std::pin::pin!(stream);
-    while let Some(item) = stream.next().await {
-        match item {
-            Ok(Event::Init) => cache.begin(),
-            Ok(Event::InitApply(obj)) => cache.buffer(key_of(&obj), convert(obj)),
-            Ok(Event::InitDone) => cache.done(),
-            Ok(Event::Apply(obj)) => cache.upsert(key_of(&obj), convert(obj)),
-            Ok(Event::Delete(obj)) => cache.remove(&key_of(&obj)),
-            Err(e) => {
-                if matches!(&e, watcher::Error::InitialListFailed(kube::Error::Api(s)) if s.code == 404) {
-                    cache.not_served();
+    let mut choice = ListChoice::default();
+    // Waits after streaming lists that ended early, which kube-runtime's watcher takes for a
+    // watch's normal end and re-lists at once: without them, a server or proxy that cuts
+    // every stream before its end (one shorter than the list) would be asked again and again.
+    let mut early_ends = WatchBackoff::new(cache.starts.clone(), cache.plural.clone());
+    loop {
+        let mode = choice.mode(Instant::now());
+        let config = match mode {
+            ListMode::Streamed => config.clone().streaming_lists(),
+            ListMode::Paged => config.clone(),
+        };
+        let backoff = WatchBackoff::new(cache.starts.clone(), cache.plural.clone());
+        let stream = watcher::watcher(api.clone(), config).backoff(backoff);
+        let mut stream = std::pin::pin!(stream);
+        let mut listing = Listing::No;
+        while let Some(item) = stream.next().await {
+            let next = match item {
+                Ok(event) => {
+                    let completes = matches!(event, Event::InitDone);
+                    let next = apply(&cache, event, mode, &mut listing, &choice, convert);
+                    if completes {
+                        kube::runtime::utils::Backoff::reset(&mut early_ends);
+                    }
+                    next
                 }
-                cache.error();
-                tracing::warn!(kind = %cache.kind, error = %e, "watch failed; retrying after a backoff");
+                Err(e) => {
+                    let next = failed(&cache, &e, mode, listing != Listing::No, &mut choice);
+                    // The watcher waits out its own backoff and lists again from the start.
+                    listing = Listing::No;
+                    next
+                }
+            };
+            match next {
+                Next::Continue => {}
+                Next::Restart => break,
+                Next::RestartAfterBackoff => {
+                    if let Some(wait) = early_ends.next() {
+                        tokio::time::sleep(wait).await;
+                    }
+                    break;
+                }
             }
         }
     }
 }
 
+/// One event of the watch into `cache`.
+fn apply<K, V>(
+    cache: &Cache<V>,
+    event: Event<K>,
+    mode: ListMode,
+    listing: &mut Listing,
+    choice: &ListChoice,
+    convert: fn(K) -> Option<V>,
+) -> Next
+where
+    K: Resource,
+    V: Entry,
+{
+    match event {
+        Event::Init if mode == ListMode::Streamed && *listing != Listing::No => {
+            cache.error();
+            tracing::warn!(kind = %cache.kind, "the streaming list ended before its end; listing again after a backoff");
+            return Next::RestartAfterBackoff;
+        }
+        Event::Init => {
+            // A re-list of a kind read in pages since a refusal: try streaming again once the
+            // wait is over (nothing was requested yet; the new watcher lists).
+            if mode == ListMode::Paged && choice.mode(Instant::now()) == ListMode::Streamed {
+                return Next::Restart;
+            }
+            *listing = match mode {
+                ListMode::Streamed => Listing::Opened,
+                ListMode::Paged => {
+                    cache.begin();
+                    Listing::Begun
+                }
+            };
+        }
+        Event::InitApply(obj) => {
+            begin_once(cache, listing);
+            cache.buffer(key_of(&obj), convert(obj));
+        }
+        Event::InitDone => {
+            begin_once(cache, listing);
+            *listing = Listing::No;
+            cache.done(mode);
+        }
+        Event::Apply(obj) => cache.upsert(key_of(&obj), convert(obj)),
+        Event::Delete(obj) => cache.remove(&key_of(&obj)),
+    }
+    Next::Continue
+}
+
+/// Begins the list in `cache` at its first object (or its end, when empty).
+fn begin_once<V: Entry>(cache: &Cache<V>, listing: &mut Listing) {
+    if *listing != Listing::Begun {
+        cache.begin();
+        *listing = Listing::Begun;
+    }
+}
+
+/// One error of the watch: a refusal to stream restarts the watcher paged; anything else is
+/// counted, and the watcher retries after its backoff.
+fn failed<V: Entry>(
+    cache: &Cache<V>,
+    e: &watcher::Error,
+    mode: ListMode,
+    listing: bool,
+    choice: &mut ListChoice,
+) -> Next {
+    let opening = matches!(e, watcher::Error::WatchStartFailed(_));
+    if mode == ListMode::Streamed && (listing || opening) && refuses_streaming(e) {
+        cache.list_fell_back();
+        if choice.refused(Instant::now()) {
+            tracing::warn!(kind = %cache.kind, error = %e, retry_after_seconds = STREAMING_RETRY_AFTER.as_secs(),
+                "the API server does not stream this kind's lists; reading them in pages instead");
+        } else {
+            tracing::debug!(kind = %cache.kind, error = %e, "streaming list refused again; paged");
+        }
+        return Next::Restart;
+    }
+    // A list (paged or streamed) or a watch answered `404`: the kind's API is not served.
+    if matches!(e,
+        watcher::Error::InitialListFailed(kube::Error::Api(s)) | watcher::Error::WatchStartFailed(kube::Error::Api(s))
+            if s.code == 404)
+    {
+        cache.not_served();
+    }
+    cache.error();
+    tracing::warn!(kind = %cache.kind, error = %e, "watch failed; retrying after a backoff");
+    Next::Continue
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use kube::core::Status;
+    use rstest::rstest;
+
+    fn status(code: u16) -> Box<Status> {
+        Box::new(Status::failure("refused", "Test").with_code(code))
+    }
+
+    #[rstest]
+    #[case::feature_gate_off(watcher::Error::WatchStartFailed(kube::Error::Api(status(422))), true)]
+    #[case::older_validation(watcher::Error::WatchStartFailed(kube::Error::Api(status(400))), true)]
+    #[case::storage_without_progress_notify(watcher::Error::WatchError(status(500)), true)]
+    #[case::any_error_event_but_gone(watcher::Error::WatchError(status(429)), true)]
+    #[case::expired_version(watcher::Error::WatchError(status(410)), false)]
+    #[case::forbidden(watcher::Error::WatchStartFailed(kube::Error::Api(status(403))), false)]
+    #[case::not_served(watcher::Error::WatchStartFailed(kube::Error::Api(status(404))), false)]
+    #[case::server_in_trouble(watcher::Error::WatchStartFailed(kube::Error::Api(status(500))), false)]
+    #[case::overloaded(watcher::Error::WatchStartFailed(kube::Error::Api(status(429))), false)]
+    #[case::paged_list_failed(watcher::Error::InitialListFailed(kube::Error::Api(status(422))), false)]
+    #[case::no_version(watcher::Error::NoResourceVersion, false)]
+    fn what_refuses_a_streaming_list(#[case] error: watcher::Error, #[case] refuses: bool) {
+        assert_eq!(refuses_streaming(&error), refuses, "{error}");
+    }
+
+    #[test]
+    fn a_refusal_pages_the_kinds_lists_until_the_retry_time_and_is_logged_once() {
+        let t = Instant::now();
+        let mut choice = ListChoice::default();
+        assert_eq!(choice.mode(t), ListMode::Streamed, "streamed until refused");
+        assert!(choice.refused(t), "the first refusal is logged");
+        assert_eq!(choice.mode(t), ListMode::Paged);
+        assert_eq!(
+            choice.mode(t + STREAMING_RETRY_AFTER - Duration::from_secs(1)),
+            ListMode::Paged
+        );
+        let later = t + STREAMING_RETRY_AFTER;
+        assert_eq!(
+            choice.mode(later),
+            ListMode::Streamed,
+            "tried again after the wait"
+        );
+        assert!(!choice.refused(later), "a second refusal is not logged again");
+        assert_eq!(choice.mode(later), ListMode::Paged, "and pages for another wait");
+    }
 
     #[test]
     fn a_failed_watch_retries_within_seconds_forever_and_starts_over_after_a_reset() {
