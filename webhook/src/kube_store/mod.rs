@@ -3,11 +3,13 @@
 //! peer's `PodSnapshot`s and `PodSnapshotContent`s, filled by kube-runtime's `watcher` and read
 //! by admission without a request to the API server.
 //!
-//! Each kind has one [`watcher()`] stream (list, then watch from the list's `resourceVersion`,
-//! bookmarks on), wrapped in a backoff (`WatchBackoff`): a watch that ends is resumed from
-//! its last version, one answered `410 Gone` (or an error) is re-listed after a backoff
-//! (0.8 s doubling to [`WATCH_RETRY_MAX`], each wait plus up to as much again of jitter, so
-//! never 5 s; reset by the first event received, and by a watch the server accepts). A re-list is buffered and swapped in whole when it
+//! Each kind has one [`watcher()`] stream (a streaming list, then the same watch's changes,
+//! bookmarks on; where the server refuses to stream, a paged list then a watch from its
+//! `resourceVersion`: `watch::feed`), wrapped in a backoff (`WatchBackoff`): a watch that
+//! ends is resumed from its last version, one answered `410 Gone` (or an error) is re-listed
+//! after a backoff (0.25 s doubling to [`WATCH_RETRY_MAX`], each wait plus up to as much again
+//! of jitter, so never 2 s; reset by the first event received, and by a watch the server
+//! accepts). A re-list is buffered and swapped in whole when it
 //! completes, so a decision never sees half a list. Each cache converts objects as they
 //! arrive and keeps only what decisions read: a restore pod is its restore annotations, a Node
 //! its labels, capacity and `nodeInfo`, a `PodSnapshot` the content it is bound to, a content

@@ -17,14 +17,19 @@ use crate::cache_status::ListMode;
 use crate::freshness::WatchStarts;
 
 /// The cap on the wait between two tries of a failed watch, before jitter adds up to as much
-/// again (so every wait is under twice this, 5 s). kube-runtime's default caps at 30 s (up to
+/// again (so every wait is under twice this, 2 s). It bounds how long after an API server is
+/// back a cache notices: with a 2.5 s cap (every wait under 5 s) that delay alone exceeded the
+/// time the server takes to hand over 40,000 pods. kube-runtime's default caps at 30 s (up to
 /// 60 s with its jitter) and resets only after 120 s without an error: a webhook then stays
 /// unready for half a minute after the API server is back, and a kind whose CRD is installed
-/// after the webhook started (the Go peer's) goes unseen as long. A list every few seconds per
-/// failing kind is nothing to an API server, and the jitter keeps replicas out of step.
-pub const WATCH_RETRY_MAX: Duration = Duration::from_millis(2500);
-/// The first wait after a watch fails, doubled at each failure in a row.
-pub(super) const WATCH_RETRY_MIN: Duration = Duration::from_millis(800);
+/// after the webhook started (the Go peer's) goes unseen as long. A refused connection or a
+/// failed list per second or two per failing kind is nothing to an API server, and the
+/// jitter keeps replicas out of step.
+pub const WATCH_RETRY_MAX: Duration = Duration::from_millis(1000);
+/// The first wait after a watch fails, doubled at each failure in a row: also the wait before
+/// the re-list that a restarted server's `410` asks for (the backoff starts over at the
+/// accepted watch), so at most 0.5 s with its jitter.
+pub(super) const WATCH_RETRY_MIN: Duration = Duration::from_millis(250);
 
 /// The watches' backoff: exponential from [`WATCH_RETRY_MIN`] to [`WATCH_RETRY_MAX`], each
 /// wait lengthened by a random share of itself (below 100%), never giving up. It starts over
@@ -292,15 +297,20 @@ fn failed<V: Entry>(
         }
         return Next::Restart;
     }
-    // A list (paged or streamed) or a watch answered `404`: the kind's API is not served.
-    if matches!(e,
+    // A list (paged or streamed) or a watch answered `404`: the kind's API is not served. An
+    // optional kind says so once (`not_served`); its retries are not worth a line each.
+    let not_found = matches!(e,
         watcher::Error::InitialListFailed(kube::Error::Api(s)) | watcher::Error::WatchStartFailed(kube::Error::Api(s))
-            if s.code == 404)
-    {
+            if s.code == 404);
+    if not_found {
         cache.not_served();
     }
     cache.error();
-    tracing::warn!(kind = %cache.kind, error = %e, "watch failed; retrying after a backoff");
+    if not_found && cache.optional {
+        tracing::debug!(kind = %cache.kind, error = %e, "API not served; retrying after a backoff");
+    } else {
+        tracing::warn!(kind = %cache.kind, error = %e, "watch failed; retrying after a backoff");
+    }
     Next::Continue
 }
 
