@@ -181,6 +181,10 @@ fn the_chart_renders_what_miggate_deploy_writes(#[case] sets: &[&str], #[case] c
     "networkPolicy.apiServerCIDRs[0]=api.example.com/32",
     "/networkPolicy/apiServerCIDRs/0"
 )]
+#[case::a_range_named_twice(
+    "networkPolicy.apiServerCIDRs={10.0.0.0/24,10.0.0.0/24}",
+    "/networkPolicy/apiServerCIDRs"
+)]
 #[case::misspelt_cidrs(
     "networkPolicy.apiServerCidrs[0]=10.0.0.0/24",
     "additional properties 'apiServerCidrs' not allowed"

@@ -212,6 +212,23 @@ fn a_cidr_is_taken_only_as_the_api_server_keeps_it(#[case] text: &str, #[case] r
     }
 }
 
+/// A range named twice is a mistake the chart's schema refuses too (`uniqueItems`).
+#[test]
+fn a_range_named_twice_is_refused() {
+    let config = Config {
+        api_server_cidrs: ["10.0.0.0/24", "fd00:10::/64", "10.0.0.0/24"]
+            .iter()
+            .map(|c| c.parse().unwrap())
+            .collect(),
+        ..Config::default()
+    };
+    let e = deploy::objects(&config).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "CIDR `10.0.0.0/24` is named twice (entries 1 and 3): name each range once"
+    );
+}
+
 #[test]
 fn the_policy_selects_the_webhook_pods_and_only_ingress() {
     let policy: NetworkPolicy = typed("NetworkPolicy", "miggate-webhook");

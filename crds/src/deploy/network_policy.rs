@@ -84,6 +84,19 @@ impl fmt::Display for Cidr {
 /// The NetworkPolicy selecting the webhook's pods; the admission port admits only
 /// `api_server` when it names any.
 pub(super) fn webhook(api_server: &[Cidr]) -> Result<Object, Error> {
+    let mut first = std::collections::BTreeMap::new();
+    for (at, c) in api_server.iter().enumerate() {
+        if let Some(earlier) = first.insert(c.0, at) {
+            return Err(Error::Cidr {
+                text: c.to_string(),
+                why: format!(
+                    "is named twice (entries {} and {}): name each range once",
+                    earlier + 1,
+                    at + 1
+                ),
+            });
+        }
+    }
     let mut admission = json!({"ports": [{"port": "https", "protocol": "TCP"}]});
     if !api_server.is_empty() {
         admission["from"] = api_server

@@ -146,6 +146,9 @@ pub(super) fn all(config: &Config) -> Result<Vec<Object>, Error> {
     out.extend(publisher(config)?);
     out.extend(checkpoint_agent(config)?);
     out.extend(super::policies::all(config)?);
+    if config.waivers_need_permission {
+        out.extend(super::waivers::waivers()?);
+    }
     // The registrations last, so the webhook they name exists before any pod is sent to it;
     // the validating one very last, after the opt-in steering and the device map.
     out.push(summary_configuration(&config.certificates)?);

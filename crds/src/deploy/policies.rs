@@ -107,14 +107,11 @@ pub(super) fn policy(name: &str, spec: Value) -> Result<Vec<Object>, Error> {
     ])
 }
 
-/// Every policy of the install, with their bindings (and the waiver role when asked for).
+/// The tenant policies, with their bindings (the waivers' are in [`waivers`](super::waivers)).
 pub(super) fn all(config: &Config) -> Result<Vec<Object>, Error> {
     let mut out = annotations()?;
     out.extend(bindings(config)?);
     out.extend(node_pods(config)?);
-    if config.waivers_need_permission {
-        out.extend(super::waivers::waivers()?);
-    }
     Ok(out)
 }
 
