@@ -36,6 +36,7 @@ pub fn run(args: &DeployArgs) -> anyhow::Result<ExitCode> {
         config.binders.clone_from(&args.binders);
     }
     config.waivers_need_permission = args.waivers_need_permission;
+    config.api_server_cidrs.clone_from(&args.api_server_cidrs);
     config.certificates = match (&args.certificates, &args.ca_bundle) {
         (CertificatesArg::SelfManaged, None) => Certificates::SelfManaged,
         (CertificatesArg::CertManager, None) => Certificates::CertManager,

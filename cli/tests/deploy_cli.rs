@@ -90,13 +90,59 @@ fn deploy_takes_the_checkpoint_agent_and_refuses_a_malformed_one() {
     ]);
     assert_eq!(out.status.code(), Some(0));
     let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(stdout.contains("request.userInfo.username == 'system:serviceaccount:snapshot:snapshot-agent'"));
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&stdout).unwrap();
+    let writers = docs
+        .iter()
+        .find(|d| {
+            d["kind"] == "ValidatingAdmissionPolicy" && d["metadata"]["name"] == "miggate-checkpoint-writers"
+        })
+        .unwrap();
+    assert_eq!(
+        writers["spec"]["validations"][0]["expression"],
+        "request.operation == 'DELETE' || request.userInfo.username == 'system:serviceaccount:snapshot:snapshot-agent'"
+    );
     assert!(stdout.contains("image: registry.local/miggate:dev"));
 
     let out = miggate(&["deploy", "--checkpoint-agent", "snapshot-agent"]);
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8(out.stderr).unwrap();
     assert!(stderr.contains("expected NAMESPACE/NAME"), "{stderr}");
+}
+
+/// The API server's addresses narrow the admission port's NetworkPolicy; a range that is not
+/// what the admin meant is refused with what to write, before anything is printed.
+#[test]
+fn deploy_takes_the_api_servers_addresses_and_refuses_a_wrong_one() {
+    let out = miggate(&[
+        "deploy",
+        "--api-server-cidr",
+        "10.0.0.0/24",
+        "--api-server-cidr",
+        "fd00:10::/64",
+    ]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&String::from_utf8(out.stdout).unwrap()).unwrap();
+    let policy = docs.iter().find(|d| d["kind"] == "NetworkPolicy").unwrap();
+    assert_eq!(
+        policy["spec"]["ingress"][0],
+        serde_json::json!({"from": [{"ipBlock": {"cidr": "10.0.0.0/24"}}, {"ipBlock": {"cidr": "fd00:10::/64"}}],
+            "ports": [{"port": "https", "protocol": "TCP"}]})
+    );
+
+    let out = miggate(&["deploy", "--api-server-cidr", "10.0.0.7/24"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("invalid value '10.0.0.7/24' for '--api-server-cidr <CIDR>': CIDR `10.0.0.7/24` has host bits set: its network is 10.0.0.0/24; for the one address write 10.0.0.7/32"),
+        "{stderr}"
+    );
 }
 
 /// The container args of the workload `kind` in `file`, with the kubelet's `$(NODE_NAME)`

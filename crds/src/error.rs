@@ -56,6 +56,15 @@ pub enum Error {
         /// What is wrong, outside text already escaped.
         why: String,
     },
+    /// An address range given as the API server's (`miggate deploy --api-server-cidr`) that is
+    /// not a CIDR in the form the API server keeps.
+    #[error("CIDR `{}` {why}", miggate_compat::escape::escape_within(.text, 64))]
+    Cidr {
+        /// What was given.
+        text: String,
+        /// What is wrong with it, and what to write instead where there is one.
+        why: String,
+    },
     /// The CRDs could not be written as YAML.
     #[error("cannot write the CRDs as YAML: {0}")]
     Yaml(#[from] serde_saphyr::SerializeError),

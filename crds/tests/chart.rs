@@ -143,6 +143,9 @@ fn assert_same(chart: Vec<(String, Value)>, deploy: Vec<(String, Value)>) {
         checkpoint_agent_name: "snapshot-agent".into(),
         ..Config::default()
     })]
+#[case::api_server_cidrs(&["networkPolicy.apiServerCIDRs={10.0.0.0/24,192.168.7.3/32,fd00:10::/64}"], Config {
+    api_server_cidrs: ["10.0.0.0/24", "192.168.7.3/32", "fd00:10::/64"].iter().map(|c| c.parse().unwrap()).collect(),
+    ..Config::default() })]
 #[case::cert_manager(&["certificates.mode=cert-manager"], Config {
     certificates: Certificates::CertManager, ..Config::default() })]
 #[case::brought_secret(&["certificates.mode=secret", "certificates.secretName=my-tls", "certificates.caBundle=PEM"], Config {
@@ -162,6 +165,30 @@ fn the_chart_renders_what_miggate_deploy_writes(#[case] sets: &[&str], #[case] c
 #[case::binder_that_would_end_a_cel_literal("binders[0]=a'b", "/binders/0")]
 #[case::failure_policy("admission.failurePolicy=Open", "/admission/failurePolicy")]
 #[case::zero_replicas("webhook.replicas=0", "/webhook/replicas")]
+#[case::a_cidr_without_its_length(
+    "networkPolicy.apiServerCIDRs[0]=10.0.0.7",
+    "/networkPolicy/apiServerCIDRs/0"
+)]
+#[case::a_prefix_too_long(
+    "networkPolicy.apiServerCIDRs[0]=10.0.0.0/33",
+    "/networkPolicy/apiServerCIDRs/0"
+)]
+#[case::leading_zeros(
+    "networkPolicy.apiServerCIDRs[0]=10.0.0.07/32",
+    "/networkPolicy/apiServerCIDRs/0"
+)]
+#[case::a_host_name(
+    "networkPolicy.apiServerCIDRs[0]=api.example.com/32",
+    "/networkPolicy/apiServerCIDRs/0"
+)]
+#[case::a_range_named_twice(
+    "networkPolicy.apiServerCIDRs={10.0.0.0/24,10.0.0.0/24}",
+    "/networkPolicy/apiServerCIDRs"
+)]
+#[case::misspelt_cidrs(
+    "networkPolicy.apiServerCidrs[0]=10.0.0.0/24",
+    "additional properties 'apiServerCidrs' not allowed"
+)]
 fn a_wrong_value_is_refused_naming_it(#[case] set: &str, #[case] names: &str) {
     let Some(rendered) = template(&[set]) else { return };
     let e = rendered.unwrap_err();

@@ -2,6 +2,8 @@
 
 use std::path::PathBuf;
 
+use miggate_crds::deploy::network_policy::Cidr;
+
 /// Flags of `miggate deploy`.
 #[derive(Debug, clap::Args)]
 pub struct DeployArgs {
@@ -24,6 +26,12 @@ pub struct DeployArgs {
     /// miggate-waiver). Without it, any pod author may waive checks.
     #[arg(long)]
     pub waivers_need_permission: bool,
+    /// An address range the API server's calls to the webhook come from, as a CIDR
+    /// (10.0.0.0/24, 10.0.0.7/32, fd00::/64); repeat for several. Given, the webhook's
+    /// NetworkPolicy admits only these to the admission port; by default the port is open to
+    /// every source, since where the API server's calls come from differs by distribution.
+    #[arg(long = "api-server-cidr", value_name = "CIDR")]
+    pub api_server_cidrs: Vec<Cidr>,
     /// Where the webhook's serving certificate comes from: `self` (the webhook makes, rotates
     /// and injects its own, kept in the Secret miggate-webhook-certs), `cert-manager`
     /// (certificates.yaml, injected by cert-manager's cainjector), or `secret:NAME` (a Secret

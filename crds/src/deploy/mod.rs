@@ -12,12 +12,15 @@
 //! - RBAC: the webhook reads (get/list/watch) checkpoints, node inventories, pods, nodes and
 //!   ResourceSlices, nothing else; the publisher writes GpuNodes, and a
 //!   `ValidatingAdmissionPolicy` holds it to its own node's; only the checkpoint agent's
-//!   service account writes GpuCheckpoints, and only its own node's, enforced by another policy;
+//!   service account writes GpuCheckpoints, and it writes and deletes only its own node's,
+//!   enforced by another policy;
 //! - the tenant policies ([`policies`]): restore annotations fixed at creation, Bindings that
 //!   cannot smuggle them, the node namespace held to the publisher's pods, and (opt-in)
-//!   waivers under RBAC;
+//!   waivers under RBAC, judged against the writer of the pod or of its workload's template
+//!   ([`waivers`]);
 //! - a `NetworkPolicy` ([`network_policy`]) keeping the webhook's health and metrics port to
-//!   the kubelet and the monitoring namespace;
+//!   the kubelet and the monitoring namespace, and its admission port to the API server's
+//!   addresses where the admin names them;
 //! - the publisher `DaemonSet` (`miggate publish --node $(NODE_NAME)`) on GPU nodes;
 //! - the CRDs.
 
@@ -26,6 +29,7 @@ mod names;
 pub mod network_policy;
 mod objects;
 pub mod policies;
+pub mod waivers;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -38,8 +42,8 @@ pub use names::{
     VALIDATING_CONFIGURATION, WEBHOOK,
 };
 pub use objects::{
-    BINDING_MATCH, CHECKPOINT_AGENT_RULE, CHECKPOINT_NODE_RULE, PUBLISHER_NODE_RULE, RESTORE_MATCH,
-    STEER_MATCH,
+    BINDING_MATCH, CHECKPOINT_AGENT_RULE, CHECKPOINT_NODE_FIXED_RULE, CHECKPOINT_NODE_RULE,
+    PUBLISHER_NODE_RULE, RESTORE_MATCH, STEER_MATCH,
 };
 
 /// The image repository `image/build.sh` tags its image in when no other is named: local to the
@@ -63,10 +67,15 @@ pub struct Config {
     /// refuses it from anyone else.
     pub binders: Vec<String>,
     /// Whether a waiver (`miggate.io/skip-checks`, the peer's skip) needs an RBAC permission of
-    /// its writer ([`policies::waivers`]). Off by default: any pod author may waive, as before.
+    /// its writer, or of the workload template it was made from ([`waivers`]). Off by default:
+    /// any pod author may waive.
     pub waivers_need_permission: bool,
     /// Where the webhook's serving certificate comes from.
     pub certificates: Certificates,
+    /// The addresses the API server's calls to the webhook come from, when the admin knows
+    /// them: the NetworkPolicy then admits only these to the admission port
+    /// ([`network_policy`]). Empty by default: the port is open to every source.
+    pub api_server_cidrs: Vec<network_policy::Cidr>,
 }
 
 /// Where the webhook's serving certificate comes from.
@@ -98,6 +107,7 @@ impl Default for Config {
             binders: vec![policies::DEFAULT_BINDER.to_string()],
             waivers_need_permission: false,
             certificates: Certificates::default(),
+            api_server_cidrs: Vec::new(),
         }
     }
 }

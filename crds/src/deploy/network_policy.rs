@@ -1,16 +1,23 @@
 //! The webhook's NetworkPolicy: who may open a connection to its pods.
 //!
-//! The admission port stays open to every source: the API server calls it, and where the API
-//! server's connections come from differs by distribution (control-plane node addresses on a
-//! kubeadm cluster, a provider's range or a konnectivity agent on managed ones), so no
-//! selector written here would be right everywhere; the webhook bounds what any client can
-//! cost it instead (deadlines, a connection cap). The plain-HTTP health port (`/healthz`,
-//! `/readyz`, `/metrics`) is for the kubelet, whose probes come from the pod's own node and are
-//! always allowed by NetworkPolicy, and for Prometheus in the monitoring namespace: nothing
-//! else reaches it.
+//! The admission port is open to every source unless the admin names the API server's
+//! addresses ([`Cidr`], `miggate deploy --api-server-cidr`, the chart's
+//! `networkPolicy.apiServerCIDRs`): where the API server's connections come from differs by
+//! distribution (control-plane node addresses on a kubeadm cluster, a provider's range or a
+//! konnectivity agent on managed ones), so no default written here would be right everywhere.
+//! Named, they are the only sources the https rule admits (where the network plugin enforces
+//! NetworkPolicy), and no pod can open a connection to the port at all; unnamed, any pod can,
+//! and the webhook bounds what a client can cost it instead (deadlines, connection caps). The
+//! plain-HTTP health port (`/healthz`, `/readyz`, `/metrics`) is for the kubelet, whose probes
+//! come from the pod's own node and are always allowed by NetworkPolicy, and for Prometheus in
+//! the monitoring namespace: nothing else reaches it.
 
+use std::fmt;
+use std::str::FromStr;
+
+use ipnet::IpNet;
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::names::{NAMESPACE, WEBHOOK};
 use super::{Object, typed};
@@ -21,8 +28,83 @@ pub const FILE: &str = "network-policy.yaml";
 /// The namespace whose pods may scrape the webhook's metrics (change it with a kustomize patch).
 pub const MONITORING_NAMESPACE: &str = "monitoring";
 
-/// The NetworkPolicy selecting the webhook's pods.
-pub(super) fn webhook() -> Result<Object, Error> {
+/// An address range the API server's calls come from, as written in a NetworkPolicy's
+/// `ipBlock.cidr`: in the one form the API server keeps (the network address with no host bits,
+/// IPv6 compressed in lowercase, no leading zeros, no IPv4-mapped IPv6), so what is written is
+/// exactly the range meant, and an address typed with its subnet's length is refused rather
+/// than widened or narrowed silently.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr(IpNet);
+
+impl Cidr {
+    /// The range.
+    pub fn net(&self) -> IpNet {
+        self.0
+    }
+}
+
+impl FromStr for Cidr {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Self, Error> {
+        let refuse = |why: String| Error::Cidr {
+            text: text.to_string(),
+            why,
+        };
+        let net: IpNet = text.parse().map_err(|_| {
+            refuse("is not a CIDR: an address and a prefix length, such as 10.0.0.0/24, 10.0.0.7/32 or fd00::/64".into())
+        })?;
+        if let IpNet::V6(v6) = net
+            && let Some(v4) = v6.addr().to_ipv4_mapped()
+        {
+            return Err(refuse(format!(
+                "is an IPv4-mapped IPv6 range, which Kubernetes does not take: write the IPv4 range (of {v4})"
+            )));
+        }
+        let network = net.trunc();
+        if network != net {
+            let one = IpNet::from(net.addr());
+            return Err(refuse(format!(
+                "has host bits set: its network is {network}; for the one address write {one}"
+            )));
+        }
+        if network.to_string() != text {
+            return Err(refuse(format!("is not in canonical form: write {network}")));
+        }
+        Ok(Cidr(network))
+    }
+}
+
+impl fmt::Display for Cidr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// The NetworkPolicy selecting the webhook's pods; the admission port admits only
+/// `api_server` when it names any.
+pub(super) fn webhook(api_server: &[Cidr]) -> Result<Object, Error> {
+    let mut first = std::collections::BTreeMap::new();
+    for (at, c) in api_server.iter().enumerate() {
+        if let Some(earlier) = first.insert(c.0, at) {
+            return Err(Error::Cidr {
+                text: c.to_string(),
+                why: format!(
+                    "is named twice (entries {} and {}): name each range once",
+                    earlier + 1,
+                    at + 1
+                ),
+            });
+        }
+    }
+    let mut admission = json!({"ports": [{"port": "https", "protocol": "TCP"}]});
+    if !api_server.is_empty() {
+        admission["from"] = api_server
+            .iter()
+            .map(|c| json!({"ipBlock": {"cidr": c.to_string()}}))
+            .collect::<Vec<Value>>()
+            .into();
+    }
     typed::<NetworkPolicy>(
         FILE,
         json!({"apiVersion": "networking.k8s.io/v1", "kind": "NetworkPolicy",
@@ -32,8 +114,8 @@ pub(super) fn webhook() -> Result<Object, Error> {
             "podSelector": {"matchLabels": {"app.kubernetes.io/name": WEBHOOK}},
             "policyTypes": ["Ingress"],
             "ingress": [
-                // The API server, from wherever the distribution sends it.
-                {"ports": [{"port": "https", "protocol": "TCP"}]},
+                // The API server: from the addresses the admin named, else from anywhere.
+                admission,
                 // Prometheus; the kubelet's probes come from the node and need no rule.
                 {"from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": MONITORING_NAMESPACE}}}],
                  "ports": [{"port": "health", "protocol": "TCP"}]},

@@ -45,12 +45,21 @@ pub const STEER_MATCH: &str = "has(object.metadata.annotations) && ('miggate.io/
 /// service account's token was bound to (the kubelet puts the pod's node name in the token;
 /// Kubernetes 1.30+ passes it as `userInfo.extra`).
 pub const PUBLISHER_NODE_RULE: &str = "has(request.userInfo.extra) && 'authentication.kubernetes.io/node-name' in request.userInfo.extra && object.metadata.name in request.userInfo.extra['authentication.kubernetes.io/node-name']";
-/// The checkpoint policy's rule, with the agent's service account user name put in.
+/// The checkpoint policy's rule, with the agent's service account user name put in: only it
+/// creates or updates GpuCheckpoints (anyone RBAC allows may delete one; see
+/// [`CHECKPOINT_NODE_RULE`] for the agent's own deletes).
 pub const CHECKPOINT_AGENT_RULE: &str = "request.userInfo.username == '{agent}'";
-/// The checkpoint policy's node rule: the agent writes only checkpoints recorded on the node
-/// its token is bound to (`spec.manifest.host.nodeName` against the token's node), as the
-/// publisher writes only its own node's GpuNode; a token bound to no pod on a node writes none.
-pub const CHECKPOINT_NODE_RULE: &str = "has(request.userInfo.extra) && 'authentication.kubernetes.io/node-name' in request.userInfo.extra && has(object.spec.manifest.host) && has(object.spec.manifest.host.nodeName) && object.spec.manifest.host.nodeName in request.userInfo.extra['authentication.kubernetes.io/node-name']";
+/// The checkpoint policy's node rule: the agent writes and deletes only checkpoints recorded on
+/// the node its token is bound to (`spec.manifest.host.nodeName` against the token's node), as
+/// the publisher writes only its own node's GpuNode; a token bound to no pod on a node writes
+/// none. Judged from the new object on CREATE and UPDATE and from the stored one on UPDATE and
+/// DELETE, so an agent can neither re-point another node's checkpoint at its own node nor
+/// delete it. `object` is null on DELETE and `oldObject` on CREATE: each is read only behind
+/// the operation that has it.
+pub const CHECKPOINT_NODE_RULE: &str = "has(request.userInfo.extra) && 'authentication.kubernetes.io/node-name' in request.userInfo.extra && (request.operation == 'DELETE' || (has(object.spec.manifest.host) && has(object.spec.manifest.host.nodeName) && object.spec.manifest.host.nodeName in request.userInfo.extra['authentication.kubernetes.io/node-name'])) && (request.operation == 'CREATE' || (has(oldObject.spec.manifest.host) && has(oldObject.spec.manifest.host.nodeName) && oldObject.spec.manifest.host.nodeName in request.userInfo.extra['authentication.kubernetes.io/node-name']))";
+/// The checkpoint policy's rule that a checkpoint's node, once recorded, stays: an update may
+/// not remove or change `spec.manifest.host.nodeName`, whoever writes it.
+pub const CHECKPOINT_NODE_FIXED_RULE: &str = "request.operation != 'UPDATE' || !has(oldObject.spec.manifest.host.nodeName) || (has(object.spec.manifest.host.nodeName) && object.spec.manifest.host.nodeName == oldObject.spec.manifest.host.nodeName)";
 
 const FILE_NAMESPACE: &str = "namespace.yaml";
 const FILE_CRDS: &str = "crds.yaml";
@@ -130,13 +139,16 @@ pub(super) fn all(config: &Config) -> Result<Vec<Object>, Error> {
         out.push(typed::<crate::CustomResourceDefinition>(FILE_CRDS, value)?);
     }
     out.extend(webhook(config)?);
-    out.push(super::network_policy::webhook()?);
+    out.push(super::network_policy::webhook(&config.api_server_cidrs)?);
     if config.certificates == Certificates::CertManager {
         out.extend(certificates()?);
     }
     out.extend(publisher(config)?);
     out.extend(checkpoint_agent(config)?);
     out.extend(super::policies::all(config)?);
+    if config.waivers_need_permission {
+        out.extend(super::waivers::waivers()?);
+    }
     // The registrations last, so the webhook they name exists before any pod is sent to it;
     // the validating one very last, after the opt-in steering and the device map.
     out.push(summary_configuration(&config.certificates)?);
@@ -496,6 +508,9 @@ fn checkpoint_agent(config: &Config) -> Result<Vec<Object>, Error> {
             json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": cluster_meta(name, "miggate-checkpoint-agent"),
             "rules": [
+                // delete: the agent removes the record of a checkpoint it pruned from its node
+                // (the node rule holds it to its own node's); it deletes by name, so no
+                // deletecollection.
                 {"apiGroups": [GROUP], "resources": ["gpucheckpoints"],
                  "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
                 {"apiGroups": [GROUP], "resources": ["gpucheckpoints/status"],
@@ -516,19 +531,27 @@ fn checkpoint_agent(config: &Config) -> Result<Vec<Object>, Error> {
                 "metadata": cluster_meta("miggate-checkpoint-writers", "miggate-checkpoint-agent"),
                 "spec": {
                     "failurePolicy": "Fail",
+                    // DELETE too: the agent deletes only its own node's checkpoints. Anyone else
+                    // RBAC lets delete one (an admin, the namespace controller emptying a
+                    // namespace) still may: a missing checkpoint only refuses restores.
                     "matchConstraints": {"resourceRules": [{
                         "apiGroups": [GROUP], "apiVersions": ["*"],
-                        "operations": ["CREATE", "UPDATE"],
+                        "operations": ["CREATE", "UPDATE", "DELETE"],
                         "resources": ["gpucheckpoints", "gpucheckpoints/status"]}]},
                     // The garbage collector updates owner references of any object.
                     "matchConditions": [{"name": "not-the-garbage-collector",
                         "expression": "request.userInfo.username != 'system:serviceaccount:kube-system:generic-garbage-collector'"}],
                     "validations": [{
-                        "expression": CHECKPOINT_AGENT_RULE.replace("{agent}", &agent),
+                        "expression": format!("request.operation == 'DELETE' || {}", CHECKPOINT_AGENT_RULE.replace("{agent}", &agent)),
                         "message": format!("admission trusts GpuCheckpoints: only {agent} may write them"),
                         "reason": "Forbidden"}, {
+                        "expression": CHECKPOINT_NODE_FIXED_RULE,
+                        "message": "spec.manifest.host.nodeName is fixed once written: a checkpoint stays the record of the node it was taken on; write a new checkpoint for another node",
+                        "messageExpression": "'spec.manifest.host.nodeName is fixed once written: a checkpoint stays the record of the node it was taken on (' + oldObject.spec.manifest.host.nodeName + '), which cannot become ' + (has(object.spec.manifest.host.nodeName) ? object.spec.manifest.host.nodeName : 'unset') + '; write a new checkpoint for another node'",
+                        "reason": "Forbidden"}, {
                         "expression": format!("request.userInfo.username != '{agent}' || ({CHECKPOINT_NODE_RULE})"),
-                        "messageExpression": "'the checkpoint agent writes only checkpoints recorded on its own node (spec.manifest.host.nodeName), with a token bound to a pod there; this token is ' + (has(request.userInfo.extra) && 'authentication.kubernetes.io/node-name' in request.userInfo.extra ? 'bound to node ' + request.userInfo.extra['authentication.kubernetes.io/node-name'][0] : 'bound to no node')",
+                        "message": "the checkpoint agent writes and deletes only checkpoints recorded on its own node (spec.manifest.host.nodeName), with a token bound to a pod there",
+                        "messageExpression": "'the checkpoint agent writes and deletes only checkpoints recorded on its own node (spec.manifest.host.nodeName), with a token bound to a pod there; this token is ' + (has(request.userInfo.extra) && 'authentication.kubernetes.io/node-name' in request.userInfo.extra ? 'bound to node ' + request.userInfo.extra['authentication.kubernetes.io/node-name'][0] : 'bound to no node') + (request.operation == 'CREATE' ? ', the checkpoint names ' + (has(object.spec.manifest.host.nodeName) ? 'node ' + object.spec.manifest.host.nodeName : 'no node') : ', the checkpoint is recorded on ' + (has(oldObject.spec.manifest.host.nodeName) ? 'node ' + oldObject.spec.manifest.host.nodeName : 'no node'))",
                         "reason": "Forbidden"}]}}),
         )?,
         typed::<ValidatingAdmissionPolicyBinding>(

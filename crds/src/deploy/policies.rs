@@ -13,20 +13,19 @@
 //!   the device-map webhook writes into them), and none may carry the others.
 //! - [`node_pods`]: the node namespace enforces Pod Security `privileged` for the publisher's
 //!   read-only `hostPath`; this holds every other pod there to the publisher's shape.
-//! - [`waivers`] (opt-in, `miggate deploy --waivers-need-permission`): a waiver needs an RBAC
-//!   permission of whoever writes it, checked by the API server's authorizer.
+//! - [`waivers`](super::waivers) (opt-in, `miggate deploy --waivers-need-permission`): a waiver
+//!   needs an RBAC permission of whoever wrote it, the pod's writer or its template's, checked
+//!   by the API server's authorizer.
 
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
-use k8s_openapi::api::rbac::v1::ClusterRole;
 use miggate_wire::annotations::{DEVICE_MAP, RESTORE_FROM, SKIP_CHECKS, STEER, STEERED};
 use miggate_wire::peer;
 use serde_json::{Value, json};
 
 use super::names::{NODE_NAMESPACE, PUBLISHER, RECOVERY_HOST_PATH};
 use super::{Config, Object, typed};
-use crate::GROUP;
 use crate::error::Error;
 
 /// The file under `deploy/`.
@@ -50,23 +49,11 @@ pub const LOCKED_ANNOTATIONS: [&str; 7] = [
 /// waives nothing the author could not have waived at creation. Once set it is fixed.
 pub const ADDABLE_ANNOTATIONS: [&str; 1] = [peer::SKIP_COMPAT_CHECK];
 
-/// The waiver annotations, ours and the peer's.
-pub const WAIVER_ANNOTATIONS: [&str; 2] = [SKIP_CHECKS, peer::SKIP_COMPAT_CHECK];
-
 /// The default identity allowed to bind pods with the device map: the default scheduler's.
 pub const DEFAULT_BINDER: &str = miggate_wire::webhook::DEFAULT_BINDER;
 
-/// What the waiver permission is, in RBAC terms: verb `waive` on `checks.miggate.io` in the
-/// pod's namespace. Not a real resource: RBAC grants any verb on any name, and the API
-/// server's authorizer answers for it as for any other.
-pub const WAIVE_VERB: &str = "waive";
-/// See [`WAIVE_VERB`].
-pub const WAIVE_RESOURCE: &str = "checks";
-/// The ClusterRole granting [`WAIVE_VERB`], to bind with a RoleBinding per namespace.
-pub const WAIVER_ROLE: &str = "miggate-waiver";
-
 /// Whether `var` (`object` or `oldObject`) has annotation `key`.
-fn has(var: &str, key: &str) -> String {
+pub(super) fn has(var: &str, key: &str) -> String {
     format!("(has({var}.metadata.annotations) && '{key}' in {var}.metadata.annotations)")
 }
 
@@ -79,7 +66,7 @@ fn unchanged(key: &str) -> String {
 }
 
 /// A CEL list literal of `items`, each a quoted string literal.
-fn list(items: &[&str]) -> String {
+pub(super) fn list(items: &[&str]) -> String {
     let quoted: Vec<String> = items.iter().map(|i| cel_string(i)).collect();
     format!("[{}]", quoted.join(", "))
 }
@@ -103,7 +90,7 @@ pub fn cel_string(text: &str) -> String {
     out
 }
 
-fn policy(name: &str, spec: Value) -> Result<Vec<Object>, Error> {
+pub(super) fn policy(name: &str, spec: Value) -> Result<Vec<Object>, Error> {
     let meta = json!({"name": name, "labels": {
         "app.kubernetes.io/name": "miggate-policies", "app.kubernetes.io/part-of": "miggate"}});
     Ok(vec![
@@ -120,14 +107,11 @@ fn policy(name: &str, spec: Value) -> Result<Vec<Object>, Error> {
     ])
 }
 
-/// Every policy of the install, with their bindings (and the waiver role when asked for).
+/// The tenant policies, with their bindings (the waivers' are in [`waivers`](super::waivers)).
 pub(super) fn all(config: &Config) -> Result<Vec<Object>, Error> {
     let mut out = annotations()?;
     out.extend(bindings(config)?);
     out.extend(node_pods(config)?);
-    if config.waivers_need_permission {
-        out.extend(waivers()?);
-    }
     Ok(out)
 }
 
@@ -250,74 +234,4 @@ pub fn node_pods(config: &Config) -> Result<Vec<Object>, Error> {
             ],
         }),
     )
-}
-
-/// The waiver expression the API server runs as the request's user. Kept apart so the tests
-/// can hold it to the `miggate-waiver` role's rule.
-pub const WAIVER_RULE: &str =
-    "authorizer.group('miggate.io').resource('checks').namespace(request.namespace).check('waive').allowed()";
-
-/// `miggate-waivers` and the `miggate-waiver` role: a restore pod created with a waiver, or
-/// given one or a different one later, needs the writer to be allowed [`WAIVE_VERB`] on
-/// [`WAIVE_RESOURCE`] in the pod's namespace.
-pub fn waivers() -> Result<Vec<Object>, Error> {
-    let restore = format!(
-        "({} || {})",
-        has("object", RESTORE_FROM),
-        has("object", peer::RESTORE_FROM)
-    );
-    let new_or_changed = WAIVER_ANNOTATIONS
-        .iter()
-        .map(|k| {
-            format!(
-                "({} && (request.operation == 'CREATE' || !{} || oldObject.metadata.annotations['{k}'] != object.metadata.annotations['{k}']))",
-                has("object", k),
-                has("oldObject", k)
-            )
-        })
-        .collect::<Vec<_>>()
-        .join(" || ");
-    let mut out = policy(
-        "miggate-waivers",
-        json!({
-            "failurePolicy": "Fail",
-            "matchConstraints": {"resourceRules": [{
-                "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
-                "resources": ["pods"]}]},
-            "matchConditions": [{"name": "restore-pods-given-a-waiver",
-                "expression": format!("{restore} && ({new_or_changed})")}],
-            "validations": [{
-                "expression": WAIVER_RULE,
-                "messageExpression": format!("'waiving checks ({} or {}) needs permission: ' + request.userInfo.username + ' may not \"{WAIVE_VERB}\" {WAIVE_RESOURCE}.{GROUP} in namespace ' + request.namespace + ' (bind the ClusterRole {WAIVER_ROLE})'", SKIP_CHECKS, peer::SKIP_COMPAT_CHECK),
-                "reason": "Forbidden"}],
-        }),
-    )?;
-    out.push(waiver_role()?);
-    Ok(out)
-}
-
-fn waiver_role() -> Result<Object, Error> {
-    typed::<ClusterRole>(
-        FILE,
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": WAIVER_ROLE, "labels": {
-                "app.kubernetes.io/name": "miggate-policies", "app.kubernetes.io/part-of": "miggate"}},
-            "rules": [{"apiGroups": [GROUP], "resources": [WAIVE_RESOURCE], "verbs": [WAIVE_VERB]}]}),
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    // The rule is a literal so the docs can quote it; this holds it to the constants.
-    #[test]
-    fn the_waiver_rule_asks_for_the_role_the_install_grants() {
-        assert_eq!(
-            WAIVER_RULE,
-            format!(
-                "authorizer.group('{GROUP}').resource('{WAIVE_RESOURCE}').namespace(request.namespace).check('{WAIVE_VERB}').allowed()"
-            )
-        );
-    }
 }

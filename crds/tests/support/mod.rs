@@ -69,8 +69,15 @@ pub fn admission(
     if let Some(n) = node {
         user_info["extra"] = serde_json::json!({"authentication.kubernetes.io/node-name": [n]});
     }
+    // The kind of whichever object the request carries (`object` is null on DELETE).
+    let kind = object
+        .get("kind")
+        .or_else(|| old.as_ref().and_then(|o| o.get("kind")))
+        .cloned()
+        .unwrap_or(Value::Null);
     serde_json::json!({
         "operation": operation, "namespace": namespace, "userInfo": user_info,
+        "kind": {"group": group, "version": "v1", "kind": kind},
         "resource": {"group": group, "version": "v1", "resource": resource}, "subResource": sub,
         "name": object.pointer("/metadata/name").cloned().unwrap_or(Value::Null),
         "object": object, "oldObject": old.unwrap_or(Value::Null),
@@ -82,6 +89,47 @@ pub fn admission(
 /// or a match condition), else the messages of the validations that fail (empty: allowed).
 /// `messageExpression` is evaluated as the API server does, falling back to `message`.
 pub fn policy_verdict(policy: &Value, req: &Value) -> Option<Vec<String>> {
+    if !policy_applies(policy, req) {
+        return None;
+    }
+    let vars = [
+        ("object", &req["object"]),
+        ("oldObject", &req["oldObject"]),
+        ("request", req),
+    ];
+    let mut failed = Vec::new();
+    for v in policy["spec"]["validations"].as_array().unwrap() {
+        let expression = v["expression"].as_str().unwrap();
+        if eval(expression, &vars).unwrap_or_else(|e| panic!("{e}")) {
+            continue;
+        }
+        failed.push(message(v, req));
+    }
+    Some(failed)
+}
+
+/// A validation's message for `req`: its `messageExpression` as the API server evaluates it,
+/// falling back to `message`.
+pub fn message(validation: &Value, req: &Value) -> String {
+    let vars = [
+        ("object", &req["object"]),
+        ("oldObject", &req["oldObject"]),
+        ("request", req),
+    ];
+    validation["messageExpression"]
+        .as_str()
+        .and_then(|m| match run(m, &vars) {
+            Ok(kube::core::cel::cel::Value::String(s)) => Some(s.to_string()),
+            _ => None,
+        })
+        .or_else(|| validation["message"].as_str().map(String::from))
+        .unwrap()
+}
+
+/// Whether a ValidatingAdmissionPolicy applies to `req`, as the API server decides it: its
+/// resource rules (group, operation, resource), namespace selector on the namespace's name
+/// label, and every match condition.
+pub fn policy_applies(policy: &Value, req: &Value) -> bool {
     let spec = &policy["spec"];
     let resource = match req["subResource"].as_str().unwrap_or("") {
         "" => req["resource"]["resource"].as_str().unwrap().to_string(),
@@ -109,34 +157,17 @@ pub fn policy_verdict(policy: &Value, req: &Value) -> Option<Vec<String>> {
                 .iter()
                 .all(|(k, v)| k == "kubernetes.io/metadata.name" && *v == req["namespace"])
         });
+    if !(rule_matches && namespace_matches) {
+        return false;
+    }
     let vars = [
         ("object", &req["object"]),
         ("oldObject", &req["oldObject"]),
         ("request", req),
     ];
-    let conditions = spec["matchConditions"]
+    spec["matchConditions"]
         .as_array()
         .into_iter()
         .flatten()
-        .all(|c| eval(c["expression"].as_str().unwrap(), &vars).unwrap());
-    if !(rule_matches && namespace_matches && conditions) {
-        return None;
-    }
-    let mut failed = Vec::new();
-    for v in spec["validations"].as_array().unwrap() {
-        let expression = v["expression"].as_str().unwrap();
-        if eval(expression, &vars).unwrap_or_else(|e| panic!("{e}")) {
-            continue;
-        }
-        let message = v["messageExpression"]
-            .as_str()
-            .and_then(|m| match run(m, &vars) {
-                Ok(kube::core::cel::cel::Value::String(s)) => Some(s.to_string()),
-                _ => None,
-            })
-            .or_else(|| v["message"].as_str().map(String::from))
-            .unwrap();
-        failed.push(message);
-    }
-    Some(failed)
+        .all(|c| eval(c["expression"].as_str().unwrap(), &vars).unwrap())
 }
