@@ -213,22 +213,42 @@ async fn pod_snapshot(client: kube::Client, namespace: &str, name: &str) -> anyh
         }
     };
     let read = SnapshotContent::read(&content);
-    let mut manifest = read.source.map_err(|why| {
+    // The content must name the snapshot back, as the webhook holds it: another snapshot's
+    // content is not this one's checkpoint.
+    let uid = snapshot.metadata.uid.as_deref();
+    if !read
+        .snapshot_ref
+        .as_ref()
+        .is_some_and(|r| r.names(namespace, name, uid))
+    {
+        let names = read.snapshot_ref.as_ref().map_or_else(
+            || "no PodSnapshot (it has no spec.snapshotRef)".to_string(),
+            |r| {
+                let uid = r
+                    .uid
+                    .as_deref()
+                    .filter(|u| !u.is_empty())
+                    .map(|u| format!(" of uid {}", escape(u)))
+                    .unwrap_or_default();
+                format!(
+                    "PodSnapshot {}/{}{uid}",
+                    escape(r.namespace.as_deref().unwrap_or("(none)")),
+                    escape(r.name.as_deref().unwrap_or("(none)"))
+                )
+            },
+        );
+        return Err(anyhow!(
+            "PodSnapshot {snap} is bound to PodSnapshotContent {}, whose spec.snapshotRef names {names}, not it: \
+             a PodSnapshot restores only its own content",
+            escape(content_name)
+        ));
+    }
+    read.source.map_err(|why| {
         anyhow!(
             "PodSnapshotContent {} of PodSnapshot {snap} {why}: nothing to compare",
             escape(content_name)
         )
-    })?;
-    if read
-        .snapshot_ref
-        .is_some_and(|(ns, n)| ns != namespace || n != name)
-    {
-        manifest.warnings.push(format!(
-            "PodSnapshotContent {} points back to another PodSnapshot than {snap}; read all the same",
-            escape(content_name)
-        ));
-    }
-    Ok(manifest)
+    })
 }
 
 /// Every node the cluster knows (a `Node` or a `GpuNode`), with its inventory, by name.

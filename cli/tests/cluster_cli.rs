@@ -215,6 +215,8 @@ fn peer_objects(fake: &kube_fake::FakeApiServer) {
     fake.apply(snapshot("old", Some("old-content")));
     fake.apply(content("old-content", "old", None));
     fake.apply(snapshot("dangling", Some("gone")));
+    // Bound to vllm-snap's content, which names vllm-snap back, not it.
+    fake.apply(snapshot("borrowed", Some("vllm-content")));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -337,6 +339,10 @@ async fn where_check_and_claim_name_a_podsnapshot_as_kubectl_does() {
         (
             "podsnapshot/dangling",
             "miggate: PodSnapshot ml/dangling is bound to PodSnapshotContent gone, which does not exist\n",
+        ),
+        (
+            "podsnapshot/borrowed",
+            "miggate: PodSnapshot ml/borrowed is bound to PodSnapshotContent vllm-content, whose spec.snapshotRef names PodSnapshot ml/vllm-snap, not it: a PodSnapshot restores only its own content\n",
         ),
         (
             "widget/vllm-snap",

@@ -195,8 +195,10 @@ pub struct PodSnapshotContentSpec {
     pub source: Option<SnapshotSource>,
 }
 
-/// `spec.snapshotRef`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// `spec.snapshotRef`: the back-pointer a content keeps to the one `PodSnapshot` it belongs to.
+/// The peer records the snapshot's UID at binding, so a snapshot deleted and made again under
+/// the same name is not the content's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotRef {
     /// The snapshot's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -204,6 +206,26 @@ pub struct SnapshotRef {
     /// The snapshot's name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
+    /// The snapshot's UID, when the peer recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+}
+
+impl SnapshotRef {
+    /// Whether this back-pointer names the `PodSnapshot` `namespace/name` whose UID is `uid`:
+    /// namespace and name equal, and the UIDs too where both are known (an empty UID is none,
+    /// as the peer's `omitempty` writes it). The peer's operator holds a content to the same
+    /// rule before it adopts it.
+    pub fn names(&self, namespace: &str, name: &str, uid: Option<&str>) -> bool {
+        fn known(u: Option<&str>) -> Option<&str> {
+            u.filter(|u| !u.is_empty())
+        }
+        let uid_agrees = match (known(self.uid.as_deref()), known(uid)) {
+            (Some(recorded), Some(uid)) => recorded == uid,
+            _ => true,
+        };
+        self.namespace.as_deref() == Some(namespace) && self.name.as_deref() == Some(name) && uid_agrees
+    }
 }
 
 /// `PodSnapshotContent.status`: only `source` is read, kept as JSON until it is translated
@@ -263,14 +285,20 @@ impl kube::Resource for PodSnapshotContent {
     }
 }
 
+impl PodSnapshotStatus {
+    /// The content it names, when it names one (a blank name is not a binding).
+    pub fn bound_content(&self) -> Option<&str> {
+        self.bound_snapshot_content_name
+            .as_deref()
+            .map(str::trim)
+            .filter(|n| !n.is_empty())
+    }
+}
+
 impl PodSnapshot {
     /// The content it is bound to, when it is bound (a blank name is not a binding).
     pub fn bound_content(&self) -> Option<&str> {
-        self.status
-            .as_ref()
-            .and_then(|s| s.bound_snapshot_content_name.as_deref())
-            .map(str::trim)
-            .filter(|n| !n.is_empty())
+        self.status.as_ref().and_then(PodSnapshotStatus::bound_content)
     }
 
     /// The container its spec says is captured (the first of `podRef.containers`).
@@ -294,8 +322,8 @@ pub struct SnapshotContent {
     pub name: String,
     /// The container captured (`spec.source.podRef.containers[0]`).
     pub container: Option<String>,
-    /// `spec.snapshotRef` as `namespace/name`, to see whether the content points back.
-    pub snapshot_ref: Option<(String, String)>,
+    /// `spec.snapshotRef`: the snapshot the content belongs to ([`SnapshotRef::names`]).
+    pub snapshot_ref: Option<SnapshotRef>,
     /// `status.source` translated, or why it cannot be compared.
     pub source: Result<GpuManifest, NoSource>,
 }
@@ -337,9 +365,7 @@ impl SnapshotContent {
         SnapshotContent {
             name: content.metadata.name.clone().unwrap_or_default(),
             container: first_container(spec.and_then(|s| s.source.as_ref())).map(str::to_string),
-            snapshot_ref: spec
-                .and_then(|s| s.snapshot_ref.as_ref())
-                .and_then(|r| Some((r.namespace.clone()?, r.name.clone()?))),
+            snapshot_ref: spec.and_then(|s| s.snapshot_ref.clone()),
             source,
         }
     }
@@ -609,6 +635,33 @@ mod tests {
         assert_eq!(skip_compat_check(value), skip);
     }
 
+    /// A content belongs to the snapshot its back-pointer names: namespace and name, and the
+    /// UID where both sides know one.
+    #[rstest]
+    #[case::matches(Some("ml"), Some("s1"), Some("u-1"), Some("u-1"), true)]
+    #[case::other_name(Some("ml"), Some("s2"), Some("u-1"), Some("u-1"), false)]
+    #[case::other_namespace(Some("team-b"), Some("s1"), Some("u-1"), Some("u-1"), false)]
+    #[case::uid_mismatch(Some("ml"), Some("s1"), Some("u-old"), Some("u-1"), false)]
+    #[case::uid_not_recorded(Some("ml"), Some("s1"), None, Some("u-1"), true)]
+    #[case::uid_recorded_empty(Some("ml"), Some("s1"), Some(""), Some("u-1"), true)]
+    #[case::snapshot_uid_unknown(Some("ml"), Some("s1"), Some("u-1"), None, true)]
+    #[case::no_namespace(None, Some("s1"), None, Some("u-1"), false)]
+    #[case::no_name(Some("ml"), None, None, Some("u-1"), false)]
+    fn a_back_pointer_names_one_snapshot(
+        #[case] namespace: Option<&str>,
+        #[case] name: Option<&str>,
+        #[case] recorded: Option<&str>,
+        #[case] uid: Option<&str>,
+        #[case] names: bool,
+    ) {
+        let r = SnapshotRef {
+            namespace: namespace.map(str::to_string),
+            name: name.map(str::to_string),
+            uid: recorded.map(str::to_string),
+        };
+        assert_eq!(r.names("ml", "s1", uid), names, "{r:?}");
+    }
+
     #[test]
     fn a_content_is_read_in_each_shape() {
         let content = |status: serde_json::Value| -> SnapshotContent {
@@ -624,7 +677,14 @@ mod tests {
         let none = content(serde_json::json!({}));
         assert_eq!(none.source, Err(NoSource::Absent));
         assert_eq!(none.container.as_deref(), Some("engine"));
-        assert_eq!(none.snapshot_ref, Some(("ml".into(), "s1".into())));
+        assert_eq!(
+            none.snapshot_ref,
+            Some(SnapshotRef {
+                namespace: Some("ml".into()),
+                name: Some("s1".into()),
+                uid: None
+            })
+        );
         let node_only = content(serde_json::json!({"source": {"node": {"name": "n1"}}}));
         let m = node_only.source.unwrap();
         assert!(m.nvidia.is_none(), "GPUs unknown when only the node is recorded");

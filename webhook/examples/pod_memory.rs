@@ -11,8 +11,10 @@
 //! ```
 //!
 //! `MIGGATE_BLOATED_PODS` (default 400) and `MIGGATE_BLOAT_KIB` (default 200) size the
-//! cluster. A measurement, not a test: nothing is asserted but that the webhook became ready
-//! and found the restore pods.
+//! cluster. `MIGGATE_BLOATED_CLAIMS` and `MIGGATE_BLOATED_SNAPSHOTS` (default 0) add as many
+//! `ResourceClaim`s and `PodSnapshot`s, any tenant's to write, with as many KiB of annotations
+//! each (the other kinds' watches, listed beside the pods'). A measurement, not a test: nothing
+//! is asserted but that the webhook became ready and found the restore pods.
 
 #![allow(
     clippy::unwrap_used,
@@ -62,6 +64,36 @@ fn pod(name: &str, kib: usize, restore: bool) -> Value {
         "metadata": {"name": name, "namespace": "tenant", "annotations": annotations},
         "spec": {"containers": [{"name": "c", "image": "registry.example/app:1",
             "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}})
+}
+
+/// `kib` KiB of foreign annotations in 8 values.
+fn blob(kib: usize) -> Value {
+    let annotations: serde_json::Map<String, Value> = (0..8)
+        .map(|i| {
+            (
+                format!("tenant.example/blob-{i}"),
+                json!("x".repeat(kib * 1024 / 8)),
+            )
+        })
+        .collect();
+    Value::Object(annotations)
+}
+
+/// An allocated `ResourceClaim` of `tenant` with `kib` KiB of annotations.
+fn claim(name: &str, kib: usize) -> Value {
+    json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+        "metadata": {"name": name, "namespace": "tenant", "annotations": blob(kib)},
+        "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+        "status": {"allocation": {"devices": {"results": [
+            {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "n1", "device": "gpu-0"}]}}}})
+}
+
+/// A bound `PodSnapshot` of `tenant` with `kib` KiB of annotations.
+fn snapshot(name: &str, kib: usize) -> Value {
+    json!({"apiVersion": "nvidia.com/v1alpha1", "kind": "PodSnapshot",
+        "metadata": {"name": name, "namespace": "tenant", "annotations": blob(kib)},
+        "spec": {"source": {"podRef": {"name": "p", "containers": ["engine"]}}},
+        "status": {"boundSnapshotContentName": format!("{name}-content")}})
 }
 
 /// `VmHWM` and `VmRSS` of process `pid`, KiB.
@@ -131,13 +163,16 @@ async fn run(binary: &PathBuf, fake: &FakeApiServer) -> (u64, u64, Duration) {
     // A moment for the allocator to settle what the list left behind.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (hwm, rss) = memory_kib(child.id());
-    let pages: Vec<String> = fake
-        .requests()
-        .iter()
-        .filter(|r| r.is_list("pods"))
-        .map(|r| r.query.get("limit").cloned().unwrap_or_else(|| "none".into()))
-        .collect();
-    println!("  pod list pages: {} (limit {})", pages.len(), pages.join(", "));
+    for plural in ["pods", "resourceclaims", "podsnapshots"] {
+        let pages: Vec<String> = fake
+            .requests()
+            .iter()
+            .filter(|r| r.is_list(plural))
+            .map(|r| r.query.get("limit").cloned().unwrap_or_else(|| "none".into()))
+            .collect();
+        let limit = pages.first().cloned().unwrap_or_default();
+        println!("  {plural} list pages: {} (limit {limit})", pages.len());
+    }
     (hwm, rss, took)
 }
 
@@ -164,6 +199,8 @@ async fn main() {
     let runs: usize = args.next().and_then(|r| r.parse().ok()).unwrap_or(3);
     let bloated = env_usize("MIGGATE_BLOATED_PODS", 400);
     let kib = env_usize("MIGGATE_BLOAT_KIB", 200);
+    let claims = env_usize("MIGGATE_BLOATED_CLAIMS", 0);
+    let snapshots = env_usize("MIGGATE_BLOATED_SNAPSHOTS", 0);
 
     let fake = FakeApiServer::start().await.unwrap();
     for i in 0..bloated {
@@ -177,8 +214,14 @@ async fn main() {
             true,
         ));
     }
+    for i in 0..claims {
+        fake.apply(claim(&format!("claim-{i:04}"), kib));
+    }
+    for i in 0..snapshots {
+        fake.apply(snapshot(&format!("snap-{i:04}"), kib));
+    }
     println!(
-        "{}: {bloated} pods with {kib} KiB of annotations each and {RESTORE_PODS} restore pods; {runs} runs",
+        "{}: {bloated} pods, {claims} claims and {snapshots} snapshots with {kib} KiB of annotations each and {RESTORE_PODS} restore pods; {runs} runs",
         binary.display()
     );
     let (mut hwms, mut rsss) = (Vec::new(), Vec::new());

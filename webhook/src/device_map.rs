@@ -88,7 +88,7 @@ pub fn map_review(review: &Review<'_>, store: &(impl Lookup + ?Sized), binders: 
             outcome: Outcome::UnlistedBinder,
         };
     }
-    let Resolved::Found { checkpoint, .. } = resolve::resolve(store, restore.namespace, &restore.reference)
+    let Resolved::Found { checkpoint } = resolve::resolve(store, restore.namespace, &restore.reference)
     else {
         return ignored(base);
     };

@@ -27,6 +27,9 @@ pub struct Checkpoint {
 /// cluster of many pods costs little memory.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RestorePod {
+    /// `metadata.uid`: a pod deleted and made again under the same name is another pod, and a
+    /// Binding names the one it places by UID ([`RestorePod::is`]).
+    pub uid: Option<String>,
     /// The value of `miggate.io/restore-from`, when present.
     pub restore_from: Option<String>,
     /// The value of `miggate.io/skip-checks`, when present.
@@ -42,6 +45,18 @@ pub struct RestorePod {
     /// for a pod whose containers ask for none, and for one past the bounds (then the binding
     /// does not judge the requests).
     pub gpu_asks: Vec<GpuAsk>,
+}
+
+impl RestorePod {
+    /// Whether this is the pod of UID `uid`: any pod when `uid` is `None` or empty (a Binding
+    /// made by hand may carry none, and the API server then binds whichever pod has the name),
+    /// otherwise only a cached pod of that very UID.
+    pub fn is(&self, uid: Option<&str>) -> bool {
+        match uid.filter(|u| !u.is_empty()) {
+            None => true,
+            Some(uid) => self.uid.as_deref() == Some(uid),
+        }
+    }
 }
 
 /// One container's GPU asks, as `gpu-request` reads them: its `nvidia.com/…` requests and
@@ -88,8 +103,8 @@ pub struct PeerRestore {
 pub struct Content {
     /// The content's name.
     pub name: String,
-    /// `spec.snapshotRef` as (namespace, name).
-    pub snapshot_ref: Option<(String, String)>,
+    /// `spec.snapshotRef`: the `PodSnapshot` the content belongs to.
+    pub snapshot_ref: Option<miggate_crds::peer::SnapshotRef>,
     /// The checkpoint (its container the one `spec.source.podRef` captured), or why not.
     pub checkpoint: Result<Arc<Checkpoint>, miggate_crds::peer::NoSource>,
 }
@@ -123,8 +138,13 @@ pub enum SnapshotLookup {
     Unbound,
     /// Bound to a content the cache does not hold.
     ContentMissing(String),
-    /// Bound to this content.
-    Bound(Arc<Content>),
+    /// Bound to this content (which may or may not point back to the snapshot).
+    Bound {
+        /// The content `status.boundSnapshotContentName` names.
+        content: Arc<Content>,
+        /// The snapshot's own `metadata.uid`, to hold against the content's back-pointer.
+        snapshot_uid: Option<String>,
+    },
 }
 
 /// What the claim cache keeps of a `ResourceClaim`: its allocation's devices, once the
@@ -183,9 +203,17 @@ pub trait Lookup {
         SnapshotLookup::NotServed
     }
 
-    /// The restore pod `name` in `namespace`, when the store knows it as one. `None` means
-    /// not a restore pod, or a store that keeps no pods (the file store).
+    /// The restore pod `name` in `namespace`, when the store knows it as one, whatever its UID.
+    /// `None` means not a restore pod, or a store that keeps no pods (the file store). A
+    /// binding reads [`Lookup::bound_restore_pod`] instead.
     fn restore_pod(&self, namespace: &str, name: &str) -> Option<Arc<RestorePod>>;
+
+    /// The restore pod a Binding places: the one cached as `namespace/name` whose UID is the
+    /// Binding's `metadata.uid` ([`RestorePod::is`]). A pod deleted and made again under the
+    /// same name while the watch lags is not the cached one: `None`, as for a pod not seen yet.
+    fn bound_restore_pod(&self, namespace: &str, name: &str, uid: Option<&str>) -> Option<Arc<RestorePod>> {
+        self.restore_pod(namespace, name).filter(|pod| pod.is(uid))
+    }
 
     /// The `ResourceClaim` `name` in `namespace`, when the store keeps claims. `None`: not
     /// known (or a store that keeps none, the file store).

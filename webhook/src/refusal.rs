@@ -77,6 +77,14 @@ pub enum Refusal {
         /// On the binding path: the pod and the node it was being bound to.
         binding: Option<(String, String)>,
     },
+    /// The `PodSnapshot` is bound to a `PodSnapshotContent` whose `spec.snapshotRef` names
+    /// another snapshot (or none): a snapshot restores only its own content.
+    SnapshotContentMismatch {
+        /// The snapshot, the content and what the content points back to.
+        foreign: crate::resolve::Foreign,
+        /// On the binding path: the pod and the node it was being bound to.
+        binding: Option<(String, String)>,
+    },
     /// The pod's spec does not decode.
     PodUnreadable {
         /// `namespace/name` of the pod.
@@ -134,6 +142,7 @@ impl Refusal {
             Refusal::RestoreFromBoth { .. } => "restore-from-ambiguous",
             Refusal::ContainerMapInvalid { .. } => "container-map-invalid",
             Refusal::SnapshotNotFound { .. } => "snapshot-not-found",
+            Refusal::SnapshotContentMismatch { .. } => "snapshot-content-mismatch",
             Refusal::NoNamespace => "no-namespace",
             Refusal::StoreNotSynced { .. } => "store-not-synced",
             Refusal::StoreStale { .. } => "store-stale",
@@ -155,11 +164,12 @@ impl Refusal {
     }
 
     /// Every label [`Refusal::as_str`] can give except `incompatible`, for docs and tests.
-    pub const LABELS: [&'static str; 12] = [
+    pub const LABELS: [&'static str; 13] = [
         "restore-from-invalid",
         "restore-from-ambiguous",
         "container-map-invalid",
         "snapshot-not-found",
+        "snapshot-content-mismatch",
         "no-namespace",
         "store-not-synced",
         "store-stale",
@@ -207,6 +217,16 @@ impl fmt::Display for Refusal {
                 "miggate: cannot bind pod {pod} to node {node}: PodSnapshot {snapshot} named by annotation {} does not exist",
                 peer::RESTORE_FROM
             ),
+            Refusal::SnapshotContentMismatch { foreign, binding } => {
+                f.write_str("miggate: ")?;
+                if let Some((pod, node)) = binding {
+                    write!(f, "cannot bind pod {pod} to node {node}: ")?;
+                }
+                write!(
+                    f,
+                    "{foreign}: not this snapshot's checkpoint, so it is not restored; the snapshot's status.boundSnapshotContentName must name a content made for it"
+                )
+            }
             Refusal::NoNamespace => {
                 f.write_str("miggate: the request names no namespace to find the checkpoint in")
             }
@@ -307,6 +327,14 @@ mod tests {
             Refusal::SnapshotNotFound {
                 snapshot: "s".into(),
                 namespace: "n".into(),
+                binding: None,
+            },
+            Refusal::SnapshotContentMismatch {
+                foreign: crate::resolve::Foreign {
+                    snapshot: "ml/s".into(),
+                    content: "c".into(),
+                    points_at: "belongs to PodSnapshot team-b/s (its spec.snapshotRef)".into(),
+                },
                 binding: None,
             },
             Refusal::NoNamespace,

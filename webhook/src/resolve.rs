@@ -8,11 +8,18 @@
 //! restores), while a snapshot not bound yet, a content without `status.source` or a cluster
 //! without the peer's API is admitted with a warning (the peer's own agent still gates it):
 //! a missing fact is never a refusal.
+//!
+//! A binding is held both ways: the content a `PodSnapshot` names must name it back
+//! (`spec.snapshotRef`: namespace, name, and UID where both record one). A snapshot whose
+//! status a tenant could write would otherwise borrow another namespace's content, and be
+//! compared against (and shown the values of) a checkpoint that is not its own; such a
+//! restore is refused, naming both ([`Foreign`]).
 
 use std::borrow::Cow;
 use std::sync::Arc;
 
 use miggate_compat::escape::escape_within;
+use miggate_crds::peer::SnapshotRef;
 use miggate_wire::annotations::RESTORE_FROM;
 use miggate_wire::peer;
 
@@ -122,28 +129,73 @@ pub fn reference<'a>(
 /// A reference followed.
 #[derive(Debug, Clone)]
 pub enum Resolved {
-    /// The checkpoint to compare, with notes on how it was found (warnings).
+    /// The checkpoint to compare.
     Found {
         /// Its facts and captured container.
         checkpoint: Arc<Checkpoint>,
-        /// What the decision should say about where the facts came from.
-        notes: Vec<String>,
     },
     /// No object of that name: refused, since a restore of it cannot happen.
     Missing,
+    /// A `PodSnapshot` bound to a content that does not point back to it: refused.
+    Foreign(Foreign),
     /// Nothing to compare, and why (escaped, for a warning): admitted, the peer's agent
     /// decides.
     Unchecked(String),
+}
+
+/// A `PodSnapshot` and the content it is bound to, which belongs to another snapshot (or to
+/// none): every text escaped, for messages.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Foreign {
+    /// `namespace/name` of the snapshot the pod names.
+    pub snapshot: String,
+    /// The content's name (`status.boundSnapshotContentName`).
+    pub content: String,
+    /// What the content's `spec.snapshotRef` says instead, as the clause after "which".
+    pub points_at: String,
+}
+
+impl Foreign {
+    /// What the content's back-pointer says, against the snapshot `namespace/name` of `uid`.
+    fn points_at(back: Option<&SnapshotRef>, namespace: &str, name: &str, uid: Option<&str>) -> String {
+        let Some(back) = back else {
+            return "points back to no PodSnapshot (it has no spec.snapshotRef)".to_string();
+        };
+        let part = |p: Option<&str>| escape_within(p.unwrap_or("(none)"), 256).into_owned();
+        let (ns, n) = (back.namespace.as_deref(), back.name.as_deref());
+        if ns == Some(namespace) && n == Some(name) {
+            // Only the UIDs differ: the snapshot was deleted and made again under its name.
+            return format!(
+                "belongs to an earlier PodSnapshot {}/{} (spec.snapshotRef.uid {}, this snapshot's uid {})",
+                part(ns),
+                part(n),
+                part(back.uid.as_deref()),
+                part(uid)
+            );
+        }
+        format!(
+            "belongs to PodSnapshot {}/{} (its spec.snapshotRef)",
+            part(ns),
+            part(n)
+        )
+    }
+}
+
+impl std::fmt::Display for Foreign {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "PodSnapshot {} is bound to PodSnapshotContent {}, which {}",
+            self.snapshot, self.content, self.points_at
+        )
+    }
 }
 
 /// Follows `reference` in `namespace` through `store`.
 pub fn resolve(store: &(impl Lookup + ?Sized), namespace: &str, reference: &Reference<'_>) -> Resolved {
     match reference.kind {
         Kind::GpuCheckpoint => match store.checkpoint(namespace, &reference.name) {
-            Some(checkpoint) => Resolved::Found {
-                checkpoint,
-                notes: Vec::new(),
-            },
+            Some(checkpoint) => Resolved::Found { checkpoint },
             None => Resolved::Missing,
         },
         Kind::PodSnapshot => snapshot(store, namespace, reference),
@@ -175,33 +227,150 @@ fn snapshot(store: &(impl Lookup + ?Sized), namespace: &str, reference: &Referen
             snap(),
             escape_within(&content, 256)
         )),
-        SnapshotLookup::Bound(content) => {
+        SnapshotLookup::Bound {
+            content,
+            snapshot_uid,
+        } => {
             let name = escape_within(&content.name, 256).into_owned();
-            let checkpoint = match &content.checkpoint {
-                Ok(checkpoint) => checkpoint.clone(),
-                Err(why) => {
-                    return unchecked(format!("PodSnapshotContent {name} {why}, nothing compared"));
-                }
-            };
-            let mut notes = Vec::new();
-            let points_back = content
-                .snapshot_ref
-                .as_ref()
-                .is_none_or(|(ns, n)| ns == namespace && *n == *reference.name);
-            if !points_back {
-                notes.push(format!(
-                    "miggate: PodSnapshotContent {name} of PodSnapshot {} points back to another snapshot; compared all the same",
-                    snap()
-                ));
+            let back = content.snapshot_ref.as_ref();
+            if !back.is_some_and(|r| r.names(namespace, &reference.name, snapshot_uid.as_deref())) {
+                return Resolved::Foreign(Foreign {
+                    snapshot: snap(),
+                    content: name,
+                    points_at: Foreign::points_at(back, namespace, &reference.name, snapshot_uid.as_deref()),
+                });
             }
-            Resolved::Found { checkpoint, notes }
+            match &content.checkpoint {
+                Ok(checkpoint) => Resolved::Found {
+                    checkpoint: checkpoint.clone(),
+                },
+                Err(why) => unchecked(format!("PodSnapshotContent {name} {why}, nothing compared")),
+            }
         }
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::lookup::{Content, Inventory, NoInventory, RestorePod, SnapshotLookup};
+    use rstest::rstest;
+
+    /// A store of one `PodSnapshot` `ml/snap` of UID `snapshot_uid`, bound to content `c-1`
+    /// whose back-pointer is `back`.
+    struct Bound {
+        back: Option<SnapshotRef>,
+        snapshot_uid: Option<String>,
+    }
+
+    impl Lookup for Bound {
+        fn checkpoint(&self, _: &str, _: &str) -> Option<Arc<Checkpoint>> {
+            None
+        }
+        fn inventory(&self, _: &str) -> Result<Inventory, NoInventory> {
+            Err(NoInventory::default())
+        }
+        fn restore_pod(&self, _: &str, _: &str) -> Option<Arc<RestorePod>> {
+            None
+        }
+        fn snapshot(&self, namespace: &str, name: &str) -> SnapshotLookup {
+            if (namespace, name) != ("ml", "snap") {
+                return SnapshotLookup::Missing;
+            }
+            SnapshotLookup::Bound {
+                content: Arc::new(Content {
+                    name: "c-1".into(),
+                    snapshot_ref: self.back.clone(),
+                    checkpoint: Ok(Arc::new(Checkpoint {
+                        manifest: miggate_compat::GpuManifest::default(),
+                        container_name: Some("engine".into()),
+                        origin: "PodSnapshotContent c-1".into(),
+                    })),
+                }),
+                snapshot_uid: self.snapshot_uid.clone(),
+            }
+        }
+    }
+
+    fn back(namespace: &str, name: &str, uid: Option<&str>) -> Option<SnapshotRef> {
+        Some(SnapshotRef {
+            namespace: Some(namespace.into()),
+            name: Some(name.into()),
+            uid: uid.map(str::to_string),
+        })
+    }
+
+    /// The content a snapshot is bound to must name it back; otherwise the restore is refused
+    /// with what the content names instead (`None`: compared).
+    #[rstest]
+    #[case::ref_matches(back("ml", "snap", Some("u-1")), Some("u-1"), None)]
+    #[case::other_name(
+        back("ml", "other", Some("u-1")),
+        Some("u-1"),
+        Some("belongs to PodSnapshot ml/other (its spec.snapshotRef)")
+    )]
+    #[case::other_namespace(
+        back("team-b", "snap", Some("u-9")),
+        Some("u-1"),
+        Some("belongs to PodSnapshot team-b/snap (its spec.snapshotRef)")
+    )]
+    #[case::uid_mismatch(
+        back("ml", "snap", Some("u-old")),
+        Some("u-1"),
+        Some(
+            "belongs to an earlier PodSnapshot ml/snap (spec.snapshotRef.uid u-old, this snapshot's uid u-1)"
+        )
+    )]
+    #[case::uid_absent_on_the_content(back("ml", "snap", None), Some("u-1"), None)]
+    #[case::uid_absent_on_the_snapshot(back("ml", "snap", Some("u-1")), None, None)]
+    #[case::no_snapshot_ref(
+        None,
+        Some("u-1"),
+        Some("points back to no PodSnapshot (it has no spec.snapshotRef)")
+    )]
+    fn a_snapshot_restores_only_a_content_that_names_it_back(
+        #[case] back: Option<SnapshotRef>,
+        #[case] snapshot_uid: Option<&str>,
+        #[case] foreign: Option<&str>,
+    ) {
+        let store = Bound {
+            back,
+            snapshot_uid: snapshot_uid.map(str::to_string),
+        };
+        let reference = reference(None, Some("snap")).unwrap().unwrap();
+        match (resolve(&store, "ml", &reference), foreign) {
+            (Resolved::Found { checkpoint }, None) => assert_eq!(checkpoint.origin, "PodSnapshotContent c-1"),
+            (Resolved::Foreign(f), Some(points_at)) => {
+                assert_eq!(
+                    f,
+                    Foreign {
+                        snapshot: "ml/snap".into(),
+                        content: "c-1".into(),
+                        points_at: points_at.into(),
+                    }
+                );
+            }
+            (got, want) => panic!("got {got:?}, want {want:?}"),
+        }
+    }
+
+    /// What a content names is quoted escaped: a tenant's snapshot cannot forge the message.
+    #[test]
+    fn a_foreign_back_pointer_is_quoted_escaped() {
+        let store = Bound {
+            back: back("b\nforged", "x\u{1b}[31m", None),
+            snapshot_uid: None,
+        };
+        let reference = reference(None, Some("snap")).unwrap().unwrap();
+        let Resolved::Foreign(f) = resolve(&store, "ml", &reference) else {
+            panic!("not refused");
+        };
+        assert!(
+            !f.points_at.contains('\n') && !f.points_at.contains('\u{1b}'),
+            "{f:?}"
+        );
+    }
 
     #[test]
     fn a_pod_names_one_checkpoint_at_most() {

@@ -125,6 +125,9 @@ pub struct Meta<'a> {
     pub namespace: Option<Text<'a>>,
     /// `metadata.generateName`, for messages about a pod not yet named.
     pub generate_name: Option<Text<'a>>,
+    /// `metadata.uid`: on a Binding, the UID of the pod it places (the scheduler sets it, and
+    /// the API server binds only a pod of that UID).
+    pub uid: Option<Text<'a>>,
     /// The value of `miggate.io/restore-from`.
     pub restore_from: Option<Text<'a>>,
     /// The value of `miggate.io/skip-checks`.
@@ -232,6 +235,15 @@ impl<'a> Review<'a> {
             .filter(|n| !n.is_empty())
             .or_else(|| self.object.as_ref().and_then(|o| o.meta.name.as_deref()))?;
         Some((namespace, name))
+    }
+
+    /// The UID of the pod a binding CREATE places (the Binding's `metadata.uid`), when it
+    /// carries one: the pod cache must hold that very pod, not an earlier one of its name.
+    pub fn bound_uid(&self) -> Option<&str> {
+        self.object
+            .as_ref()
+            .and_then(|o| o.meta.uid.as_deref())
+            .filter(|u| !u.is_empty())
     }
 
     /// The node a Binding names (`target.name`), when it names one.
@@ -366,6 +378,7 @@ impl<'a> From<&'a AdmissionRequest<DynamicObject>> for Review<'a> {
                         name: o.metadata.name.as_ref().map(b),
                         namespace: o.metadata.namespace.as_ref().map(b),
                         generate_name: o.metadata.generate_name.as_ref().map(b),
+                        uid: o.metadata.uid.as_ref().map(b),
                         restore_from: annotation(RESTORE_FROM),
                         skip_checks: annotation(SKIP_CHECKS),
                         steer: annotation(STEER),
@@ -533,6 +546,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for Meta<'a> {
                         "name" => meta.name = map.next_value()?,
                         "namespace" => meta.namespace = map.next_value()?,
                         "generateName" => meta.generate_name = map.next_value()?,
+                        "uid" => meta.uid = map.next_value()?,
                         "annotations" => {
                             if let Some(a) = map.next_value::<Option<Annotations<'de>>>()? {
                                 meta.restore_from = a.restore_from;

@@ -234,7 +234,7 @@ fn plain(status: StatusCode, message: String) -> Response {
 async fn validate(state: &AppState, body: &[u8], started: Instant) -> Response {
     let answer = match review::parse_restore(body) {
         Ok(review) => {
-            settle_claims(state, review.bound_pod()).await;
+            settle_claims(state, &review).await;
             answer(state, &review)
         }
         Err(bad) => bad_request(bad.to_string()),
@@ -304,14 +304,16 @@ fn read_review<'b>(
 /// can arrive a moment after the binding. Well inside the deadline.
 pub const CLAIM_WAIT: Duration = Duration::from_secs(1);
 
-/// Waits (at most [`CLAIM_WAIT`]) until every claim of the restore pod a binding places is in
-/// the kube store's cache and allocated. Returns at once for anything else.
-async fn settle_claims(state: &AppState, pod: Option<(&str, &str)>) {
-    let (Store::Kube(kube), Some((namespace, name))) = (&state.store, pod) else {
+/// Waits (at most [`CLAIM_WAIT`]) until every claim of the restore pod a binding places (of
+/// the Binding's UID) is in the kube store's cache and allocated. Returns at once for anything
+/// else.
+async fn settle_claims(state: &AppState, review: &review::Review<'_>) {
+    let (Store::Kube(kube), Some((namespace, name))) = (&state.store, review.bound_pod()) else {
         return;
     };
+    let uid = review.bound_uid();
     let until = Instant::now() + CLAIM_WAIT;
-    while !kube.claims_allocated(namespace, name) && Instant::now() < until {
+    while !kube.claims_allocated(namespace, name, uid) && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -323,7 +325,7 @@ async fn mutate_binding(state: &AppState, body: &[u8], started: Instant) -> Resp
         Ok(r) => r,
         Err(response) => return *response,
     };
-    settle_claims(state, review.bound_pod()).await;
+    settle_claims(state, &review).await;
     let mapping = match &state.store {
         Store::File(files) => crate::device_map::map_review(&review, &*files.snapshot(), &state.binders),
         Store::Kube(kube) => crate::device_map::map_review(&review, &**kube, &state.binders),

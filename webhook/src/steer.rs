@@ -223,6 +223,10 @@ pub enum NotSteered {
     /// The checkpoint cannot be looked up here (a `PodSnapshot`'s content unknown).
     #[error("{0}")]
     Unchecked(String),
+    /// The `PodSnapshot` is bound to another snapshot's content (the validating webhook
+    /// refuses the pod).
+    #[error("{0}")]
+    Foreign(crate::resolve::Foreign),
     /// The pod has no spec.
     #[error("the pod has no spec")]
     NoSpec,
@@ -299,10 +303,11 @@ fn steerable(
         return Err(NotSteered::Stale(staleness));
     }
     let checkpoint = match resolve::resolve(store, namespace, reference) {
-        Resolved::Found { checkpoint, .. } => checkpoint,
+        Resolved::Found { checkpoint } => checkpoint,
         Resolved::Missing => {
             return Err(NotSteered::NoCheckpoint(reference.display(namespace)));
         }
+        Resolved::Foreign(foreign) => return Err(NotSteered::Foreign(foreign)),
         Resolved::Unchecked(why) => return Err(NotSteered::Unchecked(why)),
     };
     // `review::parse` keeps every spec raw.

@@ -68,6 +68,7 @@ fn memory() -> Memory {
     let refused = "GpuNode inventory of node `other` cannot be read: GpuNode other holds the inventory of node gpu-node-1 (spec.manifest.host.nodeName)";
     let pod = |from: &str, skip: Option<&str>| {
         Arc::new(RestorePod {
+            uid: None,
             restore_from: Some(from.into()),
             skip_checks: skip.map(str::to_string),
             peer: None,
@@ -130,6 +131,36 @@ fn binding(pod: &str, node: &str) -> AdmissionRequest<DynamicObject> {
     review["request"]["object"]["target"]["name"] = json!(node);
     let review: AdmissionReview<DynamicObject> = serde_json::from_value(review).unwrap();
     review.try_into().unwrap()
+}
+
+/// A Binding places the pod of its `metadata.uid`: the cached pod of that name is judged only
+/// when it is that pod. One deleted and made again under the name while the pod watch lags is
+/// passed as a pod not seen yet (allowed untouched), never judged as the old one.
+#[rstest]
+#[case::the_cached_pod(Some("u-1"), Some("u-1"), Verdict::Refused)]
+#[case::recreated_under_its_name(Some("u-1"), Some("u-2"), Verdict::Ignored)]
+#[case::a_binding_without_uid(Some("u-1"), None, Verdict::Refused)]
+#[case::a_binding_with_an_empty_uid(Some("u-1"), Some(""), Verdict::Refused)]
+#[case::a_cached_pod_without_uid(None, Some("u-2"), Verdict::Ignored)]
+fn a_binding_judges_the_pod_of_its_uid(
+    #[case] cached: Option<&str>,
+    #[case] bound: Option<&str>,
+    #[case] verdict: Verdict,
+) {
+    let mut store = memory();
+    let pod = store.pods.get("ml/restore").unwrap().as_ref().clone();
+    store.pods.insert(
+        "ml/restore".into(),
+        Arc::new(RestorePod {
+            uid: cached.map(str::to_string),
+            ..pod
+        }),
+    );
+    let mut req = binding("restore", "short");
+    req.object.as_mut().unwrap().metadata.uid = bound.map(str::to_string);
+    let d = decide(&req, &store);
+    assert_eq!(d.verdict, verdict, "{}", d.response.result.message);
+    assert!(d.response.allowed == (verdict != Verdict::Refused));
 }
 
 #[rstest]
@@ -325,6 +356,7 @@ fn the_node_s_mig_strategy_judges_the_requests_at_binding(
     };
     let restore = |asks: Vec<GpuAsk>, skip: Option<&str>| {
         Arc::new(RestorePod {
+            uid: None,
             restore_from: Some("one-slice".into()),
             skip_checks: skip.map(str::to_string),
             gpu_asks: asks,
@@ -454,7 +486,10 @@ fn the_peers_container_map_is_honoured_at_binding(
         }
         fn snapshot(&self, _ns: &str, name: &str) -> SnapshotLookup {
             if name == "snap" {
-                SnapshotLookup::Bound(self.content.clone())
+                SnapshotLookup::Bound {
+                    content: self.content.clone(),
+                    snapshot_uid: Some("snap-uid".into()),
+                }
             } else {
                 SnapshotLookup::Missing
             }
@@ -500,7 +535,11 @@ fn the_peers_container_map_is_honoured_at_binding(
         },
         content: Arc::new(Content {
             name: "snapcontent-1".into(),
-            snapshot_ref: Some(("ml".into(), "snap".into())),
+            snapshot_ref: Some(miggate_crds::peer::SnapshotRef {
+                namespace: Some("ml".into()),
+                name: Some("snap".into()),
+                uid: Some("snap-uid".into()),
+            }),
             checkpoint: Ok(Arc::new(Checkpoint {
                 manifest: two_slices,
                 container_name: Some("main".into()),

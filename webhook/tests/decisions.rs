@@ -67,6 +67,7 @@ impl Lookup for OneNode {
     fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
         (ns == "ml" && name == "restore").then(|| {
             Arc::new(RestorePod {
+                uid: None,
                 restore_from: Some("ckpt".into()),
                 skip_checks: None,
                 peer: None,

@@ -112,6 +112,7 @@ fn cluster() -> Cluster {
     node.metadata.name = Some("gpu-node-7".into());
     let pod = |claims: &[&str]| {
         Arc::new(RestorePod {
+            uid: None,
             restore_from: Some("ckpt".into()),
             skip_checks: None,
             peer: None,
@@ -297,4 +298,31 @@ fn only_a_listed_binder_gets_the_map(#[case] user: &str, #[case] listed: &[&str]
 
 fn binders() -> Vec<String> {
     vec!["system:kube-scheduler".to_string()]
+}
+
+/// The map is the pod's whose UID the Binding carries: a pod recreated under the name while the
+/// watch lags is not mapped as the cached one (whose claims are another pod's).
+#[rstest]
+#[case::the_cached_pod(Some("u-1"), Some("u-1"), Outcome::Mapped)]
+#[case::recreated_under_its_name(Some("u-1"), Some("u-2"), Outcome::Ignored)]
+#[case::a_binding_without_uid(Some("u-1"), None, Outcome::Mapped)]
+fn the_map_is_the_bound_uid_s(
+    #[case] cached: Option<&str>,
+    #[case] bound: Option<&str>,
+    #[case] outcome: Outcome,
+) {
+    let mut cluster = cluster();
+    let pod = cluster.pods.get("ml/fits").unwrap().as_ref().clone();
+    cluster.pods.insert(
+        "ml/fits".into(),
+        Arc::new(RestorePod {
+            uid: cached.map(str::to_string),
+            ..pod
+        }),
+    );
+    let mut req = binding("fits");
+    req.object.as_mut().unwrap().metadata.uid = bound.map(str::to_string);
+    let m = device_map::map(&req, &cluster, &binders());
+    assert_eq!(m.outcome, outcome, "{:?}", m.response.warnings);
+    assert_eq!(m.response.patch.is_some(), outcome == Outcome::Mapped);
 }

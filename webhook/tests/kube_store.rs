@@ -19,7 +19,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube_fake::{FakeApiServer, StreamingLists};
 use miggate_compat::GpuManifest;
 use miggate_crds::{GpuCheckpoint, GpuNode};
-use miggate_webhook::kube_store::{KubeOptions, KubeStore, MAX_KEPT_ANNOTATION_BYTES, POD_PAGE_SIZE};
+use miggate_webhook::kube_store::{
+    KubeOptions, KubeStore, LIST_PAGE_SIZE, MAX_KEPT_ANNOTATION_BYTES, POD_PAGE_SIZE, TENANT_PAGE_SIZE,
+};
 use miggate_webhook::lookup::Lookup;
 use miggate_webhook::metrics::Metrics;
 use miggate_webhook::server::{AppState, Store, admission_service, health_router};
@@ -978,4 +980,198 @@ async fn a_refused_streaming_list_is_not_asked_again_at_the_next_relist() {
     let body = readyz(&h).await.1;
     assert_eq!(body["store"]["kube"][1]["lists"], json!(2), "{body}");
     assert_eq!(body["store"]["kube"][1]["list"], json!("paged"), "{body}");
+}
+
+/// A `PodSnapshot` of `ml` bound (its status written by whoever may) to `content`.
+fn peer_snapshot(namespace: &str, name: &str, content: &str) -> Value {
+    json!({"apiVersion": "nvidia.com/v1alpha1", "kind": "PodSnapshot",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"source": {"podRef": {"name": "vllm-0", "containers": ["vllm"]}}},
+        "status": {"boundSnapshotContentName": content}})
+}
+
+/// A `PodSnapshotContent` whose back-pointer is `back` (namespace, name, uid), recording node n1.
+fn peer_content(name: &str, back: Option<(&str, &str, Option<&str>)>) -> Value {
+    let mut spec =
+        json!({"source": {"nodeName": "n1", "podRef": {"name": "vllm-0", "containers": ["vllm"]}}});
+    if let Some((namespace, snapshot, uid)) = back {
+        spec["snapshotRef"] = json!({"namespace": namespace, "name": snapshot});
+        if let Some(uid) = uid {
+            spec["snapshotRef"]["uid"] = json!(uid);
+        }
+    }
+    json!({"apiVersion": "nvidia.com/v1alpha1", "kind": "PodSnapshotContent", "metadata": {"name": name},
+        "spec": spec, "status": {"source": {"node": {"name": "n1", "architecture": "amd64"}}}})
+}
+
+/// A recorded pod CREATE in `ml`, restoring PodSnapshot `snapshot` on n1.
+fn peer_pod_review(snapshot: &str) -> String {
+    let mut review: Value = serde_json::from_str(&pod_review("n1")).unwrap();
+    review["request"]["object"]["metadata"]["annotations"] = json!({"nvidia.com/restore-from": snapshot});
+    review.to_string()
+}
+
+#[tokio::test]
+async fn a_snapshot_bound_to_another_namespace_s_content_is_refused_naming_both() {
+    let fake = FakeApiServer::start().await.unwrap();
+    fake.apply(gpu_node("n1", fits()));
+    // team-b's snapshot and its content, recorded with its UID as the peer records it.
+    fake.apply(peer_snapshot("team-b", "train", "team-b-content"));
+    let team_b_uid = fake.get("podsnapshots", Some("team-b"), "train").unwrap()["metadata"]["uid"].clone();
+    fake.apply(peer_content(
+        "team-b-content",
+        Some(("team-b", "train", team_b_uid.as_str())),
+    ));
+    // A tenant of ml binds its own snapshot to team-b's content.
+    fake.apply(peer_snapshot("ml", "borrowed", "team-b-content"));
+    // ml's own snapshot and content, pointing back with its UID.
+    fake.apply(peer_snapshot("ml", "own", "own-content"));
+    let own_uid = fake.get("podsnapshots", Some("ml"), "own").unwrap()["metadata"]["uid"].clone();
+    fake.apply(peer_content("own-content", Some(("ml", "own", own_uid.as_str()))));
+    // A snapshot made again under the name of one whose content records the old UID.
+    fake.apply(peer_snapshot("ml", "recreated", "old-content"));
+    fake.apply(peer_content(
+        "old-content",
+        Some(("ml", "recreated", Some("uid-of-the-deleted-one"))),
+    ));
+    // A content that points back to nothing.
+    fake.apply(peer_snapshot("ml", "orphaned", "no-ref-content"));
+    fake.apply(peer_content("no-ref-content", None));
+    for name in ["borrowed", "recreated", "orphaned"] {
+        fake.apply(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("restore-{name}"), "namespace": "ml", "uid": format!("pod-uid-{name}"),
+                "annotations": {"nvidia.com/restore-from": name}},
+            "spec": {"containers": [{"name": "vllm", "image": "x"}]}}));
+    }
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+
+    let own = h.post(peer_pod_review("own")).await;
+    assert_eq!(own["allowed"], json!(true), "{own}");
+    let mut messages = Vec::new();
+    for name in ["borrowed", "recreated", "orphaned"] {
+        let r = h.post(peer_pod_review(name)).await;
+        assert_eq!(r["allowed"], json!(false), "{name}: {r}");
+        messages.push(r["status"]["message"].as_str().unwrap().to_string());
+    }
+    assert!(
+        !messages.iter().any(|m| m.contains("3g.40gb")),
+        "no value of team-b's checkpoint is shown: {messages:?}"
+    );
+    let bound = h.post(binding_review("restore-borrowed", "n1")).await;
+    assert_eq!(bound["allowed"], json!(false), "{bound}");
+    messages.push(bound["status"]["message"].as_str().unwrap().to_string());
+    insta::assert_snapshot!(
+        "snapshot_bound_to_another_snapshot_s_content",
+        messages.join("\n")
+    );
+
+    let (_, metrics) = h.get("/metrics").await;
+    assert!(
+        metrics.contains(r#"miggate_admission_refusals_total{check="snapshot-content-mismatch"} 4"#),
+        "{metrics}"
+    );
+}
+
+/// A pod deleted and made again under its name, its watch event not yet here: the scheduler's
+/// Binding names the new pod's UID, and the cached pod (the old one) is not judged for it.
+#[tokio::test]
+async fn a_binding_of_a_pod_recreated_under_its_name_is_not_judged_as_the_old_one() {
+    let fake = fake_with_checkpoint().await;
+    fake.apply(gpu_node("short", short()));
+    fake.apply(pod("ml", "vllm-restore-0", Some("vllm-ckpt")));
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+    let cached = h.store.restore_pod("ml", "vllm-restore-0").unwrap();
+    let old_uid = cached.uid.clone().unwrap();
+    let review = |uid: &str| {
+        let mut review: Value = serde_json::from_str(&binding_review("vllm-restore-0", "short")).unwrap();
+        review["request"]["object"]["metadata"]["uid"] = json!(uid);
+        review.to_string()
+    };
+    let old = h.post(review(&old_uid)).await;
+    assert_eq!(old["allowed"], json!(false), "the cached pod is judged: {old}");
+    let new = h.post(review("uid-of-the-new-pod")).await;
+    assert_eq!(new["allowed"], json!(true), "{new}");
+    assert!(
+        new["warnings"].is_null() && new["status"]["message"].is_null(),
+        "passed untouched: {new}"
+    );
+    assert!(
+        h.store
+            .claims_allocated("ml", "vllm-restore-0", Some("uid-of-the-new-pod")),
+        "no wait on the old pod's claims"
+    );
+}
+
+/// Streamed, every kind's list comes one object at a time; where the server refuses to stream,
+/// the kinds tenants write are listed in pages of `TENANT_PAGE_SIZE`, the others in pages of
+/// `LIST_PAGE_SIZE`. Either way tenants' fat claims and snapshots are kept as what is judged of
+/// them.
+#[rstest]
+#[case::streamed(StreamingLists::Served)]
+#[case::paged(StreamingLists::Invalid)]
+#[tokio::test]
+async fn fat_claims_and_snapshots_are_listed_in_small_pages_and_kept_lean(#[case] streaming: StreamingLists) {
+    let fake = fake_with_checkpoint().await;
+    fake.streaming_lists(streaming);
+    let blob = |i: usize| json!({format!("tenant.example/blob-{i}"): "x".repeat(200 * 1024)});
+    let count = 2 * TENANT_PAGE_SIZE as usize + 1;
+    for i in 0..count {
+        fake.apply(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": format!("claim-{i:03}"), "namespace": "ml", "annotations": blob(i)},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.nvidia.com"}}]}},
+            "status": {"allocation": {"devices": {"results": [
+                {"request": "gpu", "driver": "gpu.nvidia.com", "pool": "n1", "device": format!("gpu-{i}")}]}}}}));
+        let mut s = peer_snapshot("ml", &format!("snap-{i:03}"), "c");
+        s["metadata"]["annotations"] = blob(i);
+        fake.apply(s);
+    }
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+    let lists = |plural: &str| -> Vec<_> {
+        h.fake
+            .requests()
+            .into_iter()
+            .filter(|r| r.is_list(plural) && !r.is_streaming_list())
+            .collect()
+    };
+    let paged = streaming != StreamingLists::Served;
+    for (plural, page) in [
+        ("resourceclaims", TENANT_PAGE_SIZE),
+        ("podsnapshots", TENANT_PAGE_SIZE),
+        ("podsnapshotcontents", LIST_PAGE_SIZE),
+        ("gpucheckpoints", LIST_PAGE_SIZE),
+        ("gpunodes", LIST_PAGE_SIZE),
+        ("nodes", LIST_PAGE_SIZE),
+        ("resourceslices", LIST_PAGE_SIZE),
+    ] {
+        let lists = lists(plural);
+        assert_eq!(!lists.is_empty(), paged, "{plural}");
+        assert!(
+            lists
+                .iter()
+                .all(|r| r.query.get("limit") == Some(&page.to_string())),
+            "{plural}: {lists:#?}"
+        );
+    }
+    assert_eq!(
+        lists("resourceclaims").len(),
+        if paged {
+            count.div_ceil(TENANT_PAGE_SIZE as usize)
+        } else {
+            0
+        }
+    );
+    let last = format!("{:03}", count - 1);
+    let claim = h.store.claim("ml", &format!("claim-{last}")).unwrap();
+    assert_eq!(
+        claim.devices.as_ref().unwrap()[0].device,
+        format!("gpu-{}", count - 1)
+    );
+    assert!(format!("{claim:?}").len() < 512, "{claim:?}");
+    assert!(matches!(
+        h.store.snapshot("ml", &format!("snap-{last}")),
+        miggate_webhook::lookup::SnapshotLookup::ContentMissing(c) if c == "c"
+    ));
 }

@@ -226,15 +226,21 @@ impl Judgement {
 pub fn evaluate(restore: &RestoreRequest<'_>, store: &(impl Lookup + ?Sized)) -> Judgement {
     let mut warnings = Vec::new();
     restore.waiver.notes(&mut warnings);
-    let (checkpoint, notes) = match resolve::resolve(store, restore.namespace, &restore.reference) {
-        Resolved::Found { checkpoint, notes } => (checkpoint, notes),
+    let checkpoint = match resolve::resolve(store, restore.namespace, &restore.reference) {
+        Resolved::Found { checkpoint } => checkpoint,
         Resolved::Missing => return Judgement::refused(not_found(restore), Vec::new()),
+        Resolved::Foreign(foreign) => {
+            let refusal = Refusal::SnapshotContentMismatch {
+                foreign,
+                binding: binding_of(restore),
+            };
+            return Judgement::refused(refusal, Vec::new());
+        }
         Resolved::Unchecked(why) => {
             warnings.warn(Warning::RestoreUnchecked { why: &why });
             return Judgement::unchecked(warnings);
         }
     };
-    warnings.extend(notes);
     if restore.waiver.all_by_peer {
         warnings.warn(Warning::AllWaivedByPeer {
             checkpoint: &restore.checkpoint_ref(),
@@ -252,12 +258,17 @@ pub fn evaluate(restore: &RestoreRequest<'_>, store: &(impl Lookup + ?Sized)) ->
     judgement
 }
 
-/// The refusal of a restore whose checkpoint does not exist.
-fn not_found(restore: &RestoreRequest<'_>) -> Refusal {
-    let binding = match (&restore.subject, restore.node.as_deref()) {
+/// On the binding path, the pod and the node it is being bound to, for a refusal's words.
+fn binding_of(restore: &RestoreRequest<'_>) -> Option<(String, String)> {
+    match (&restore.subject, restore.node.as_deref()) {
         (Subject::Binding(_), Some(node)) => Some((restore.pod(), escape_within(node, 256).into_owned())),
         _ => None,
-    };
+    }
+}
+
+/// The refusal of a restore whose checkpoint does not exist.
+fn not_found(restore: &RestoreRequest<'_>) -> Refusal {
+    let binding = binding_of(restore);
     let namespace = escape_within(restore.namespace, 256).into_owned();
     match restore.reference.kind {
         Kind::GpuCheckpoint => Refusal::CheckpointNotFound {

@@ -170,7 +170,9 @@ fn parse_binding<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> 
     if !store.synced() {
         return Ok(Parsed::Unchecked(vec![Warning::BindingNotSynced.to_string()]));
     }
-    let Some(restore) = store.restore_pod(namespace, name) else {
+    // The pod of the Binding's UID: one deleted and made again under its name while the pod
+    // watch lags is not the cached one, and is passed as a pod not seen yet is.
+    let Some(restore) = store.bound_restore_pod(namespace, name, review.bound_uid()) else {
         return Ok(Parsed::Ignored);
     };
     // After the lookup: every binding in the cluster passes here, and only a restore pod's

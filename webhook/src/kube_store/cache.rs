@@ -57,11 +57,14 @@ impl Entry for ClaimAllocation {}
 impl Entry for SnapshotEntry {}
 impl Entry for Content {}
 
-/// What the snapshot cache keeps of a `PodSnapshot`: the content it is bound to.
+/// What the snapshot cache keeps of a `PodSnapshot`: the content it is bound to, and its UID
+/// (to hold against the content's back-pointer).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct SnapshotEntry {
     /// `status.boundSnapshotContentName`, when bound.
     pub(super) bound: Option<String>,
+    /// `metadata.uid`.
+    pub(super) uid: Option<String>,
 }
 impl Entry for ResourceSlice {
     fn index_key(&self) -> Option<&str> {

@@ -3,17 +3,20 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Node, NodeStatus};
-use k8s_openapi::api::resource::v1::{ResourceClaim, ResourceSlice};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::{Resource, ResourceExt};
-use miggate_crds::{GpuCheckpoint, GpuNode};
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::resource::v1::ResourceSlice;
+use kube::Resource;
+use miggate_crds::GpuNode;
 
 use super::cache::SnapshotEntry;
+use super::lean::{
+    WatchedCheckpoint, WatchedClaim, WatchedContent, WatchedGpuNode, WatchedNode, WatchedSlice,
+    WatchedSnapshot,
+};
 use crate::lookup::Checkpoint;
 use crate::lookup::{ClaimAllocation, Content, GpuAsk, PeerRestore, RestorePod};
 use crate::watched_pod::{Kept, WatchedContainer, WatchedPod};
-use miggate_crds::peer::{PodSnapshot, PodSnapshotContent, SnapshotContent};
+use miggate_crds::peer::SnapshotContent;
 
 pub(super) fn key_of<K: Resource>(obj: &K) -> String {
     let meta = obj.meta();
@@ -24,44 +27,29 @@ pub(super) fn key_of<K: Resource>(obj: &K) -> String {
     }
 }
 
-pub(super) fn checkpoint_of(c: GpuCheckpoint) -> Option<Checkpoint> {
+pub(super) fn checkpoint_of(c: WatchedCheckpoint) -> Option<Checkpoint> {
     let origin = format!(
         "GpuCheckpoint {}/{}",
-        c.namespace().unwrap_or_default(),
-        c.name_any()
+        c.metadata.namespace.as_deref().unwrap_or_default(),
+        c.metadata.name.as_deref().unwrap_or_default()
     );
+    let spec = c.spec?;
     Some(Checkpoint {
-        manifest: c.spec.manifest,
-        container_name: c.spec.container_name,
+        manifest: spec.manifest,
+        container_name: spec.container_name,
         origin,
     })
 }
 
-pub(super) fn gpu_node_of(mut n: GpuNode) -> Option<GpuNode> {
-    n.metadata.managed_fields = None;
-    n.metadata.annotations = None;
-    Some(n)
+pub(super) fn gpu_node_of(n: WatchedGpuNode) -> Option<GpuNode> {
+    n.into_gpu_node()
 }
 
-/// What a Node contributes to an inventory: its name, labels (GPU Feature Discovery's),
-/// capacity and allocatable (extended resources) and `nodeInfo` (kernel, architecture).
-pub(super) fn node_of(n: Node) -> Option<Node> {
-    let status = n.status.map(|s| NodeStatus {
-        node_info: s.node_info,
-        capacity: s.capacity,
-        allocatable: s.allocatable,
-        ..NodeStatus::default()
-    });
-    Some(Node {
-        metadata: ObjectMeta {
-            name: n.metadata.name,
-            labels: n.metadata.labels,
-            resource_version: n.metadata.resource_version,
-            ..ObjectMeta::default()
-        },
-        spec: None,
-        status,
-    })
+/// What a Node contributes to an inventory: its name, `nvidia.com/` labels (GPU Feature
+/// Discovery's), capacity and allocatable (extended resources) and `nodeInfo` (kernel,
+/// architecture), all that [`WatchedNode`] reads.
+pub(super) fn node_of(n: WatchedNode) -> Option<Node> {
+    Some(n.into_node())
 }
 
 /// What a restore pod contributes (see [`RestorePod`]); `None` for a pod without
@@ -100,6 +88,7 @@ pub(super) fn restore_pod_of(p: WatchedPod) -> Option<RestorePod> {
         }
     }
     Some(RestorePod {
+        uid: p.metadata.uid,
         restore_from,
         skip_checks: annotations.skip_checks.map(Kept::into_value),
         peer,
@@ -158,7 +147,7 @@ pub(super) fn gpu_asks(containers: &[WatchedContainer]) -> Vec<GpuAsk> {
 /// What a claim contributes: its allocation's devices (request, driver, pool, device), at
 /// most [`MAX_RESULTS`](miggate_crds::inventory::MAX_RESULTS) + 1 of them (more is refused when
 /// matched).
-pub(super) fn claim_of(c: ResourceClaim) -> Option<ClaimAllocation> {
+pub(super) fn claim_of(c: WatchedClaim) -> Option<ClaimAllocation> {
     let devices = c
         .status
         .and_then(|s| s.allocation)
@@ -179,19 +168,23 @@ pub(super) fn claim_of(c: ResourceClaim) -> Option<ClaimAllocation> {
     Some(ClaimAllocation { devices })
 }
 
-/// What a `PodSnapshot` contributes: the content it is bound to.
-pub(super) fn snapshot_of(s: PodSnapshot) -> Option<SnapshotEntry> {
+/// What a `PodSnapshot` contributes: the content it is bound to, and its UID.
+pub(super) fn snapshot_of(s: WatchedSnapshot) -> Option<SnapshotEntry> {
     Some(SnapshotEntry {
-        bound: s.bound_content().map(str::to_string),
+        bound: s
+            .status
+            .as_ref()
+            .and_then(|s| s.bound_content())
+            .map(str::to_string),
+        uid: s.metadata.uid,
     })
 }
 
 /// What a `PodSnapshotContent` contributes: its `status.source` translated once, here.
-pub(super) fn content_of(c: PodSnapshotContent) -> Option<Content> {
-    Some(Content::from(SnapshotContent::read(&c)))
+pub(super) fn content_of(c: WatchedContent) -> Option<Content> {
+    Some(Content::from(SnapshotContent::read(&c.into_content())))
 }
 
-pub(super) fn slice_of(mut s: ResourceSlice) -> Option<ResourceSlice> {
-    s.metadata.managed_fields = None;
-    Some(s)
+pub(super) fn slice_of(s: WatchedSlice) -> Option<ResourceSlice> {
+    Some(s.into_slice())
 }
