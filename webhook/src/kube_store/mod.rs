@@ -17,9 +17,10 @@
 //! translated; pods without `miggate.io/restore-from` or `nvidia.com/restore-from` are
 //! dropped. Every kind is read lean as it is parsed ([`lean`]; pods as a `WatchedPod`, a kept
 //! annotation bounded by [`MAX_KEPT_ANNOTATION_BYTES`]): every field, annotation and label no
-//! decision reads is skipped unallocated. Lists come in pages of [`POD_PAGE_SIZE`] pods,
-//! [`TENANT_PAGE_SIZE`] claims or snapshots, [`LIST_PAGE_SIZE`] of the other kinds: what
-//! tenants add to their objects, however large, is never held whole.
+//! decision reads is skipped unallocated. A streamed list holds one object at a time; a paged
+//! one (where the server refuses to stream) comes in pages of [`POD_PAGE_SIZE`] pods,
+//! [`TENANT_PAGE_SIZE`] claims or snapshots, [`LIST_PAGE_SIZE`] of the other kinds: either
+//! way, what tenants add to their objects, however large, is never held whole.
 //!
 //! The store is [synced](KubeStore::synced) once every cache has completed its first list;
 //! `/readyz` reports ready only then, and until then a restore pod is refused (the webhook
@@ -100,7 +101,8 @@ impl Default for KubeOptions {
     }
 }
 
-/// Pods per page of the pod watch's list. kube-client reads a page whole, holding its body
+/// Pods per page of the pod watch's list where the server refuses to stream it (a streamed
+/// list holds one pod at a time). kube-client reads a page whole, holding its body
 /// twice at the peak (collected, then copied into the text it parses), before any pod is
 /// converted, so the page bounds the list's passing memory. Measured with 400 pods of
 /// 200 KiB of annotations (`examples/pod_memory.rs`, debug build, medians of 3): peak 44 MiB
@@ -110,7 +112,8 @@ impl Default for KubeOptions {
 /// requests.
 pub const POD_PAGE_SIZE: u32 = 100;
 
-/// Objects per page of the lists of the kinds any tenant writes, `ResourceClaim` and
+/// Objects per page, where the server refuses to stream, of the lists of the kinds any tenant
+/// writes, `ResourceClaim` and
 /// `PodSnapshot`. Each is decoded lean ([`lean`]), so a page costs only its body while it is
 /// read, but that body is held whole (and copied once) before it is parsed, and a tenant's
 /// object may carry 256 KiB of annotations beside a large spec. Measured with 300 claims and
@@ -120,7 +123,8 @@ pub const POD_PAGE_SIZE: u32 = 100;
 /// listed in 500 requests.
 pub const TENANT_PAGE_SIZE: u32 = 10;
 
-/// Objects per page of the lists of the kinds only agents and admins write (`GpuCheckpoint`,
+/// Objects per page, where the server refuses to stream, of the lists of the kinds only agents
+/// and admins write (`GpuCheckpoint`,
 /// `GpuNode`, `Node`, `ResourceSlice`, `PodSnapshotContent`): decoded lean too, and listed as
 /// pods are, so a cluster of 20,000 Nodes is 200 requests, not the 2,000 a tenant's page would
 /// make, while a page stays a few MiB (a Node with its 50 images is tens of KiB).
