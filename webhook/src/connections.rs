@@ -1,12 +1,22 @@
-//! Caps on the admission port's open connections, so memory stays bounded whatever the pod
-//! network sends, and one client cannot take every place.
+//! Caps on the admission port's established connections, so memory stays bounded whatever
+//! the pod network sends, and one client cannot take every place; and the admission port's
+//! handshake, which passes a connection from the handshake pool ([`crate::handshakes`]) to
+//! these caps.
 //!
 //! Every open connection holds a task, TLS state and read buffers (about 20 KiB while a
 //! request is read). The port is reachable from every pod, so without a cap a client that
 //! opens connections faster than the deadlines close them grows the webhook until it is
 //! OOM-killed, and with failure policy `Fail` no restore pod can be created anywhere. The cap
-//! sheds the newest: a connection accepted at the cap is closed at once, before its TLS
-//! handshake, and the connections already open (requests in flight among them) carry on.
+//! sheds the newest: a connection that would be over it is closed, and the connections already
+//! open (requests in flight among them) carry on.
+//!
+//! A connection takes its place here only once its TLS handshake is done: until then it holds
+//! a place in the handshake pool, which a newcomer can always enter. So connections that never
+//! finish a handshake hold no place here, and with `--client-ca`, where a client without a
+//! certificate the CA signed never finishes one, every place here is an authenticated
+//! client's: no number of unauthenticated clients keeps the API server out. A connection is
+//! checked against the caps before its handshake too, so one that would be shed costs no TLS
+//! work.
 //!
 //! The global cap alone let one polite client (1,024 kept-alive connections from one address,
 //! each sending a request every few seconds) hold every place, and the API server's next
@@ -30,6 +40,9 @@ use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
+use crate::handshakes::HandshakePool;
+pub use crate::log_gate::FAILURE_LOG_EVERY;
+use crate::log_gate::LogGate;
 use crate::metrics::ReasonLabel;
 
 /// The default cap on open admission connections per replica.
@@ -57,13 +70,14 @@ pub const DEFAULT_MAX_CONNECTIONS_PER_SOURCE: usize = miggate_wire::webhook::MAX
 /// cost is one TLS handshake per connection per five minutes.
 pub const DEFAULT_MAX_CONNECTION_AGE: Duration = miggate_wire::webhook::MAX_CONNECTION_AGE;
 
-/// Counts open connections against the caps; shared by the acceptor and the metrics.
+/// Counts established connections against the caps; shared by the acceptor and the metrics.
 #[derive(Debug, Clone)]
 pub struct ConnectionGate {
     max: usize,
     open: Gauge,
     shed: Counter,
     per_source: Option<PerSource>,
+    log: Arc<LogGate>,
 }
 
 /// Open connections per source address, an entry only while it has one (so at most the
@@ -78,6 +92,13 @@ struct PerSource {
     counts: Counts,
 }
 
+/// Which cap shed a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cap {
+    Global,
+    PerSource,
+}
+
 impl ConnectionGate {
     /// A gate admitting at most `max` connections, counting into `open` and `shed`.
     pub fn new(max: usize, open: Gauge, shed: Counter) -> Self {
@@ -86,6 +107,7 @@ impl ConnectionGate {
             open,
             shed,
             per_source: None,
+            log: Arc::new(LogGate::new(FAILURE_LOG_EVERY)),
         }
     }
 
@@ -105,16 +127,22 @@ impl ConnectionGate {
     /// cap. A connection whose source is not known counts against the global cap only.
     pub fn enter(&self, source: Option<IpAddr>) -> Option<Slot> {
         let (Some(per), Some(ip)) = (&self.per_source, source) else {
-            return self.enter_global().map(|open| Slot { open, source: None });
+            return match self.enter_global() {
+                Some(open) => Some(Slot { open, source: None }),
+                None => self.shed(Cap::Global, source),
+            };
         };
         // IPv4 clients of a dual-stack listener arrive as `::ffff:a.b.c.d`: one address, one count.
         let ip = ip.to_canonical();
         let mut counts = per.counts.lock().unwrap_or_else(|p| p.into_inner());
         if counts.get(&ip).is_some_and(|n| *n >= per.max) {
-            per.shed.inc();
-            return None;
+            drop(counts);
+            return self.shed(Cap::PerSource, source);
         }
-        let open = self.enter_global()?;
+        let Some(open) = self.enter_global() else {
+            drop(counts);
+            return self.shed(Cap::Global, source);
+        };
         *counts.entry(ip).or_insert(0) += 1;
         Some(Slot {
             open,
@@ -122,15 +150,56 @@ impl ConnectionGate {
         })
     }
 
-    /// One more open connection under the global cap, or `None` (and one more shed).
+    /// Whether [`ConnectionGate::enter`] would give `source` a slot now, checked before its
+    /// TLS handshake so that a connection sure to be shed costs no TLS work; `false` counts
+    /// one more shed, as `enter` would. Nothing is held: the slot is taken after the
+    /// handshake, and may be refused then.
+    pub fn admits(&self, source: Option<IpAddr>) -> bool {
+        if let (Some(per), Some(ip)) = (&self.per_source, source) {
+            let counts = per.counts.lock().unwrap_or_else(|p| p.into_inner());
+            if counts.get(&ip.to_canonical()).is_some_and(|n| *n >= per.max) {
+                drop(counts);
+                self.shed(Cap::PerSource, source);
+                return false;
+            }
+        }
+        if usize::try_from(self.open.get()).unwrap_or(usize::MAX) >= self.max {
+            self.shed(Cap::Global, source);
+            return false;
+        }
+        true
+    }
+
+    /// One more open connection under the global cap, or `None`.
     fn enter_global(&self) -> Option<Gauge> {
         let before = self.open.inc();
         if usize::try_from(before).unwrap_or(usize::MAX) >= self.max {
             self.open.dec();
-            self.shed.inc();
             return None;
         }
         Some(self.open.clone())
+    }
+
+    /// Counts (and maybe logs) one connection shed at `cap`; `None`, the slot refused.
+    fn shed(&self, cap: Cap, source: Option<IpAddr>) -> Option<Slot> {
+        let (cap, metric) = match (cap, &self.per_source) {
+            (Cap::PerSource, Some(per)) => {
+                per.shed.inc();
+                (
+                    "its source address's cap (--max-connections-per-source)",
+                    "miggate_connections_shed_per_source_total",
+                )
+            }
+            _ => {
+                self.shed.inc();
+                ("the cap (--max-connections)", "miggate_connections_shed_total")
+            }
+        };
+        if let Some(shed) = self.log.record(Instant::now()) {
+            let source = source.map_or_else(|| "unknown".to_string(), |ip| ip.to_canonical().to_string());
+            tracing::warn!(%source, shed, "admission connection closed at {cap} ({shed} since the last such line; {metric} counts them all)");
+        }
+        None
     }
 
     /// Source addresses with a connection open now.
@@ -163,9 +232,6 @@ impl Drop for Slot {
     }
 }
 
-pub use crate::log_gate::FAILURE_LOG_EVERY;
-use crate::log_gate::LogGate;
-
 /// Failed TLS handshakes: counted by reason, logged through a [`LogGate`]. A failure is the
 /// only trace of an API server that cannot call the webhook (a `caBundle` that does not match
 /// the serving certificate, a client certificate refused by `--client-ca`).
@@ -190,33 +256,60 @@ impl HandshakeFailures {
     }
 }
 
-/// How long a TLS handshake may take before the connection is closed: a client that
-/// connects and says nothing holds a place under the caps for no longer than this.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
+/// The default time a TLS handshake may take before the connection is closed
+/// (`--handshake-timeout`).
+///
+/// The API server's handshake is one or two round trips inside the cluster and one signature:
+/// milliseconds, so a second leaves room for a node starved of CPU. It is not what keeps a
+/// flood of handshakes from keeping the API server out (the pool's rule is,
+/// [`crate::handshakes`]); it bounds how long a connection that says nothing holds its place
+/// while the pool has room.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = miggate_wire::webhook::HANDSHAKE_TIMEOUT;
 
-/// The admission port's handshake: a [`Slot`] under the caps first (a connection at a cap is
-/// closed before any TLS work is done for it), then rustls under [`HANDSHAKE_TIMEOUT`], with
-/// the serving configuration of the moment (so a reloaded certificate serves the next
-/// connection).
+/// The admission port's handshake: the caps checked first (a connection sure to be shed is
+/// closed before any TLS work is done for it), then a place in the handshake pool while rustls
+/// runs under the handshake timeout, with the serving configuration of the moment (so a
+/// reloaded certificate serves the next connection), then a [`Slot`] under the caps.
 #[derive(Debug, Clone)]
 pub struct CappedTls {
     tls: crate::tls::Reloader,
     gate: ConnectionGate,
+    handshakes: HandshakePool,
+    timeout: Duration,
     failures: Option<Arc<HandshakeFailures>>,
 }
 
+/// How a handshake ended, when it did not complete.
+enum Unfinished {
+    /// Its place in the handshake pool went to a newcomer (counted by the pool).
+    Dropped,
+    /// It failed or timed out.
+    Failed(io::Error),
+}
+
 impl CappedTls {
-    /// TLS as `tls` serves it, behind `gate`.
-    pub fn new(tls: crate::tls::Reloader, gate: ConnectionGate) -> Self {
+    /// TLS as `tls` serves it, each connection in `handshakes` until its handshake is done and
+    /// behind `gate` after, under [`DEFAULT_HANDSHAKE_TIMEOUT`].
+    pub fn new(tls: crate::tls::Reloader, gate: ConnectionGate, handshakes: HandshakePool) -> Self {
         CappedTls {
             tls,
             gate,
+            handshakes,
+            timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             failures: None,
         }
     }
 
+    /// This handshake with `timeout` to complete in.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
     /// This handshake with each failure counted in `counted` by reason and logged (at most
     /// once per [`FAILURE_LOG_EVERY`]).
+    #[must_use]
     pub fn counting_failures(mut self, counted: Family<ReasonLabel, Counter>) -> Self {
         self.failures = Some(Arc::new(HandshakeFailures {
             counted,
@@ -225,36 +318,59 @@ impl CappedTls {
         self
     }
 
-    /// The connection's slot and TLS stream, or the reason it was refused (counted when it is
-    /// a failed handshake).
+    /// The connection's slot and TLS stream, or the reason it was refused (counted: shed at a
+    /// cap, dropped from the handshake pool, or a failed handshake).
     ///
     /// The source is read from the socket (`getpeername`, once per connection: nothing beside
     /// the TLS handshake that follows); a socket already reset has none and is closed by the
     /// handshake's failure.
     pub async fn accept(&self, tcp: TcpStream) -> io::Result<Counted<TlsStream<TcpStream>>> {
-        let source = tcp.peer_addr().ok().map(|a| a.ip());
-        let Some(slot) = self.gate.enter(source) else {
+        let source = tcp.peer_addr().ok().map(|a| a.ip().to_canonical());
+        if !self.gate.admits(source) {
             // Dropping the stream closes the socket before any TLS work is done for it.
             drop(tcp);
-            return Err(io::Error::other(
-                "admission connection cap reached; connection shed",
-            ));
-        };
+            return Err(shed());
+        }
+        let mut place = self.handshakes.enter(source);
         let acceptor = TlsAcceptor::from(self.tls.current());
-        let handshake = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-            Ok(done) => done,
-            Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out")),
+        let handshake = tokio::select! {
+            biased;
+            () = place.dropped() => Err(Unfinished::Dropped),
+            done = tokio::time::timeout(self.timeout, acceptor.accept(tcp)) => match done {
+                Ok(Ok(tls)) => Ok(tls),
+                Ok(Err(e)) => Err(Unfinished::Failed(e)),
+                Err(_) => Err(Unfinished::Failed(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("TLS handshake not complete within {} ms", self.timeout.as_millis()),
+                ))),
+            },
         };
-        match handshake {
-            Ok(inner) => Ok(Counted { inner, _slot: slot }),
-            Err(e) => {
+        // The place is given back however the handshake ended.
+        drop(place);
+        let inner = match handshake {
+            Ok(inner) => inner,
+            Err(Unfinished::Dropped) => {
+                return Err(io::Error::other(
+                    "admission TLS handshake dropped to make room in the full handshake pool",
+                ));
+            }
+            Err(Unfinished::Failed(e)) => {
                 if let Some(failures) = &self.failures {
                     failures.failed(source, &e);
                 }
-                Err(e)
+                return Err(e);
             }
+        };
+        match self.gate.enter(source) {
+            Some(slot) => Ok(Counted { inner, _slot: slot }),
+            // The established connection is closed as it is dropped.
+            None => Err(shed()),
         }
     }
+}
+
+fn shed() -> io::Error {
+    io::Error::other("admission connection cap reached; connection shed")
 }
 
 impl crate::http1::Handshake for CappedTls {
@@ -359,6 +475,36 @@ mod tests {
             (gate.open.get(), gate.sources()),
             (0, 0),
             "entries removed at zero"
+        );
+    }
+
+    /// Slots held (by source) before a newcomer from `source` is checked, against a global cap
+    /// of 3 and 2 per source: whether it is let on to its handshake, and what is counted shed
+    /// `(per source, global)`.
+    #[rstest]
+    #[case::room(&[A], A, true, (0, 0))]
+    #[case::its_source_at_its_cap(&[A, A], A, false, (1, 0))]
+    #[case::another_source_at_its_cap(&[A, A], B, true, (0, 0))]
+    #[case::the_global_cap(&[A, A, B], B, false, (0, 1))]
+    #[case::unknown_source_at_the_global_cap(&[A, B, B], None, false, (0, 1))]
+    #[case::unknown_source_with_room(&[A, A], None, true, (0, 0))]
+    fn the_check_before_a_handshake_says_what_enter_would(
+        #[case] held: &[Option<IpAddr>],
+        #[case] source: Option<IpAddr>,
+        #[case] admitted: bool,
+        #[case] shed: (u64, u64),
+    ) {
+        let per_source_shed = Counter::default();
+        let gate = ConnectionGate::new(3, Gauge::default(), Counter::default())
+            .per_source(2, per_source_shed.clone());
+        let _held: Vec<Slot> = held.iter().map(|s| gate.enter(*s).unwrap()).collect();
+        assert_eq!(gate.admits(source), admitted);
+        assert_eq!((per_source_shed.get(), gate.shed.get()), shed);
+        let entered = gate.enter(source);
+        assert_eq!(entered.is_some(), admitted, "enter agrees");
+        assert_eq!(
+            gate.open.get(),
+            i64::try_from(held.len()).unwrap() + i64::from(admitted)
         );
     }
 
