@@ -19,7 +19,9 @@
 //! `miggate_connections_per_source_max` (the cap per source address),
 //! `miggate_connections_shed_per_source_total` (closed because their source address
 //! was at its cap), `miggate_connections_retired_total` (closed at their next idle moment
-//! because they reached the maximum connection age), `miggate_connections_handshaking` (in
+//! because they reached the maximum connection age), `miggate_connections_evicted_total`
+//! (closed at their next idle moment to make room at the cap for an address holding fewer
+//! places), `miggate_connections_handshaking` (in
 //! their TLS handshake, now), `miggate_connections_handshaking_max` (the handshake pool's
 //! size), `miggate_connections_handshakes_dropped_total{reason}` (handshakes whose place went
 //! to a newcomer in a full pool: `own-source` when the newcomer's address held the most places,
@@ -129,6 +131,8 @@ pub struct Metrics {
     pub connections_shed_per_source: Counter,
     /// Admission connections closed because they reached the maximum age.
     pub connections_retired: Counter,
+    /// Admission connections closed to make room at the cap for an address holding fewer.
+    pub connections_evicted: Counter,
     /// Admission connections whose TLS handshake failed, by reason.
     pub handshake_failures: Family<ReasonLabel, Counter>,
     /// Failed accepts on the admission port (the process out of file descriptors, ...).
@@ -168,6 +172,11 @@ impl Metrics {
                 &mut r,
                 "connections_retired",
                 "Admission connections closed at their next idle moment because they reached the maximum age",
+            ),
+            connections_evicted: registered(
+                &mut r,
+                "connections_evicted",
+                "Admission connections closed at their next idle moment to make room at the cap for a connection from an address holding fewer places",
             ),
             handshake_failures: registered(
                 &mut r,

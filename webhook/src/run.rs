@@ -189,7 +189,8 @@ pub async fn serve(
     .per_source(
         config.max_connections_per_source,
         state.metrics.connections_shed_per_source.clone(),
-    );
+    )
+    .making_room(state.metrics.connections_evicted.clone());
     state
         .metrics
         .connections_handshaking_max

@@ -559,3 +559,73 @@ async fn a_handshake_not_done_within_the_timeout_is_closed() {
     .await;
     assert_eq!(server.metric("miggate_connections_handshaking").await, 0);
 }
+
+impl Server {
+    /// A raw TLS connection to the admission port from `from`, without a client certificate.
+    async fn tls_from(
+        &self,
+        from: IpAddr,
+    ) -> std::io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(self.ca.pem.as_bytes()) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let config = rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(std::net::SocketAddr::new(from, 0)).unwrap();
+        let tcp = socket.connect(self.bound.admission).await?;
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_cap_a_client_holding_none_takes_a_place_from_the_address_holding_most() {
+    let server = Server::start(None, |c| {
+        c.max_connections = 6;
+        c.max_connections_per_source = 4;
+    })
+    .await;
+    // Every place held: four idle connections from one address, two from another.
+    let [many, few] = [flood_sources(2)[0], flood_sources(2)[1]];
+    let mut held = Vec::new();
+    for from in [many, many, many, many, few, few] {
+        held.push(server.tls_from(from).await.unwrap());
+    }
+    until_metric(&server, "miggate_connections_open", 6).await;
+
+    // The API server, holding none, is answered, and keeps its connection.
+    let apiserver = server.client(HERE, None);
+    let (status, body) = server.post(&apiserver).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(server.metric("miggate_connections_evicted_total").await, 1);
+    assert_eq!(server.metric("miggate_connections_shed_total").await, 0);
+
+    // The oldest connection of the address holding the most was closed for it, and only it.
+    let closed: Vec<bool> = which_closed(&mut held).await;
+    assert_eq!(closed, [true, false, false, false, false, false]);
+
+    // The address that lost a place cannot take it back from one holding fewer: it is
+    // closed before its handshake.
+    assert!(
+        server.tls_from(many).await.is_err(),
+        "a connection from the address holding the most was served at the cap"
+    );
+    assert_eq!(server.metric("miggate_connections_evicted_total").await, 1);
+    assert_eq!(server.metric("miggate_connections_shed_total").await, 1);
+}
+
+/// Which of `held` the server has closed (each read for a moment).
+async fn which_closed(held: &mut [tokio_rustls::client::TlsStream<tokio::net::TcpStream>]) -> Vec<bool> {
+    let mut closed = Vec::new();
+    for (i, stream) in held.iter_mut().enumerate() {
+        // The one told to close is closed at once; give it the slack, the others a moment.
+        let within = if i == 0 { SLACK } else { Duration::from_millis(300) };
+        closed.push(until_closed(stream, within).await.is_some());
+    }
+    closed
+}

@@ -94,9 +94,11 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "DURATION", default_value = shown(defaults::POLL_INTERVAL),
           value_parser = crate::duration::DurationParser::seconds(1, 3600))]
     pub poll_interval: Duration,
-    /// Most admission connections open at once past their TLS handshake; one beyond it is
-    /// closed (the newest is shed, those open carry on). The default fits the Deployment's
-    /// 256 MiB memory limit; scale it with the limit.
+    /// Most admission connections open at once past their TLS handshake. At the cap, a
+    /// newcomer from an address holding at least two fewer than the address holding the most
+    /// takes the place of that address's oldest connection (closed at its next idle moment);
+    /// any other is closed, those open carry on. The default fits the Deployment's 256 MiB
+    /// memory limit; scale it with the limit.
     #[arg(long, value_name = "N", default_value_t = defaults::MAX_CONNECTIONS as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
