@@ -91,6 +91,8 @@ pub fn run(args: &WebhookArgs) -> anyhow::Result<ExitCode> {
     config.max_connections_per_source =
         usize::try_from(args.max_connections_per_source).unwrap_or(usize::MAX);
     config.max_connection_age = args.max_connection_age;
+    config.max_handshakes = usize::try_from(args.max_handshakes).unwrap_or(usize::MAX);
+    config.handshake_timeout = args.handshake_timeout;
     config.deadline = args.request_deadline;
     config.min_body_rate = args.min_body_rate;
     config.binders.clone_from(&args.binders);

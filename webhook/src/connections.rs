@@ -1,35 +1,40 @@
-//! Caps on the admission port's open connections, so memory stays bounded whatever the pod
-//! network sends, and one client cannot take every place.
+//! The admission port's handshake: a connection passes from the handshake pool
+//! ([`crate::handshakes`]) to the established connections' caps ([`crate::established`]), and
+//! the defaults of both.
 //!
-//! Every open connection holds a task, TLS state and read buffers (about 20 KiB while a
-//! request is read). The port is reachable from every pod, so without a cap a client that
-//! opens connections faster than the deadlines close them grows the webhook until it is
-//! OOM-killed, and with failure policy `Fail` no restore pod can be created anywhere. The cap
-//! sheds the newest: a connection accepted at the cap is closed at once, before its TLS
-//! handshake, and the connections already open (requests in flight among them) carry on.
+//! A connection takes an established place only once its TLS handshake is done: until then it
+//! holds a place in the handshake pool, which a newcomer can always enter. So connections that
+//! never finish a handshake hold no established place, and with `--client-ca`, where a client
+//! without a certificate the CA signed never finishes one, every established place is an
+//! authenticated client's: no number of unauthenticated clients keeps the API server out. A
+//! connection is checked against the caps before its handshake too, so one sure to be shed
+//! costs no TLS work.
 //!
 //! The global cap alone let one polite client (1,024 kept-alive connections from one address,
 //! each sending a request every few seconds) hold every place, and the API server's next
 //! connection was shed: every restore pod refused. So each source address also has a cap of
-//! its own ([`DEFAULT_MAX_CONNECTIONS_PER_SOURCE`]), and the connection's age is bounded
-//! (`http1`, [`DEFAULT_MAX_CONNECTION_AGE`]), so no place is held for good.
+//! its own ([`DEFAULT_MAX_CONNECTIONS_PER_SOURCE`]), at the cap an address holding fewer takes
+//! a place from the one holding the most, and the connection's age is bounded (`http1`,
+//! [`DEFAULT_MAX_CONNECTION_AGE`]), so no place is held for good.
 
-use std::collections::HashMap;
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
+pub use crate::established::{ConnectionGate, Retirement, Slot};
+use crate::handshakes::HandshakePool;
+pub use crate::log_gate::FAILURE_LOG_EVERY;
+use crate::log_gate::LogGate;
 use crate::metrics::ReasonLabel;
 
 /// The default cap on open admission connections per replica.
@@ -57,115 +62,6 @@ pub const DEFAULT_MAX_CONNECTIONS_PER_SOURCE: usize = miggate_wire::webhook::MAX
 /// cost is one TLS handshake per connection per five minutes.
 pub const DEFAULT_MAX_CONNECTION_AGE: Duration = miggate_wire::webhook::MAX_CONNECTION_AGE;
 
-/// Counts open connections against the caps; shared by the acceptor and the metrics.
-#[derive(Debug, Clone)]
-pub struct ConnectionGate {
-    max: usize,
-    open: Gauge,
-    shed: Counter,
-    per_source: Option<PerSource>,
-}
-
-/// Open connections per source address, an entry only while it has one (so at most the
-/// global cap's worth of entries).
-type Counts = Arc<Mutex<HashMap<IpAddr, usize>>>;
-
-/// The per-source cap.
-#[derive(Debug, Clone)]
-struct PerSource {
-    max: usize,
-    shed: Counter,
-    counts: Counts,
-}
-
-impl ConnectionGate {
-    /// A gate admitting at most `max` connections, counting into `open` and `shed`.
-    pub fn new(max: usize, open: Gauge, shed: Counter) -> Self {
-        ConnectionGate {
-            max,
-            open,
-            shed,
-            per_source: None,
-        }
-    }
-
-    /// The gate with at most `max` connections from any one source address too, those shed
-    /// for it counted in `shed` (not in the global cap's counter).
-    #[must_use]
-    pub fn per_source(mut self, max: usize, shed: Counter) -> Self {
-        self.per_source = Some(PerSource {
-            max,
-            shed,
-            counts: Arc::default(),
-        });
-        self
-    }
-
-    /// A slot for one more connection from `source`, or `None` (and one more shed) at either
-    /// cap. A connection whose source is not known counts against the global cap only.
-    pub fn enter(&self, source: Option<IpAddr>) -> Option<Slot> {
-        let (Some(per), Some(ip)) = (&self.per_source, source) else {
-            return self.enter_global().map(|open| Slot { open, source: None });
-        };
-        // IPv4 clients of a dual-stack listener arrive as `::ffff:a.b.c.d`: one address, one count.
-        let ip = ip.to_canonical();
-        let mut counts = per.counts.lock().unwrap_or_else(|p| p.into_inner());
-        if counts.get(&ip).is_some_and(|n| *n >= per.max) {
-            per.shed.inc();
-            return None;
-        }
-        let open = self.enter_global()?;
-        *counts.entry(ip).or_insert(0) += 1;
-        Some(Slot {
-            open,
-            source: Some((ip, per.counts.clone())),
-        })
-    }
-
-    /// One more open connection under the global cap, or `None` (and one more shed).
-    fn enter_global(&self) -> Option<Gauge> {
-        let before = self.open.inc();
-        if usize::try_from(before).unwrap_or(usize::MAX) >= self.max {
-            self.open.dec();
-            self.shed.inc();
-            return None;
-        }
-        Some(self.open.clone())
-    }
-
-    /// Source addresses with a connection open now.
-    pub fn sources(&self) -> usize {
-        self.per_source
-            .as_ref()
-            .map_or(0, |p| p.counts.lock().unwrap_or_else(|e| e.into_inner()).len())
-    }
-}
-
-/// One open connection's place under the caps, given back when the connection is dropped.
-#[derive(Debug)]
-pub struct Slot {
-    open: Gauge,
-    source: Option<(IpAddr, Counts)>,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        if let Some((ip, counts)) = &self.source {
-            let mut counts = counts.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(n) = counts.get_mut(ip) {
-                *n = n.saturating_sub(1);
-                if *n == 0 {
-                    counts.remove(ip);
-                }
-            }
-        }
-        self.open.dec();
-    }
-}
-
-pub use crate::log_gate::FAILURE_LOG_EVERY;
-use crate::log_gate::LogGate;
-
 /// Failed TLS handshakes: counted by reason, logged through a [`LogGate`]. A failure is the
 /// only trace of an API server that cannot call the webhook (a `caBundle` that does not match
 /// the serving certificate, a client certificate refused by `--client-ca`).
@@ -190,33 +86,60 @@ impl HandshakeFailures {
     }
 }
 
-/// How long a TLS handshake may take before the connection is closed: a client that
-/// connects and says nothing holds a place under the caps for no longer than this.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
+/// The default time a TLS handshake may take before the connection is closed
+/// (`--handshake-timeout`).
+///
+/// The API server's handshake is one or two round trips inside the cluster and one signature:
+/// milliseconds, so a second leaves room for a node starved of CPU. It is not what keeps a
+/// flood of handshakes from keeping the API server out (the pool's rule is,
+/// [`crate::handshakes`]); it bounds how long a connection that says nothing holds its place
+/// while the pool has room.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = miggate_wire::webhook::HANDSHAKE_TIMEOUT;
 
-/// The admission port's handshake: a [`Slot`] under the caps first (a connection at a cap is
-/// closed before any TLS work is done for it), then rustls under [`HANDSHAKE_TIMEOUT`], with
-/// the serving configuration of the moment (so a reloaded certificate serves the next
-/// connection).
+/// The admission port's handshake: the caps checked first (a connection sure to be shed is
+/// closed before any TLS work is done for it), then a place in the handshake pool while rustls
+/// runs under the handshake timeout, with the serving configuration of the moment (so a
+/// reloaded certificate serves the next connection), then a [`Slot`] under the caps.
 #[derive(Debug, Clone)]
 pub struct CappedTls {
     tls: crate::tls::Reloader,
     gate: ConnectionGate,
+    handshakes: HandshakePool,
+    timeout: Duration,
     failures: Option<Arc<HandshakeFailures>>,
 }
 
+/// How a handshake ended, when it did not complete.
+enum Unfinished {
+    /// Its place in the handshake pool went to a newcomer (counted by the pool).
+    Dropped,
+    /// It failed or timed out.
+    Failed(io::Error),
+}
+
 impl CappedTls {
-    /// TLS as `tls` serves it, behind `gate`.
-    pub fn new(tls: crate::tls::Reloader, gate: ConnectionGate) -> Self {
+    /// TLS as `tls` serves it, each connection in `handshakes` until its handshake is done and
+    /// behind `gate` after, under [`DEFAULT_HANDSHAKE_TIMEOUT`].
+    pub fn new(tls: crate::tls::Reloader, gate: ConnectionGate, handshakes: HandshakePool) -> Self {
         CappedTls {
             tls,
             gate,
+            handshakes,
+            timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             failures: None,
         }
     }
 
+    /// This handshake with `timeout` to complete in.
+    #[must_use]
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
     /// This handshake with each failure counted in `counted` by reason and logged (at most
     /// once per [`FAILURE_LOG_EVERY`]).
+    #[must_use]
     pub fn counting_failures(mut self, counted: Family<ReasonLabel, Counter>) -> Self {
         self.failures = Some(Arc::new(HandshakeFailures {
             counted,
@@ -225,36 +148,59 @@ impl CappedTls {
         self
     }
 
-    /// The connection's slot and TLS stream, or the reason it was refused (counted when it is
-    /// a failed handshake).
+    /// The connection's slot and TLS stream, or the reason it was refused (counted: shed at a
+    /// cap, dropped from the handshake pool, or a failed handshake).
     ///
     /// The source is read from the socket (`getpeername`, once per connection: nothing beside
     /// the TLS handshake that follows); a socket already reset has none and is closed by the
     /// handshake's failure.
     pub async fn accept(&self, tcp: TcpStream) -> io::Result<Counted<TlsStream<TcpStream>>> {
-        let source = tcp.peer_addr().ok().map(|a| a.ip());
-        let Some(slot) = self.gate.enter(source) else {
+        let source = tcp.peer_addr().ok().map(|a| a.ip().to_canonical());
+        if !self.gate.admits(source) {
             // Dropping the stream closes the socket before any TLS work is done for it.
             drop(tcp);
-            return Err(io::Error::other(
-                "admission connection cap reached; connection shed",
-            ));
-        };
+            return Err(shed());
+        }
+        let mut place = self.handshakes.enter(source);
         let acceptor = TlsAcceptor::from(self.tls.current());
-        let handshake = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-            Ok(done) => done,
-            Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, "TLS handshake timed out")),
+        let handshake = tokio::select! {
+            biased;
+            () = place.dropped() => Err(Unfinished::Dropped),
+            done = tokio::time::timeout(self.timeout, acceptor.accept(tcp)) => match done {
+                Ok(Ok(tls)) => Ok(tls),
+                Ok(Err(e)) => Err(Unfinished::Failed(e)),
+                Err(_) => Err(Unfinished::Failed(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("TLS handshake not complete within {} ms", self.timeout.as_millis()),
+                ))),
+            },
         };
-        match handshake {
-            Ok(inner) => Ok(Counted { inner, _slot: slot }),
-            Err(e) => {
+        // The place is given back however the handshake ended.
+        drop(place);
+        let inner = match handshake {
+            Ok(inner) => inner,
+            Err(Unfinished::Dropped) => {
+                return Err(io::Error::other(
+                    "admission TLS handshake dropped to make room in the full handshake pool",
+                ));
+            }
+            Err(Unfinished::Failed(e)) => {
                 if let Some(failures) = &self.failures {
                     failures.failed(source, &e);
                 }
-                Err(e)
+                return Err(e);
             }
+        };
+        match self.gate.enter(source) {
+            Some(slot) => Ok(Counted { inner, slot }),
+            // The established connection is closed as it is dropped.
+            None => Err(shed()),
         }
     }
+}
+
+fn shed() -> io::Error {
+    io::Error::other("admission connection cap reached; connection shed")
 }
 
 impl crate::http1::Handshake for CappedTls {
@@ -264,13 +210,24 @@ impl crate::http1::Handshake for CappedTls {
         let this = self.clone();
         async move { this.accept(tcp).await.ok() }
     }
+
+    fn retirement(stream: &mut Self::Stream) -> Option<Retirement> {
+        stream.retirement()
+    }
 }
 
 /// A stream that holds its connection's [`Slot`] for as long as it lives.
 #[derive(Debug)]
 pub struct Counted<T> {
     inner: T,
-    _slot: Slot,
+    slot: Slot,
+}
+
+impl<T> Counted<T> {
+    /// What tells the connection its place went to a newcomer ([`Slot::retirement`]).
+    pub fn retirement(&mut self) -> Option<Retirement> {
+        self.slot.retirement()
+    }
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for Counted<T> {
@@ -306,69 +263,5 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Counted<T> {
 
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()
-    }
-}
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-
-    use super::*;
-
-    use rstest::rstest;
-
-    const A: Option<IpAddr> = Some(IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 1)));
-    const B: Option<IpAddr> = Some(IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 0, 2)));
-
-    #[test]
-    fn the_gate_sheds_the_newest_at_the_cap_and_reopens_when_one_closes() {
-        let gate = ConnectionGate::new(2, Gauge::default(), Counter::default());
-        let a = gate.enter(A).unwrap();
-        let _b = gate.enter(A).unwrap();
-        assert!(gate.enter(B).is_none());
-        assert!(gate.enter(None).is_none());
-        assert_eq!((gate.open.get(), gate.shed.get()), (2, 2));
-        drop(a);
-        assert_eq!(gate.open.get(), 1);
-        assert!(gate.enter(A).is_some());
-        assert_eq!(gate.shed.get(), 2);
-    }
-
-    /// `(source, admitted)` in order, against a global cap of 4 and 2 per source.
-    #[rstest]
-    #[case::one_source_holds_its_share(&[(A, true), (A, true), (A, false), (B, true)], (1, 0))]
-    #[case::two_sources_fill_the_global_cap(&[(A, true), (A, true), (B, true), (B, true), (None, false)], (0, 1))]
-    #[case::at_both_caps_the_source_s_is_counted(&[(A, true), (A, true), (B, true), (B, true), (A, false)], (1, 0))]
-    #[case::unknown_sources_count_globally_only(&[(None, true), (None, true), (None, true), (A, true), (A, false)], (0, 1))]
-    fn each_source_has_a_share_of_the_global_cap(
-        #[case] arrivals: &[(Option<IpAddr>, bool)],
-        #[case] shed: (u64, u64),
-    ) {
-        let per_source_shed = Counter::default();
-        let gate = ConnectionGate::new(4, Gauge::default(), Counter::default())
-            .per_source(2, per_source_shed.clone());
-        let mut held = Vec::new();
-        for (i, (source, admitted)) in arrivals.iter().enumerate() {
-            let slot = gate.enter(*source);
-            assert_eq!(slot.is_some(), *admitted, "arrival {i} from {source:?}");
-            held.extend(slot);
-        }
-        assert_eq!((per_source_shed.get(), gate.shed.get()), shed);
-        drop(held);
-        assert_eq!(
-            (gate.open.get(), gate.sources()),
-            (0, 0),
-            "entries removed at zero"
-        );
-    }
-
-    #[test]
-    fn an_ipv4_client_of_a_dual_stack_listener_is_one_source() {
-        let gate =
-            ConnectionGate::new(8, Gauge::default(), Counter::default()).per_source(1, Counter::default());
-        let mapped = "::ffff:10.0.0.1".parse::<IpAddr>().ok();
-        let _a = gate.enter(A).unwrap();
-        assert!(gate.enter(mapped).is_none());
-        assert_eq!(gate.sources(), 1);
     }
 }

@@ -12,10 +12,12 @@
 //! - **A client that does not read its answers** is cut by a write timeout of the same length
 //!   (`tokio-io-timeout`): a write that cannot make progress for a deadline ends the
 //!   connection, so a peer cannot pin an answer's buffers by never reading them.
-//! - **The age bound and the stop** call hyper's `Connection::graceful_shutdown`: the request
-//!   in flight is answered (with `connection: close`), an idle connection closes at once. The
-//!   age bound makes a client reconnect and pass the connection caps again
-//!   ([`crate::connections`]). hyper-util's `GracefulShutdown` is not used because it can only
+//! - **The age bound, the stop, and a place given to a newcomer** call hyper's
+//!   `Connection::graceful_shutdown`: the request in flight is answered (with
+//!   `connection: close`), an idle connection closes at once. The age bound makes a client
+//!   reconnect and pass the connection caps again ([`crate::connections`]); at the cap, the
+//!   gate takes a place from the address holding the most for one holding fewer
+//!   ([`crate::established`]). hyper-util's `GracefulShutdown` is not used because it can only
 //!   stop every connection together, and the age bound retires one.
 //! - **The handshake** (TLS and the connection caps on the admission port, nothing on the
 //!   health port) is a [`Handshake`]; a connection still in it when the stop comes is dropped.
@@ -72,6 +74,12 @@ pub(crate) trait Handshake: Clone + Send + Sync + 'static {
     /// handshake, which the implementation counts); the refused connection is closed by the
     /// drop.
     fn handshake(&self, tcp: TcpStream) -> impl Future<Output = Option<Self::Stream>> + Send;
+
+    /// What tells a served connection that its place went to a newcomer, so it closes at its
+    /// next idle moment as the age bound closes one; `None`: nothing does.
+    fn retirement(_stream: &mut Self::Stream) -> Option<crate::established::Retirement> {
+        None
+    }
 }
 
 /// No handshake: the TCP stream is served as it is (the health port).
@@ -230,7 +238,7 @@ where
 }
 
 /// One connection: its handshake, then hyper until the client is done, a deadline passes, or
-/// the age bound or the stop retires it.
+/// the age bound, the stop, or a newcomer given its place retires it.
 async fn connection<H, S, B>(tcp: TcpStream, handshake: H, service: S, options: Arc<Options>, stop: Stop)
 where
     H: Handshake,
@@ -247,16 +255,17 @@ where
         () = stopping.cancelled() => return,
         stream = handshake.handshake(tcp) => stream,
     };
-    let Some(stream) = stream else {
+    let Some(mut stream) = stream else {
         return;
     };
+    let retirement = H::retirement(&mut stream);
     let mut stream = TimeoutStream::new(stream);
     stream.set_write_timeout(Some(options.write_timeout));
     let conn = options
         .http
         .serve_connection(TokioIo::new(Box::pin(stream)), TowerToHyperService::new(service));
     tokio::pin!(conn);
-    let (age, retired) = match &options.max_age {
+    let (age, aged_count) = match &options.max_age {
         Some((age, retired)) => (Some(*age), Some(retired)),
         None => (None, None),
     };
@@ -267,6 +276,13 @@ where
         }
     };
     tokio::pin!(aged);
+    let retired = async {
+        match retirement {
+            Some(retirement) => retirement.told().await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(retired);
     let stopped = stopping.cancelled();
     tokio::pin!(stopped);
     let mut closing = false;
@@ -277,13 +293,16 @@ where
             _ = conn.as_mut() => return,
             () = &mut stopped, if !closing => {}
             () = &mut aged, if !closing => {
-                if let Some(retired) = retired {
-                    retired.inc();
+                if let Some(counted) = aged_count {
+                    counted.inc();
                 }
             }
+            // Counted by the gate that gave the place away.
+            () = &mut retired, if !closing => {}
         }
-        // The stop or the age: the request in flight is answered (with `connection: close`),
-        // an idle connection closes; hyper acts on it when the connection is next polled.
+        // The stop, the age, or the place given to a newcomer: the request in flight is
+        // answered (with `connection: close`), an idle connection closes; hyper acts on it
+        // when the connection is next polled.
         closing = true;
         conn.as_mut().graceful_shutdown();
     }

@@ -14,8 +14,9 @@
 //! [`store`] (checkpoints and nodes from a directory, in memory, reloaded on change),
 //! [`kube_store`] (watch caches over the API server; pods read through `watched_pod`, which
 //! keeps only what a restore pod's binding reads), [`server`] (the routers), [`body`]
-//! (reading a body under the deadline, a minimum rate and a memory budget), [`connections`]
-//! (the caps on open connections, then the TLS handshake), `http1` (hyper's connection builder with
+//! (reading a body under the deadline, a minimum rate and a memory budget), [`handshakes`]
+//! (the places of connections in their TLS handshake), [`established`] (the caps on
+//! established connections), [`connections`] (the handshake between the two), `http1` (hyper's connection builder with
 //! its header-read timeout, a write timeout, the age bound and the stop), [`tls`] (rustls with
 //! reloads), [`metrics`], and [`serve`], which runs them all.
 
@@ -27,7 +28,9 @@ pub mod connections;
 pub mod decide;
 pub mod device_map;
 mod error;
+pub mod established;
 pub mod freshness;
+pub mod handshakes;
 mod http1;
 pub mod kube_store;
 mod log_gate;

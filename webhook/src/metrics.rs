@@ -14,12 +14,18 @@
 //! up), `miggate_watch_failing{kind}` (1 while that exceeds `--max-staleness`: `/readyz`
 //! is then not ready and restores are refused) and `miggate_cache_served{kind}` (0 while the server does not serve
 //! the kind's API: ResourceSlices before Kubernetes 1.34). On the admission port:
-//! `miggate_connections_open` (now), `miggate_connections_max` (the cap),
-//! `miggate_connections_shed_total` (closed at once because the cap was reached),
+//! `miggate_connections_open` (past their TLS handshake, now), `miggate_connections_max` (the cap),
+//! `miggate_connections_shed_total` (closed because the cap was reached),
 //! `miggate_connections_per_source_max` (the cap per source address),
-//! `miggate_connections_shed_per_source_total` (closed at once because their source address
+//! `miggate_connections_shed_per_source_total` (closed because their source address
 //! was at its cap), `miggate_connections_retired_total` (closed at their next idle moment
-//! because they reached the maximum connection age), `miggate_tls_handshake_failures_total{reason}`
+//! because they reached the maximum connection age), `miggate_connections_evicted_total`
+//! (closed at their next idle moment to make room at the cap for an address holding fewer
+//! places), `miggate_connections_handshaking` (in
+//! their TLS handshake, now), `miggate_connections_handshaking_max` (the handshake pool's
+//! size), `miggate_connections_handshakes_dropped_total{reason}` (handshakes whose place went
+//! to a newcomer in a full pool: `own-source` when the newcomer's address held the most places,
+//! `other-source` when another did), `miggate_tls_handshake_failures_total{reason}`
 //! (`timeout` or `error`) and `miggate_accept_errors_total`.
 
 use std::sync::atomic::AtomicU64;
@@ -66,10 +72,12 @@ pub struct ResultLabel {
     pub result: &'static str,
 }
 
-/// A label set naming why a connection failed before HTTP.
+/// A label set naming why a connection ended before HTTP.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReasonLabel {
-    /// `timeout` (no handshake within 3 s) or `error` (refused by either side, or cut).
+    /// For a failed handshake, `timeout` (none within `--handshake-timeout`) or `error`
+    /// (refused by either side, or cut); for a dropped one, whose place it was (`own-source`,
+    /// `other-source`).
     pub reason: &'static str,
 }
 
@@ -109,18 +117,26 @@ pub struct Metrics {
     pub cache_stale: Family<KindLabel, Gauge<f64, AtomicU64>>,
     /// Whether the server serves a cached kind's API (1) or not (0), per kind.
     pub cache_served: Family<KindLabel, Gauge>,
-    /// Admission connections open now (in the TLS handshake or after).
+    /// Admission connections open now past their TLS handshake.
     pub connections_open: Gauge,
+    /// Admission connections in their TLS handshake now.
+    pub connections_handshaking: Gauge,
+    /// The number of admission connections that may be in their TLS handshake at once.
+    pub connections_handshaking_max: Gauge,
+    /// TLS handshakes dropped to make room in the full handshake pool, by whose place it was.
+    pub handshakes_dropped: Family<ReasonLabel, Counter>,
     /// The cap on admission connections.
     pub connections_max: Gauge,
-    /// Admission connections closed at once because the cap was reached.
+    /// Admission connections closed because the cap was reached.
     pub connections_shed: Counter,
     /// The cap on admission connections from one source address.
     pub connections_per_source_max: Gauge,
-    /// Admission connections closed at once because their source address was at its cap.
+    /// Admission connections closed because their source address was at its cap.
     pub connections_shed_per_source: Counter,
     /// Admission connections closed because they reached the maximum age.
     pub connections_retired: Counter,
+    /// Admission connections closed to make room at the cap for an address holding fewer.
+    pub connections_evicted: Counter,
     /// Admission connections whose TLS handshake failed, by reason.
     pub handshake_failures: Family<ReasonLabel, Counter>,
     /// Failed accepts on the admission port (the process out of file descriptors, ...).
@@ -154,12 +170,17 @@ impl Metrics {
             connections_shed_per_source: registered(
                 &mut r,
                 "connections_shed_per_source",
-                "Admission connections closed at once because their source address was at its cap",
+                "Admission connections closed because their source address was at its cap",
             ),
             connections_retired: registered(
                 &mut r,
                 "connections_retired",
                 "Admission connections closed at their next idle moment because they reached the maximum age",
+            ),
+            connections_evicted: registered(
+                &mut r,
+                "connections_evicted",
+                "Admission connections closed at their next idle moment to make room at the cap for a connection from an address holding fewer places",
             ),
             handshake_failures: registered(
                 &mut r,
@@ -167,12 +188,31 @@ impl Metrics {
                 "Admission connections whose TLS handshake failed, by reason (timeout, error)",
             ),
             accept_errors: registered(&mut r, "accept_errors", "Failed accepts on the admission port"),
-            connections_open: registered(&mut r, "connections_open", "Admission connections open now"),
+            connections_open: registered(
+                &mut r,
+                "connections_open",
+                "Admission connections open now past their TLS handshake",
+            ),
+            connections_handshaking: registered(
+                &mut r,
+                "connections_handshaking",
+                "Admission connections in their TLS handshake now",
+            ),
+            connections_handshaking_max: registered(
+                &mut r,
+                "connections_handshaking_max",
+                "The number of admission connections that may be in their TLS handshake at once",
+            ),
+            handshakes_dropped: registered(
+                &mut r,
+                "connections_handshakes_dropped",
+                "Admission TLS handshakes dropped to make room for a newcomer in the full handshake pool, by whose place it was (own-source, other-source)",
+            ),
             connections_max: registered(&mut r, "connections_max", "The cap on open admission connections"),
             connections_shed: registered(
                 &mut r,
                 "connections_shed",
-                "Admission connections closed at once because the cap was reached",
+                "Admission connections closed because the cap was reached",
             ),
             watch_failing: registered(
                 &mut r,

@@ -10,9 +10,10 @@ use std::time::Duration;
 use crate::Error;
 use crate::body::{BodyLimits, DEFAULT_BODY_BUDGET_BYTES, DEFAULT_MIN_BODY_RATE};
 use crate::connections::{
-    CappedTls, ConnectionGate, DEFAULT_MAX_CONNECTION_AGE, DEFAULT_MAX_CONNECTIONS,
-    DEFAULT_MAX_CONNECTIONS_PER_SOURCE,
+    CappedTls, ConnectionGate, DEFAULT_HANDSHAKE_TIMEOUT, DEFAULT_MAX_CONNECTION_AGE,
+    DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_SOURCE,
 };
+use crate::handshakes::{DEFAULT_MAX_HANDSHAKES, HandshakePool};
 use crate::http1::{self, Stop};
 use crate::kube_store::{KubeOptions, KubeStore};
 use crate::metrics::Metrics;
@@ -37,7 +38,7 @@ pub struct Config {
     pub deadline: Duration,
     /// How long in-flight requests may take to finish after a stop is asked.
     pub drain: Duration,
-    /// The cap on open admission connections; the newest are shed beyond it.
+    /// The cap on admission connections past their TLS handshake; the newest are shed beyond it.
     pub max_connections: usize,
     /// The cap on open admission connections from one source address, so one client cannot
     /// take every place under `max_connections`.
@@ -45,6 +46,12 @@ pub struct Config {
     /// The age past which an admission connection is closed at its next idle moment, so a
     /// client holding places must reconnect and pass the caps again.
     pub max_connection_age: Duration,
+    /// Admission connections that may be in their TLS handshake at once, apart from
+    /// `max_connections`; a newcomer to a full pool takes the place of the oldest handshake
+    /// of the address holding the most ([`crate::handshakes`]).
+    pub max_handshakes: usize,
+    /// How long a TLS handshake may take before its connection is closed.
+    pub handshake_timeout: Duration,
     /// The minimum average body rate in bytes per second after the first second (0: none).
     pub min_body_rate: u64,
     /// Bytes of request bodies held in memory at once, over all connections.
@@ -106,6 +113,8 @@ impl Config {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_source: DEFAULT_MAX_CONNECTIONS_PER_SOURCE,
             max_connection_age: DEFAULT_MAX_CONNECTION_AGE,
+            max_handshakes: DEFAULT_MAX_HANDSHAKES,
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             min_body_rate: DEFAULT_MIN_BODY_RATE,
             body_budget: DEFAULT_BODY_BUDGET_BYTES,
             binders: vec![miggate_wire::webhook::DEFAULT_BINDER.to_string()],
@@ -180,6 +189,16 @@ pub async fn serve(
     .per_source(
         config.max_connections_per_source,
         state.metrics.connections_shed_per_source.clone(),
+    )
+    .making_room(state.metrics.connections_evicted.clone());
+    state
+        .metrics
+        .connections_handshaking_max
+        .set(i64::try_from(config.max_handshakes).unwrap_or(i64::MAX));
+    let handshakes = HandshakePool::new(
+        config.max_handshakes,
+        state.metrics.connections_handshaking.clone(),
+        state.metrics.handshakes_dropped.clone(),
     );
     let state = Arc::new(state);
 
@@ -190,8 +209,9 @@ pub async fn serve(
         health: health_addr,
     };
 
-    let acceptor =
-        CappedTls::new(reloader.clone(), gate).counting_failures(state.metrics.handshake_failures.clone());
+    let acceptor = CappedTls::new(reloader.clone(), gate, handshakes)
+        .timeout(config.handshake_timeout)
+        .counting_failures(state.metrics.handshake_failures.clone());
     let stop = Stop::new();
     let admission = tokio::spawn(http1::serve(
         admission_listener,

@@ -344,7 +344,7 @@ async fn failed_handshakes_are_counted_by_reason() {
     }
     assert_eq!(server.metric(errors).await, 2);
 
-    // Silent: no ClientHello within the 3 s handshake timeout.
+    // Silent: no ClientHello within the handshake timeout.
     let _silent = tokio::net::TcpStream::connect(server.bound.admission)
         .await
         .unwrap();
@@ -368,4 +368,264 @@ async fn failed_handshakes_are_counted_by_reason() {
     let (status, _) = server.post(&server.client(HERE, Some(&apiserver))).await.unwrap();
     assert_eq!(status, 200);
     assert_eq!(server.metric(errors).await, 2);
+}
+
+/// The first bytes of a TLS record carrying a ClientHello, the rest never sent: the server's
+/// handshake waits on it.
+const PARTIAL_CLIENT_HELLO: &[u8] = &[0x16, 0x03, 0x01, 0x02, 0x00, 0x01, 0x00, 0x01, 0xfc, 0x03, 0x03];
+
+/// Keeps `each` connections open from every address of `sources` to `to`, each sending a
+/// partial ClientHello and nothing more, reopened as soon as the server closes it, until
+/// the returned sender is dropped. Counts every connection opened.
+fn hold_unfinished_handshakes(
+    to: std::net::SocketAddr,
+    sources: &[IpAddr],
+    each: usize,
+) -> (tokio::sync::watch::Sender<()>, Arc<std::sync::atomic::AtomicU64>) {
+    let (stop, stopped) = tokio::sync::watch::channel(());
+    let opened = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    for &source in sources {
+        for _ in 0..each {
+            let (mut stopped, opened) = (stopped.clone(), opened.clone());
+            tokio::spawn(async move {
+                loop {
+                    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+                    socket.bind(std::net::SocketAddr::new(source, 0)).unwrap();
+                    let held = async {
+                        let mut tcp = socket.connect(to).await?;
+                        opened.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        tcp.write_all(PARTIAL_CLIENT_HELLO).await?;
+                        let mut buf = [0_u8; 1024];
+                        while tcp.read(&mut buf).await? > 0 {}
+                        std::io::Result::Ok(())
+                    };
+                    tokio::select! {
+                        _ = stopped.changed() => return,
+                        _ = held => {}
+                    }
+                }
+            });
+        }
+    }
+    (stop, opened)
+}
+
+/// 127.0.0.10, 127.0.0.11, ...: `n` source addresses on loopback.
+fn flood_sources(n: u8) -> Vec<IpAddr> {
+    (0..n)
+        .map(|i| IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 10 + i)))
+        .collect()
+}
+
+/// Handshakes dropped from the full pool, whoever's they were.
+async fn dropped(server: &Server) -> i64 {
+    let text = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .unwrap()
+        .get(format!("http://{}/metrics", server.bound.health))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with("miggate_connections_handshakes_dropped_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<i64>().ok())
+        .sum()
+}
+
+/// Waits until `metric` reaches at least `at_least`.
+async fn until_metric(server: &Server, metric: &str, at_least: i64) {
+    let until = Instant::now() + SLACK;
+    loop {
+        let now = server.metric(metric).await;
+        if now >= at_least {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "{metric} stayed at {now}, under {at_least}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unfinished_handshakes_from_many_addresses_do_not_keep_an_authenticated_client_out() {
+    let clients = Ca::new("API server clients");
+    let server = Server::start(Some(&clients.pem), |c| {
+        // Caps the flood would fill many times over had it places among the established
+        // connections: 8 addresses x 32 connections, against 64 in all and 16 per address.
+        c.max_connections = 64;
+        c.max_connections_per_source = 16;
+        c.max_handshakes = 32;
+        // Only the pool's rule frees a place: no held handshake times out while the test runs.
+        c.handshake_timeout = Duration::from_secs(30);
+    })
+    .await;
+    let (stop, opened) = hold_unfinished_handshakes(server.bound.admission, &flood_sources(8), 32);
+    until_metric(&server, "miggate_connections_handshaking", 32).await;
+    let until = Instant::now() + SLACK;
+    while dropped(&server).await == 0 {
+        assert!(Instant::now() < until, "the flood never filled the pool");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The API server: every call on a connection of its own, each through a full pool.
+    let apiserver = clients.leaf("miggate-webhook.miggate-system.svc");
+    for call in 0..20 {
+        let client = reqwest::Client::builder()
+            .tls_certs_only([reqwest::Certificate::from_pem(server.ca.pem.as_bytes()).unwrap()])
+            .identity(
+                reqwest::Identity::from_pem(format!("{}{}", apiserver.0, apiserver.1).as_bytes()).unwrap(),
+            )
+            .no_proxy()
+            .local_address(HERE)
+            .pool_max_idle_per_host(0)
+            .timeout(SLACK)
+            .build()
+            .unwrap();
+        let (status, body) = server
+            .post(&client)
+            .await
+            .unwrap_or_else(|e| panic!("call {call} failed during the flood: {e:?}"));
+        assert_eq!(status, 200, "call {call}: {body}");
+        assert!(body.contains("\"allowed\":true"), "call {call}: {body}");
+    }
+    // A client without a certificate still gets nothing, flood or not.
+    assert!(server.post(&server.client(HERE, None)).await.is_err());
+
+    // The flood held handshake places throughout and never an established one.
+    assert!(server.metric("miggate_connections_handshaking").await <= 32);
+    assert!(server.metric("miggate_connections_open").await <= 1);
+    assert_eq!(server.metric("miggate_connections_shed_total").await, 0);
+    assert_eq!(
+        server.metric("miggate_connections_shed_per_source_total").await,
+        0
+    );
+    let dropped = dropped(&server).await;
+    let opened = opened.load(std::sync::atomic::Ordering::Relaxed);
+    eprintln!("the flood opened {opened} connections; {dropped} handshakes dropped");
+    assert!(dropped > 0, "the pool never filled");
+    drop(stop);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_client_ca_unfinished_handshakes_do_not_keep_a_client_out_either() {
+    let server = Server::start(None, |c| {
+        c.max_connections = 64;
+        c.max_connections_per_source = 16;
+        c.max_handshakes = 32;
+        c.handshake_timeout = Duration::from_secs(30);
+    })
+    .await;
+    let (stop, _) = hold_unfinished_handshakes(server.bound.admission, &flood_sources(4), 32);
+    until_metric(&server, "miggate_connections_handshaking", 32).await;
+    for call in 0..10 {
+        let client = reqwest::Client::builder()
+            .tls_certs_only([reqwest::Certificate::from_pem(server.ca.pem.as_bytes()).unwrap()])
+            .no_proxy()
+            .local_address(HERE)
+            .pool_max_idle_per_host(0)
+            .timeout(SLACK)
+            .build()
+            .unwrap();
+        let (status, _) = server
+            .post(&client)
+            .await
+            .unwrap_or_else(|e| panic!("call {call} failed during the flood: {e:?}"));
+        assert_eq!(status, 200, "call {call}");
+    }
+    drop(stop);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_not_done_within_the_timeout_is_closed() {
+    let server = Server::start(None, |c| c.handshake_timeout = Duration::from_millis(300)).await;
+    let mut tcp = tokio::net::TcpStream::connect(server.bound.admission)
+        .await
+        .unwrap();
+    tcp.write_all(PARTIAL_CLIENT_HELLO).await.unwrap();
+    let mut sink = Vec::new();
+    let closed = tokio::time::timeout(SLACK, tcp.read_to_end(&mut sink)).await;
+    assert!(closed.is_ok(), "held open past the handshake timeout");
+    until_metric(
+        &server,
+        "miggate_tls_handshake_failures_total{reason=\"timeout\"}",
+        1,
+    )
+    .await;
+    assert_eq!(server.metric("miggate_connections_handshaking").await, 0);
+}
+
+impl Server {
+    /// A raw TLS connection to the admission port from `from`, without a client certificate.
+    async fn tls_from(
+        &self,
+        from: IpAddr,
+    ) -> std::io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+        let mut roots = rustls::RootCertStore::empty();
+        for cert in rustls::pki_types::CertificateDer::pem_slice_iter(self.ca.pem.as_bytes()) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let config = rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind(std::net::SocketAddr::new(from, 0)).unwrap();
+        let tcp = socket.connect(self.bound.admission).await?;
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(name, tcp)
+            .await
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn at_the_cap_a_client_holding_none_takes_a_place_from_the_address_holding_most() {
+    let server = Server::start(None, |c| {
+        c.max_connections = 6;
+        c.max_connections_per_source = 4;
+    })
+    .await;
+    // Every place held: four idle connections from one address, two from another.
+    let [many, few] = [flood_sources(2)[0], flood_sources(2)[1]];
+    let mut held = Vec::new();
+    for from in [many, many, many, many, few, few] {
+        held.push(server.tls_from(from).await.unwrap());
+    }
+    until_metric(&server, "miggate_connections_open", 6).await;
+
+    // The API server, holding none, is answered, and keeps its connection.
+    let apiserver = server.client(HERE, None);
+    let (status, body) = server.post(&apiserver).await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(server.metric("miggate_connections_evicted_total").await, 1);
+    assert_eq!(server.metric("miggate_connections_shed_total").await, 0);
+
+    // The oldest connection of the address holding the most was closed for it, and only it.
+    let closed: Vec<bool> = which_closed(&mut held).await;
+    assert_eq!(closed, [true, false, false, false, false, false]);
+
+    // The address that lost a place cannot take it back from one holding fewer: it is
+    // closed before its handshake.
+    assert!(
+        server.tls_from(many).await.is_err(),
+        "a connection from the address holding the most was served at the cap"
+    );
+    assert_eq!(server.metric("miggate_connections_evicted_total").await, 1);
+    assert_eq!(server.metric("miggate_connections_shed_total").await, 1);
+}
+
+/// Which of `held` the server has closed (each read for a moment).
+async fn which_closed(held: &mut [tokio_rustls::client::TlsStream<tokio::net::TcpStream>]) -> Vec<bool> {
+    let mut closed = Vec::new();
+    for (i, stream) in held.iter_mut().enumerate() {
+        // The one told to close is closed at once; give it the slack, the others a moment.
+        let within = if i == 0 { SLACK } else { Duration::from_millis(300) };
+        closed.push(until_closed(stream, within).await.is_some());
+    }
+    closed
 }

@@ -28,5 +28,7 @@ fn a_library_config_takes_each_default_in_its_field() {
         wire::MAX_CONNECTIONS_PER_SOURCE
     );
     assert_eq!(config.max_connection_age, wire::MAX_CONNECTION_AGE);
+    assert_eq!(config.max_handshakes, wire::MAX_HANDSHAKES);
+    assert_eq!(config.handshake_timeout, wire::HANDSHAKE_TIMEOUT);
     assert_eq!(config.min_body_rate, wire::MIN_BODY_RATE);
 }

@@ -14,12 +14,18 @@ pub const LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED)
 /// `--health-listen`: the health port on every address.
 pub const HEALTH_LISTEN: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), HEALTH_PORT);
 
-/// `--max-connections`: admission connections open at once. Sized to the Deployment's 256 MiB
+/// `--max-connections`: admission connections open at once past their TLS handshake. Sized to the Deployment's 256 MiB
 /// memory limit (docs/webhook.md, Limits).
 pub const MAX_CONNECTIONS: usize = 1024;
 /// `--max-connections-per-source`: an eighth of [`MAX_CONNECTIONS`], so one client cannot
 /// take every place.
 pub const MAX_CONNECTIONS_PER_SOURCE: usize = 128;
+/// `--max-handshakes`: admission connections in their TLS handshake at once, apart from
+/// [`MAX_CONNECTIONS`]; a newcomer to a full pool takes the place of the oldest handshake of
+/// the address holding the most.
+pub const MAX_HANDSHAKES: usize = 512;
+/// `--handshake-timeout`: how long a TLS handshake may take before its connection is closed.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(1);
 /// `--max-connection-age`: after it a connection is closed at its next idle moment.
 pub const MAX_CONNECTION_AGE: Duration = Duration::from_secs(300);
 /// `--max-staleness`: how long a watch cache may be behind the API server before `/readyz`

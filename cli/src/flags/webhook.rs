@@ -94,15 +94,18 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "DURATION", default_value = shown(defaults::POLL_INTERVAL),
           value_parser = crate::duration::DurationParser::seconds(1, 3600))]
     pub poll_interval: Duration,
-    /// Most admission connections open at once; one accepted beyond it is closed at once
-    /// (the newest is shed, those open carry on). The default fits the Deployment's 256 MiB
+    /// Most admission connections open at once past their TLS handshake. At the cap, a
+    /// newcomer from an address holding at least two fewer than the address holding the most
+    /// takes the place of that address's oldest connection (closed at its next idle moment);
+    /// any other is closed, those open carry on. The default fits the Deployment's 256 MiB
     /// memory limit; scale it with the limit.
     #[arg(long, value_name = "N", default_value_t = defaults::MAX_CONNECTIONS as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections: u64,
-    /// Most admission connections open at once from one source address; one more from it is
-    /// closed at once, so one client cannot take every place under `--max-connections`. Keep
-    /// it above what one API server replica opens (one connection per call in flight).
+    /// Most admission connections open at once past their TLS handshake from one source
+    /// address; one more from it is closed, so one client cannot take every place under
+    /// `--max-connections`. Keep it above what one API server replica opens (one connection
+    /// per call in flight).
     #[arg(long, value_name = "N", default_value_t = defaults::MAX_CONNECTIONS_PER_SOURCE as u64,
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub max_connections_per_source: u64,
@@ -112,6 +115,18 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "DURATION", default_value = shown(defaults::MAX_CONNECTION_AGE),
           value_parser = crate::duration::DurationParser::seconds(1, 86_400))]
     pub max_connection_age: Duration,
+    /// Most admission connections in their TLS handshake at once, apart from
+    /// `--max-connections`. A full pool never turns a newcomer away: the source address
+    /// holding the most handshakes gives up its oldest, so connections that never finish a
+    /// handshake cannot keep out one that does.
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_HANDSHAKES as u64,
+          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub max_handshakes: u64,
+    /// How long a TLS handshake may take before its connection is closed (`1s`, `500ms`; a
+    /// bare number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = shown(defaults::HANDSHAKE_TIMEOUT),
+          value_parser = HANDSHAKE_TIMEOUT_RANGE)]
+    pub handshake_timeout: Duration,
     /// A scheduler's user name whose Bindings of DRA restore pods get the device map; repeat
     /// it for several. A restore pod bound by anyone else is bound without one (counted as
     /// `unlisted-binder`; the node agent pairs the devices), as the binding policy would refuse
@@ -133,6 +148,13 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "BYTES", default_value_t = defaults::MIN_BODY_RATE)]
     pub min_body_rate: u64,
 }
+
+/// `--handshake-timeout`'s bounds: a handshake inside the cluster takes milliseconds, and one
+/// held for long holds a place in the handshake pool.
+const HANDSHAKE_TIMEOUT_RANGE: crate::duration::DurationParser = crate::duration::DurationParser {
+    min: Duration::from_millis(100),
+    max: Duration::from_secs(30),
+};
 
 /// `NAMESPACE/NAME`: a namespace (a DNS label) and a Secret's name (a DNS subdomain), as the API
 /// server requires them.
