@@ -527,6 +527,38 @@ mod tests {
     }
 
     #[test]
+    fn a_relist_keeps_the_values_held_for_objects_that_did_not_change() {
+        let metrics = Metrics::new();
+        let cache: Arc<Cache<ResourceSlice>> =
+            Cache::of_optional::<ResourceSlice>(&Tracking::for_tests(), &metrics);
+        let slice = |name: &str, node: &str| {
+            let mut s = ResourceSlice::default();
+            s.metadata.name = Some(name.into());
+            s.spec.node_name = Some(node.into());
+            s
+        };
+        cache.begin();
+        cache.buffer("a".into(), Some(slice("a", "n1")));
+        cache.buffer("b".into(), Some(slice("b", "n1")));
+        cache.done(ListMode::Streamed);
+        let (a, b) = (cache.get("a").unwrap(), cache.get("b").unwrap());
+        cache.begin();
+        cache.buffer("a".into(), Some(slice("a", "n1")));
+        cache.buffer("b".into(), Some(slice("b", "n2")));
+        cache.done(ListMode::Streamed);
+        assert!(
+            Arc::ptr_eq(&a, &cache.get("a").unwrap()),
+            "unchanged: the value held"
+        );
+        assert!(
+            !Arc::ptr_eq(&b, &cache.get("b").unwrap()),
+            "changed: the new value"
+        );
+        assert_eq!(cache.get("b").unwrap().spec.node_name.as_deref(), Some("n2"));
+        assert_eq!(cache.by_index("n2").len(), 1);
+    }
+
+    #[test]
     fn a_relist_is_swapped_in_whole_and_the_index_follows() {
         let metrics = Metrics::new();
         let cache: Arc<Cache<ResourceSlice>> =
