@@ -82,6 +82,8 @@ pub(super) struct Contents<V> {
     pub(super) pending: Option<HashMap<String, Arc<V>>>,
     /// Lists started, the first included.
     pub(super) lists: u64,
+    /// How the last completed list was read.
+    pub(super) last_list: Option<ListMode>,
 }
 
 /// One kind's cache, fed by one watcher.
@@ -107,8 +109,6 @@ pub(crate) struct Cache<V> {
     pub(super) max_staleness: Duration,
     pub(super) restarts: Family<KindLabel, Counter>,
     pub(super) error_count: Family<KindLabel, Counter>,
-    /// How the last completed list was read.
-    pub(super) list_mode: Mutex<Option<ListMode>>,
     pub(super) list_fallbacks: Family<KindLabel, Counter>,
     pub(super) lists_streamed: Family<KindLabel, Gauge>,
 }
@@ -141,6 +141,7 @@ impl<V: Entry> Cache<V> {
                 index: HashMap::new(),
                 pending: None,
                 lists: 0,
+                last_list: None,
             }),
             synced: AtomicBool::new(false),
             last_event: Mutex::new(None),
@@ -151,7 +152,6 @@ impl<V: Entry> Cache<V> {
             max_staleness: tracking.max_staleness,
             restarts: metrics.watch_restarts.clone(),
             error_count: metrics.watch_errors.clone(),
-            list_mode: Mutex::new(None),
             list_fallbacks: metrics.watch_list_fallbacks.clone(),
             lists_streamed: metrics.watch_lists_streamed.clone(),
         }
@@ -236,12 +236,12 @@ impl<V: Entry> Cache<V> {
 
     /// A list read as `mode` is complete: its objects replace the cache's.
     pub(super) fn done(&self, mode: ListMode) {
-        *self.list_mode.lock().unwrap_or_else(|p| p.into_inner()) = Some(mode);
         self.lists_streamed
             .get_or_create(&self.label())
             .set(i64::from(mode == ListMode::Streamed));
         let mut c = self.write();
         let items = c.pending.take().unwrap_or_default();
+        c.last_list = Some(mode);
         let mut index: HashMap<String, BTreeSet<String>> = HashMap::new();
         for (k, v) in &items {
             if let Some(i) = v.index_key() {
@@ -359,7 +359,7 @@ impl<V: Entry> Cache<V> {
             objects: c.items.len(),
             age_seconds: age.map(|d| d.as_secs_f64()),
             lists: c.lists,
-            list: *self.list_mode.lock().unwrap_or_else(|p| p.into_inner()),
+            list: c.last_list,
             errors: self.errors.load(Ordering::Relaxed),
         }
     }

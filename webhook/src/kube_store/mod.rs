@@ -526,17 +526,19 @@ mod tests {
         );
     }
 
+    /// A slice of `node`, named `name`.
+    fn slice(name: &str, node: &str) -> ResourceSlice {
+        let mut s = ResourceSlice::default();
+        s.metadata.name = Some(name.into());
+        s.spec.node_name = Some(node.into());
+        s
+    }
+
     #[test]
     fn a_relist_keeps_the_values_held_for_objects_that_did_not_change() {
         let metrics = Metrics::new();
         let cache: Arc<Cache<ResourceSlice>> =
             Cache::of_optional::<ResourceSlice>(&Tracking::for_tests(), &metrics);
-        let slice = |name: &str, node: &str| {
-            let mut s = ResourceSlice::default();
-            s.metadata.name = Some(name.into());
-            s.spec.node_name = Some(node.into());
-            s
-        };
         cache.begin();
         cache.buffer("a".into(), Some(slice("a", "n1")));
         cache.buffer("b".into(), Some(slice("b", "n1")));
@@ -563,12 +565,6 @@ mod tests {
         let metrics = Metrics::new();
         let cache: Arc<Cache<ResourceSlice>> =
             Cache::of_optional::<ResourceSlice>(&Tracking::for_tests(), &metrics);
-        let slice = |name: &str, node: &str| {
-            let mut s = ResourceSlice::default();
-            s.metadata.name = Some(name.into());
-            s.spec.node_name = Some(node.into());
-            s
-        };
         cache.begin();
         cache.buffer("a".into(), Some(slice("a", "n1")));
         assert_eq!(cache.len(), 0, "nothing visible before the list is done");
