@@ -199,11 +199,10 @@ pub(crate) fn streaming_list(
 
 /// A streaming list refused as with `--feature-gates=WatchList=false` (kube-apiserver v1.36.2).
 pub(crate) fn streaming_invalid() -> Response {
-    json_response(
-        StatusCode::UNPROCESSABLE_ENTITY,
-        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
-            "reason": "Invalid", "code": 422}),
+    status(
+        422,
+        "Invalid",
+        "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
     )
 }
 
