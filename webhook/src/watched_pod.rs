@@ -18,12 +18,10 @@
 //! exactly as a value of that length already was: dropping the value instead would let the
 //! pod's binding pass unchecked, which a typo or an attack must never get.
 
-use std::borrow::Cow;
 use std::fmt;
 
-use k8s_openapi::api::core::v1::{Pod, ResourceRequirements};
+use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::Resource;
 use miggate_wire::{annotations, peer};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
@@ -313,40 +311,12 @@ impl<'de> Deserialize<'de> for WatchedPod {
     }
 }
 
-/// A `Pod` on the wire: kind, group, version and plural are k8s-openapi's.
-impl Resource for WatchedPod {
-    type DynamicType = ();
-    type Scope = <Pod as Resource>::Scope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        Pod::kind(dt)
-    }
-
-    fn group(dt: &()) -> Cow<'_, str> {
-        Pod::group(dt)
-    }
-
-    fn version(dt: &()) -> Cow<'_, str> {
-        Pod::version(dt)
-    }
-
-    fn plural(dt: &()) -> Cow<'_, str> {
-        Pod::plural(dt)
-    }
-
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::Resource;
     use rstest::rstest;
     use serde_json::json;
 

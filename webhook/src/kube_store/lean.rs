@@ -117,6 +117,8 @@ pub struct WatchedCheckpoint {
     pub spec: Option<CheckpointSpec>,
 }
 on_the_wire_as!(WatchedCheckpoint, GpuCheckpoint);
+// A pod is read as `WatchedPod` (`crate::watched_pod`), on the wire a `Pod`.
+on_the_wire_as!(WatchedPod, k8s_openapi::api::core::v1::Pod);
 
 /// What a `GpuCheckpoint`'s spec gives a decision (its `summary` is for `kubectl get`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
