@@ -10,9 +10,10 @@ pub enum ListMode {
     /// A watch with `sendInitialEvents=true`: the server streams every object from its own
     /// cache, one event at a time, and marks the end with a bookmark.
     Streamed,
-    /// Pages of a list request (`limit` and `continue`), each read whole: where the server
-    /// refuses to stream.
-    Paged,
+    /// One list request served from the server's watch cache (`resourceVersion=0`, no
+    /// `limit`), decoded one object at a time as it arrives, then a watch from its version:
+    /// where the server refuses to stream.
+    Listed,
 }
 
 /// One cache's state, for `/readyz` and metrics.

@@ -19,9 +19,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube_fake::{FakeApiServer, StreamingLists};
 use miggate_compat::GpuManifest;
 use miggate_crds::{GpuCheckpoint, GpuNode};
-use miggate_webhook::kube_store::{
-    KubeOptions, KubeStore, LIST_PAGE_SIZE, MAX_KEPT_ANNOTATION_BYTES, POD_PAGE_SIZE, TENANT_PAGE_SIZE,
-};
+use miggate_webhook::kube_store::{KubeOptions, KubeStore, MAX_KEPT_ANNOTATION_BYTES};
 use miggate_webhook::lookup::Lookup;
 use miggate_webhook::metrics::Metrics;
 use miggate_webhook::server::{AppState, Store, admission_service, health_router};
@@ -191,8 +189,8 @@ async fn list_mode(h: &Harness, i: usize) -> Value {
 
 #[rstest]
 #[case::streamed(StreamingLists::Served, "streamed")]
-#[case::refused_by_the_feature_gate(StreamingLists::Invalid, "paged")]
-#[case::refused_by_the_storage(StreamingLists::StorageUnsupported, "paged")]
+#[case::refused_by_the_feature_gate(StreamingLists::Invalid, "listed")]
+#[case::refused_by_the_storage(StreamingLists::StorageUnsupported, "listed")]
 #[tokio::test]
 async fn lists_then_watches_and_a_node_event_flips_the_decision(
     #[case] streaming: StreamingLists,
@@ -205,8 +203,9 @@ async fn lists_then_watches_and_a_node_event_flips_the_decision(
     h.synced().await;
 
     // Each kind's list is streamed where the server streams (a watch asking for every object
-    // first, with bookmarks), else read in pages; either way followed by a watch of the
-    // changes, and the cache current. Slices of the NVIDIA driver only.
+    // first, with bookmarks), else listed in one request from the server's watch cache;
+    // either way followed by a watch of the changes, and the cache current. Slices of the
+    // NVIDIA driver only.
     let requests = h.fake.requests();
     for (plural, path) in [
         ("gpucheckpoints", "/apis/miggate.io/v1alpha1/gpucheckpoints"),
@@ -219,17 +218,30 @@ async fn lists_then_watches_and_a_node_event_flips_the_decision(
             .iter()
             .filter(|r| r.path == path && r.is_streaming_list())
             .count();
-        let paged = requests
+        let listed: Vec<_> = requests
             .iter()
             .filter(|r| r.path == path && r.is_list(plural) && !r.is_streaming_list())
-            .count();
+            .collect();
         assert_eq!(
             streamed, 1,
             "{plural}: one streaming list, refused or not: {requests:#?}"
         );
-        assert_eq!(paged, usize::from(mode == "paged"), "{plural}: {requests:#?}");
-        if mode == "paged" {
-            // After a refusal, one paged list then a watch from its version.
+        assert_eq!(
+            listed.len(),
+            usize::from(mode == "listed"),
+            "{plural}: {requests:#?}"
+        );
+        for list in listed {
+            // Whole, from the server's watch cache: not paged through storage.
+            assert_eq!(
+                list.query.get("resourceVersion").map(String::as_str),
+                Some("0"),
+                "{list:?}"
+            );
+            assert!(!list.query.contains_key("limit"), "{list:?}");
+        }
+        if mode == "listed" {
+            // After a refusal, one list then a watch from its version.
             let watch = tokio_wait(|| {
                 h.fake
                     .requests()
@@ -248,7 +260,7 @@ async fn lists_then_watches_and_a_node_event_flips_the_decision(
         assert_eq!(list_mode(&h, i).await, json!(mode));
     }
     let (_, metrics) = h.get("/metrics").await;
-    let fallbacks = if mode == "paged" { 1 } else { 0 };
+    let fallbacks = if mode == "listed" { 1 } else { 0 };
     assert!(
         metrics.contains(&format!(
             "miggate_watch_list_fallbacks_total{{kind=\"Pod\"}} {fallbacks}"
@@ -862,11 +874,9 @@ fn bloated(name: &str, annotations: Value) -> Value {
 
 #[rstest]
 #[case::streamed(StreamingLists::Served)]
-#[case::paged(StreamingLists::Invalid)]
+#[case::listed(StreamingLists::Invalid)]
 #[tokio::test]
-async fn restore_pods_among_bloated_pods_are_found_across_small_list_pages(
-    #[case] streaming: StreamingLists,
-) {
+async fn restore_pods_among_bloated_pods_are_found_one_pod_at_a_time(#[case] streaming: StreamingLists) {
     let fake = fake_with_checkpoint().await;
     fake.streaming_lists(streaming);
     fake.apply(gpu_node("short", short()));
@@ -895,8 +905,8 @@ async fn restore_pods_among_bloated_pods_are_found_across_small_list_pages(
     let h = harness(fake, KubeOptions::default()).await;
     h.synced().await;
 
-    // Streamed: one pod at a time, never a page of them. Paged (where the server refuses to
-    // stream): small pages.
+    // Streamed: one pod at a time. Where the server refuses to stream: one list of every
+    // pod, decoded one pod at a time as it arrives.
     let lists: Vec<_> = h
         .fake
         .requests()
@@ -904,16 +914,12 @@ async fn restore_pods_among_bloated_pods_are_found_across_small_list_pages(
         .filter(|r| r.is_list("pods") && !r.is_streaming_list())
         .collect();
     assert!(
-        lists
-            .iter()
-            .all(|r| r.query.get("limit") == Some(&POD_PAGE_SIZE.to_string())),
+        lists.iter().all(|r| !r.query.contains_key("limit")
+            && r.query.get("resourceVersion").map(String::as_str) == Some("0")),
         "{lists:#?}"
     );
-    let pages = match streaming {
-        StreamingLists::Served => 0,
-        _ => 254_usize.div_ceil(POD_PAGE_SIZE as usize),
-    };
-    assert_eq!(lists.len(), pages, "254 pods in pages of {POD_PAGE_SIZE}");
+    let whole = usize::from(streaming != StreamingLists::Served);
+    assert_eq!(lists.len(), whole, "{lists:#?}");
     assert_eq!(h.store.status()[2].objects, 4, "only the restore pods are kept");
 
     let refused = h.post(binding_review("web-150-restore", "short")).await;
@@ -967,19 +973,58 @@ async fn a_refused_streaming_list_is_not_asked_again_at_the_next_relist() {
     })
     .await;
 
-    // The version expires: the re-list is paged at once, without asking to stream again.
+    // The version expires: the kind is listed again whole, without asking to stream again.
     h.fake.expire("gpunodes");
     h.fake.apply(gpu_node("n1", short()));
     h.until_allowed(&pod_review("n1"), false).await;
     assert_eq!(
         h.count("gpunodes", false),
         3,
-        "the refused stream and two paged lists"
+        "the refused stream and two whole lists"
     );
     assert_eq!(streaming(&h), 1, "not asked again within the retry time");
     let body = readyz(&h).await.1;
     assert_eq!(body["store"]["kube"][1]["lists"], json!(2), "{body}");
-    assert_eq!(body["store"]["kube"][1]["list"], json!("paged"), "{body}");
+    assert_eq!(body["store"]["kube"][1]["list"], json!("listed"), "{body}");
+}
+
+/// Where the server refuses to stream, a list cut mid-body (the server gone while sending it) is
+/// an error and is never swapped in short: the cache keeps what it held until a whole list
+/// arrives, and the watch then follows it.
+#[tokio::test]
+async fn a_whole_list_cut_mid_body_is_never_swapped_in_short() {
+    let fake = fake_with_checkpoint().await;
+    fake.streaming_lists(StreamingLists::Invalid);
+    for i in 0..60 {
+        fake.apply(gpu_node(&format!("n{i:02}"), fits()));
+    }
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+    assert_eq!(h.store.status()[1].objects, 60);
+
+    h.fake.break_next_list("gpunodes");
+    h.fake.expire("gpunodes");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while h.count("gpunodes", false) < 4 {
+        assert_eq!(h.store.status()[1].objects, 60, "a short list swapped in");
+        assert!(
+            Instant::now() < deadline,
+            "never listed again: {:#?}",
+            h.fake.requests()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // The refused stream, the first list, the cut one and the whole one after it.
+    let body = readyz(&h).await.1;
+    assert_eq!(body["store"]["kube"][1]["list"], json!("listed"), "{body}");
+    assert!(
+        body["store"]["kube"][1]["errors"].as_u64().unwrap() >= 1,
+        "{body}"
+    );
+    // And the watch from the new list's version carries on.
+    h.fake.apply(gpu_node("n00", short()));
+    h.until_allowed(&pod_review("n00"), false).await;
+    assert_eq!(h.store.status()[1].objects, 60);
 }
 
 /// A `PodSnapshot` of `ml` bound (its status written by whoever may) to `content`.
@@ -1104,19 +1149,18 @@ async fn a_binding_of_a_pod_recreated_under_its_name_is_not_judged_as_the_old_on
     );
 }
 
-/// Streamed, every kind's list comes one object at a time; where the server refuses to stream,
-/// the kinds tenants write are listed in pages of `TENANT_PAGE_SIZE`, the others in pages of
-/// `LIST_PAGE_SIZE`. Either way tenants' fat claims and snapshots are kept as what is judged of
-/// them.
+/// Every kind's list is read one object at a time, streamed or, where the server refuses to
+/// stream, one list from its watch cache decoded as it arrives; either way tenants' fat claims
+/// and snapshots are kept as what is judged of them.
 #[rstest]
 #[case::streamed(StreamingLists::Served)]
-#[case::paged(StreamingLists::Invalid)]
+#[case::listed(StreamingLists::Invalid)]
 #[tokio::test]
-async fn fat_claims_and_snapshots_are_listed_in_small_pages_and_kept_lean(#[case] streaming: StreamingLists) {
+async fn fat_claims_and_snapshots_are_listed_one_at_a_time_and_kept_lean(#[case] streaming: StreamingLists) {
     let fake = fake_with_checkpoint().await;
     fake.streaming_lists(streaming);
     let blob = |i: usize| json!({format!("tenant.example/blob-{i}"): "x".repeat(200 * 1024)});
-    let count = 2 * TENANT_PAGE_SIZE as usize + 1;
+    let count = 21;
     for i in 0..count {
         fake.apply(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
             "metadata": {"name": format!("claim-{i:03}"), "namespace": "ml", "annotations": blob(i)},
@@ -1136,33 +1180,24 @@ async fn fat_claims_and_snapshots_are_listed_in_small_pages_and_kept_lean(#[case
             .filter(|r| r.is_list(plural) && !r.is_streaming_list())
             .collect()
     };
-    let paged = streaming != StreamingLists::Served;
-    for (plural, page) in [
-        ("resourceclaims", TENANT_PAGE_SIZE),
-        ("podsnapshots", TENANT_PAGE_SIZE),
-        ("podsnapshotcontents", LIST_PAGE_SIZE),
-        ("gpucheckpoints", LIST_PAGE_SIZE),
-        ("gpunodes", LIST_PAGE_SIZE),
-        ("nodes", LIST_PAGE_SIZE),
-        ("resourceslices", LIST_PAGE_SIZE),
+    let listed = usize::from(streaming != StreamingLists::Served);
+    for plural in [
+        "resourceclaims",
+        "podsnapshots",
+        "podsnapshotcontents",
+        "gpucheckpoints",
+        "gpunodes",
+        "nodes",
+        "resourceslices",
     ] {
         let lists = lists(plural);
-        assert_eq!(!lists.is_empty(), paged, "{plural}");
+        assert_eq!(lists.len(), listed, "{plural}: {lists:#?}");
         assert!(
-            lists
-                .iter()
-                .all(|r| r.query.get("limit") == Some(&page.to_string())),
+            lists.iter().all(|r| !r.query.contains_key("limit")
+                && r.query.get("resourceVersion").map(String::as_str) == Some("0")),
             "{plural}: {lists:#?}"
         );
     }
-    assert_eq!(
-        lists("resourceclaims").len(),
-        if paged {
-            count.div_ceil(TENANT_PAGE_SIZE as usize)
-        } else {
-            0
-        }
-    );
     let last = format!("{:03}", count - 1);
     let claim = h.store.claim("ml", &format!("claim-{last}")).unwrap();
     assert_eq!(

@@ -4,8 +4,9 @@
 //! by admission without a request to the API server.
 //!
 //! Each kind has one [`watcher()`] stream (a streaming list, then the same watch's changes,
-//! bookmarks on; where the server refuses to stream, a paged list then a watch from its
-//! `resourceVersion`: `watch::feed`), wrapped in a backoff (`WatchBackoff`): a watch that
+//! bookmarks on; where the server refuses to stream, one list from the server's watch cache
+//! decoded as it arrives, then a watch from its `resourceVersion`: `watch::feed`,
+//! `whole::list_then_watch`), wrapped in a backoff (`WatchBackoff`): a watch that
 //! ends is resumed from its last version, one answered `410 Gone` (or an error) is re-listed
 //! after a backoff (0.25 s doubling to [`WATCH_RETRY_MAX`], each wait plus up to as much again
 //! of jitter, so never 2 s; reset by the first event received, and by a watch the server
@@ -17,10 +18,9 @@
 //! translated; pods without `miggate.io/restore-from` or `nvidia.com/restore-from` are
 //! dropped. Every kind is read lean as it is parsed ([`lean`]; pods as a `WatchedPod`, a kept
 //! annotation bounded by [`MAX_KEPT_ANNOTATION_BYTES`]): every field, annotation and label no
-//! decision reads is skipped unallocated. A streamed list holds one object at a time; a paged
-//! one (where the server refuses to stream) comes in pages of [`POD_PAGE_SIZE`] pods,
-//! [`TENANT_PAGE_SIZE`] claims or snapshots, [`LIST_PAGE_SIZE`] of the other kinds: either
-//! way, what tenants add to their objects, however large, is never held whole.
+//! decision reads is skipped unallocated. A list, streamed or not, is decoded one object at a
+//! time as it arrives: what tenants add to their objects, however large, and however many, is
+//! never held whole.
 //!
 //! The store is [synced](KubeStore::synced) once every cache has completed its first list;
 //! `/readyz` reports ready only then, and until then a restore pod is refused (the webhook
@@ -40,7 +40,6 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
-use kube::Api;
 use kube::runtime::watcher;
 use miggate_crds::GpuNode;
 
@@ -62,6 +61,7 @@ mod cache;
 mod convert;
 pub mod lean;
 mod watch;
+mod whole;
 
 use cache::{Cache, SnapshotEntry, Tracking, Watched};
 use convert::{
@@ -100,35 +100,6 @@ impl Default for KubeOptions {
         }
     }
 }
-
-/// Pods per page of the pod watch's list where the server refuses to stream it (a streamed
-/// list holds one pod at a time). kube-client reads a page whole, holding its body
-/// twice at the peak (collected, then copied into the text it parses), before any pod is
-/// converted, so the page bounds the list's passing memory. Measured with 400 pods of
-/// 200 KiB of annotations (`examples/pod_memory.rs`, debug build, medians of 3): peak 44 MiB
-/// without those pods, 115 MiB at 100 a page (83 MiB at 50). At the API server's annotation
-/// limit (256 KiB a pod) a page of 100 is 25 MiB of JSON; kube-runtime's default page of 500
-/// is 125 MiB, under a 256 MiB memory limit. A cluster of 10,000 pods is listed in 100
-/// requests.
-pub const POD_PAGE_SIZE: u32 = 100;
-
-/// Objects per page, where the server refuses to stream, of the lists of the kinds any tenant
-/// writes, `ResourceClaim` and
-/// `PodSnapshot`. Each is decoded lean ([`lean`]), so a page costs only its body while it is
-/// read, but that body is held whole (and copied once) before it is parsed, and a tenant's
-/// object may carry 256 KiB of annotations beside a large spec. Measured with 300 claims and
-/// 300 snapshots of 200 KiB of annotations each (`examples/pod_memory.rs`, debug build, over
-/// kube-fake, medians of 5): peak 47 MiB without them; with them 99 MiB at 50 a page (3
-/// runs), 88 MiB at 25, 65 MiB at 10. A page of 10 such objects is 2.5 MiB; 5,000 claims are
-/// listed in 500 requests.
-pub const TENANT_PAGE_SIZE: u32 = 10;
-
-/// Objects per page, where the server refuses to stream, of the lists of the kinds only agents
-/// and admins write (`GpuCheckpoint`,
-/// `GpuNode`, `Node`, `ResourceSlice`, `PodSnapshotContent`): decoded lean too, and listed as
-/// pods are, so a cluster of 20,000 Nodes is 200 requests, not the 2,000 a tenant's page would
-/// make, while a page stays a few MiB (a Node with its 50 images is tens of KiB).
-pub const LIST_PAGE_SIZE: u32 = 100;
 
 /// The watch caches and the tasks filling them. Dropping it stops the tasks.
 #[derive(Debug)]
@@ -209,58 +180,57 @@ impl KubeStore {
             max_staleness: options.max_staleness,
         };
         let store = KubeStore::empty(&tracking, metrics);
-        let base = watcher::Config::default().page_size(LIST_PAGE_SIZE);
-        let tenants = watcher::Config::default().page_size(TENANT_PAGE_SIZE);
-        let mut pods = watcher::Config::default().page_size(POD_PAGE_SIZE);
+        let base = watcher::Config::default();
+        let mut pods = watcher::Config::default();
         if let Some(sel) = options.restore_pod_selector.as_deref().filter(|s| !s.is_empty()) {
             pods = pods.labels(sel);
         }
         let slices = base.clone().fields(&format!("spec.driver={NVIDIA_DRA_DRIVER}"));
         let tasks = vec![
-            tokio::spawn(feed(
-                Api::<WatchedCheckpoint>::all(client.clone()),
+            tokio::spawn(feed::<WatchedCheckpoint, _>(
+                client.clone(),
                 base.clone(),
                 store.checkpoints.clone(),
                 checkpoint_of,
             )),
-            tokio::spawn(feed(
-                Api::<WatchedGpuNode>::all(client.clone()),
+            tokio::spawn(feed::<WatchedGpuNode, _>(
+                client.clone(),
                 base.clone(),
                 store.gpu_nodes.clone(),
                 gpu_node_of,
             )),
-            tokio::spawn(feed(
-                Api::<WatchedPod>::all(client.clone()),
+            tokio::spawn(feed::<WatchedPod, _>(
+                client.clone(),
                 pods,
                 store.pods.clone(),
                 restore_pod_of,
             )),
-            tokio::spawn(feed(
-                Api::<WatchedNode>::all(client.clone()),
+            tokio::spawn(feed::<WatchedNode, _>(
+                client.clone(),
                 base.clone(),
                 store.nodes.clone(),
                 node_of,
             )),
-            tokio::spawn(feed(
-                Api::<WatchedSlice>::all(client.clone()),
+            tokio::spawn(feed::<WatchedSlice, _>(
+                client.clone(),
                 slices,
                 store.slices.clone(),
                 slice_of,
             )),
-            tokio::spawn(feed(
-                Api::<WatchedClaim>::all(client.clone()),
-                tenants.clone(),
+            tokio::spawn(feed::<WatchedClaim, _>(
+                client.clone(),
+                base.clone(),
                 store.claims.clone(),
                 claim_of,
             )),
-            tokio::spawn(feed(
-                Api::<WatchedSnapshot>::all(client.clone()),
-                tenants,
+            tokio::spawn(feed::<WatchedSnapshot, _>(
+                client.clone(),
+                base.clone(),
                 store.snapshots.clone(),
                 snapshot_of,
             )),
-            tokio::spawn(feed(
-                Api::<WatchedContent>::all(client),
+            tokio::spawn(feed::<WatchedContent, _>(
+                client,
                 base,
                 store.contents.clone(),
                 content_of,

@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use kube::{Api, Resource};
+use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
 use super::cache::{Cache, Entry};
 use super::convert::key_of;
+use super::whole::list_then_watch;
 use crate::cache_status::ListMode;
 use crate::freshness::WatchStarts;
 
@@ -87,13 +88,13 @@ impl kube::runtime::utils::Backoff for WatchBackoff {
     }
 }
 
-/// After the server refused to stream a kind's list, how long its re-lists are read in pages
+/// After the server refused to stream a kind's list, how long its re-lists are read whole
 /// before one tries streaming again: an API server upgraded, or one whose etcd gained
 /// progress notifications, streams again within this, and a server that keeps refusing
 /// costs one refused watch per re-list at most this often.
 pub const STREAMING_RETRY_AFTER: Duration = Duration::from_secs(600);
 
-/// Whether a kind's lists are streamed or paged, from the refusals seen.
+/// Whether a kind's lists are streamed or listed whole, from the refusals seen.
 #[derive(Debug, Default)]
 pub(crate) struct ListChoice {
     refused_at: Option<Instant>,
@@ -105,7 +106,7 @@ impl ListChoice {
     /// How the next list is to be read.
     pub(crate) fn mode(&self, now: Instant) -> ListMode {
         match self.refused_at {
-            Some(at) if now.saturating_duration_since(at) < STREAMING_RETRY_AFTER => ListMode::Paged,
+            Some(at) if now.saturating_duration_since(at) < STREAMING_RETRY_AFTER => ListMode::Listed,
             _ => ListMode::Streamed,
         }
     }
@@ -119,15 +120,15 @@ impl ListChoice {
 }
 
 /// Whether `error`, met while a streaming list was being opened or read, says the server
-/// will not stream this list, so it is to be read in pages now, without a backoff.
+/// will not stream this list, so it is to be listed whole now, without a backoff.
 ///
 /// Three answers are seen from kube-apiserver: `422 Invalid` when its `WatchList` feature
 /// gate is off (the default before 1.34), `400` from older validation, and, with the gate on
 /// over an etcd without progress notifications (etcd 3.4), a `200` whose first event is an
 /// `ERROR` 500 ("the required storage feature RequestWatchProgress is disabled"). Any error
 /// event before the list's end but `410 Gone` (the version expired: re-list, streaming again)
-/// counts: falling back on a transient one costs one paged list. Any other failure to open
-/// the watch (401, 403, 404, 429, a `500` or `503` of a server in trouble) is one a paged
+/// counts: falling back on a transient one costs one plain list. Any other failure to open
+/// the watch (401, 403, 404, 429, a `500` or `503` of a server in trouble) is one a plain
 /// list would meet too: retried after the backoff, streaming again.
 pub(crate) fn refuses_streaming(error: &watcher::Error) -> bool {
     match error {
@@ -137,7 +138,7 @@ pub(crate) fn refuses_streaming(error: &watcher::Error) -> bool {
     }
 }
 
-/// Where the feed is in a list.
+/// Where the feed is in a streaming list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Listing {
     /// Not listing: watching, or before the first list.
@@ -152,27 +153,28 @@ enum Listing {
 /// What the feed does after an item of the watch stream.
 enum Next {
     Continue,
-    /// Drop this watcher and start another, its lists read in the mode [`ListChoice`] says.
+    /// Drop this watcher: the server refused to stream, and the kind is listed whole.
     Restart,
-    /// The same, after a wait of the backoff: a streaming list ended before its end.
+    /// Drop this watcher and start another after a wait of the backoff: a streaming list
+    /// ended before its end.
     RestartAfterBackoff,
 }
 
-/// Feeds `cache` from a watcher over `api` until the task is aborted.
+/// Feeds `cache` with `K` from the API server `client` reaches until the task is aborted.
 ///
 /// Lists are streamed (`sendInitialEvents=true`): the server sends every object from its own
 /// watch cache, one event at a time, so the client holds one object at a time whatever the
-/// kind's size, and no list is paged through etcd. Where the server refuses to stream
-/// ([`refuses_streaming`]) the list is read in pages at once, said once in the log and counted
-/// in `miggate_watch_list_fallbacks_total`, and the kind's re-lists stay paged for
-/// [`STREAMING_RETRY_AFTER`].
+/// kind's size. Where the server refuses to stream ([`refuses_streaming`]) the kind is listed
+/// at once in one request from the server's watch cache, decoded as it arrives, and watched
+/// from there ([`list_then_watch`]): said once in the log, counted in
+/// `miggate_watch_list_fallbacks_total`, and so for [`STREAMING_RETRY_AFTER`].
 pub(super) async fn feed<K, V>(
-    api: Api<K>,
+    client: Client,
     config: watcher::Config,
     cache: Arc<Cache<V>>,
     convert: fn(K) -> Option<V>,
 ) where
-    K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + 'static,
     V: Entry,
 {
     let mut choice = ListChoice::default();
@@ -181,27 +183,27 @@ pub(super) async fn feed<K, V>(
     // every stream before its end (one shorter than the list) would be asked again and again.
     let mut early_ends = WatchBackoff::new(cache.starts.clone(), cache.plural.clone());
     loop {
-        let mode = choice.mode(Instant::now());
-        let config = match mode {
-            ListMode::Streamed => config.clone().streaming_lists(),
-            ListMode::Paged => config.clone(),
-        };
+        if choice.mode(Instant::now()) == ListMode::Listed {
+            list_then_watch(&client, &config, &cache, convert, &choice).await;
+            continue;
+        }
         let backoff = WatchBackoff::new(cache.starts.clone(), cache.plural.clone());
-        let stream = watcher::watcher(api.clone(), config).backoff(backoff);
+        let api = Api::<K>::all(client.clone());
+        let stream = watcher::watcher(api, config.clone().streaming_lists()).backoff(backoff);
         let mut stream = std::pin::pin!(stream);
         let mut listing = Listing::No;
         while let Some(item) = stream.next().await {
             let next = match item {
                 Ok(event) => {
                     let completes = matches!(event, Event::InitDone);
-                    let next = apply(&cache, event, mode, &mut listing, &choice, convert);
+                    let next = apply(&cache, event, &mut listing, convert);
                     if completes {
                         kube::runtime::utils::Backoff::reset(&mut early_ends);
                     }
                     next
                 }
                 Err(e) => {
-                    let next = failed(&cache, &e, mode, listing != Listing::No, &mut choice);
+                    let next = failed(&cache, &e, listing != Listing::No, &mut choice);
                     // The watcher waits out its own backoff and lists again from the start.
                     listing = Listing::No;
                     next
@@ -221,39 +223,19 @@ pub(super) async fn feed<K, V>(
     }
 }
 
-/// One event of the watch into `cache`.
-fn apply<K, V>(
-    cache: &Cache<V>,
-    event: Event<K>,
-    mode: ListMode,
-    listing: &mut Listing,
-    choice: &ListChoice,
-    convert: fn(K) -> Option<V>,
-) -> Next
+/// One event of the streaming watch into `cache`.
+fn apply<K, V>(cache: &Cache<V>, event: Event<K>, listing: &mut Listing, convert: fn(K) -> Option<V>) -> Next
 where
     K: Resource,
     V: Entry,
 {
     match event {
-        Event::Init if mode == ListMode::Streamed && *listing != Listing::No => {
+        Event::Init if *listing != Listing::No => {
             cache.error();
             tracing::warn!(kind = %cache.kind, "the streaming list ended before its end; listing again after a backoff");
             return Next::RestartAfterBackoff;
         }
-        Event::Init => {
-            // A re-list of a kind read in pages since a refusal: try streaming again once the
-            // wait is over (nothing was requested yet; the new watcher lists).
-            if mode == ListMode::Paged && choice.mode(Instant::now()) == ListMode::Streamed {
-                return Next::Restart;
-            }
-            *listing = match mode {
-                ListMode::Streamed => Listing::Opened,
-                ListMode::Paged => {
-                    cache.begin();
-                    Listing::Begun
-                }
-            };
-        }
+        Event::Init => *listing = Listing::Opened,
         Event::InitApply(obj) => {
             begin_once(cache, listing);
             cache.buffer(key_of(&obj), convert(obj));
@@ -261,7 +243,7 @@ where
         Event::InitDone => {
             begin_once(cache, listing);
             *listing = Listing::No;
-            cache.done(mode);
+            cache.done(ListMode::Streamed);
         }
         Event::Apply(obj) => cache.upsert(key_of(&obj), convert(obj)),
         Event::Delete(obj) => cache.remove(&key_of(&obj)),
@@ -277,27 +259,21 @@ fn begin_once<V: Entry>(cache: &Cache<V>, listing: &mut Listing) {
     }
 }
 
-/// One error of the watch: a refusal to stream restarts the watcher paged; anything else is
-/// counted, and the watcher retries after its backoff.
-fn failed<V: Entry>(
-    cache: &Cache<V>,
-    e: &watcher::Error,
-    mode: ListMode,
-    listing: bool,
-    choice: &mut ListChoice,
-) -> Next {
+/// One error of the streaming watch: a refusal to stream lists the kind whole from now on;
+/// anything else is counted, and the watcher retries after its backoff.
+fn failed<V: Entry>(cache: &Cache<V>, e: &watcher::Error, listing: bool, choice: &mut ListChoice) -> Next {
     let opening = matches!(e, watcher::Error::WatchStartFailed(_));
-    if mode == ListMode::Streamed && (listing || opening) && refuses_streaming(e) {
+    if (listing || opening) && refuses_streaming(e) {
         cache.list_fell_back();
         if choice.refused(Instant::now()) {
             tracing::warn!(kind = %cache.kind, error = %e, retry_after_seconds = STREAMING_RETRY_AFTER.as_secs(),
-                "the API server does not stream this kind's lists; reading them in pages instead");
+                "the API server does not stream this kind's lists; reading each list whole from its watch cache instead");
         } else {
-            tracing::debug!(kind = %cache.kind, error = %e, "streaming list refused again; paged");
+            tracing::debug!(kind = %cache.kind, error = %e, "streaming list refused again; listed whole");
         }
         return Next::Restart;
     }
-    // A list (paged or streamed) or a watch answered `404`: the kind's API is not served. An
+    // A streaming list or a watch answered `404`: the kind's API is not served. An
     // optional kind says so once (`not_served`); its retries are not worth a line each.
     let not_found = matches!(e,
         watcher::Error::InitialListFailed(kube::Error::Api(s)) | watcher::Error::WatchStartFailed(kube::Error::Api(s))
@@ -346,10 +322,10 @@ mod tests {
         let mut choice = ListChoice::default();
         assert_eq!(choice.mode(t), ListMode::Streamed, "streamed until refused");
         assert!(choice.refused(t), "the first refusal is logged");
-        assert_eq!(choice.mode(t), ListMode::Paged);
+        assert_eq!(choice.mode(t), ListMode::Listed);
         assert_eq!(
             choice.mode(t + STREAMING_RETRY_AFTER - Duration::from_secs(1)),
-            ListMode::Paged
+            ListMode::Listed
         );
         let later = t + STREAMING_RETRY_AFTER;
         assert_eq!(
@@ -358,7 +334,11 @@ mod tests {
             "tried again after the wait"
         );
         assert!(!choice.refused(later), "a second refusal is not logged again");
-        assert_eq!(choice.mode(later), ListMode::Paged, "and pages for another wait");
+        assert_eq!(
+            choice.mode(later),
+            ListMode::Listed,
+            "and lists whole for another wait"
+        );
     }
 
     #[test]
