@@ -13,7 +13,9 @@
 //! `MIGGATE_BLOATED_PODS` (default 400) and `MIGGATE_BLOAT_KIB` (default 200) size the
 //! cluster. `MIGGATE_BLOATED_CLAIMS` and `MIGGATE_BLOATED_SNAPSHOTS` (default 0) add as many
 //! `ResourceClaim`s and `PodSnapshot`s, any tenant's to write, with as many KiB of annotations
-//! each (the other kinds' watches, listed beside the pods'). A measurement, not a test: nothing
+//! each (the other kinds' watches, listed beside the pods'). `MIGGATE_STREAMING_LISTS=refused`
+//! has the API server refuse streaming lists (`422`, as with `WatchList` off), so every kind is
+//! listed whole from its cache instead. A measurement, not a test: nothing
 //! is asserted but that the webhook became ready and found the restore pods.
 
 #![allow(
@@ -203,6 +205,10 @@ async fn main() {
     let snapshots = env_usize("MIGGATE_BLOATED_SNAPSHOTS", 0);
 
     let fake = FakeApiServer::start().await.unwrap();
+    let refused = std::env::var("MIGGATE_STREAMING_LISTS").is_ok_and(|v| v == "refused");
+    if refused {
+        fake.streaming_lists(kube_fake::StreamingLists::Invalid);
+    }
     for i in 0..bloated {
         fake.apply(pod(&format!("web-{i:04}"), kib, false));
     }
@@ -221,8 +227,9 @@ async fn main() {
         fake.apply(snapshot(&format!("snap-{i:04}"), kib));
     }
     println!(
-        "{}: {bloated} pods, {claims} claims and {snapshots} snapshots with {kib} KiB of annotations each and {RESTORE_PODS} restore pods; {runs} runs",
-        binary.display()
+        "{}: {bloated} pods, {claims} claims and {snapshots} snapshots with {kib} KiB of annotations each and {RESTORE_PODS} restore pods; lists {}; {runs} runs",
+        binary.display(),
+        if refused { "refused to stream" } else { "streamed" }
     );
     let (mut hwms, mut rsss) = (Vec::new(), Vec::new());
     for i in 0..runs {
