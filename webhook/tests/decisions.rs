@@ -12,7 +12,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview};
 use miggate_compat::{Gpu, GpuManifest};
 use miggate_webhook::decide::{Verdict, decide};
-use miggate_webhook::lookup::{Inventory, Lookup, NoInventory, RestorePod};
+use miggate_webhook::lookup::{Inventory, Lookup, NoInventory, RestoreAnnotations, RestorePod};
 use miggate_webhook::store::Checkpoint;
 use rstest::rstest;
 use serde_json::{Value, json};
@@ -68,9 +68,10 @@ impl Lookup for OneNode {
         (ns == "ml" && name == "restore").then(|| {
             Arc::new(RestorePod {
                 uid: None,
-                restore_from: Some("ckpt".into()),
-                skip_checks: None,
-                peer: None,
+                annotations: RestoreAnnotations {
+                    restore_from: Some("ckpt".into()),
+                    ..RestoreAnnotations::default()
+                },
                 claims: Vec::new(),
                 gpu_asks: Vec::new(),
             })
