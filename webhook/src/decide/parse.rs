@@ -19,7 +19,7 @@ use crate::review::{Object, Operation, Review, Spec};
 impl Waiver {
     /// The waiver a pod's annotations give: `miggate.io/skip-checks` (read strictly) for any
     /// restore, and for a `PodSnapshot` restore the peer's `nvidia.com/snapshot-skip-compat-check`.
-    fn read<V: AsRef<str>>(annotations: &RestoreAnnotations<V>, kind: Kind) -> Result<Waiver, String> {
+    fn read<V: AsRef<str>>(annotations: &RestoreAnnotations<V>, kind: Kind) -> Result<Waiver, WaivesNothing> {
         let mut waiver = waiver(annotations.skip_checks.as_ref().map(AsRef::as_ref))?;
         if kind == Kind::PodSnapshot
             && let Some(value) = annotations.peer_skip.as_ref().map(AsRef::as_ref)
@@ -33,9 +33,15 @@ impl Waiver {
     }
 }
 
+/// Why a `miggate.io/skip-checks` value waives nothing: the reader's error, its words
+/// escaped in the refusal.
+#[derive(Debug, thiserror::Error)]
+#[error("annotation {SKIP_CHECKS} waives nothing: {}", escape(&.0.to_string()))]
+pub(crate) struct WaivesNothing(#[source] miggate_compat::Error);
+
 /// The checks a `miggate.io/skip-checks` value waives, read strictly (a typo never looks like
 /// a waiver); the error says why it waives nothing, for the refusal.
-fn waiver(annotation: Option<&str>) -> Result<Waiver, String> {
+fn waiver(annotation: Option<&str>) -> Result<Waiver, WaivesNothing> {
     let Some(list) = annotation else {
         return Ok(Waiver::default());
     };
@@ -45,10 +51,7 @@ fn waiver(annotation: Option<&str>) -> Result<Waiver, String> {
             annotated: true,
             ..Waiver::default()
         }),
-        Err(e) => Err(format!(
-            "annotation {SKIP_CHECKS} waives nothing: {}",
-            escape(&e.to_string())
-        )),
+        Err(e) => Err(WaivesNothing(e)),
     }
 }
 
@@ -85,8 +88,10 @@ pub fn parse<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> Resu
             staleness,
         });
     }
-    let waiver = Waiver::read(&meta.annotations, reference.kind)
-        .map_err(|why| Refusal::SkipChecksInvalid { pod: None, why })?;
+    let waiver = Waiver::read(&meta.annotations, reference.kind).map_err(|e| Refusal::SkipChecksInvalid {
+        pod: None,
+        why: e.to_string(),
+    })?;
     let container_map = container_map(
         reference.kind,
         meta.annotations.peer_container_map.as_deref(),
@@ -173,7 +178,7 @@ fn parse_binding<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> 
         return Ok(Parsed::Ignored);
     };
     if !store.synced() {
-        return Ok(Parsed::Unchecked(vec![Warning::BindingNotSynced.to_string()]));
+        return Ok(Parsed::Unchecked(vec![Warning::BindingNotSynced]));
     }
     // The pod of the Binding's UID: one deleted and made again under its name while the pod
     // watch lags is not the cached one, and is passed as a pod not seen yet is.
@@ -183,15 +188,11 @@ fn parse_binding<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> 
     // After the lookup: every binding in the cluster passes here, and only a restore pod's
     // needs the caches' staleness (eight clocks read).
     if let Some(staleness) = store.too_stale() {
-        return Ok(Parsed::Unchecked(vec![
-            Warning::BindingStale(staleness).to_string(),
-        ]));
+        return Ok(Parsed::Unchecked(vec![Warning::BindingStale(staleness)]));
     }
     let pod = || escape_within(&format!("{namespace}/{name}"), 512).into_owned();
     let Some(node) = review.binding_node() else {
-        return Ok(Parsed::Unchecked(vec![
-            Warning::BindingNoNode { pod: &pod() }.to_string(),
-        ]));
+        return Ok(Parsed::Unchecked(vec![Warning::BindingNoNode { pod: pod() }]));
     };
     let annotations = &restore.annotations;
     let reference = match restore_reference(annotations) {
@@ -199,9 +200,9 @@ fn parse_binding<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> 
         Ok(None) => return Ok(Parsed::Ignored),
         Err(e) => return Err(reference_refusal(e, pod())),
     };
-    let waiver = Waiver::read(annotations, reference.kind).map_err(|why| Refusal::SkipChecksInvalid {
+    let waiver = Waiver::read(annotations, reference.kind).map_err(|e| Refusal::SkipChecksInvalid {
         pod: Some(pod()),
-        why,
+        why: e.to_string(),
     })?;
     // The peer's map, as at creation: the binding judges each destination it names. (A map
     // that cannot be read was refused at creation.)
