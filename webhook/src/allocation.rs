@@ -106,26 +106,6 @@ fn allocation(
     Ok(Some(results))
 }
 
-/// The report a binding is decided on: the exact one when the pod's allocated devices are
-/// known, else the offer report `offer` computes; a warning says why the exact check could
-/// not run. Returns the devices judged, for the refusal message and the audit annotation.
-pub fn binding_report(
-    at: AtBinding,
-    offer: impl FnOnce() -> Report,
-    warnings: &mut Vec<String>,
-) -> (Report, Option<String>) {
-    match at {
-        AtBinding::Judged { report, devices } => (report, Some(devices)),
-        AtBinding::NoClaims => (offer(), None),
-        AtBinding::NotAllocated(why) | AtBinding::Unmatched(why) => {
-            warnings.push(format!(
-                "miggate: exact check on the allocated devices not run: {why}; judged against the whole node in offer mode"
-            ));
-            (offer(), None)
-        }
-    }
-}
-
 /// The audit annotation naming the allocated devices a binding was judged on in exact mode.
 pub const EXACT_ON_AUDIT: &str = "exact-on-allocated";
 

@@ -42,6 +42,7 @@ mod pod;
 mod refusal;
 pub mod resolve;
 mod resource;
+pub mod restore_annotations;
 pub mod review;
 mod run;
 pub mod server;

@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use miggate_compat::GpuManifest;
 
+pub use crate::restore_annotations::RestoreAnnotations;
+
 /// A node's inventory as a decision reads it: the one type every source gives, shared (its
 /// manifest behind an `Arc`) so a cached inventory costs no copy per request.
 pub use miggate_crds::inventory::{Inventory, NoInventory, Source};
@@ -30,12 +32,9 @@ pub struct RestorePod {
     /// `metadata.uid`: a pod deleted and made again under the same name is another pod, and a
     /// Binding names the one it places by UID ([`RestorePod::is`]).
     pub uid: Option<String>,
-    /// The value of `miggate.io/restore-from`, when present.
-    pub restore_from: Option<String>,
-    /// The value of `miggate.io/skip-checks`, when present.
-    pub skip_checks: Option<String>,
-    /// The Go peer's restore annotations, when the pod carries `nvidia.com/restore-from`.
-    pub peer: Option<PeerRestore>,
+    /// Its restore annotations, miggate's and the Go peer's, as the pod watch kept them (a
+    /// value past the watch's bound is its marker, which no reader accepts).
+    pub annotations: RestoreAnnotations<String>,
     /// The names of the `ResourceClaim`s the pod uses (`spec.resourceClaims[].resourceClaimName`,
     /// and `status.resourceClaimStatuses` for claims made from a template), so a binding can
     /// find their allocation. Empty for a pod without DRA claims.
@@ -84,17 +83,6 @@ impl GpuAsk {
             ..miggate_compat::Pod::default()
         }
     }
-}
-
-/// The Go peer's restore annotations of a cached restore pod.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct PeerRestore {
-    /// The value of `nvidia.com/restore-from` (a `PodSnapshot`'s name).
-    pub restore_from: String,
-    /// The value of `nvidia.com/restore-container-map`, when present.
-    pub container_map: Option<String>,
-    /// The value of `nvidia.com/snapshot-skip-compat-check`, when present.
-    pub skip: Option<String>,
 }
 
 /// What the content cache keeps of a `PodSnapshotContent`: the checkpoint its `status.source`

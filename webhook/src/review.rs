@@ -21,10 +21,8 @@ use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use miggate_wire::annotations::{RESTORE_FROM, SKIP_CHECKS, STEER, STEERED};
-use miggate_wire::peer;
-
 pub use crate::pod::Spec as PodSpec;
+use crate::restore_annotations::RestoreAnnotations;
 pub use crate::text::Text;
 
 /// The only review version served: the API server sends what the registration names.
@@ -116,7 +114,7 @@ impl<'a> Raw<'a> {
     }
 }
 
-/// What a decision reads of an object's metadata: its names and miggate's annotations.
+/// What a decision reads of an object's metadata: its names and the restore annotations.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Meta<'a> {
     /// `metadata.name`.
@@ -128,36 +126,17 @@ pub struct Meta<'a> {
     /// `metadata.uid`: on a Binding, the UID of the pod it places (the scheduler sets it, and
     /// the API server binds only a pod of that UID).
     pub uid: Option<Text<'a>>,
-    /// The value of `miggate.io/restore-from`.
-    pub restore_from: Option<Text<'a>>,
-    /// The value of `miggate.io/skip-checks`.
-    pub skip_checks: Option<Text<'a>>,
-    /// The value of `miggate.io/steer` (steering is asked with `"true"`).
-    pub steer: Option<Text<'a>>,
-    /// Whether `miggate.io/steered` is present (the pod was steered already).
-    pub steered: bool,
+    /// miggate's and the Go peer's restore annotations, borrowed from the body.
+    pub annotations: RestoreAnnotations<Text<'a>>,
     /// Whether `metadata.annotations` is present (a JSON patch adds to it or creates it).
     pub has_annotations: bool,
-    /// The Go peer's restore annotations.
-    pub peer: PeerAnnotations<'a>,
-}
-
-/// The Go peer's restore annotations (`miggate_wire::peer`), as a pod carries them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PeerAnnotations<'a> {
-    /// The value of `nvidia.com/restore-from`: the `PodSnapshot` the pod restores.
-    pub restore_from: Option<Text<'a>>,
-    /// The value of `nvidia.com/restore-container-map`.
-    pub container_map: Option<Text<'a>>,
-    /// The value of `nvidia.com/snapshot-skip-compat-check`.
-    pub skip: Option<Text<'a>>,
 }
 
 impl Meta<'_> {
     /// Whether the object names a checkpoint to restore: miggate's `GpuCheckpoint` or the
     /// peer's `PodSnapshot`.
     pub fn is_restore(&self) -> bool {
-        self.restore_from.is_some() || self.peer.restore_from.is_some()
+        self.annotations.is_restore()
     }
 }
 
@@ -371,32 +350,23 @@ impl<'a> From<&'a AdmissionRequest<DynamicObject>> for Review<'a> {
             },
             dry_run: r.dry_run,
             username: r.user_info.username.as_ref().map(b).unwrap_or_default(),
-            object: r.object.as_ref().map(|o| {
-                let annotation = |key: &str| o.metadata.annotations.as_ref().and_then(|a| a.get(key)).map(b);
-                Object {
-                    meta: Meta {
-                        name: o.metadata.name.as_ref().map(b),
-                        namespace: o.metadata.namespace.as_ref().map(b),
-                        generate_name: o.metadata.generate_name.as_ref().map(b),
-                        uid: o.metadata.uid.as_ref().map(b),
-                        restore_from: annotation(RESTORE_FROM),
-                        skip_checks: annotation(SKIP_CHECKS),
-                        steer: annotation(STEER),
-                        steered: o
-                            .metadata
+            object: r.object.as_ref().map(|o| Object {
+                meta: Meta {
+                    name: o.metadata.name.as_ref().map(b),
+                    namespace: o.metadata.namespace.as_ref().map(b),
+                    generate_name: o.metadata.generate_name.as_ref().map(b),
+                    uid: o.metadata.uid.as_ref().map(b),
+                    annotations: RestoreAnnotations::from_pairs(
+                        o.metadata
                             .annotations
-                            .as_ref()
-                            .is_some_and(|a| a.contains_key(STEERED)),
-                        has_annotations: o.metadata.annotations.is_some(),
-                        peer: PeerAnnotations {
-                            restore_from: annotation(peer::RESTORE_FROM),
-                            container_map: annotation(peer::RESTORE_CONTAINER_MAP),
-                            skip: annotation(peer::SKIP_COMPAT_CHECK),
-                        },
-                    },
-                    spec: present(o, "spec").map(Spec::Raw),
-                    target: present(o, "target"),
-                }
+                            .iter()
+                            .flatten()
+                            .map(|(k, v)| (k.as_str(), b(v))),
+                    ),
+                    has_annotations: o.metadata.annotations.is_some(),
+                },
+                spec: present(o, "spec").map(Spec::Raw),
+                target: present(o, "target"),
             }),
         }
     }
@@ -530,7 +500,7 @@ impl<'de: 'a, 'a> Deserialize<'de> for PodObject<'a> {
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Meta<'a> {
-    /// Only the names and miggate's annotations are decoded; every other field and
+    /// Only the names and the restore annotations are decoded; every other field and
     /// annotation is skipped unread.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct MetaVisitor;
@@ -548,12 +518,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for Meta<'a> {
                         "generateName" => meta.generate_name = map.next_value()?,
                         "uid" => meta.uid = map.next_value()?,
                         "annotations" => {
-                            if let Some(a) = map.next_value::<Option<Annotations<'de>>>()? {
-                                meta.restore_from = a.restore_from;
-                                meta.skip_checks = a.skip_checks;
-                                meta.steer = a.steer;
-                                meta.steered = a.steered;
-                                meta.peer = a.peer;
+                            if let Some(a) = map.next_value::<Option<RestoreAnnotations<Text<'de>>>>()? {
+                                meta.annotations = a;
                                 meta.has_annotations = true;
                             }
                         }
@@ -566,51 +532,6 @@ impl<'de: 'a, 'a> Deserialize<'de> for Meta<'a> {
             }
         }
         d.deserialize_map(MetaVisitor)
-    }
-}
-
-/// miggate's annotations out of a pod's annotations (a key given twice keeps its last value,
-/// as a map would).
-#[derive(Default)]
-struct Annotations<'a> {
-    restore_from: Option<Text<'a>>,
-    skip_checks: Option<Text<'a>>,
-    steer: Option<Text<'a>>,
-    steered: bool,
-    peer: PeerAnnotations<'a>,
-}
-
-impl<'de: 'a, 'a> Deserialize<'de> for Annotations<'a> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct AnnotationsVisitor;
-        impl<'de> Visitor<'de> for AnnotationsVisitor {
-            type Value = Annotations<'de>;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a map of annotations")
-            }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Annotations<'de>, A::Error> {
-                let mut out = Annotations::default();
-                while let Some(key) = map.next_key::<Text<'de>>()? {
-                    match &*key {
-                        RESTORE_FROM => out.restore_from = Some(map.next_value()?),
-                        SKIP_CHECKS => out.skip_checks = Some(map.next_value()?),
-                        STEER => out.steer = Some(map.next_value()?),
-                        peer::RESTORE_FROM => out.peer.restore_from = Some(map.next_value()?),
-                        peer::RESTORE_CONTAINER_MAP => out.peer.container_map = Some(map.next_value()?),
-                        peer::SKIP_COMPAT_CHECK => out.peer.skip = Some(map.next_value()?),
-                        STEERED => {
-                            map.next_value::<de::IgnoredAny>()?;
-                            out.steered = true;
-                        }
-                        _ => {
-                            map.next_value::<de::IgnoredAny>()?;
-                        }
-                    }
-                }
-                Ok(out)
-            }
-        }
-        d.deserialize_map(AnnotationsVisitor)
     }
 }
 
@@ -670,10 +591,10 @@ mod tests {
         let o = r.object.unwrap();
         assert_eq!(o.meta.name.as_deref(), Some("p"));
         // The last of a repeated key, unescaped.
-        assert_eq!(o.meta.restore_from.as_deref(), Some("ck1"));
-        assert_eq!(o.meta.steer.as_deref(), Some("true"));
-        assert!(o.meta.steered && o.meta.has_annotations);
-        assert_eq!(o.meta.skip_checks, None);
+        assert_eq!(o.meta.annotations.restore_from.as_deref(), Some("ck1"));
+        assert_eq!(o.meta.annotations.steer.as_deref(), Some("true"));
+        assert!(o.meta.annotations.steered && o.meta.has_annotations);
+        assert_eq!(o.meta.annotations.skip_checks, None);
         assert!(matches!(o.spec, Some(Spec::Raw(Raw::Json(raw))) if raw.get() == r#"{"containers":[]}"#));
         assert!(o.target.is_none());
     }

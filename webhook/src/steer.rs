@@ -271,11 +271,12 @@ pub enum NotSteered {
 /// cannot be read included: the validating webhook refuses it).
 fn asks_for_steering<'r>(review: &'r Review<'_>) -> Option<(&'r crate::review::Object<'r>, Reference<'r>)> {
     let obj = crate::decide::parse::pod_create(review)?;
-    let asked = obj.meta.steer.as_deref().is_some_and(|v| v.trim() == "true");
-    let reference = crate::decide::parse::restore_reference(&obj.meta)
+    let annotations = &obj.meta.annotations;
+    let asked = annotations.steer.as_deref().is_some_and(|v| v.trim() == "true");
+    let reference = crate::decide::parse::restore_reference(annotations)
         .ok()
         .flatten()?;
-    (asked && !obj.meta.steered).then_some((obj, reference))
+    (asked && !annotations.steered).then_some((obj, reference))
 }
 
 /// The checkpoint a pod asking for steering restores, and its whole spec; or why it cannot be

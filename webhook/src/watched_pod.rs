@@ -5,11 +5,12 @@
 //! holds each one whole until the cache drops it: a tenant who made 400 pods with 200 KiB of
 //! annotations each took a restarted webhook to 162 MiB (its limit is 256 MiB), every one of
 //! those annotations allocated in a list page of 500. [`WatchedPod`] reads the same JSON and
-//! keeps only its name, namespace, `resourceVersion` and uid, the five restore annotations
-//! ([`RestoreAnnotations`]), its containers' names and resources, its `resourceClaims` and
-//! `status.resourceClaimStatuses` names; serde skips every other field, and the annotation
-//! map's visitor skips every other annotation's value with [`IgnoredAny`] (its key is
-//! compared in place, never allocated).
+//! keeps only its name, namespace, `resourceVersion` and uid, the restore annotations
+//! ([`RestoreAnnotations`], read by the same visitor as the review's), its containers' names
+//! and resources, its `resourceClaims` and `status.resourceClaimStatuses` names; serde skips
+//! every other field, and the annotation map's visitor skips every other annotation's value
+//! with [`IgnoredAny`](serde::de::IgnoredAny) (its key is compared in place, never
+//! allocated).
 //!
 //! A kept annotation's value is bounded too ([`MAX_KEPT_ANNOTATION_BYTES`]): a longer one is
 //! replaced by a marker ([`Kept::Oversized`]). The pod stays a restore pod, and the marker is
@@ -22,9 +23,10 @@ use std::fmt;
 
 use k8s_openapi::api::core::v1::ResourceRequirements;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use miggate_wire::{annotations, peer};
 use serde::Deserialize;
-use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde::de::{self, Deserializer, Visitor};
+
+use crate::restore_annotations::RestoreAnnotations;
 
 /// The longest value of a restore annotation the pod cache keeps.
 ///
@@ -33,7 +35,8 @@ use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 /// bytes is about 8 KiB), and miggate's own are far shorter (a `GpuCheckpoint` name is at most
 /// 253 bytes, `skip-checks` a list of a dozen check names). A value past it is no contract's,
 /// so what it said is not needed to refuse it; the bound keeps a restore pod's entry under
-/// five times this, where the API server lets annotations reach 256 KiB.
+/// six times this (one per value a [`RestoreAnnotations`] holds), where the API server lets
+/// annotations reach 256 KiB.
 pub const MAX_KEPT_ANNOTATION_BYTES: usize = miggate_crds::peer::MAX_ANNOTATION_BYTES;
 
 /// A kept annotation's value: whole, or only its length when over
@@ -57,57 +60,6 @@ impl Kept {
                 format!("<value of {len} bytes not kept: over the {MAX_KEPT_ANNOTATION_BYTES}-byte bound>")
             }
         }
-    }
-}
-
-/// The restore annotations of a pod, each read by the binding check; every other annotation
-/// is skipped unread.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct RestoreAnnotations {
-    /// `miggate.io/restore-from`.
-    pub restore_from: Option<Kept>,
-    /// `miggate.io/skip-checks`.
-    pub skip_checks: Option<Kept>,
-    /// `nvidia.com/restore-from`.
-    pub peer_restore_from: Option<Kept>,
-    /// `nvidia.com/restore-container-map`.
-    pub peer_container_map: Option<Kept>,
-    /// `nvidia.com/snapshot-skip-compat-check`.
-    pub peer_skip: Option<Kept>,
-}
-
-/// Which of the kept annotations a key is, or none; read from the key in place.
-enum Key {
-    RestoreFrom,
-    SkipChecks,
-    PeerRestoreFrom,
-    PeerContainerMap,
-    PeerSkip,
-    Other,
-}
-
-impl<'de> Deserialize<'de> for Key {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct KeyVisitor;
-        impl Visitor<'_> for KeyVisitor {
-            type Value = Key;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("an annotation name")
-            }
-
-            fn visit_str<E: de::Error>(self, key: &str) -> Result<Key, E> {
-                Ok(match key {
-                    annotations::RESTORE_FROM => Key::RestoreFrom,
-                    annotations::SKIP_CHECKS => Key::SkipChecks,
-                    peer::RESTORE_FROM => Key::PeerRestoreFrom,
-                    peer::RESTORE_CONTAINER_MAP => Key::PeerContainerMap,
-                    peer::SKIP_COMPAT_CHECK => Key::PeerSkip,
-                    _ => Key::Other,
-                })
-            }
-        }
-        deserializer.deserialize_str(KeyVisitor)
     }
 }
 
@@ -143,67 +95,6 @@ impl<'de> Deserialize<'de> for Kept {
     }
 }
 
-impl<'de> Deserialize<'de> for RestoreAnnotations {
-    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct MapVisitor;
-        impl<'de> Visitor<'de> for MapVisitor {
-            type Value = RestoreAnnotations;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a map of annotations")
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RestoreAnnotations, A::Error> {
-                let mut kept = RestoreAnnotations::default();
-                while let Some(key) = map.next_key::<Key>()? {
-                    let slot = match key {
-                        Key::RestoreFrom => &mut kept.restore_from,
-                        Key::SkipChecks => &mut kept.skip_checks,
-                        Key::PeerRestoreFrom => &mut kept.peer_restore_from,
-                        Key::PeerContainerMap => &mut kept.peer_container_map,
-                        Key::PeerSkip => &mut kept.peer_skip,
-                        Key::Other => {
-                            map.next_value::<IgnoredAny>()?;
-                            continue;
-                        }
-                    };
-                    *slot = Some(map.next_value::<Kept>()?);
-                }
-                Ok(kept)
-            }
-
-            // `"annotations": null` is no annotations, as k8s-openapi reads it.
-            fn visit_unit<E: de::Error>(self) -> Result<RestoreAnnotations, E> {
-                Ok(RestoreAnnotations::default())
-            }
-        }
-        deserializer.deserialize_option(OptionMap(MapVisitor))
-    }
-}
-
-/// Reads `null` or a map through the map visitor `0` (serde's `Option` without the wrapper).
-struct OptionMap<V>(V);
-
-impl<'de, V: Visitor<'de>> Visitor<'de> for OptionMap<V> {
-    type Value = V::Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.expecting(f)
-    }
-
-    fn visit_none<E: de::Error>(self) -> Result<V::Value, E> {
-        self.0.visit_unit()
-    }
-
-    fn visit_unit<E: de::Error>(self) -> Result<V::Value, E> {
-        self.0.visit_unit()
-    }
-
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<V::Value, D::Error> {
-        deserializer.deserialize_map(self.0)
-    }
-}
-
 /// The metadata a pod is keyed and read by.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -217,7 +108,7 @@ struct WireMeta {
     #[serde(default)]
     uid: Option<String>,
     #[serde(default)]
-    annotations: RestoreAnnotations,
+    annotations: RestoreAnnotations<Kept>,
 }
 
 /// A container's name and resources: what its GPU asks are read from.
@@ -267,8 +158,8 @@ pub struct WatchedPod {
     /// Name, namespace, `resourceVersion` and uid; nothing else (annotations are in
     /// [`WatchedPod::annotations`]).
     pub metadata: ObjectMeta,
-    /// The restore annotations, bounded.
-    pub annotations: RestoreAnnotations,
+    /// The restore annotations, each value bounded.
+    pub annotations: RestoreAnnotations<Kept>,
     /// Containers and claims.
     pub spec: Option<WatchedSpec>,
     /// Claims made from templates.
@@ -315,6 +206,7 @@ impl<'de> Deserialize<'de> for WatchedPod {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::restore_annotations::Key;
     use k8s_openapi::api::core::v1::Pod;
     use kube::Resource;
     use rstest::rstest;
@@ -359,6 +251,7 @@ mod tests {
                 peer_restore_from: None,
                 peer_container_map: Some(Kept::Value("a=b".into())),
                 peer_skip: Some(Kept::Value("false".into())),
+                ..RestoreAnnotations::default()
             }
         );
         assert_eq!(
@@ -394,18 +287,13 @@ mod tests {
     #[case::over(MAX_KEPT_ANNOTATION_BYTES + 1, false)]
     fn a_kept_value_past_the_bound_is_replaced_by_its_length(#[case] len: usize, #[case] whole: bool) {
         let value = "a".repeat(len);
-        for key in [
-            annotations::RESTORE_FROM,
-            annotations::SKIP_CHECKS,
-            peer::RESTORE_FROM,
-            peer::RESTORE_CONTAINER_MAP,
-            peer::SKIP_COMPAT_CHECK,
-        ] {
+        for key in Key::ALL.into_iter().filter(|k| *k != Key::Steered).map(Key::name) {
             let text = json!({"metadata": {"annotations": {key: value}}}).to_string();
             let a = serde_json::from_str::<WatchedPod>(&text).unwrap().annotations;
             let kept = [
                 a.restore_from,
                 a.skip_checks,
+                a.steer,
                 a.peer_restore_from,
                 a.peer_container_map,
                 a.peer_skip,
@@ -465,5 +353,112 @@ mod tests {
             Pod::url_path(&(), Some("ml"))
         );
         assert_eq!(WatchedPod::api_version(&()), "v1");
+    }
+
+    /// The annotations as JSON object text, pairs in order (a key may repeat).
+    fn annotations_text(pairs: &[(String, String)]) -> String {
+        let members: Vec<String> = pairs
+            .iter()
+            .map(|(k, v)| format!("{}: {}", json!(k), json!(v)))
+            .collect();
+        format!("{{{}}}", members.join(", "))
+    }
+
+    /// The restore annotations of a pod carrying `pairs`, read by each reader: the review (in
+    /// place, in one pass with a restore pod's spec, and through kube's types), and the pod
+    /// watch, in that order, every value as text.
+    fn read_by_each_reader(pairs: &[(String, String)]) -> Vec<RestoreAnnotations<String>> {
+        let object = format!(
+            r#"{{"apiVersion": "v1", "kind": "Pod", "metadata": {{"name": "p", "namespace": "ml",
+                "annotations": {}}}, "spec": {{"containers": [{{"name": "main"}}]}}}}"#,
+            annotations_text(pairs)
+        );
+        let body = format!(
+            r#"{{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {{
+                "uid": "u", "kind": {{"group": "", "version": "v1", "kind": "Pod"}},
+                "resource": {{"group": "", "version": "v1", "resource": "pods"}}, "namespace": "ml",
+                "operation": "CREATE", "userInfo": {{}}, "object": {object}}}}}"#
+        );
+        let of_review =
+            |r: crate::review::Review<'_>| r.object.unwrap().meta.annotations.map(|t| t.to_string());
+        let kube: kube::core::admission::AdmissionReview<kube::core::DynamicObject> =
+            serde_json::from_str(&body).unwrap();
+        let request = kube.request.unwrap();
+        vec![
+            of_review(crate::review::parse(body.as_bytes()).unwrap()),
+            of_review(crate::review::parse_restore(body.as_bytes()).unwrap()),
+            of_review(crate::review::Review::from(&request)),
+            serde_json::from_str::<WatchedPod>(&object)
+                .unwrap()
+                .annotations
+                .map(Kept::into_value),
+        ]
+    }
+
+    /// A binding is judged on what the pod watch kept, a creation on what the review read:
+    /// each reader gives the same annotations, so the two judge one pod alike.
+    #[test]
+    fn the_review_and_the_pod_watch_read_the_same_annotations() {
+        let pairs: Vec<(String, String)> = [
+            ("nvidia.com/restore-from", "snap"),
+            ("nvidia.com/restore-container-map", "main=engine-0"),
+            ("nvidia.com/snapshot-skip-compat-check", "false"),
+            ("miggate.io/skip-checks", "mount"),
+            ("miggate.io/steer", "true"),
+            ("miggate.io/steered", ""),
+            ("tenant.example/other", "x"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let expected = RestoreAnnotations {
+            restore_from: None,
+            skip_checks: Some("mount".to_string()),
+            steer: Some("true".to_string()),
+            steered: true,
+            peer_restore_from: Some("snap".to_string()),
+            peer_container_map: Some("main=engine-0".to_string()),
+            peer_skip: Some("false".to_string()),
+        };
+        for (reader, read) in ["parse", "parse_restore", "kube", "watch"]
+            .into_iter()
+            .zip(read_by_each_reader(&pairs))
+        {
+            assert_eq!(read, expected, "{reader}");
+        }
+    }
+
+    proptest::proptest! {
+        /// Any annotations, restore keys and near misses among others, some repeated, read
+        /// alike by every reader.
+        #[test]
+        fn every_reader_reads_any_annotations_alike(
+            pairs in proptest::collection::vec(
+                (
+                    proptest::sample::select(
+                        Key::ALL
+                            .into_iter()
+                            .map(Key::name)
+                            .chain([
+                                "miggate.io/restore-from ",
+                                "Miggate.io/restore-from",
+                                "nvidia.com/restore-from-snapshot",
+                                "miggate.io/device-map",
+                                "a",
+                            ])
+                            .collect::<Vec<_>>(),
+                    ),
+                    "[ -~\u{e9}\u{1F600}\\\\\"]{0,12}",
+                ),
+                0..10,
+            )
+        ) {
+            let pairs: Vec<(String, String)> =
+                pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+            let read = read_by_each_reader(&pairs);
+            for other in &read[1..] {
+                proptest::prop_assert_eq!(&read[0], other);
+            }
+        }
     }
 }

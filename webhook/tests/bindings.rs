@@ -11,7 +11,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview};
 use miggate_compat::GpuManifest;
 use miggate_webhook::decide::{Verdict, decide};
-use miggate_webhook::lookup::{Inventory, Lookup, NoInventory, RestorePod, Source};
+use miggate_webhook::lookup::{Inventory, Lookup, NoInventory, RestoreAnnotations, RestorePod, Source};
 use miggate_webhook::store::Checkpoint;
 use rstest::rstest;
 use serde_json::{Value, json};
@@ -69,9 +69,11 @@ fn memory() -> Memory {
     let pod = |from: &str, skip: Option<&str>| {
         Arc::new(RestorePod {
             uid: None,
-            restore_from: Some(from.into()),
-            skip_checks: skip.map(str::to_string),
-            peer: None,
+            annotations: RestoreAnnotations {
+                restore_from: Some(from.into()),
+                skip_checks: skip.map(str::to_string),
+                ..RestoreAnnotations::default()
+            },
             claims: Vec::new(),
             gpu_asks: Vec::new(),
         })
@@ -357,8 +359,11 @@ fn the_node_s_mig_strategy_judges_the_requests_at_binding(
     let restore = |asks: Vec<GpuAsk>, skip: Option<&str>| {
         Arc::new(RestorePod {
             uid: None,
-            restore_from: Some("one-slice".into()),
-            skip_checks: skip.map(str::to_string),
+            annotations: RestoreAnnotations {
+                restore_from: Some("one-slice".into()),
+                skip_checks: skip.map(str::to_string),
+                ..RestoreAnnotations::default()
+            },
             gpu_asks: asks,
             ..RestorePod::default()
         })
@@ -468,7 +473,7 @@ fn the_peers_container_map_is_honoured_at_binding(
     #[case] strategy: miggate_compat::MigStrategy,
     #[case] refused: bool,
 ) {
-    use miggate_webhook::lookup::{Content, GpuAsk, PeerRestore, SnapshotLookup};
+    use miggate_webhook::lookup::{Content, GpuAsk, SnapshotLookup};
 
     struct Peer {
         inner: Memory,
@@ -502,11 +507,11 @@ fn the_peers_container_map_is_honoured_at_binding(
     let mut node = manifest("webhook-store/nodes/gpu-node-7.yaml");
     node.nvidia.as_mut().unwrap().mig_strategy = Some(strategy);
     let pod = Arc::new(RestorePod {
-        peer: Some(PeerRestore {
-            restore_from: "snap".into(),
-            container_map: map.map(str::to_string),
-            skip: None,
-        }),
+        annotations: RestoreAnnotations {
+            peer_restore_from: Some("snap".into()),
+            peer_container_map: map.map(str::to_string),
+            ..RestoreAnnotations::default()
+        },
         gpu_asks: vec![GpuAsk {
             container: container.into(),
             requests: [(resource.to_string(), miggate_compat::Quantity::new("2"))].into(),

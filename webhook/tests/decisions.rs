@@ -10,9 +10,9 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview};
-use miggate_compat::{Gpu, GpuManifest};
+use miggate_compat::{Gpu, GpuManifest, MigStrategy};
 use miggate_webhook::decide::{Verdict, decide};
-use miggate_webhook::lookup::{Inventory, Lookup, NoInventory, RestorePod};
+use miggate_webhook::lookup::{Inventory, Lookup, NoInventory, RestoreAnnotations, RestorePod};
 use miggate_webhook::store::Checkpoint;
 use rstest::rstest;
 use serde_json::{Value, json};
@@ -68,9 +68,10 @@ impl Lookup for OneNode {
         (ns == "ml" && name == "restore").then(|| {
             Arc::new(RestorePod {
                 uid: None,
-                restore_from: Some("ckpt".into()),
-                skip_checks: None,
-                peer: None,
+                annotations: RestoreAnnotations {
+                    restore_from: Some("ckpt".into()),
+                    ..RestoreAnnotations::default()
+                },
                 claims: Vec::new(),
                 gpu_asks: Vec::new(),
             })
@@ -352,5 +353,150 @@ fn partial_gfd_labels_at_binding(
                 "{warnings:?}"
             );
         }
+    }
+}
+
+/// A restore pod of NVIDIA Snapshot, its checkpoint of two `3g.40gb` slices captured from
+/// `main`, on `gpu-node-7` under the MIG strategy given.
+struct PeerRestorePod {
+    node: GpuManifest,
+    content: Arc<miggate_webhook::lookup::Content>,
+    pod: Arc<RestorePod>,
+}
+
+impl Lookup for PeerRestorePod {
+    fn checkpoint(&self, _ns: &str, _name: &str) -> Option<Arc<Checkpoint>> {
+        None
+    }
+    fn inventory(&self, node: &str) -> Result<Inventory, NoInventory> {
+        if node != "gpu-node-7" {
+            return Err(NoInventory::default());
+        }
+        Ok(Inventory {
+            manifest: Arc::new(self.node.clone()),
+            source: miggate_webhook::lookup::Source::GpuNode,
+            notes: Vec::new(),
+            passed_over: Vec::new(),
+            slices_listed: false,
+            supply: None,
+        })
+    }
+    fn snapshot(&self, ns: &str, name: &str) -> miggate_webhook::lookup::SnapshotLookup {
+        if (ns, name) == ("ml", "snap") {
+            miggate_webhook::lookup::SnapshotLookup::Bound {
+                content: self.content.clone(),
+                snapshot_uid: Some("snap-uid".into()),
+            }
+        } else {
+            miggate_webhook::lookup::SnapshotLookup::Missing
+        }
+    }
+    fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
+        (ns == "ml" && name == "peer-restore").then(|| self.pod.clone())
+    }
+}
+
+/// A peer restore pod's binding judges each destination its container map names, as the
+/// pod's creation on that node does, and both reach the same verdict. The mapped pod keeps a
+/// `main` that asks for no GPU beside `engine-0`, which asks: a binding that ignored the map
+/// would judge `main` and pass. The checkpoint holds two `3g.40gb` slices: `nvidia.com/gpu`
+/// gives whole GPUs under `mixed` and slices under `single`, `nvidia.com/mig-3g.40gb` exists
+/// only under `mixed`.
+#[rstest]
+#[case::mapped_gpu_on_mixed(true, "nvidia.com/gpu", "2", MigStrategy::Mixed, true)]
+#[case::unmapped_gpu_on_mixed(false, "nvidia.com/gpu", "2", MigStrategy::Mixed, true)]
+#[case::mapped_slices_on_mixed(true, "nvidia.com/mig-3g.40gb", "2", MigStrategy::Mixed, false)]
+#[case::unmapped_slices_on_mixed(false, "nvidia.com/mig-3g.40gb", "2", MigStrategy::Mixed, false)]
+#[case::mapped_gpu_on_single(true, "nvidia.com/gpu", "2", MigStrategy::Single, false)]
+#[case::unmapped_gpu_on_single(false, "nvidia.com/gpu", "2", MigStrategy::Single, false)]
+#[case::mapped_one_short_on_single(true, "nvidia.com/gpu", "1", MigStrategy::Single, true)]
+#[case::unmapped_one_short_on_single(false, "nvidia.com/gpu", "1", MigStrategy::Single, true)]
+#[case::mapped_slices_on_single(true, "nvidia.com/mig-3g.40gb", "2", MigStrategy::Single, true)]
+#[case::unmapped_slices_on_single(false, "nvidia.com/mig-3g.40gb", "2", MigStrategy::Single, true)]
+fn a_peer_restore_is_judged_on_its_mapped_destination_at_creation_and_binding(
+    #[case] mapped: bool,
+    #[case] resource: &str,
+    #[case] quantity: &str,
+    #[case] strategy: MigStrategy,
+    #[case] refused: bool,
+) {
+    use miggate_webhook::lookup::{Content, GpuAsk};
+
+    let mut annotations = serde_json::Map::new();
+    annotations.insert("nvidia.com/restore-from".into(), json!("snap"));
+    if mapped {
+        annotations.insert("nvidia.com/restore-container-map".into(), json!("main=engine-0"));
+    }
+    let asking = if mapped { "engine-0" } else { "main" };
+    let mut containers =
+        vec![json!({"name": asking, "image": "x", "resources": {"limits": {resource: quantity}}})];
+    if mapped {
+        containers.insert(0, json!({"name": "main", "image": "x"}));
+    }
+
+    let mut review: Value =
+        serde_json::from_str(&testdata("admission/pod-create-restore-allowed.json")).unwrap();
+    let obj = &mut review["request"]["object"];
+    obj["metadata"]["name"] = json!("peer-restore");
+    obj["metadata"]["annotations"] = Value::Object(annotations.clone());
+    obj["spec"]["containers"] = json!(containers);
+    obj["spec"]["volumes"] = json!([]);
+    obj["spec"]["nodeName"] = json!("gpu-node-7");
+    review["request"]["name"] = json!("peer-restore");
+    let review: AdmissionReview<DynamicObject> = serde_json::from_value(review).unwrap();
+    let creation: AdmissionRequest<DynamicObject> = review.try_into().unwrap();
+
+    let mut node = miggate_crds::read_stored(&testdata("webhook-store/nodes/gpu-node-7.yaml"))
+        .unwrap()
+        .manifest;
+    node.nvidia.as_mut().unwrap().mig_strategy = Some(strategy);
+    let two_slices = miggate_compat::from_str(
+        "apiVersion: miggate.io/v1alpha1\nkind: GpuManifest\nnvidia:\n  devices:\n  - {uuid: MIG-6d7e2b1c-0f4a-5e8b-9c3d-2a1b0c9d8e7f, parentUuid: GPU-00000000-0000-4000-8000-000000000000, productName: NVIDIA H100 80GB HBM3, migProfile: 3g.40gb}\n  - {uuid: MIG-6d7e2b1c-0f4a-5e8b-9c3d-2a1b0c9d8e70, parentUuid: GPU-00000000-0000-4000-8000-000000000000, productName: NVIDIA H100 80GB HBM3, migProfile: 3g.40gb}\n",
+    )
+    .unwrap();
+    let store = PeerRestorePod {
+        node,
+        content: Arc::new(Content {
+            name: "snapcontent-1".into(),
+            snapshot_ref: Some(miggate_crds::peer::SnapshotRef {
+                namespace: Some("ml".into()),
+                name: Some("snap".into()),
+                uid: Some("snap-uid".into()),
+            }),
+            checkpoint: Ok(Arc::new(Checkpoint {
+                manifest: two_slices,
+                container_name: Some("main".into()),
+                origin: "PodSnapshotContent snapcontent-1".into(),
+            })),
+        }),
+        // What the pod cache keeps of the same pod: its annotations, read as every reader reads
+        // them, and the GPU asks of the one container asking.
+        pod: Arc::new(RestorePod {
+            annotations: RestoreAnnotations::from_pairs(
+                annotations
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str().unwrap().to_string())),
+            ),
+            gpu_asks: vec![GpuAsk {
+                container: asking.into(),
+                requests: [(resource.to_string(), miggate_compat::Quantity::new(quantity))].into(),
+                claims: Vec::new(),
+            }],
+            ..RestorePod::default()
+        }),
+    };
+
+    for (path, request) in [
+        ("creation", creation),
+        ("binding", binding("peer-restore", "gpu-node-7")),
+    ] {
+        let d = decide(&request, &store);
+        assert_eq!(d.verdict == Verdict::Refused, refused, "{path}: {}", text(&d));
+        if refused {
+            assert_eq!(d.refused_by, ["gpu-request"], "{path}: {}", text(&d));
+            let named = format!("{asking}: gpu-request: ");
+            assert!(d.response.result.message.contains(&named), "{path}: {}", text(&d));
+        }
+        assert!(!text(&d).contains("requests are unknown"), "{path}: {}", text(&d));
     }
 }

@@ -16,7 +16,9 @@ use miggate_compat::GpuManifest;
 use miggate_crds::inventory::AllocatedDevice;
 use miggate_webhook::decide::{Verdict, decide};
 use miggate_webhook::device_map::{self, Outcome};
-use miggate_webhook::lookup::{ClaimAllocation, Inventory, Lookup, NoInventory, RestorePod};
+use miggate_webhook::lookup::{
+    ClaimAllocation, Inventory, Lookup, NoInventory, RestoreAnnotations, RestorePod,
+};
 use miggate_webhook::store::Checkpoint;
 use rstest::rstest;
 use serde_json::{Value, json};
@@ -113,9 +115,10 @@ fn cluster() -> Cluster {
     let pod = |claims: &[&str]| {
         Arc::new(RestorePod {
             uid: None,
-            restore_from: Some("ckpt".into()),
-            skip_checks: None,
-            peer: None,
+            annotations: RestoreAnnotations {
+                restore_from: Some("ckpt".into()),
+                ..RestoreAnnotations::default()
+            },
             claims: claims.iter().map(|c| (*c).to_string()).collect(),
             gpu_asks: Vec::new(),
         })

@@ -8,10 +8,9 @@ use std::sync::Arc;
 use miggate_compat::escape::escape_within;
 use miggate_compat::{CheckName, Mode, Options, Outcome, Report, Scope, Target, evaluate_target};
 
-use super::warnings::{
-    Push, Warning, inventory_warnings, passed_over_warnings, report_warnings, waived_warning,
-};
+use super::warnings::{Warning, inventory_warnings, passed_over_warnings, report_warnings, waived_warning};
 use super::{Judgement, RestoreRequest, fallback};
+use crate::allocation::AtBinding;
 use crate::lookup::{GpuAsk, Inventory, Lookup, NoInventory, RestorePod};
 use crate::refusal::Refusal;
 use crate::resolve::Kind;
@@ -47,7 +46,7 @@ pub(super) fn evaluate(
         &inventory,
         &options.skip,
     );
-    let (report, exact_on) = crate::allocation::binding_report(
+    let (report, exact_on) = binding_report(
         at,
         || {
             let judged = inventory.manifest_for(&checkpoint.manifest);
@@ -96,6 +95,24 @@ pub(super) fn evaluate(
         warnings,
         source: Some(inventory.source),
         exact_on,
+    }
+}
+
+/// The report a binding is decided on: the exact one when the pod's allocated devices are
+/// known, else the offer report `offer` computes; a warning says why the exact check could
+/// not run. Returns the devices judged, for the refusal message and the audit annotation.
+fn binding_report(
+    at: AtBinding,
+    offer: impl FnOnce() -> Report,
+    warnings: &mut Vec<Warning>,
+) -> (Report, Option<String>) {
+    match at {
+        AtBinding::Judged { report, devices } => (report, Some(devices)),
+        AtBinding::NoClaims => (offer(), None),
+        AtBinding::NotAllocated(why) | AtBinding::Unmatched(why) => {
+            warnings.push(Warning::ExactCheckNotRun { why });
+            (offer(), None)
+        }
     }
 }
 
@@ -167,10 +184,10 @@ fn binding_gpu_requests(
 /// 256 bytes each, so the unusable sources follow one per warning).
 fn binding_unchecked(restore: &RestoreRequest<'_>, node: &str, missing: &NoInventory) -> Judgement {
     let mut warnings = Vec::new();
-    warnings.warn(Warning::BindingNoInventory {
-        node,
+    warnings.push(Warning::BindingNoInventory {
+        node: node.to_string(),
         unusable: !missing.passed_over.is_empty(),
-        pod: &restore.pod(),
+        pod: restore.pod(),
     });
     passed_over_warnings(node, &missing.passed_over, &mut warnings);
     Judgement::unchecked(warnings)
@@ -178,12 +195,12 @@ fn binding_unchecked(restore: &RestoreRequest<'_>, node: &str, missing: &NoInven
 
 /// The warnings a binding's report gives: the waived node checks (when the pod waives any),
 /// every unknown and the report's own.
-fn binding_report_warnings(restore: &RestoreRequest<'_>, report: &Report, warnings: &mut Vec<String>) {
+fn binding_report_warnings(restore: &RestoreRequest<'_>, report: &Report, warnings: &mut Vec<Warning>) {
     if restore.waiver.annotated {
         waived_warning(report, warnings, |r| r.check.scope() != Scope::Pod);
     }
     for r in report.results.iter().filter(|r| r.outcome == Outcome::Unknown) {
-        warnings.warn(Warning::Unknown(r));
+        warnings.push(Warning::Unknown(r.clone()));
     }
     report_warnings(report, warnings);
 }

@@ -34,13 +34,13 @@ use crate::review::{Review, Text};
 pub use miggate_wire::annotations::{RESTORE_FROM, SKIP_CHECKS};
 pub use parse::parse;
 pub use render::render;
-use warnings::{Push, Warning};
+pub use warnings::Warning;
 
 mod binding;
 pub(crate) mod parse;
 mod pod;
 mod render;
-pub(crate) mod warnings;
+mod warnings;
 
 /// At most this many warnings go back to the client: the apiserver may truncate a long list.
 pub const MAX_WARNINGS: usize = 12;
@@ -167,9 +167,9 @@ pub struct Waiver {
 
 impl Waiver {
     /// The warnings the waiver gives before any check ran.
-    fn notes(&self, warnings: &mut Vec<String>) {
+    fn notes(&self, warnings: &mut Vec<Warning>) {
         if let Some(value) = &self.peer_unreadable {
-            warnings.warn(Warning::PeerSkipUnreadable { value });
+            warnings.push(Warning::PeerSkipUnreadable { value: value.clone() });
         }
     }
 }
@@ -181,7 +181,7 @@ pub enum Parsed<'a> {
     Ignored,
     /// A restore binding that cannot be checked (caches not synced, no node named): allowed,
     /// with these warnings.
-    Unchecked(Vec<String>),
+    Unchecked(Vec<Warning>),
     /// A restore to evaluate.
     Restore(RestoreRequest<'a>),
 }
@@ -191,8 +191,8 @@ pub enum Parsed<'a> {
 pub struct Judgement {
     /// Why it is refused; `None` when allowed.
     pub refusal: Option<Refusal>,
-    /// Unknown facts, waivers, inventory notes.
-    pub warnings: Vec<String>,
+    /// Unknown facts, waivers, inventory notes; rendered to text only in the response.
+    pub warnings: Vec<Warning>,
     /// The node inventory's source, when one was read.
     pub source: Option<Source>,
     /// A DRA pod's binding judged in exact mode: the allocated devices (`pool/device`, …),
@@ -202,7 +202,7 @@ pub struct Judgement {
 
 impl Judgement {
     /// Refused before any inventory was read.
-    fn refused(refusal: Refusal, warnings: Vec<String>) -> Self {
+    fn refused(refusal: Refusal, warnings: Vec<Warning>) -> Self {
         Judgement {
             refusal: Some(refusal),
             warnings,
@@ -212,7 +212,7 @@ impl Judgement {
     }
 
     /// Allowed without the node checks (nothing to check against), with why.
-    fn unchecked(warnings: Vec<String>) -> Self {
+    fn unchecked(warnings: Vec<Warning>) -> Self {
         Judgement {
             refusal: None,
             warnings,
@@ -237,13 +237,13 @@ pub fn evaluate(restore: &RestoreRequest<'_>, store: &(impl Lookup + ?Sized)) ->
             return Judgement::refused(refusal, Vec::new());
         }
         Resolved::Unchecked(why) => {
-            warnings.warn(Warning::RestoreUnchecked { why: &why });
+            warnings.push(Warning::RestoreUnchecked { why });
             return Judgement::unchecked(warnings);
         }
     };
     if restore.waiver.all_by_peer {
-        warnings.warn(Warning::AllWaivedByPeer {
-            checkpoint: &restore.checkpoint_ref(),
+        warnings.push(Warning::AllWaivedByPeer {
+            checkpoint: restore.checkpoint_ref(),
         });
         return Judgement::unchecked(warnings);
     }

@@ -13,15 +13,16 @@ use super::{Parsed, PodSpec, RestoreRequest, SKIP_CHECKS, Subject, Waiver, pod_n
 use crate::lookup::Lookup;
 use crate::refusal::Refusal;
 use crate::resolve::{self, Kind, Reference, ReferenceError};
-use crate::review::{Meta, Object, Operation, Review, Spec};
+use crate::restore_annotations::RestoreAnnotations;
+use crate::review::{Object, Operation, Review, Spec};
 
 impl Waiver {
-    /// The waiver a pod's annotations give: `skip_checks` (`miggate.io/skip-checks`, read
-    /// strictly) for any restore, and for a `PodSnapshot` restore the peer's `peer_skip`.
-    fn read(skip_checks: Option<&str>, kind: Kind, peer_skip: Option<&str>) -> Result<Waiver, String> {
-        let mut waiver = waiver(skip_checks)?;
+    /// The waiver a pod's annotations give: `miggate.io/skip-checks` (read strictly) for any
+    /// restore, and for a `PodSnapshot` restore the peer's `nvidia.com/snapshot-skip-compat-check`.
+    fn read<V: AsRef<str>>(annotations: &RestoreAnnotations<V>, kind: Kind) -> Result<Waiver, WaivesNothing> {
+        let mut waiver = waiver(annotations.skip_checks.as_ref().map(AsRef::as_ref))?;
         if kind == Kind::PodSnapshot
-            && let Some(value) = peer_skip
+            && let Some(value) = annotations.peer_skip.as_ref().map(AsRef::as_ref)
         {
             waiver.all_by_peer = miggate_crds::peer::skip_compat_check(Some(value));
             if !miggate_crds::peer::parses_as_bool(value) {
@@ -32,9 +33,15 @@ impl Waiver {
     }
 }
 
+/// Why a `miggate.io/skip-checks` value waives nothing: the reader's error, its words
+/// escaped in the refusal.
+#[derive(Debug, thiserror::Error)]
+#[error("annotation {SKIP_CHECKS} waives nothing: {}", escape(&.0.to_string()))]
+pub(crate) struct WaivesNothing(#[source] miggate_compat::Error);
+
 /// The checks a `miggate.io/skip-checks` value waives, read strictly (a typo never looks like
 /// a waiver); the error says why it waives nothing, for the refusal.
-fn waiver(annotation: Option<&str>) -> Result<Waiver, String> {
+fn waiver(annotation: Option<&str>) -> Result<Waiver, WaivesNothing> {
     let Some(list) = annotation else {
         return Ok(Waiver::default());
     };
@@ -44,10 +51,7 @@ fn waiver(annotation: Option<&str>) -> Result<Waiver, String> {
             annotated: true,
             ..Waiver::default()
         }),
-        Err(e) => Err(format!(
-            "annotation {SKIP_CHECKS} waives nothing: {}",
-            escape(&e.to_string())
-        )),
+        Err(e) => Err(WaivesNothing(e)),
     }
 }
 
@@ -65,7 +69,7 @@ pub fn parse<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> Resu
         return Ok(Parsed::Ignored);
     };
     let meta = &obj.meta;
-    let reference = match restore_reference(meta) {
+    let reference = match restore_reference(&meta.annotations) {
         Ok(Some(reference)) => reference,
         Ok(None) => return Ok(Parsed::Ignored),
         Err(e) => return Err(reference_refusal(e, pod_name(review))),
@@ -84,15 +88,15 @@ pub fn parse<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> Resu
             staleness,
         });
     }
-    let waiver = Waiver::read(
-        meta.skip_checks.as_deref(),
-        reference.kind,
-        meta.peer.skip.as_deref(),
-    )
-    .map_err(|why| Refusal::SkipChecksInvalid { pod: None, why })?;
-    let container_map = container_map(reference.kind, meta.peer.container_map.as_deref(), || {
-        pod_name(review)
+    let waiver = Waiver::read(&meta.annotations, reference.kind).map_err(|e| Refusal::SkipChecksInvalid {
+        pod: None,
+        why: e.to_string(),
     })?;
+    let container_map = container_map(
+        reference.kind,
+        meta.annotations.peer_container_map.as_deref(),
+        || pod_name(review),
+    )?;
     let spec: Cow<'a, PodSpec<'a>> = match &obj.spec {
         Some(Spec::Pod(spec)) => Cow::Borrowed(&**spec),
         Some(Spec::Raw(raw)) => match raw.decode() {
@@ -128,10 +132,16 @@ pub(crate) fn pod_create<'r>(review: &'r Review<'_>) -> Option<&'r Object<'r>> {
 }
 
 /// What a pod's restore annotations name: `miggate.io/restore-from` or the peer's
-/// `nvidia.com/restore-from-snapshot`, at most one of them; `None` for a pod that restores
-/// nothing.
-pub(crate) fn restore_reference<'m>(meta: &'m Meta<'m>) -> Result<Option<Reference<'m>>, ReferenceError> {
-    resolve::reference(meta.restore_from.as_deref(), meta.peer.restore_from.as_deref())
+/// `nvidia.com/restore-from`, at most one of them; `None` for a pod that restores nothing.
+/// The same reading for a pod's creation (its annotations from the review) and its binding
+/// (from the pod cache).
+pub(crate) fn restore_reference<V: AsRef<str>>(
+    annotations: &RestoreAnnotations<V>,
+) -> Result<Option<Reference<'_>>, ReferenceError> {
+    resolve::reference(
+        annotations.restore_from.as_ref().map(AsRef::as_ref),
+        annotations.peer_restore_from.as_ref().map(AsRef::as_ref),
+    )
 }
 
 /// Why a pod's restore annotations name nothing to look up, as the refusal.
@@ -168,7 +178,7 @@ fn parse_binding<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> 
         return Ok(Parsed::Ignored);
     };
     if !store.synced() {
-        return Ok(Parsed::Unchecked(vec![Warning::BindingNotSynced.to_string()]));
+        return Ok(Parsed::Unchecked(vec![Warning::BindingNotSynced]));
     }
     // The pod of the Binding's UID: one deleted and made again under its name while the pod
     // watch lags is not the cached one, and is passed as a pod not seen yet is.
@@ -178,34 +188,29 @@ fn parse_binding<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> 
     // After the lookup: every binding in the cluster passes here, and only a restore pod's
     // needs the caches' staleness (eight clocks read).
     if let Some(staleness) = store.too_stale() {
-        return Ok(Parsed::Unchecked(vec![
-            Warning::BindingStale(staleness).to_string(),
-        ]));
+        return Ok(Parsed::Unchecked(vec![Warning::BindingStale(staleness)]));
     }
     let pod = || escape_within(&format!("{namespace}/{name}"), 512).into_owned();
     let Some(node) = review.binding_node() else {
-        return Ok(Parsed::Unchecked(vec![
-            Warning::BindingNoNode { pod: &pod() }.to_string(),
-        ]));
+        return Ok(Parsed::Unchecked(vec![Warning::BindingNoNode { pod: pod() }]));
     };
-    let peer = restore.peer.as_ref();
-    let reference = match resolve::reference(
-        restore.restore_from.as_deref(),
-        peer.map(|p| p.restore_from.as_str()),
-    ) {
+    let annotations = &restore.annotations;
+    let reference = match restore_reference(annotations) {
         Ok(Some(reference)) => reference.into_owned(),
         Ok(None) => return Ok(Parsed::Ignored),
         Err(e) => return Err(reference_refusal(e, pod())),
     };
-    let waiver = Waiver::read(
-        restore.skip_checks.as_deref(),
-        reference.kind,
-        peer.and_then(|p| p.skip.as_deref()),
-    )
-    .map_err(|why| Refusal::SkipChecksInvalid {
+    let waiver = Waiver::read(annotations, reference.kind).map_err(|e| Refusal::SkipChecksInvalid {
         pod: Some(pod()),
-        why,
+        why: e.to_string(),
     })?;
+    // The peer's map, as at creation: the binding judges each destination it names. (A map
+    // that cannot be read was refused at creation.)
+    let container_map = annotations
+        .peer_container_map
+        .clone()
+        .filter(|_| reference.kind == Kind::PodSnapshot)
+        .map(Cow::Owned);
     Ok(Parsed::Restore(RestoreRequest {
         subject: Subject::Binding(restore.clone()),
         review,
@@ -213,8 +218,6 @@ fn parse_binding<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> 
         reference,
         waiver,
         node: Some(node),
-        // The peer's map, as at creation: the binding judges each destination it names. (A map
-        // that cannot be read was refused at creation.)
-        container_map: peer.and_then(|p| p.container_map.clone()).map(Cow::Owned),
+        container_map,
     }))
 }

@@ -10,9 +10,7 @@ use miggate_compat::{
     CheckName, Mode, Options, Outcome, Report, Scope, Target, evaluate_target, reduce_digest,
 };
 
-use super::warnings::{
-    Push, Warning, inventory_warnings, passed_over_warnings, report_warnings, waived_warning,
-};
+use super::warnings::{Warning, inventory_warnings, passed_over_warnings, report_warnings, waived_warning};
 use super::{Judgement, PodSpec, RestoreRequest, fallback, no_inventory};
 use crate::lookup::{Inventory, Lookup};
 use crate::pod::{self as spec, Choice};
@@ -101,9 +99,9 @@ pub(super) fn evaluate(
 
 /// Drops repeated warnings, keeping the first of each: several destinations of one restore
 /// give the same node and source notes.
-fn dedup_in_order(warnings: &mut Vec<String>) {
+fn dedup_in_order(warnings: &mut Vec<Warning>) {
     let mut seen = std::collections::HashSet::new();
-    warnings.retain(|w| seen.insert(w.clone()));
+    warnings.retain(|w| seen.insert(w.to_string()));
 }
 
 /// The containers a restore is compared with, each with the name its reasons carry: for a
@@ -113,7 +111,7 @@ fn restore_containers(
     restore: &RestoreRequest<'_>,
     spec: &PodSpec<'_>,
     checkpoint: &Checkpoint,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<Vec<(Option<String>, miggate_compat::Pod)>, Refusal> {
     let captured = checkpoint.container_name.as_deref();
     let (Kind::PodSnapshot, Some(captured)) = (restore.reference.kind, captured) else {
@@ -163,14 +161,14 @@ fn restore_container_facts(
     restore: &RestoreRequest<'_>,
     spec: &PodSpec<'_>,
     checkpoint: &Checkpoint,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<miggate_compat::Pod, Refusal> {
     match spec::choose(spec, checkpoint.container_name.as_deref()) {
         Choice::Container(c) => Ok(spec::facts(c)),
         Choice::Missing(name) => Err(container_not_found(restore, spec, name, false)),
         Choice::Unknown(n) => {
-            warnings.warn(Warning::ContainerUnknown {
-                checkpoint: &restore.checkpoint_ref(),
+            warnings.push(Warning::ContainerUnknown {
+                checkpoint: restore.checkpoint_ref(),
                 asking: n,
             });
             Ok(miggate_compat::Pod::default())
@@ -197,7 +195,7 @@ impl Digests {
         checkpoint: &Checkpoint,
         pod_facts: &miggate_compat::Pod,
         skip: &mut BTreeSet<CheckName>,
-        warnings: &mut Vec<String>,
+        warnings: &mut Vec<Warning>,
     ) -> Digests {
         let source = checkpoint
             .manifest
@@ -213,9 +211,9 @@ impl Digests {
         {
             waived_here = true;
             skip.insert(CheckName::IMAGE_DIGEST);
-            warnings.warn(Warning::DigestsDiffer {
-                pod: t,
-                checkpoint: s,
+            warnings.push(Warning::DigestsDiffer {
+                pod: t.clone(),
+                checkpoint: s.clone(),
             });
         }
         Digests {
@@ -231,7 +229,7 @@ impl Digests {
 fn named_node(
     restore: &RestoreRequest<'_>,
     store: &(impl Lookup + ?Sized),
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<Option<Inventory>, Refusal> {
     let Some(n) = restore.node.as_deref() else {
         return Ok(None);
@@ -261,7 +259,7 @@ fn pod_report_warnings(
     report: &Report,
     digests: &Digests,
     pod_known: bool,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) {
     if restore.waiver.annotated {
         waived_warning(report, warnings, |r| {
@@ -273,10 +271,10 @@ fn pod_report_warnings(
             continue;
         }
         if r.check == CheckName::IMAGE_DIGEST && digests.target.is_none() && digests.source.is_some() {
-            warnings.warn(Warning::ImageUnpinned);
+            warnings.push(Warning::ImageUnpinned);
             continue;
         }
-        warnings.warn(Warning::Unknown(r));
+        warnings.push(Warning::Unknown(r.clone()));
     }
     report_warnings(report, warnings);
 }

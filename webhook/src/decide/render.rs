@@ -22,7 +22,7 @@ pub fn render(review: &Review<'_>, judgement: Option<Judgement>) -> Decision {
             inventory_source: None,
         };
     };
-    response.warnings = bounded(judgement.warnings);
+    response.warnings = bounded(judgement.warnings.iter().map(Warning::to_string).collect());
     let (verdict, refused_by) = match &judgement.refusal {
         Some(refusal) => {
             response.allowed = false;

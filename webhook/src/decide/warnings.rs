@@ -1,12 +1,13 @@
 //! Every warning a decision writes, as one enum: the words live in [`Warning`]'s `Display`,
-//! and the evaluations name what they saw. The text is what the API server passes to the
-//! client (`kubectl` prints it), so it is held by the decision tests and snapshots; escaping
-//! and the length bound are [`render`](super::render)'s.
+//! and the evaluations name what they saw, kept typed until the response is written. The text
+//! is what the API server passes to the client (`kubectl` prints it), so it is held by the
+//! decision tests and snapshots; escaping and the length bound are
+//! [`render`](super::render)'s.
 
 use std::fmt;
 
 use miggate_compat::escape::escape_within;
-use miggate_compat::{CheckResult, Outcome, Report};
+use miggate_compat::{CheckName, CheckResult, Outcome, Report};
 use miggate_wire::annotations::SKIP_CHECKS;
 use miggate_wire::peer::SKIP_COMPAT_CHECK;
 
@@ -14,55 +15,97 @@ use crate::lookup::{Inventory, Source, Staleness};
 
 use super::NO_INVENTORY;
 
-/// One warning of a decision.
-#[derive(Debug)]
-pub(crate) enum Warning<'a> {
-    /// The peer's skip annotation is not a Go boolean (already escaped and cut).
-    PeerSkipUnreadable { value: &'a str },
+/// One warning of a decision, kept typed until the response is written ([`render`](super::render)
+/// renders each with its `Display`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Warning {
+    /// The peer's skip annotation is not a Go boolean.
+    PeerSkipUnreadable {
+        /// The value, already escaped and cut.
+        value: String,
+    },
     /// A binding arrived before the caches' first list.
     BindingNotSynced,
     /// A binding arrived while the caches are too far behind.
     BindingStale(Staleness),
-    /// A restore pod's binding names no node (`pod` escaped).
-    BindingNoNode { pod: &'a str },
+    /// A restore pod's binding names no node.
+    BindingNoNode {
+        /// `namespace/name` of the pod, escaped.
+        pod: String,
+    },
     /// The checkpoint cannot be looked up here (a `PodSnapshot` whose content is not known).
-    RestoreUnchecked { why: &'a str },
+    RestoreUnchecked {
+        /// Why not.
+        why: String,
+    },
     /// `nvidia.com/snapshot-skip-compat-check` waives every check.
-    AllWaivedByPeer { checkpoint: &'a str },
+    AllWaivedByPeer {
+        /// The checkpoint not compared, as messages name it.
+        checkpoint: String,
+    },
     /// The pod names its image by tag: the digest is the node agent's to compare.
     ImageUnpinned,
-    /// The pod's pinned digest and the checkpoint's differ (both reduced to `sha256:…`).
-    DigestsDiffer { pod: &'a str, checkpoint: &'a str },
-    /// No restore container can be told: the checkpoint names none and `asking` containers
-    /// ask for GPUs.
-    ContainerUnknown { checkpoint: &'a str, asking: usize },
-    /// A binding to a node no source describes; `unusable` when sources are present but
-    /// cannot be read (each then follows as a [`Warning::Node`]).
-    BindingNoInventory {
-        node: &'a str,
-        unusable: bool,
-        pod: &'a str,
+    /// The pod's pinned digest and the checkpoint's differ.
+    DigestsDiffer {
+        /// The pod's digest, reduced to `sha256:…`.
+        pod: String,
+        /// The checkpoint's digest, reduced to `sha256:…`.
+        checkpoint: String,
     },
-    /// The checks the pod's `miggate.io/skip-checks` waived, comma-separated.
-    Waived { checks: &'a str },
+    /// No restore container can be told: the checkpoint names none and several containers
+    /// ask for GPUs.
+    ContainerUnknown {
+        /// The checkpoint, as messages name it.
+        checkpoint: String,
+        /// How many containers ask for GPUs.
+        asking: usize,
+    },
+    /// A binding to a node no source describes.
+    BindingNoInventory {
+        /// The node.
+        node: String,
+        /// Whether sources are present but cannot be read (each then follows as a
+        /// [`Warning::Node`]).
+        unusable: bool,
+        /// `namespace/name` of the pod, escaped.
+        pod: String,
+    },
+    /// The checks the pod's `miggate.io/skip-checks` waived.
+    Waived {
+        /// The checks, in report order.
+        checks: Vec<CheckName>,
+    },
     /// A check whose outcome is unknown.
-    Unknown(&'a CheckResult),
+    Unknown(CheckResult),
     /// A warning of the report itself.
-    Report(&'a str),
+    Report(String),
     /// A note about a node: a source passed over, or what its inventory could not say.
-    Node { node: &'a str, note: &'a str },
-    /// A node's inventory from a source other than a `GpuNode`; `passed_over` when a better
-    /// source is present but cannot be read.
+    Node {
+        /// The node.
+        node: String,
+        /// The note, as the inventory gives it.
+        note: String,
+    },
+    /// A node's inventory from a source other than a `GpuNode`.
     PartialInventory {
-        node: &'a str,
+        /// The node.
+        node: String,
+        /// The source read.
         source: Source,
+        /// Whether a better source is present but cannot be read.
         passed_over: bool,
+    },
+    /// A DRA pod's binding judged against the whole node: the exact check on its allocated
+    /// devices could not run.
+    ExactCheckNotRun {
+        /// Why not.
+        why: String,
     },
     /// The last warning when the list was cut.
     MoreNotShown(usize),
 }
 
-impl fmt::Display for Warning<'_> {
+impl fmt::Display for Warning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let node = |n: &str| escape_within(n, 256).into_owned();
         match self {
@@ -107,7 +150,14 @@ impl fmt::Display for Warning<'_> {
                     "; binding of restore pod {pod} not checked, the node agent decides"
                 )
             }
-            Warning::Waived { checks } => write!(f, "miggate: waived by {SKIP_CHECKS}: {checks}"),
+            Warning::Waived { checks } => {
+                write!(f, "miggate: waived by {SKIP_CHECKS}: ")?;
+                for (i, check) in checks.iter().enumerate() {
+                    f.write_str(if i == 0 { "" } else { ", " })?;
+                    f.write_str(check.as_str())?;
+                }
+                Ok(())
+            }
             Warning::Unknown(r) => write!(
                 f,
                 "miggate: {} unknown: {} (source {}, target {})",
@@ -132,68 +182,61 @@ impl fmt::Display for Warning<'_> {
                     source.as_str()
                 )
             }
+            Warning::ExactCheckNotRun { why } => write!(
+                f,
+                "miggate: exact check on the allocated devices not run: {why}; judged against the whole node in offer mode"
+            ),
             Warning::MoreNotShown(n) => write!(f, "miggate: {n} more warnings not shown"),
         }
-    }
-}
-
-/// The warnings a decision collects, in order; rendered to text as each is added.
-pub(crate) trait Push {
-    /// Adds one warning.
-    fn warn(&mut self, warning: Warning<'_>);
-}
-
-impl Push for Vec<String> {
-    fn warn(&mut self, warning: Warning<'_>) {
-        self.push(warning.to_string());
     }
 }
 
 /// "waived by …" naming the skipped checks `keep` accepts, when there are any.
 pub(super) fn waived_warning(
     report: &Report,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
     keep: impl Fn(&CheckResult) -> bool,
 ) {
-    let mut line = String::new();
-    for r in report
+    let checks: Vec<CheckName> = report
         .results
         .iter()
         .filter(|r| r.outcome == Outcome::Skipped && keep(r))
-    {
-        line.push_str(if line.is_empty() { "" } else { ", " });
-        line.push_str(r.check.as_str());
-    }
-    if !line.is_empty() {
-        warnings.warn(Warning::Waived { checks: &line });
+        .map(|r| r.check)
+        .collect();
+    if !checks.is_empty() {
+        warnings.push(Warning::Waived { checks });
     }
 }
 
 /// The report's own warnings, each prefixed.
-pub(super) fn report_warnings(report: &Report, warnings: &mut Vec<String>) {
-    for w in &report.warnings {
-        warnings.warn(Warning::Report(w));
-    }
+pub(super) fn report_warnings(report: &Report, warnings: &mut Vec<Warning>) {
+    warnings.extend(report.warnings.iter().cloned().map(Warning::Report));
 }
 
 /// One warning per source passed over (each is cut to a warning's length on its own).
-pub(super) fn passed_over_warnings(node: &str, passed_over: &[String], warnings: &mut Vec<String>) {
+pub(super) fn passed_over_warnings(node: &str, passed_over: &[String], warnings: &mut Vec<Warning>) {
     for why in passed_over {
-        warnings.warn(Warning::Node { node, note: why });
+        warnings.push(Warning::Node {
+            node: node.to_string(),
+            note: why.clone(),
+        });
     }
 }
 
 /// Warnings an inventory brings: its source when it is not a `GpuNode` (a partial view), and
 /// what the source could not say.
-pub(super) fn inventory_warnings(node: &str, inventory: &Inventory, warnings: &mut Vec<String>) {
+pub(super) fn inventory_warnings(node: &str, inventory: &Inventory, warnings: &mut Vec<Warning>) {
     if inventory.source != Source::GpuNode {
-        warnings.warn(Warning::PartialInventory {
-            node,
+        warnings.push(Warning::PartialInventory {
+            node: node.to_string(),
             source: inventory.source,
             passed_over: !inventory.passed_over.is_empty(),
         });
     }
     for note in &inventory.notes {
-        warnings.warn(Warning::Node { node, note });
+        warnings.push(Warning::Node {
+            node: node.to_string(),
+            note: note.clone(),
+        });
     }
 }

@@ -14,7 +14,7 @@ use super::lean::{
     WatchedSnapshot,
 };
 use crate::lookup::Checkpoint;
-use crate::lookup::{ClaimAllocation, Content, GpuAsk, PeerRestore, RestorePod};
+use crate::lookup::{ClaimAllocation, Content, GpuAsk, RestorePod};
 use crate::watched_pod::{Kept, WatchedContainer, WatchedPod};
 use miggate_crds::peer::SnapshotContent;
 
@@ -57,14 +57,7 @@ pub(super) fn node_of(n: WatchedNode) -> Option<Node> {
 /// [`MAX_KEPT_ANNOTATION_BYTES`] is its marker ([`Kept::into_value`]), so the pod is still
 /// a restore pod and its binding refused, never passed unchecked.
 pub(super) fn restore_pod_of(p: WatchedPod) -> Option<RestorePod> {
-    let annotations = p.annotations;
-    let restore_from = annotations.restore_from.map(Kept::into_value);
-    let peer = annotations.peer_restore_from.map(|restore_from| PeerRestore {
-        restore_from: restore_from.into_value(),
-        container_map: annotations.peer_container_map.map(Kept::into_value),
-        skip: annotations.peer_skip.map(Kept::into_value),
-    });
-    if restore_from.is_none() && peer.is_none() {
+    if !p.annotations.is_restore() {
         return None;
     }
     // A claim named in the spec, or made from a template (its name in the status).
@@ -89,9 +82,7 @@ pub(super) fn restore_pod_of(p: WatchedPod) -> Option<RestorePod> {
     }
     Some(RestorePod {
         uid: p.metadata.uid,
-        restore_from,
-        skip_checks: annotations.skip_checks.map(Kept::into_value),
-        peer,
+        annotations: p.annotations.map(Kept::into_value),
         claims,
         gpu_asks: p
             .spec

@@ -428,7 +428,7 @@ mod tests {
     use k8s_openapi::api::core::v1::NodeStatus;
 
     use super::*;
-    use crate::lookup::GpuAsk;
+    use crate::lookup::{GpuAsk, RestoreAnnotations};
     use crate::metrics::KindLabel;
     use serde_json::json;
 
@@ -470,13 +470,13 @@ mod tests {
     /// A restore pod whose kept annotation is oversized stays a restore pod, the value its
     /// marker: dropping it would let the pod's binding pass unchecked.
     #[rstest::rstest]
-    #[case::ours(json!({"miggate.io/restore-from": "ck", "miggate.io/skip-checks": "x"}), |p: &RestorePod| p.skip_checks.clone())]
-    #[case::our_reference(json!({"miggate.io/restore-from": "x"}), |p: &RestorePod| p.restore_from.clone())]
-    #[case::peer_reference(json!({"nvidia.com/restore-from": "x"}), |p: &RestorePod| p.peer.as_ref().map(|p| p.restore_from.clone()))]
+    #[case::ours(json!({"miggate.io/restore-from": "ck", "miggate.io/skip-checks": "x"}), |p: &RestorePod| p.annotations.skip_checks.clone())]
+    #[case::our_reference(json!({"miggate.io/restore-from": "x"}), |p: &RestorePod| p.annotations.restore_from.clone())]
+    #[case::peer_reference(json!({"nvidia.com/restore-from": "x"}), |p: &RestorePod| p.annotations.peer_restore_from.clone())]
     #[case::peer_map(json!({"nvidia.com/restore-from": "s", "nvidia.com/restore-container-map": "x"}),
-        |p: &RestorePod| p.peer.as_ref().and_then(|p| p.container_map.clone()))]
+        |p: &RestorePod| p.annotations.peer_container_map.clone())]
     #[case::peer_skip(json!({"nvidia.com/restore-from": "s", "nvidia.com/snapshot-skip-compat-check": "x"}),
-        |p: &RestorePod| p.peer.as_ref().and_then(|p| p.skip.clone()))]
+        |p: &RestorePod| p.annotations.peer_skip.clone())]
     fn an_oversized_restore_annotation_keeps_the_pod_with_a_marker(
         #[case] mut annotations: serde_json::Value,
         #[case] read: fn(&RestorePod) -> Option<String>,
@@ -615,7 +615,10 @@ mod tests {
                 "other": "x".repeat(1000),
             }))),
             Some(RestorePod {
-                restore_from: Some("ck".into()),
+                annotations: RestoreAnnotations {
+                    restore_from: Some("ck".into()),
+                    ..RestoreAnnotations::default()
+                },
                 ..RestorePod::default()
             })
         );
