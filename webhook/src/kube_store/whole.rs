@@ -81,7 +81,7 @@ pub(super) async fn list_then_watch<K, V>(
                 watch_from(&api, config, version, cache, convert, &mut backoff).await;
             }
             Err(e) => {
-                failed(cache, &e, e.not_found());
+                failed(cache, "list", &e, e.not_found());
             }
         }
         wait(&mut backoff).await;
@@ -286,11 +286,11 @@ async fn watch_from<K, V>(
         let stream = match api.watch(&params, &version).await {
             Ok(stream) => stream,
             Err(kube::Error::Api(s)) if s.code == 410 => {
-                failed(cache, &s, false);
+                failed(cache, "watch", &s, false);
                 return;
             }
             Err(e) => {
-                failed(cache, &e, false);
+                failed(cache, "watch", &e, false);
                 wait(backoff).await;
                 continue;
             }
@@ -309,16 +309,16 @@ async fn watch_from<K, V>(
                 }
                 Ok(WatchEvent::Bookmark(b)) => Some(b.metadata.resource_version),
                 Ok(WatchEvent::Error(s)) if s.code == 410 => {
-                    failed(cache, &s, false);
+                    failed(cache, "watch", &s, false);
                     return;
                 }
                 Ok(WatchEvent::Error(s)) => {
-                    failed(cache, &s, false);
+                    failed(cache, "watch", &s, false);
                     wait(backoff).await;
                     break;
                 }
                 Err(e) => {
-                    failed(cache, &e, false);
+                    failed(cache, "watch", &e, false);
                     wait(backoff).await;
                     break;
                 }
@@ -337,8 +337,8 @@ async fn wait(backoff: &mut WatchBackoff) {
     }
 }
 
-/// One failure of a list or a watch: counted, and said as the streaming feed says it.
-fn failed<V: Entry>(cache: &Cache<V>, e: &dyn fmt::Display, not_found: bool) {
+/// One failure of a list or a watch (`what`): counted, and said as the streaming feed says it.
+fn failed<V: Entry>(cache: &Cache<V>, what: &str, e: &dyn fmt::Display, not_found: bool) {
     if not_found {
         cache.not_served();
     }
@@ -346,7 +346,7 @@ fn failed<V: Entry>(cache: &Cache<V>, e: &dyn fmt::Display, not_found: bool) {
     if not_found && cache.optional {
         tracing::debug!(kind = %cache.kind, error = %e, "API not served; retrying after a backoff");
     } else {
-        tracing::warn!(kind = %cache.kind, error = %e, "watch failed; retrying after a backoff");
+        tracing::warn!(kind = %cache.kind, error = %e, "{what} failed; retrying after a backoff");
     }
 }
 
