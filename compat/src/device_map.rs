@@ -20,6 +20,7 @@ use crate::checks::devices::{Devices, Tally};
 use crate::device::DeviceKind;
 use crate::manifest::Device;
 use crate::matching::{Problem, TooVaried, assign};
+use crate::uuid::DeviceUuid;
 use crate::vocab::CheckName;
 
 /// A device's class: each dimension `None` where it is unknown or waived, and then it fits any
@@ -211,15 +212,15 @@ impl<'a> Classed<'a> {
 }
 
 /// Builds the map: `Ok("")` when every device maps to itself (or the source has none),
-/// `Ok("a=b,…")` otherwise, and `Err(why)` when a pairing or an id cuda-checkpoint accepts
-/// cannot be found.
+/// `Ok("a=b,…")` otherwise, and `Err` when a pairing or an id cuda-checkpoint accepts cannot
+/// be found.
 pub(crate) fn build(
     source: Option<&Devices<'_>>,
     target: Option<&Devices<'_>>,
     skip: &BTreeSet<CheckName>,
-) -> Result<String, String> {
+) -> Result<String, NoDeviceMap> {
     let (Some(source), Some(target)) = (source, target) else {
-        return Err("devices not recorded on both sides".into());
+        return Err(NoDeviceMap::NotRecorded);
     };
     if source.is_empty() {
         return Ok(String::new());
@@ -230,16 +231,15 @@ pub(crate) fn build(
     // is possible, so which of a node's interchangeable devices comes first does not decide
     // whether there is a map; otherwise pair with any, and let the id check below say why not.
     let usable: Vec<bool> = tgt.iter().map(|t| t.mappable_uuid().is_some()).collect();
-    let too_varied = |e: TooVariedToPair| e.to_string();
-    let pairs = match pair_up(&sc, &tc, &usable).map_err(too_varied)? {
+    let pairs = match pair_up(&sc, &tc, &usable)? {
         Pairing::Paired(p) => p,
-        Pairing::Unpaired(_) => match pair_up(&sc, &tc, &vec![true; tgt.len()]).map_err(too_varied)? {
+        Pairing::Unpaired(_) => match pair_up(&sc, &tc, &vec![true; tgt.len()])? {
             Pairing::Paired(p) => p,
             Pairing::Unpaired(i) => {
-                return Err(format!(
-                    "no target device of the same class for source device {}",
-                    label(&src[i], i)
-                ));
+                return Err(NoDeviceMap::Unpaired {
+                    index: i,
+                    uuid: src[i].uuid.clone(),
+                });
             }
         },
     };
@@ -260,6 +260,37 @@ pub(crate) fn build(
     Ok(if all_identity { String::new() } else { map })
 }
 
+/// Why no device map can be built; the report's warning says `no device map: ` and this.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NoDeviceMap {
+    /// One side's devices are unknown.
+    #[error("devices not recorded on both sides")]
+    NotRecorded,
+    /// The matcher's work bound was reached.
+    #[error(transparent)]
+    TooVaried(#[from] TooVariedToPair),
+    /// This source device has no target of its class, even among targets without a usable id.
+    #[error("no target device of the same class for source device {}", label(uuid.as_ref(), *index))]
+    Unpaired {
+        /// Its place in the source's visible order.
+        index: usize,
+        /// Its UUID, where recorded.
+        uuid: Option<DeviceUuid>,
+    },
+    /// A paired device has only a legacy MIG id.
+    #[error("device {uuid} has a legacy MIG-GPU-… id, which cuda-checkpoint does not accept")]
+    LegacyId {
+        /// The legacy id.
+        uuid: DeviceUuid,
+    },
+    /// A paired device has no UUID at all.
+    #[error("device #{index} has no UUID")]
+    NoUuid {
+        /// Its place in its side's visible order.
+        index: usize,
+    },
+}
+
 /// Each source device's target, and how many of the pairs are identity pairs.
 struct Paired {
     pairs: Vec<usize>,
@@ -275,20 +306,11 @@ enum Pairing {
 }
 
 /// The devices are too varied to pair within the matcher's work bound.
-#[derive(Debug)]
-struct TooVariedToPair {
+#[derive(Debug, thiserror::Error)]
+#[error("the devices are too varied to pair ({sources} source and {targets} target classes)")]
+pub(crate) struct TooVariedToPair {
     sources: usize,
     targets: usize,
-}
-
-impl std::fmt::Display for TooVariedToPair {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the devices are too varied to pair ({} source and {} target classes)",
-            self.sources, self.targets
-        )
-    }
 }
 
 /// No target yet.
@@ -542,13 +564,14 @@ fn problem(lefts: &[Group<'_>], rights: &[Group<'_>]) -> Problem {
     }
 }
 
-fn label(d: &Device, i: usize) -> String {
-    d.uuid.as_ref().map_or_else(|| format!("#{i}"), |u| u.to_string())
+/// A device as messages name it: its UUID, or `#` and its place where it has none.
+fn label(uuid: Option<&DeviceUuid>, i: usize) -> String {
+    uuid.map_or_else(|| format!("#{i}"), |u| u.to_string())
 }
 
-fn mappable(d: &Device, i: usize) -> Result<&str, String> {
+fn mappable(d: &Device, i: usize) -> Result<&str, NoDeviceMap> {
     d.mappable_uuid().ok_or_else(|| match &d.uuid {
-        Some(u) => format!("device {u} has a legacy MIG-GPU-… id, which cuda-checkpoint does not accept"),
-        None => format!("device #{i} has no UUID"),
+        Some(u) => NoDeviceMap::LegacyId { uuid: u.clone() },
+        None => NoDeviceMap::NoUuid { index: i },
     })
 }

@@ -24,7 +24,7 @@ use k8s_openapi::api::resource::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use miggate_compat::{DeviceKind, GpuManifest, SliceShape};
 
-use crate::error::Error;
+use crate::error::{Error, NoClaim};
 use crate::inventory::DRA_DRIVER;
 
 pub use miggate_wire::dra::{GPU_CLASS, MIG_CLASS};
@@ -55,18 +55,10 @@ pub struct ClaimRequest {
 /// whose kind or slice shape is unknown, a device without a product name, or a text a selector
 /// cannot safely hold.
 pub fn requests(manifest: &GpuManifest) -> Result<Vec<ClaimRequest>, Error> {
-    let nvidia = manifest
-        .nvidia
-        .as_ref()
-        .ok_or_else(|| Error::Claim("the checkpoint records no nvidia section".into()))?;
-    let devices = nvidia
-        .devices
-        .as_deref()
-        .ok_or_else(|| Error::Claim("the checkpoint does not record its devices".into()))?;
+    let nvidia = manifest.nvidia.as_ref().ok_or(NoClaim::NoNvidia)?;
+    let devices = nvidia.devices.as_deref().ok_or(NoClaim::DevicesUnrecorded)?;
     if devices.is_empty() {
-        return Err(Error::Claim(
-            "the checkpoint has no GPU device: it needs no claim".into(),
-        ));
+        return Err(NoClaim::NoDevice.into());
     }
     let versions = version_clauses(
         nvidia.driver_version.as_ref().map(|v| v.as_str()),
@@ -74,26 +66,20 @@ pub fn requests(manifest: &GpuManifest) -> Result<Vec<ClaimRequest>, Error> {
     )?;
     let mut classes: BTreeMap<Class, usize> = BTreeMap::new();
     for (i, device) in devices.iter().enumerate() {
-        let product = device
-            .model()
-            .ok_or_else(|| Error::Claim(format!("device {i} has no product name")))?;
+        let product = device.model().ok_or(NoClaim::NoProduct { index: i })?;
         let key = match (device.kind(), device.slice_shape()) {
             (DeviceKind::Slice, Some(SliceShape::Known(profile))) => Class::Slice {
                 product: product.to_string(),
                 profile: profile.to_string(),
             },
             (DeviceKind::Slice, _) => {
-                return Err(Error::Claim(format!(
-                    "device {i} is a MIG slice of unrecorded profile"
-                )));
+                return Err(NoClaim::UnknownProfile { index: i }.into());
             }
             (DeviceKind::Whole, _) => Class::Whole {
                 product: product.to_string(),
             },
             (DeviceKind::Unknown, _) => {
-                return Err(Error::Claim(format!(
-                    "device {i} is neither a whole GPU nor a MIG slice"
-                )));
+                return Err(NoClaim::UnknownKind { index: i }.into());
             }
         };
         *classes.entry(key).or_default() += 1;
@@ -167,10 +153,10 @@ pub fn template_name(checkpoint: &str) -> Option<String> {
 /// `kubectl -n`, or the restore pod's).
 pub fn claim_template(name: &str, manifest: &GpuManifest) -> Result<ResourceClaimTemplate, Error> {
     if !crate::schema::is_dns_subdomain(name) {
-        return Err(Error::Claim(format!(
-            "`{}` is not a name Kubernetes gives an object (lowercase letters, digits, `-` and `.`, at most 253)",
-            name.escape_debug()
-        )));
+        return Err(NoClaim::BadName {
+            name: name.to_string(),
+        }
+        .into());
     }
     let requests = requests(manifest)?
         .into_iter()
@@ -180,9 +166,7 @@ pub fn claim_template(name: &str, manifest: &GpuManifest) -> Result<ResourceClai
                 exactly: Some(ExactDeviceRequest {
                     device_class_name: r.device_class.to_string(),
                     allocation_mode: Some("ExactCount".to_string()),
-                    count: Some(i64::try_from(r.count).map_err(|_| {
-                        Error::Claim(format!("{} devices are more than a claim can ask for", r.count))
-                    })?),
+                    count: Some(i64::try_from(r.count).map_err(|_| NoClaim::TooMany { count: r.count })?),
                     selectors: Some(vec![DeviceSelector {
                         cel: Some(CELDeviceSelector {
                             expression: r.selector,
@@ -236,7 +220,7 @@ fn version_clauses(driver: Option<&str>, cuda: Option<&str>) -> Result<Vec<Strin
 
 /// A version as the DRA driver publishes it: numbers without leading zeros, three of them
 /// (`580.82.07` → `580.82.7`, `13.0` → `13.0.0`).
-pub fn semver(version: &str, what: &str) -> Result<String, Error> {
+pub fn semver(version: &str, what: &'static str) -> Result<String, Error> {
     let parts: Vec<&str> = version.trim().split('.').collect();
     let numbers: Option<Vec<u64>> = parts
         .iter()
@@ -251,10 +235,11 @@ pub fn semver(version: &str, what: &str) -> Result<String, Error> {
             n.resize(3, 0);
             Ok(format!("{}.{}.{}", n[0], n[1], n[2]))
         }
-        _ => Err(Error::Claim(format!(
-            "the {what} version `{}` is not numbers separated by dots, so no selector can compare it",
-            version.escape_debug()
-        ))),
+        _ => Err(NoClaim::Version {
+            what,
+            version: version.to_string(),
+        }
+        .into()),
     }
 }
 
@@ -266,10 +251,11 @@ fn cel_string(text: &str) -> Result<String, Error> {
             .chars()
             .any(|c| c.is_control() || miggate_compat::escape::is_hazard(c))
     {
-        return Err(Error::Claim(format!(
-            "`{}` cannot be put in a selector (control characters, or over {MAX_TEXT_BYTES} bytes)",
-            miggate_compat::escape::escape_within(text, 64)
-        )));
+        return Err(NoClaim::Unselectable {
+            text: text.to_string(),
+            limit: MAX_TEXT_BYTES,
+        }
+        .into());
     }
     Ok(format!("'{}'", text.replace('\\', "\\\\").replace('\'', "\\'")))
 }

@@ -26,7 +26,7 @@
 mod checkpoint;
 pub mod claim;
 pub mod deploy;
-mod error;
+pub mod error;
 pub mod inventory;
 mod node;
 pub mod peer;

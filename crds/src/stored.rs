@@ -7,11 +7,11 @@
 //! limits and field rules). The webhook's file store and the command line read through it, so
 //! they agree on what a file holds.
 
-use miggate_compat::escape::escape;
 use miggate_compat::{API_VERSION, GpuManifest, ReadOptions};
 use serde::Deserialize;
 
 use crate::Error;
+use crate::error::NotStored;
 
 /// What a store file holds.
 #[derive(Debug, Clone, PartialEq)]
@@ -80,7 +80,7 @@ fn one_item(items: Vec<Resource>) -> Result<Resource, Error> {
     match (items.next(), count) {
         (Some(item), 1) => Ok(item),
         _ => Err(Error::Stored {
-            why: format!("a List of {count} objects: name one (`kubectl get gpucheckpoint NAME -o yaml`)"),
+            why: NotStored::ListOf { count },
         }),
     }
 }
@@ -158,20 +158,18 @@ pub fn read_stored_with(text: &str, options: ReadOptions) -> Result<Stored, Erro
         "GpuNode" => StoredKind::Node,
         other => {
             return Err(Error::Stored {
-                why: format!(
-                    "the List holds a `{}`, not a GpuCheckpoint or GpuNode",
-                    escape(other)
-                ),
+                why: NotStored::OtherKind {
+                    kind: other.to_string(),
+                },
             });
         }
     };
     if r.api_version != API_VERSION {
         return Err(Error::Stored {
-            why: format!(
-                "apiVersion is `{}`, expected `{API_VERSION}` for a {}",
-                escape(&r.api_version),
-                escape(&r.kind)
-            ),
+            why: NotStored::OtherVersion {
+                api_version: r.api_version,
+                kind: r.kind,
+            },
         });
     }
     let container_name = r.spec.container_name.filter(|c| !c.trim().is_empty());

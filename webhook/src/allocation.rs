@@ -29,9 +29,9 @@ pub enum AtBinding {
     /// offer check against the whole node is all there is.
     NoClaims,
     /// A claim is not known or not allocated in the webhook's cache: the offer check stands.
-    NotAllocated(String),
+    NotAllocated(NotAllocated),
     /// The allocation cannot be matched to the node's devices: the offer check stands.
-    Unmatched(String),
+    Unmatched(miggate_crds::Error),
     /// The exact check on the allocated devices.
     Judged {
         /// The checkpoint's checks in exact mode against just the allocated devices; its
@@ -62,7 +62,7 @@ pub fn at_binding(
     let refs: Vec<&ResourceSlice> = slices.iter().map(|s| &**s).collect();
     let allocated = match inventory::allocated(node, &refs, &results) {
         Ok(a) => a,
-        Err(e) => return AtBinding::Unmatched(e.to_string()),
+        Err(e) => return AtBinding::Unmatched(e),
     };
     if allocated.devices.is_empty() {
         return AtBinding::NoClaims;
@@ -79,27 +79,58 @@ pub fn at_binding(
     }
 }
 
+/// A pod's claim whose allocation the webhook does not know.
+#[derive(Debug, thiserror::Error)]
+pub enum NotAllocated {
+    /// The claim is not in the webhook's cache.
+    #[error("ResourceClaim {} is not in the webhook's cache", claim_name(namespace, name))]
+    NotCached {
+        /// The pod's namespace.
+        namespace: String,
+        /// The claim's name.
+        name: String,
+    },
+    /// The claim is cached without an allocation.
+    #[error("ResourceClaim {} is not allocated", claim_name(namespace, name))]
+    Unallocated {
+        /// The pod's namespace.
+        namespace: String,
+        /// The claim's name.
+        name: String,
+    },
+}
+
+/// A claim as a message names it: `namespace/name`, escaped and cut.
+fn claim_name(namespace: &str, name: &str) -> String {
+    escape_within(&format!("{namespace}/{name}"), 256).into_owned()
+}
+
 /// Every claim's allocation results together; `Ok(None)` when the pod uses no claim or the
 /// store keeps none; `Err` names the first claim not (yet) seen allocated.
 fn allocation(
     store: &(impl Lookup + ?Sized),
     namespace: &str,
     restore: &RestorePod,
-) -> Result<Option<Vec<AllocatedDevice>>, String> {
+) -> Result<Option<Vec<AllocatedDevice>>, NotAllocated> {
     if restore.claims.is_empty() {
         return Ok(None);
     }
     let mut results = Vec::new();
     for name in restore.claims.iter().take(MAX_CLAIMS) {
-        let shown = escape_within(&format!("{namespace}/{name}"), 256).into_owned();
         let Some(claim) = store.claim(namespace, name) else {
             if results.is_empty() && !store.keeps_claims() {
                 return Ok(None);
             }
-            return Err(format!("ResourceClaim {shown} is not in the webhook's cache"));
+            return Err(NotAllocated::NotCached {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            });
         };
         let Some(devices) = claim.devices.as_ref() else {
-            return Err(format!("ResourceClaim {shown} is not allocated"));
+            return Err(NotAllocated::Unallocated {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            });
         };
         results.extend(devices.iter().cloned());
     }

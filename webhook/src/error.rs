@@ -21,8 +21,8 @@ pub enum Error {
     Tls {
         /// The certificate or key file (the certificate when the pair does not match).
         path: PathBuf,
-        /// What is wrong, in words.
-        why: String,
+        /// What is wrong.
+        why: TlsProblem,
     },
     /// A listening socket could not be opened.
     #[error("cannot listen on {addr}: {source}")]
@@ -57,4 +57,35 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
+}
+
+/// What is wrong with TLS material ([`Error::Tls`]). The causes are rustls' own errors, shown
+/// in the message once (a field, not an error source).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsProblem {
+    /// The certificate file is not PEM.
+    #[error("not a PEM certificate chain: {0}")]
+    NotCertificateChain(rustls::pki_types::pem::Error),
+    /// A certificate file or CA bundle without a certificate in it.
+    #[error("no CERTIFICATE block")]
+    NoCertificate,
+    /// The key file holds no key rustls can use.
+    #[error("no usable PEM private key: {0}")]
+    NoPrivateKey(rustls::pki_types::pem::Error),
+    /// The protocol versions asked for are not the provider's.
+    #[error("{0}")]
+    Protocols(rustls::Error),
+    /// The client CA file is not PEM.
+    #[error("not a PEM certificate bundle: {0}")]
+    NotCertificateBundle(rustls::pki_types::pem::Error),
+    /// A certificate of the client CA bundle that cannot be a trust anchor.
+    #[error("a certificate of the bundle is not a usable CA: {0}")]
+    NotCa(rustls::Error),
+    /// The client CA bundle does not make a verifier.
+    #[error("not a usable client CA bundle: {0}")]
+    NotClientCaBundle(rustls::server::VerifierBuilderError),
+    /// The certificate and key do not belong together.
+    #[error("certificate and key do not make a pair: {0}")]
+    NotAPair(rustls::Error),
 }

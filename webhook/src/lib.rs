@@ -54,5 +54,5 @@ mod text;
 pub mod tls;
 mod watched_pod;
 
-pub use error::Error;
+pub use error::{Error, TlsProblem};
 pub use run::{Bound, Config, ManagedTls, StoreConfig, Tls, serve};

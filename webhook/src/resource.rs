@@ -2,13 +2,12 @@
 //! or a `GpuCheckpoint`/`GpuNode` resource object whose `spec.manifest` is the manifest body.
 //! The reader itself is crds' ([`miggate_crds::read_stored`]), the crate that owns those shapes.
 
-use miggate_compat::escape::escape;
 pub(crate) use miggate_crds::{Stored, StoredKind};
 
-/// Reads a store file's text (crds' reader, shared with `miggate where`). The error is in
-/// words, escaped, without the file's name.
-pub(crate) fn read(text: &str) -> Result<Stored, String> {
-    miggate_crds::read_stored(text).map_err(|e| escape(&e.to_string()).into_owned())
+/// Reads a store file's text (crds' reader, shared with `miggate where`). The error does not
+/// name the file; its reader shows it escaped.
+pub(crate) fn read(text: &str) -> Result<Stored, miggate_crds::Error> {
+    miggate_crds::read_stored(text)
 }
 
 #[cfg(test)]
@@ -43,16 +42,19 @@ mod tests {
         assert!(
             read("apiVersion: v1\nkind: Pod\n")
                 .unwrap_err()
+                .to_string()
                 .contains("not a miggate GpuManifest")
         );
         assert!(
             read("apiVersion: other/v1\nkind: GpuNode\nspec: {manifest: {}}\n")
                 .unwrap_err()
+                .to_string()
                 .contains("expected `miggate.io/v1alpha1`")
         );
         assert!(
             read("kind: GpuCheckpoint\napiVersion: miggate.io/v1alpha1\n")
                 .unwrap_err()
+                .to_string()
                 .contains("spec")
         );
         assert!(read("{not json").is_err());

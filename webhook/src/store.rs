@@ -152,7 +152,104 @@ impl Stamp {
     }
 }
 
-type Parsed = Result<Stored, String>;
+type Parsed = Result<Stored, Unusable>;
+
+/// Why a store file cannot be used: its problem on `/readyz` and in `miggate where`, and the
+/// reason its node has no inventory. Outside text is escaped when shown.
+#[derive(Debug, thiserror::Error)]
+enum Unusable {
+    /// The file's (or a namespace directory's) name is not UTF-8.
+    #[error("file name is not UTF-8")]
+    NameNotUtf8,
+    /// Listed larger than a manifest may be.
+    #[error("{len} bytes, over the {limit}-byte limit")]
+    TooLarge {
+        /// Its size when listed.
+        len: u64,
+        /// [`MAX_MANIFEST_BYTES`].
+        limit: usize,
+    },
+    /// Grew past the limit while it was read.
+    #[error("over the {limit}-byte limit")]
+    GrewPastLimit {
+        /// [`MAX_MANIFEST_BYTES`].
+        limit: usize,
+    },
+    /// Opening or reading it failed.
+    #[error("{}", escape(&error.to_string()))]
+    Io {
+        /// The failure.
+        error: std::io::Error,
+    },
+    /// Its bytes are not UTF-8.
+    #[error("not UTF-8 text")]
+    NotText,
+    /// Its text is not a stored object.
+    #[error("{}", escape(&.0.to_string()))]
+    NotStored(miggate_crds::Error),
+    /// An object of another kind than its place takes.
+    #[error("a {} where a {} or GpuManifest belongs", found.as_str(), want.as_str())]
+    WrongKind {
+        /// What the file holds.
+        found: StoredKind,
+        /// What its place takes.
+        want: StoredKind,
+    },
+    /// `metadata.name` is not the file's name.
+    #[error(
+        "metadata.name `{}` differs from the file name `{}`",
+        escape(name),
+        escape(file)
+    )]
+    NameDiffers {
+        /// `metadata.name`.
+        name: String,
+        /// The file's name without its extension.
+        file: String,
+    },
+    /// `metadata.namespace` is not the directory's name.
+    #[error(
+        "metadata.namespace `{}` differs from the directory `{}`",
+        escape(namespace),
+        escape(directory)
+    )]
+    NamespaceDiffers {
+        /// `metadata.namespace`.
+        namespace: String,
+        /// The namespace directory's name.
+        directory: String,
+    },
+    /// A node file captured on another node.
+    #[error(
+        "it holds the inventory of node `{}` (host.nodeName), not of `{}`",
+        escape_within(captured_on, 256),
+        escape_within(node, 256)
+    )]
+    OtherNode {
+        /// The node its manifest was captured on.
+        captured_on: String,
+        /// The node its file name gives.
+        node: String,
+    },
+    /// A checkpoint another file already defines.
+    #[error(
+        "another file already defines checkpoint {}/{}",
+        escape(namespace),
+        escape(name)
+    )]
+    DuplicateCheckpoint {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+    },
+    /// A node another file already defines.
+    #[error("another file already defines node {}", escape(name))]
+    DuplicateNode {
+        /// The node.
+        name: String,
+    },
+}
 
 /// A directory of manifests, kept in memory and reloaded on change.
 #[derive(Debug)]
@@ -281,22 +378,27 @@ impl FileStore {
                 .to_string();
             let is_node = path.parent() == Some(nodes.as_path());
             let stem = path.file_stem().and_then(|s| s.to_str());
-            let placed = parsed.as_ref().map_err(Clone::clone).and_then(|stored| {
-                let name = stem.ok_or_else(|| "file name is not UTF-8".to_string())?;
-                match path
-                    .parent()
-                    .filter(|p| p.parent() == Some(checkpoints.as_path()))
-                {
-                    Some(ns_dir) => {
+            let placed = match parsed {
+                Ok(stored) => match (
+                    stem,
+                    path.parent()
+                        .filter(|p| p.parent() == Some(checkpoints.as_path())),
+                ) {
+                    (None, _) => Err(Unusable::NameNotUtf8),
+                    (Some(name), Some(ns_dir)) => {
                         let ns = ns_dir.file_name().and_then(|s| s.to_str()).unwrap_or_default();
                         snapshot.add_checkpoint(ns, name, stored, &rel)
                     }
-                    None if is_node => snapshot.add_node(name, stored, path),
-                    None => Ok(()),
+                    (Some(name), None) if is_node => snapshot.add_node(name, stored, path),
+                    (Some(_), None) => Ok(()),
+                },
+                Err(error) => {
+                    snapshot.file_problem(&rel, is_node.then(|| stem.unwrap_or_default()), error);
+                    continue;
                 }
-            });
+            };
             if let Err(error) = placed {
-                snapshot.file_problem(&rel, is_node.then(|| stem.unwrap_or_default()), error);
+                snapshot.file_problem(&rel, is_node.then(|| stem.unwrap_or_default()), &error);
             }
         }
         snapshot
@@ -312,15 +414,14 @@ impl Snapshot {
         name: &str,
         stored: &Stored,
         rel: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), Unusable> {
         agrees(stored, StoredKind::Checkpoint, name, Some(namespace))?;
         let entry = self.checkpoints.entry(namespace.to_string()).or_default();
         if entry.contains_key(name) {
-            return Err(format!(
-                "another file already defines checkpoint {}/{}",
-                escape(namespace),
-                escape(name)
-            ));
+            return Err(Unusable::DuplicateCheckpoint {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+            });
         }
         entry.insert(
             name.to_string(),
@@ -335,10 +436,12 @@ impl Snapshot {
 
     /// Node `name`'s inventory from the store file at `path`; an error when the file says
     /// another kind or name, or another file has defined it.
-    fn add_node(&mut self, name: &str, stored: &Stored, path: &Path) -> Result<(), String> {
+    fn add_node(&mut self, name: &str, stored: &Stored, path: &Path) -> Result<(), Unusable> {
         node_agrees(stored, name)?;
         if self.nodes.contains_key(name) {
-            return Err(format!("another file already defines node {}", escape(name)));
+            return Err(Unusable::DuplicateNode {
+                name: name.to_string(),
+            });
         }
         self.nodes.insert(
             name.to_string(),
@@ -352,7 +455,8 @@ impl Snapshot {
 
     /// A store file that cannot be used: a problem of the snapshot, and the reason node
     /// `node` (the file's stem, for a file under `nodes/`) has no inventory.
-    fn file_problem(&mut self, rel: &str, node: Option<&str>, error: String) {
+    fn file_problem(&mut self, rel: &str, node: Option<&str>, error: &Unusable) {
+        let error = error.to_string();
         if let Some(node) = node.filter(|n| !n.is_empty()) {
             self.unusable_nodes.entry(node.to_string()).or_insert_with(|| {
                 format!("store file {} cannot be used: {}", escape_within(rel, 256), error)
@@ -371,29 +475,26 @@ fn snapshot_problem(problems: &mut Vec<Problem>, file: &str, error: String) {
 
 /// Whether a file's object fits where it lies: the right kind, and the name and namespace
 /// the path gives (a copied file under a new name must not answer for the old one).
-fn agrees(stored: &Stored, want: StoredKind, name: &str, namespace: Option<&str>) -> Result<(), String> {
+fn agrees(stored: &Stored, want: StoredKind, name: &str, namespace: Option<&str>) -> Result<(), Unusable> {
     if stored.kind != StoredKind::Manifest && stored.kind != want {
-        return Err(format!(
-            "a {} where a {} or GpuManifest belongs",
-            stored.kind.as_str(),
-            want.as_str()
-        ));
+        return Err(Unusable::WrongKind {
+            found: stored.kind,
+            want,
+        });
     }
     if let Some(n) = stored.name.as_deref().filter(|n| *n != name) {
-        return Err(format!(
-            "metadata.name `{}` differs from the file name `{}`",
-            escape(n),
-            escape(name)
-        ));
+        return Err(Unusable::NameDiffers {
+            name: n.to_string(),
+            file: name.to_string(),
+        });
     }
     if let (Some(ns), Some(want_ns)) = (stored.namespace.as_deref(), namespace)
         && ns != want_ns
     {
-        return Err(format!(
-            "metadata.namespace `{}` differs from the directory `{}`",
-            escape(ns),
-            escape(want_ns)
-        ));
+        return Err(Unusable::NamespaceDiffers {
+            namespace: ns.to_string(),
+            directory: want_ns.to_string(),
+        });
     }
     Ok(())
 }
@@ -401,7 +502,7 @@ fn agrees(stored: &Stored, want: StoredKind, name: &str, namespace: Option<&str>
 /// Whether a node file's object may stand for the node its file name gives: a `GpuNode` or a
 /// manifest, the file's name as its `metadata.name`, and, as in the cluster, captured on that
 /// node when it says where (`host.nodeName`): one node's GPUs never judge another.
-fn node_agrees(stored: &Stored, name: &str) -> Result<(), String> {
+fn node_agrees(stored: &Stored, name: &str) -> Result<(), Unusable> {
     agrees(stored, StoredKind::Node, name, None)?;
     if let Some(captured_on) = stored
         .manifest
@@ -410,11 +511,10 @@ fn node_agrees(stored: &Stored, name: &str) -> Result<(), String> {
         .and_then(|h| h.node_name.as_deref())
         .filter(|n| *n != name)
     {
-        return Err(format!(
-            "it holds the inventory of node `{}` (host.nodeName), not of `{}`",
-            escape_within(captured_on, 256),
-            escape_within(name, 256)
-        ));
+        return Err(Unusable::OtherNode {
+            captured_on: captured_on.to_string(),
+            node: name.to_string(),
+        });
     }
     Ok(())
 }
@@ -474,28 +574,27 @@ fn dir_entries(dir: &Path, kind: Kind, missing: Missing) -> Result<Vec<(PathBuf,
 }
 
 /// A store file's text, read to at most the manifest limit: a file that grows after it was
-/// listed is cut at the limit and refused, never read whole. The error is in words.
-fn read_bounded(path: &Path, stamp_len: Option<u64>) -> Result<String, String> {
+/// listed is cut at the limit and refused, never read whole.
+fn read_bounded(path: &Path, stamp_len: Option<u64>) -> Result<String, Unusable> {
     let limit = MAX_MANIFEST_BYTES;
     if let Some(len) = stamp_len.filter(|len| *len > limit as u64) {
-        return Err(format!("{len} bytes, over the {limit}-byte limit"));
+        return Err(Unusable::TooLarge { len, limit });
     }
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let io = |error| Unusable::Io { error };
+    let file = std::fs::File::open(path).map_err(io)?;
     let mut bytes = Vec::new();
-    file.take(limit as u64 + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| e.to_string())?;
+    file.take(limit as u64 + 1).read_to_end(&mut bytes).map_err(io)?;
     if bytes.len() > limit {
-        return Err(format!("over the {limit}-byte limit"));
+        return Err(Unusable::GrewPastLimit { limit });
     }
-    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
+    String::from_utf8(bytes).map_err(|_| Unusable::NotText)
 }
 
 fn read_file(path: &Path, stamp: Stamp) -> Parsed {
     if path.file_name().map(file_entry) == Some(Entry::NotUtf8) {
-        return Err("file name is not UTF-8".into());
+        return Err(Unusable::NameNotUtf8);
     }
-    resource::read(&read_bounded(path, Some(stamp.len))?)
+    resource::read(&read_bounded(path, Some(stamp.len))?).map_err(Unusable::NotStored)
 }
 
 /// The node inventories of a store's `nodes/`, by the rules [`FileStore`] reads them by, each
@@ -522,28 +621,23 @@ pub fn read_node_files(root: &Path, options: ReadOptions) -> Result<NodeFiles, E
     for (path, metadata) in files {
         let file_name = path.file_name().unwrap_or_default();
         let rel = format!("{NODES_DIR}/{}", file_name.to_string_lossy());
-        let problem = |error: String| Problem {
+        let problem = |error: Unusable| Problem {
             file: escape(&rel).into_owned(),
-            error,
+            error: error.to_string(),
         };
         let Entry::Named(name) = file_entry(file_name) else {
-            out.problems.push(problem("file name is not UTF-8".into()));
+            out.problems.push(problem(Unusable::NameNotUtf8));
             continue;
         };
         let len = metadata.map(|m| m.len());
         let read = read_bounded(&path, len)
-            .map_err(|why| escape(&why).into_owned())
-            .and_then(|text| {
-                miggate_crds::read_stored_with(&text, options)
-                    .map_err(|e| escape(&e.to_string()).into_owned())
-            })
+            .and_then(|text| miggate_crds::read_stored_with(&text, options).map_err(Unusable::NotStored))
             .and_then(|stored| node_agrees(&stored, name).map(|()| stored.manifest));
         match read {
             Ok(_) if !seen.insert(name.to_string()) => {
-                out.problems.push(problem(format!(
-                    "another file already defines node {}",
-                    escape(name)
-                )));
+                out.problems.push(problem(Unusable::DuplicateNode {
+                    name: name.to_string(),
+                }));
             }
             Ok(manifest) => out.nodes.push((name.to_string(), manifest)),
             Err(why) => out.problems.push(problem(why)),
@@ -755,7 +849,7 @@ mod tests {
         write(dir.path(), "nodes/n1.yaml", &"#".repeat(MAX_MANIFEST_BYTES + 1));
         let stamp_when_listed = Some(10);
         let why = read_bounded(&dir.path().join("nodes/n1.yaml"), stamp_when_listed).unwrap_err();
-        assert_eq!(why, "over the 16777216-byte limit");
+        assert_eq!(why.to_string(), "over the 16777216-byte limit");
     }
 
     /// `where` reads nothing but `nodes/`, so a store without one is an error there; the

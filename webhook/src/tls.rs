@@ -22,6 +22,7 @@ use rustls::server::WebPkiClientVerifier;
 use rustls::{RootCertStore, ServerConfig};
 
 use crate::Error;
+use crate::error::TlsProblem;
 
 /// Paths of the PEM certificate chain and private key, and of the CA bundle clients'
 /// certificates must chain to.
@@ -69,54 +70,49 @@ fn read(path: &Path) -> Result<Vec<u8>, Error> {
 /// client certificate required when `pems` has a client CA bundle. Errors name the file,
 /// never its content.
 pub fn server_config(paths: &CertPaths, pems: &Pems) -> Result<ServerConfig, Error> {
-    let tls = |path: &Path, why: String| Error::Tls {
+    let tls = |path: &Path, why: TlsProblem| Error::Tls {
         path: path.to_path_buf(),
         why,
     };
     let (cert_pem, key_pem) = (&pems.cert, &pems.key);
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| tls(&paths.cert, format!("not a PEM certificate chain: {e}")))?;
+        .map_err(|e| tls(&paths.cert, TlsProblem::NotCertificateChain(e)))?;
     if certs.is_empty() {
-        return Err(tls(&paths.cert, "no CERTIFICATE block".into()));
+        return Err(tls(&paths.cert, TlsProblem::NoCertificate));
     }
-    let key = PrivateKeyDer::from_pem_slice(key_pem)
-        .map_err(|e| tls(&paths.key, format!("no usable PEM private key: {e}")))?;
+    let key =
+        PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| tls(&paths.key, TlsProblem::NoPrivateKey(e)))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|e| tls(&paths.cert, e.to_string()))?;
+        .map_err(|e| tls(&paths.cert, TlsProblem::Protocols(e)))?;
     let builder = match (paths.client_ca.as_deref(), pems.client_ca.as_deref()) {
         (Some(path), Some(pem)) => {
             let roots = client_roots(pem).map_err(|why| tls(path, why))?;
             let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                 .build()
-                .map_err(|e| tls(path, format!("not a usable client CA bundle: {e}")))?;
+                .map_err(|e| tls(path, TlsProblem::NotClientCaBundle(e)))?;
             builder.with_client_cert_verifier(verifier)
         }
         _ => builder.with_no_client_auth(),
     };
-    let mut config = builder.with_single_cert(certs, key).map_err(|e| {
-        tls(
-            &paths.cert,
-            format!("certificate and key do not make a pair: {e}"),
-        )
-    })?;
+    let mut config = builder
+        .with_single_cert(certs, key)
+        .map_err(|e| tls(&paths.cert, TlsProblem::NotAPair(e)))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
 }
 
 /// The CAs of a PEM bundle, for the client verifier; at least one.
-fn client_roots(pem: &[u8]) -> Result<RootCertStore, String> {
+fn client_roots(pem: &[u8]) -> Result<RootCertStore, TlsProblem> {
     let mut roots = RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(pem) {
-        let cert = cert.map_err(|e| format!("not a PEM certificate bundle: {e}"))?;
-        roots
-            .add(cert)
-            .map_err(|e| format!("a certificate of the bundle is not a usable CA: {e}"))?;
+        let cert = cert.map_err(TlsProblem::NotCertificateBundle)?;
+        roots.add(cert).map_err(TlsProblem::NotCa)?;
     }
     if roots.is_empty() {
-        return Err("no CERTIFICATE block".into());
+        return Err(TlsProblem::NoCertificate);
     }
     Ok(roots)
 }

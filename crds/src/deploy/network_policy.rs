@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use super::names::{NAMESPACE, WEBHOOK};
 use super::{Object, typed};
-use crate::error::Error;
+use crate::error::{BadCidr, Error};
 
 /// The file under `deploy/`.
 pub const FILE: &str = "network-policy.yaml";
@@ -47,29 +47,25 @@ impl FromStr for Cidr {
     type Err = Error;
 
     fn from_str(text: &str) -> Result<Self, Error> {
-        let refuse = |why: String| Error::Cidr {
+        let refuse = |why: BadCidr| Error::Cidr {
             text: text.to_string(),
             why,
         };
-        let net: IpNet = text.parse().map_err(|_| {
-            refuse("is not a CIDR: an address and a prefix length, such as 10.0.0.0/24, 10.0.0.7/32 or fd00::/64".into())
-        })?;
+        let net: IpNet = text.parse().map_err(|_| refuse(BadCidr::NotCidr))?;
         if let IpNet::V6(v6) = net
             && let Some(v4) = v6.addr().to_ipv4_mapped()
         {
-            return Err(refuse(format!(
-                "is an IPv4-mapped IPv6 range, which Kubernetes does not take: write the IPv4 range (of {v4})"
-            )));
+            return Err(refuse(BadCidr::Ipv4Mapped { v4 }));
         }
         let network = net.trunc();
         if network != net {
-            let one = IpNet::from(net.addr());
-            return Err(refuse(format!(
-                "has host bits set: its network is {network}; for the one address write {one}"
-            )));
+            return Err(refuse(BadCidr::HostBits {
+                network,
+                address: IpNet::from(net.addr()),
+            }));
         }
         if network.to_string() != text {
-            return Err(refuse(format!("is not in canonical form: write {network}")));
+            return Err(refuse(BadCidr::NotCanonical { network }));
         }
         Ok(Cidr(network))
     }
@@ -89,11 +85,10 @@ pub(super) fn webhook(api_server: &[Cidr]) -> Result<Object, Error> {
         if let Some(earlier) = first.insert(c.0, at) {
             return Err(Error::Cidr {
                 text: c.to_string(),
-                why: format!(
-                    "is named twice (entries {} and {}): name each range once",
-                    earlier + 1,
-                    at + 1
-                ),
+                why: BadCidr::Twice {
+                    first: earlier + 1,
+                    second: at + 1,
+                },
             });
         }
     }

@@ -20,7 +20,7 @@ use super::names::{
 };
 use super::{Certificates, Config, Object, typed};
 use crate::GROUP;
-use crate::error::Error;
+use crate::error::{DeployProblem, Error};
 
 /// How long the API server waits for the webhook's answer (`timeoutSeconds`), above the
 /// webhook's own request deadline so a refusal in words arrives before the API server gives up.
@@ -135,7 +135,7 @@ pub(super) fn all(config: &Config) -> Result<Vec<Object>, Error> {
         namespace(NODE_NAMESPACE, "privileged")?,
     ];
     for crd in crate::crds() {
-        let value = serde_json::to_value(&crd).map_err(|e| Error::Deploy(e.to_string()))?;
+        let value = serde_json::to_value(&crd).map_err(DeployProblem::Json)?;
         out.push(typed::<crate::CustomResourceDefinition>(FILE_CRDS, value)?);
     }
     out.extend(webhook(config)?);

@@ -26,7 +26,7 @@ use serde_json::{Value, json};
 
 use super::names::{NODE_NAMESPACE, PUBLISHER, RECOVERY_HOST_PATH};
 use super::{Config, Object, typed};
-use crate::error::Error;
+use crate::error::{DeployProblem, Error};
 
 /// The file under `deploy/`.
 pub const FILE: &str = "policies.yaml";
@@ -167,10 +167,7 @@ pub fn bindings(config: &Config) -> Result<Vec<Object>, Error> {
             .iter()
             .any(|b| b.is_empty() || b.chars().any(char::is_control))
     {
-        return Err(Error::Deploy(
-            "the binders (schedulers' user names) must be at least one, each non-empty, without control characters"
-                .into(),
-        ));
+        return Err(DeployProblem::Binders.into());
     }
     policy(
         "miggate-binding-annotations",

@@ -17,8 +17,8 @@ use k8s_openapi::api::resource::v1::{Device as DraDevice, ResourceSlice};
 use miggate_compat::{Device, GpuManifest, Nvidia};
 
 use super::slices::{Pool, read_devices};
-use super::{DRA_DRIVER, MAX_DEVICES, quote};
-use crate::error::Error;
+use super::{DRA_DRIVER, MAX_DEVICES};
+use crate::error::{Error, PoolProblem, Unmatched};
 
 /// The most allocation results read for one pod: far above any real restore (8 GPUs × 7
 /// slices); more is refused, not read in part.
@@ -78,12 +78,12 @@ pub fn allocated(
     slices: &[&ResourceSlice],
     results: &[AllocatedDevice],
 ) -> Result<Allocated, Error> {
-    let bad = |why: String| Error::Allocation {
+    let bad = |why: Unmatched| Error::Allocation {
         node: node_name.to_string(),
-        why,
+        why: Box::new(why),
     };
     if results.len() > MAX_RESULTS {
-        return Err(bad(format!("more than {MAX_RESULTS} allocated devices")));
+        return Err(bad(Unmatched::TooMany { limit: MAX_RESULTS }));
     }
     let ours: Vec<&AllocatedDevice> = results.iter().filter(|r| r.driver == DRA_DRIVER).collect();
     let other_drivers = results.len() - ours.len();
@@ -94,33 +94,34 @@ pub fn allocated(
             other_drivers,
         });
     }
-    let pool = pool_devices(node_name, slices).map_err(bad)?;
+    let pool = pool_devices(node_name, slices).map_err(|why| bad(Unmatched::Pool(why)))?;
     let mut seen: HashSet<(&str, &str)> = HashSet::with_capacity(ours.len());
     let mut picked: Vec<&DraDevice> = Vec::with_capacity(ours.len());
     for r in &ours {
         if !seen.insert((r.pool.as_str(), r.device.as_str())) {
-            return Err(bad(format!("device `{}` is allocated twice", quote(&r.name()))));
+            return Err(bad(Unmatched::Twice {
+                pool: r.pool.clone(),
+                device: r.device.clone(),
+            }));
         }
         let Some((name, devices)) = pool.as_ref() else {
-            return Err(bad(format!(
-                "device `{}` is allocated, but the node has no slice of driver {DRA_DRIVER}",
-                quote(&r.name())
-            )));
+            return Err(bad(Unmatched::NoSlices {
+                pool: r.pool.clone(),
+                device: r.device.clone(),
+            }));
         };
         if r.pool != *name {
-            return Err(bad(format!(
-                "device `{}` is from pool `{}`, not the node's pool `{}`",
-                quote(&r.device),
-                quote(&r.pool),
-                quote(name)
-            )));
+            return Err(bad(Unmatched::OtherPool {
+                device: r.device.clone(),
+                pool: r.pool.clone(),
+                node_pool: name.clone(),
+            }));
         }
         let Some(device) = devices.get(r.device.as_str()) else {
-            return Err(bad(format!(
-                "no device `{}` in pool `{}` at its newest generation (the slices changed since the allocation)",
-                quote(&r.device),
-                quote(name)
-            )));
+            return Err(bad(Unmatched::Missing {
+                device: r.device.clone(),
+                pool: name.clone(),
+            }));
         };
         picked.push(device);
     }
@@ -140,14 +141,14 @@ type PoolDevices<'a> = (String, HashMap<&'a str, &'a DraDevice>);
 fn pool_devices<'a>(
     node_name: &str,
     slices: &[&'a ResourceSlice],
-) -> Result<Option<PoolDevices<'a>>, String> {
+) -> Result<Option<PoolDevices<'a>>, PoolProblem> {
     let Some(pool) = Pool::newest(node_name, slices)? else {
         return Ok(None);
     };
     let mut devices = HashMap::new();
     for device in pool.slices.iter().flat_map(|s| s.spec.devices.iter().flatten()) {
         if devices.len() >= MAX_DEVICES {
-            return Err(format!("more than {MAX_DEVICES} devices"));
+            return Err(PoolProblem::TooManyDevices { limit: MAX_DEVICES });
         }
         devices.insert(device.name.as_str(), device);
     }

@@ -35,7 +35,7 @@ use miggate_compat::{Device, DeviceKind, GpuManifest, MigProfile, MigStrategy, N
 use super::product::known_product;
 use super::slices::MAX_DEVICES;
 use super::{Inventory, MAX_TEXT_BYTES, Source, host_from_node, quote, unreadable};
-use crate::error::Error;
+use crate::error::{Error, LabelProblem};
 
 /// The most `nvidia.com/` labels read from one node; GFD writes a few dozen (about twelve per
 /// MIG profile). A node past this is refused as a source, not read in part.
@@ -151,13 +151,15 @@ impl<'a> GfdLabels<'a> {
         };
         let read = Self { node: name, labels };
         if read.labels.len() > MAX_GFD_LABELS {
-            return Err(read.bad(format!("more than {MAX_GFD_LABELS} nvidia.com/ labels")));
+            return Err(read.bad(LabelProblem::TooManyLabels {
+                limit: MAX_GFD_LABELS,
+            }));
         }
         Ok(read)
     }
 
     /// The labels' error, naming this source and node.
-    fn bad(&self, why: String) -> Error {
+    fn bad(&self, why: LabelProblem) -> Error {
         unreadable(Source::GfdLabels, self.node, why)
     }
 
@@ -183,7 +185,12 @@ impl<'a> GfdLabels<'a> {
             .parse::<usize>()
             .ok()
             .filter(|n| *n <= MAX_DEVICES)
-            .ok_or_else(|| self.bad(format!("nvidia.com/{key}={} is not a device count", quote(value))))
+            .ok_or_else(|| {
+                self.bad(LabelProblem::NotACount {
+                    key: key.to_string(),
+                    value: value.to_string(),
+                })
+            })
     }
 
     /// A memory label in MiB; one that is not a number leaves the memory unknown.
@@ -261,7 +268,9 @@ impl<'a> MigFacts<'a> {
             Some("single") => Some(MigStrategy::Single),
             Some("mixed") => Some(MigStrategy::Mixed),
             Some(other) => {
-                return Err(labels.bad(format!("unknown nvidia.com/mig.strategy {}", quote(other))));
+                return Err(labels.bad(LabelProblem::UnknownStrategy {
+                    value: other.to_string(),
+                }));
             }
         };
         let product_label = labels.get("gpu.product");
@@ -349,7 +358,7 @@ impl Counted {
     fn push(&mut self, labels: &GfdLabels<'_>, n: usize, device: Device) -> Result<(), Error> {
         self.total = self.total.saturating_add(n);
         if self.total > MAX_DEVICES {
-            return Err(labels.bad(format!("more than {MAX_DEVICES} devices counted")));
+            return Err(labels.bad(LabelProblem::TooManyDevices { limit: MAX_DEVICES }));
         }
         self.list.extend(std::iter::repeat_n(device, n));
         Ok(())
@@ -620,9 +629,7 @@ fn single_strategy_slices(
     notes: &mut Vec<String>,
 ) -> Result<(), Error> {
     if profile == "INVALID" {
-        return Err(labels.bad(
-            "nvidia.com/gpu.product ends in -MIG-INVALID: the node breaks the single strategy's rules".into(),
-        ));
+        return Err(labels.bad(LabelProblem::InvalidSingleStrategy));
     }
     let device = Device {
         product_name: model_of(model, notes),

@@ -1,7 +1,7 @@
 //! Source 1: the node's `GpuNode`, as `miggate publish` (or boot recovery) wrote it.
 
 use super::{Inventory, MAX_NOTES, Source, quote, unreadable};
-use crate::error::Error;
+use crate::error::{Error, GpuNodeProblem};
 use crate::node::{GpuNode, RecoveredReason};
 
 /// The inventory a `GpuNode` holds: its `spec.manifest`, without any pod facts (a node
@@ -13,11 +13,7 @@ use crate::node::{GpuNode, RecoveredReason};
 /// with a note; boot recovery that has not finished is noted too.
 pub fn from_gpu_node(gpu_node: &GpuNode) -> Result<Option<Inventory>, Error> {
     let Some(name) = gpu_node.metadata.name.as_deref() else {
-        return Err(unreadable(
-            Source::GpuNode,
-            "",
-            "the GpuNode has no metadata.name",
-        ));
+        return Err(unreadable(Source::GpuNode, "", GpuNodeProblem::Unnamed));
     };
     let mut manifest = gpu_node.spec.manifest.clone();
     if let Some(captured_on) = manifest.host.as_ref().and_then(|h| h.node_name.as_deref())
@@ -26,11 +22,10 @@ pub fn from_gpu_node(gpu_node: &GpuNode) -> Result<Option<Inventory>, Error> {
         return Err(unreadable(
             Source::GpuNode,
             name,
-            format!(
-                "GpuNode {} holds the inventory of node {} (spec.manifest.host.nodeName)",
-                quote(name),
-                quote(captured_on)
-            ),
+            GpuNodeProblem::OtherNode {
+                name: name.to_string(),
+                captured_on: captured_on.to_string(),
+            },
         ));
     }
     manifest.pod = None;

@@ -32,10 +32,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
-use miggate_compat::escape::escape_within;
 use miggate_compat::{GpuManifest, Host, MigStrategy, Target, VersionText};
 
-use crate::error::Error;
+use crate::error::{Error, Unreadable};
 use crate::node::GpuNode;
 
 pub use allocation::{Allocated, AllocatedDevice, MAX_RESULTS, allocated, device_names, restricted};
@@ -342,15 +341,13 @@ fn host_from_node(name: &str, node: Option<&Node>) -> Host {
 pub(crate) const MAX_TEXT_BYTES: usize = 256;
 
 /// The error for a source present but unreadable.
-pub(crate) fn unreadable(source: Source, node: &str, why: impl Into<String>) -> Error {
+pub(crate) fn unreadable(source: Source, node: &str, why: impl Into<Unreadable>) -> Error {
     Error::Inventory {
         origin: source.as_str(),
         node: node.to_string(),
-        why: why.into(),
+        why: Box::new(why.into()),
     }
 }
 
-/// Outside text quoted in a note or error: escaped and cut.
-pub(crate) fn quote(text: &str) -> String {
-    escape_within(text, 96).into_owned()
-}
+/// Outside text quoted in a note or error: escaped and cut (the errors' rule, shared).
+pub(crate) use crate::error::quote;

@@ -20,6 +20,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::resource::v1::{Device as DraDevice, ResourceSlice};
 use miggate_compat::{Device, DeviceKind, GpuManifest, MigProfile, Quantity};
 
+use crate::error::{CounterSetProblem, DeviceProblem};
+
 /// The most counters one counter set may declare; the driver writes about fifteen.
 pub const MAX_COUNTERS: usize = 64;
 /// The most search steps one checkpoint may cost against one node: placing on one GPU visits
@@ -57,39 +59,37 @@ pub(super) struct CounterSets {
 impl CounterSets {
     /// The pool's shared counter sets; an error for a duplicate set, too many counters or a
     /// value that is not a quantity.
-    pub(super) fn read(slices: &[&ResourceSlice]) -> Result<Self, String> {
+    pub(super) fn read(slices: &[&ResourceSlice]) -> Result<Self, CounterSetProblem> {
         let mut sets = BTreeMap::new();
         for set in slices
             .iter()
             .flat_map(|s| s.spec.shared_counters.iter().flatten())
         {
             if set.counters.len() > MAX_COUNTERS {
-                return Err(format!(
-                    "counter set {} declares more than {MAX_COUNTERS} counters",
-                    super::quote(&set.name)
-                ));
+                return Err(CounterSetProblem::TooManyCounters {
+                    set: set.name.clone(),
+                    limit: MAX_COUNTERS,
+                });
             }
             let mut names = Vec::with_capacity(set.counters.len());
             let mut values = Vec::with_capacity(set.counters.len());
             for (name, counter) in &set.counters {
                 names.push(name.clone());
-                values.push(amount(&counter.value.0).ok_or_else(|| {
-                    format!(
-                        "counter set {}, counter {}: {} is not a quantity",
-                        super::quote(&set.name),
-                        super::quote(name),
-                        super::quote(&counter.value.0)
-                    )
-                })?);
+                values.push(
+                    amount(&counter.value.0).ok_or_else(|| CounterSetProblem::NotAQuantity {
+                        set: set.name.clone(),
+                        counter: name.clone(),
+                        value: counter.value.0.clone(),
+                    })?,
+                );
             }
             if sets.insert(set.name.clone(), (names, values)).is_some() {
-                return Err(format!(
-                    "counter set {} is declared twice",
-                    super::quote(&set.name)
-                ));
+                return Err(CounterSetProblem::Twice {
+                    set: set.name.clone(),
+                });
             }
             if sets.len() > super::MAX_SLICES * 8 {
-                return Err("too many counter sets".into());
+                return Err(CounterSetProblem::TooManySets);
             }
         }
         Ok(CounterSets { sets })
@@ -130,7 +130,7 @@ impl Supply {
         index: &BTreeMap<String, usize>,
         dra: &DraDevice,
         device: Device,
-    ) -> Result<(), String> {
+    ) -> Result<(), DeviceProblem> {
         let consumption = dra.consumes_counters.as_deref().unwrap_or_default();
         let [one] = consumption else {
             if consumption.is_empty() {
@@ -143,30 +143,25 @@ impl Supply {
                 });
                 return Ok(());
             }
-            return Err("it consumes from more than one counter set".into());
+            return Err(DeviceProblem::SeveralCounterSets);
         };
         let (Some(&g), Some((names, _))) = (index.get(&one.counter_set), sets.sets.get(&one.counter_set))
         else {
-            return Err(format!(
-                "it consumes from counter set {}, which no slice of the pool declares",
-                super::quote(&one.counter_set)
-            ));
+            return Err(DeviceProblem::UndeclaredSet {
+                set: one.counter_set.clone(),
+            });
         };
         let mut consumes = Vec::with_capacity(one.counters.len());
         for (name, counter) in &one.counters {
             let Some(i) = names.iter().position(|n| n == name) else {
-                return Err(format!(
-                    "it consumes counter {}, which counter set {} does not declare",
-                    super::quote(name),
-                    super::quote(&one.counter_set)
-                ));
+                return Err(DeviceProblem::UndeclaredCounter {
+                    counter: name.clone(),
+                    set: one.counter_set.clone(),
+                });
             };
-            let value = amount(&counter.value.0).ok_or_else(|| {
-                format!(
-                    "counter {}: {} is not a quantity",
-                    super::quote(name),
-                    super::quote(&counter.value.0)
-                )
+            let value = amount(&counter.value.0).ok_or_else(|| DeviceProblem::NotAQuantity {
+                counter: name.clone(),
+                value: counter.value.0.clone(),
             })?;
             consumes.push((i, value));
         }

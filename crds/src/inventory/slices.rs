@@ -24,7 +24,7 @@ use miggate_compat::{
 
 use super::partitions::{CounterSets, Supply};
 use super::{Inventory, MAX_TEXT_BYTES, Source, host_from_node, quote, unreadable};
-use crate::error::Error;
+use crate::error::{AttributeProblem, DeviceProblem, Error, PoolProblem, Unmatched};
 
 /// The NVIDIA DRA driver's name, in `spec.driver` and as the attributes' domain.
 pub use miggate_wire::dra::DRIVER as DRA_DRIVER;
@@ -45,7 +45,7 @@ pub fn from_resource_slices(
     node: Option<&Node>,
     slices: &[&ResourceSlice],
 ) -> Result<Option<Inventory>, Error> {
-    let bad = |why: String| unreadable(Source::ResourceSlice, node_name, why);
+    let bad = |why: PoolProblem| unreadable(Source::ResourceSlice, node_name, why);
     let Some(pool) = Pool::current(node_name, slices).map_err(bad)? else {
         return Ok(None);
     };
@@ -55,7 +55,7 @@ pub fn from_resource_slices(
         .iter()
         .any(|s| s.spec.shared_counters.as_ref().is_some_and(|c| !c.is_empty()));
     let sets = if dynamic {
-        Some(CounterSets::read(&pool.slices).map_err(|why| bad(format!("DynamicMIG pool: {why}")))?)
+        Some(CounterSets::read(&pool.slices).map_err(|why| bad(PoolProblem::CounterSets(why)))?)
     } else {
         None
     };
@@ -99,7 +99,10 @@ pub(super) struct Pool<'s> {
 impl<'s> Pool<'s> {
     /// The driver's slices for `node_name` at their newest generation; `None` when there are
     /// none, an error when they are too many or name two pools.
-    pub(super) fn newest(node_name: &str, slices: &[&'s ResourceSlice]) -> Result<Option<Pool<'s>>, String> {
+    pub(super) fn newest(
+        node_name: &str,
+        slices: &[&'s ResourceSlice],
+    ) -> Result<Option<Pool<'s>>, PoolProblem> {
         let ours: Vec<&ResourceSlice> = slices
             .iter()
             .copied()
@@ -107,7 +110,7 @@ impl<'s> Pool<'s> {
             .take(MAX_SLICES + 1)
             .collect();
         if ours.len() > MAX_SLICES {
-            return Err(format!("more than {MAX_SLICES} slices for one node"));
+            return Err(PoolProblem::TooManySlices { limit: MAX_SLICES });
         }
         let Some(generation) = ours.iter().map(|s| s.spec.pool.generation).max() else {
             return Ok(None);
@@ -120,7 +123,7 @@ impl<'s> Pool<'s> {
             return Ok(None);
         };
         if current.iter().any(|s| s.spec.pool.name != pool.name) {
-            return Err("its slices name more than one pool".into());
+            return Err(PoolProblem::SeveralPools);
         }
         Ok(Some(Pool {
             name: &pool.name,
@@ -132,18 +135,17 @@ impl<'s> Pool<'s> {
 
     /// [`Pool::newest`], refused unless every slice of it has been published: a pool being
     /// updated is not yet a description of the node.
-    fn current(node_name: &str, slices: &[&'s ResourceSlice]) -> Result<Option<Pool<'s>>, String> {
+    fn current(node_name: &str, slices: &[&'s ResourceSlice]) -> Result<Option<Pool<'s>>, PoolProblem> {
         let Some(pool) = Pool::newest(node_name, slices)? else {
             return Ok(None);
         };
         if usize::try_from(pool.expected).unwrap_or(usize::MAX) != pool.slices.len() {
-            return Err(format!(
-                "pool {} generation {} has {} of its {} slices; it is being updated",
-                quote(pool.name),
-                pool.generation,
-                pool.slices.len(),
-                pool.expected
-            ));
+            return Err(PoolProblem::Updating {
+                pool: pool.name.to_string(),
+                generation: pool.generation,
+                present: pool.slices.len(),
+                expected: pool.expected,
+            });
         }
         Ok(Some(pool))
     }
@@ -154,7 +156,7 @@ type Supplying<'a> = (&'a CounterSets, &'a mut (Supply, BTreeMap<String, usize>)
 
 /// Every device of `pool`, at most [`MAX_DEVICES`]; under DynamicMIG each possible partition
 /// goes to the GPU's `supply` instead of the device list. An error names the slice and device.
-fn read_pool(pool: &Pool<'_>, mut supply: Option<Supplying<'_>>) -> Result<Read, String> {
+fn read_pool(pool: &Pool<'_>, mut supply: Option<Supplying<'_>>) -> Result<Read, PoolProblem> {
     let mut read = Read::default();
     let mut count = 0usize;
     for slice in &pool.slices {
@@ -162,14 +164,12 @@ fn read_pool(pool: &Pool<'_>, mut supply: Option<Supplying<'_>>) -> Result<Read,
         for device in slice.spec.devices.iter().flatten() {
             count += 1;
             if count > MAX_DEVICES {
-                return Err(format!("more than {MAX_DEVICES} devices"));
+                return Err(PoolProblem::TooManyDevices { limit: MAX_DEVICES });
             }
-            let at = |why: String| {
-                format!(
-                    "slice {}, device {}: {why}",
-                    quote(slice_name),
-                    quote(&device.name)
-                )
+            let at = |problem: DeviceProblem| PoolProblem::Device {
+                slice: slice_name.to_string(),
+                device: device.name.clone(),
+                problem,
             };
             let before = read.devices.len();
             read.device(device, supply.is_some()).map_err(at)?;
@@ -221,17 +221,18 @@ fn pool_notes(
 /// Each of `devices` as an inventory device, in the order given (the allocation's), read as
 /// [`from_resource_slices`] reads them; possible partitions of a DynamicMIG pool are read as
 /// slices of their profile without a UUID. An error names the device that cannot be read.
-pub(super) fn read_devices(devices: &[&DraDevice]) -> Result<Vec<Device>, String> {
+pub(super) fn read_devices(devices: &[&DraDevice]) -> Result<Vec<Device>, Unmatched> {
     let mut read = Read::default();
     for device in devices {
         let before = read.devices.len();
-        read.device(device, true)
-            .map_err(|why| format!("device {}: {why}", quote(&device.name)))?;
+        read.device(device, true).map_err(|problem| Unmatched::Device {
+            device: device.name.clone(),
+            problem,
+        })?;
         if read.devices.len() == before {
-            return Err(format!(
-                "device {} is neither a GPU nor a MIG slice",
-                quote(&device.name)
-            ));
+            return Err(Unmatched::NotAGpu {
+                device: device.name.clone(),
+            });
         }
     }
     Ok(read.devices)
@@ -251,15 +252,13 @@ struct Read {
 impl Read {
     /// Reads one device into the list. `dynamic`: a DynamicMIG pool, whose devices consume
     /// shared counters (possible partitions, taken apart by the caller).
-    fn device(&mut self, device: &DraDevice, dynamic: bool) -> Result<(), String> {
+    fn device(&mut self, device: &DraDevice, dynamic: bool) -> Result<(), DeviceProblem> {
         if !dynamic && device.consumes_counters.as_ref().is_some_and(|c| !c.is_empty()) {
-            return Err(
-                "it consumes shared counters (DynamicMIG): a possible partition, not an existing one".into(),
-            );
+            return Err(DeviceProblem::PossiblePartition);
         }
         let empty = BTreeMap::new();
         let attrs = Attrs(device.attributes.as_ref().unwrap_or(&empty));
-        let kind = attrs.string("type")?.ok_or("no `type` attribute")?;
+        let kind = attrs.string("type")?.ok_or(DeviceProblem::NoType)?;
         let product = attrs.string("productName")?;
         self.versions(&attrs)?;
         let memory_mib = device
@@ -279,15 +278,14 @@ impl Read {
 
     /// The driver and CUDA versions a device states. Every device of a node runs the same
     /// driver; a pool that says otherwise is not one node's snapshot.
-    fn versions(&mut self, attrs: &Attrs<'_>) -> Result<(), String> {
+    fn versions(&mut self, attrs: &Attrs<'_>) -> Result<(), DeviceProblem> {
         if let Some(v) = attrs.version("driverVersion")? {
             match &self.driver {
                 Some(seen) if *seen != v => {
-                    return Err(format!(
-                        "`driverVersion` {} differs from another device's {}",
-                        quote(&v),
-                        quote(seen)
-                    ));
+                    return Err(DeviceProblem::DriverDiffers {
+                        version: v,
+                        seen: seen.clone(),
+                    });
                 }
                 Some(_) => {}
                 None => self.driver = Some(v),
@@ -305,10 +303,14 @@ impl Read {
         attrs: &Attrs<'_>,
         product: Option<String>,
         memory_mib: Option<u64>,
-    ) -> Result<(), String> {
-        let uuid = attrs.string("uuid")?.ok_or("a GPU without a `uuid`")?;
-        let parsed: GpuUuid = uuid.parse().map_err(|e| format!("`uuid`: {e}"))?;
-        let device_uuid: DeviceUuid = uuid.parse().map_err(|e| format!("`uuid`: {e}"))?;
+    ) -> Result<(), DeviceProblem> {
+        let uuid = attrs.string("uuid")?.ok_or(DeviceProblem::GpuWithoutUuid)?;
+        let unparsable = |error| AttributeProblem::Unparsable {
+            name: "uuid",
+            error: Box::new(error),
+        };
+        let parsed: GpuUuid = uuid.parse().map_err(unparsable)?;
+        let device_uuid: DeviceUuid = uuid.parse().map_err(unparsable)?;
         self.gpus.insert(
             uuid.clone(),
             Gpu {
@@ -339,7 +341,7 @@ impl Read {
         attrs: &Attrs<'_>,
         product: Option<String>,
         memory_mib: Option<u64>,
-    ) -> Result<(), String> {
+    ) -> Result<(), DeviceProblem> {
         let uuid = attrs.parsed::<DeviceUuid>("uuid")?;
         let parent = attrs.parsed::<GpuUuid>("parentUUID")?;
         let profile = attrs.parsed::<MigProfile>("profile")?;
@@ -400,46 +402,53 @@ struct Attrs<'a>(&'a BTreeMap<String, DeviceAttribute>);
 impl Attrs<'_> {
     /// A string attribute, `None` when absent; an error when it has another type or an
     /// unreasonable size.
-    fn string(&self, name: &str) -> Result<Option<String>, String> {
+    fn string(&self, name: &'static str) -> Result<Option<String>, AttributeProblem> {
         match self.0.get(name) {
             None => Ok(None),
             Some(DeviceAttribute { string: Some(s), .. }) => text(name, s).map(Some),
-            Some(_) => Err(format!("`{name}` is not a string attribute")),
+            Some(_) => Err(AttributeProblem::WrongType { name, kind: "string" }),
         }
     }
 
     /// A version attribute; a string is accepted too (older releases and hand-written slices).
     /// A string attribute read as `T`, `None` when absent; an error names the attribute.
-    fn parsed<T>(&self, name: &str) -> Result<Option<T>, String>
+    fn parsed<T>(&self, name: &'static str) -> Result<Option<T>, AttributeProblem>
     where
-        T: std::str::FromStr,
-        T::Err: std::fmt::Display,
+        T: std::str::FromStr<Err = miggate_compat::Error>,
     {
         self.string(name)?
-            .map(|s| s.parse::<T>().map_err(|e| format!("`{name}`: {e}")))
+            .map(|s| {
+                s.parse::<T>().map_err(|error| AttributeProblem::Unparsable {
+                    name,
+                    error: Box::new(error),
+                })
+            })
             .transpose()
     }
 
-    fn version(&self, name: &str) -> Result<Option<String>, String> {
+    fn version(&self, name: &'static str) -> Result<Option<String>, AttributeProblem> {
         match self.0.get(name) {
             None => Ok(None),
             Some(DeviceAttribute { version: Some(s), .. } | DeviceAttribute { string: Some(s), .. }) => {
                 text(name, s).map(Some)
             }
-            Some(_) => Err(format!("`{name}` is not a version attribute")),
+            Some(_) => Err(AttributeProblem::WrongType {
+                name,
+                kind: "version",
+            }),
         }
     }
 
-    fn int(&self, name: &str) -> Result<Option<i64>, String> {
+    fn int(&self, name: &'static str) -> Result<Option<i64>, AttributeProblem> {
         match self.0.get(name) {
             None => Ok(None),
             Some(DeviceAttribute { int: Some(i), .. }) => Ok(Some(*i)),
-            Some(_) => Err(format!("`{name}` is not an int attribute")),
+            Some(_) => Err(AttributeProblem::WrongType { name, kind: "int" }),
         }
     }
 
     /// `index` (v25.3.x), else `minor` (v25.3.x, the same number for a GPU).
-    fn index(&self) -> Result<Option<u32>, String> {
+    fn index(&self) -> Result<Option<u32>, AttributeProblem> {
         let value = match self.int("index")? {
             Some(i) => Some(i),
             None => self.int("minor")?,
@@ -449,7 +458,7 @@ impl Attrs<'_> {
 
     /// `resource.kubernetes.io/pciBusID` (v25.12.0 on), else `pcieBusID` (up to v25.8.x), in
     /// nvidia-smi's 8-digit-domain form.
-    fn pci_bus_id(&self) -> Result<Option<String>, String> {
+    fn pci_bus_id(&self) -> Result<Option<String>, AttributeProblem> {
         let id = match self.string("resource.kubernetes.io/pciBusID")? {
             Some(id) => Some(id),
             None => self.string("pcieBusID")?,
@@ -461,7 +470,7 @@ impl Attrs<'_> {
     }
 
     /// `cudaComputeCapability` (`8.0.0`) as nvidia-smi prints it (`8.0`).
-    fn compute_capability(&self) -> Result<Option<VersionText>, String> {
+    fn compute_capability(&self) -> Result<Option<VersionText>, AttributeProblem> {
         Ok(self.version("cudaComputeCapability")?.map(|v| {
             let mut parts = v.split('.');
             match (parts.next(), parts.next()) {
@@ -472,13 +481,16 @@ impl Attrs<'_> {
     }
 }
 
-fn text(name: &str, s: &str) -> Result<String, String> {
+fn text(name: &'static str, s: &str) -> Result<String, AttributeProblem> {
     let s = s.trim();
     if s.is_empty() {
-        return Err(format!("`{name}` is empty"));
+        return Err(AttributeProblem::Empty { name });
     }
     if s.len() > MAX_TEXT_BYTES || s.chars().any(miggate_compat::escape::is_hazard) {
-        return Err(format!("`{name}` is not a plausible value ({})", quote(s)));
+        return Err(AttributeProblem::Implausible {
+            name,
+            value: s.to_string(),
+        });
     }
     Ok(s.to_string())
 }

@@ -9,9 +9,10 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::bdf::Bdf;
 use crate::error::Error;
 use crate::journal::Journal;
-use crate::layout::Layout;
+use crate::layout::{Layout, MigSetting};
 use crate::observe::{ObservedNode, observe};
 use crate::plan::{Plan, plan};
 use crate::seams::Host;
@@ -127,6 +128,64 @@ impl fmt::Display for Failure {
 }
 
 impl std::error::Error for Failure {}
+
+/// Why a wait's condition does not hold yet: the last one is what a wait that runs out says.
+#[derive(Debug, thiserror::Error)]
+enum NotReady {
+    /// Reading the host failed.
+    #[error(transparent)]
+    Host(#[from] Error),
+    /// A step that reads the host failed, with what it was reading.
+    #[error("{}", .0.message)]
+    Failed(Failure),
+    /// The driver is not loaded yet.
+    #[error("the nvidia module is not loaded")]
+    ModuleNotLoaded,
+    /// The driver lists some of the layout's GPUs, not all.
+    #[error(
+        "GPU {} of the layout not listed by the driver (it lists {})",
+        joined(missing),
+        joined(listed)
+    )]
+    GpusNotListed {
+        /// The layout's GPUs the driver does not list.
+        missing: Vec<Bdf>,
+        /// The GPUs it lists.
+        listed: Vec<Bdf>,
+    },
+    /// A unit that must run is not active.
+    #[error("{unit} is not active")]
+    UnitInactive {
+        /// The unit.
+        unit: String,
+    },
+    /// nvidia-persistenced's socket is absent.
+    #[error("not there")]
+    SocketAbsent,
+    /// A VF without its `nvidia/` directory.
+    #[error("VF {vf} (virtfn{n})")]
+    VfWithoutDirectory {
+        /// The VF.
+        vf: Bdf,
+        /// Its number under the PF (`virtfnN`).
+        n: u32,
+    },
+    /// GPUs whose MIG mode is not current yet.
+    #[error("{}", pending.iter().map(|(b, m)| format!("{b} not yet {m}")).collect::<Vec<_>>().join(", "))]
+    ModePending {
+        /// Each GPU and the mode it waits for.
+        pending: Vec<(Bdf, MigSetting)>,
+    },
+}
+
+/// Bus ids as a comma-separated list.
+fn joined(buses: &[Bdf]) -> String {
+    buses
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// Runs recovery to the end: see the module documentation.
 pub fn apply(
@@ -277,8 +336,8 @@ impl Run<'_, '_> {
     fn wait(
         &mut self,
         limit: Duration,
-        mut ready: impl FnMut(&Self) -> Result<(), String>,
-    ) -> Result<(), String> {
+        mut ready: impl FnMut(&Self) -> Result<(), NotReady>,
+    ) -> Result<(), NotReady> {
         let start = self.host.clock.elapsed();
         loop {
             match ready(self) {

@@ -3,7 +3,7 @@
 //! one guarded reboot when no reset is possible. Units stopped and persistence turned off are
 //! journalled, so that a run that fails or crashes puts them back.
 
-use super::{Flow, Outcome, Run};
+use super::{Flow, NotReady, Outcome, Run};
 use crate::bdf::Bdf;
 use crate::error::{Error, ResetFailure};
 use crate::layout::MigSetting;
@@ -271,15 +271,11 @@ impl Run<'_, '_> {
     fn await_mode(&mut self, pending: &[(Bdf, MigSetting)]) -> Flow<()> {
         let limit = self.options.mode_timeout;
         let left = self.wait(limit, |run| {
-            let still = run.still_pending(pending).map_err(|f| f.message)?;
+            let still = run.still_pending(pending).map_err(NotReady::Failed)?;
             if still.is_empty() {
                 Ok(())
             } else {
-                Err(still
-                    .iter()
-                    .map(|(b, m)| format!("{b} not yet {m}"))
-                    .collect::<Vec<_>>()
-                    .join(", "))
+                Err(NotReady::ModePending { pending: still })
             }
         });
         left.map_err(|why| {

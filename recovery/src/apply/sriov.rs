@@ -1,7 +1,7 @@
 //! SR-IOV around the MIG mode change: the VFs are disabled before it (a mode change needs
 //! them gone) and enabled again after, waiting for every VF's `nvidia/` directory.
 
-use super::{Flow, Run};
+use super::{Flow, NotReady, Run};
 use crate::bdf::Bdf;
 use crate::plan::Step;
 use crate::steps::StepName;
@@ -50,9 +50,9 @@ impl Run<'_, '_> {
             let limit = self.options.vf_dir_timeout;
             let pf = gpu.bus.clone();
             self.wait(limit, |run| {
-                for (n, vf) in run.host.sysfs.vfs(&pf).map_err(|e| e.to_string())? {
-                    if run.host.sysfs.vf_vgpu(&vf).map_err(|e| e.to_string())?.is_none() {
-                        return Err(format!("VF {vf} (virtfn{n})"));
+                for (n, vf) in run.host.sysfs.vfs(&pf)? {
+                    if run.host.sysfs.vf_vgpu(&vf)?.is_none() {
+                        return Err(NotReady::VfWithoutDirectory { vf, n });
                     }
                 }
                 Ok(())

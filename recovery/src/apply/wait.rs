@@ -1,7 +1,7 @@
 //! The waits before anything is read or changed: the driver with every GPU of the layout,
 //! the units the options name, the fabric manager in the layout's mode, nvidia-persistenced.
 
-use super::{Flow, Run};
+use super::{Flow, NotReady, Run};
 use crate::bdf::Bdf;
 use crate::observe::physical_gpus;
 use crate::steps::StepName;
@@ -24,32 +24,22 @@ impl Run<'_, '_> {
         let limit = self.options.driver_timeout;
         let wanted: Vec<Bdf> = self.layout.gpus.iter().map(|g| g.bus.clone()).collect();
         self.wait(limit, |run| {
-            if !run
-                .host
-                .sysfs
-                .module_loaded("nvidia")
-                .map_err(|e| e.to_string())?
-            {
-                return Err("the nvidia module is not loaded".to_string());
+            if !run.host.sysfs.module_loaded("nvidia")? {
+                return Err(NotReady::ModuleNotLoaded);
             }
-            let listed = physical_gpus(&run.host).map_err(|e| e.to_string())?;
-            let missing: Vec<String> = wanted
+            let listed = physical_gpus(&run.host)?;
+            let missing: Vec<Bdf> = wanted
                 .iter()
                 .filter(|b| !listed.iter().any(|g| &g.bus == *b))
-                .map(ToString::to_string)
+                .cloned()
                 .collect();
             if missing.is_empty() {
                 Ok(())
             } else {
-                Err(format!(
-                    "GPU {} of the layout not listed by the driver (it lists {})",
-                    missing.join(", "),
-                    listed
-                        .iter()
-                        .map(|g| g.bus.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
+                Err(NotReady::GpusNotListed {
+                    missing,
+                    listed: listed.into_iter().map(|g| g.bus).collect(),
+                })
             }
         })
         .map_err(|why| self.fail(format!("after {}s: {why}", limit.as_secs())))?;
@@ -66,8 +56,8 @@ impl Run<'_, '_> {
         let limit = self.options.fabric_timeout;
         self.wait(limit, |run| {
             for unit in &units {
-                if !run.host.services.is_active(unit).map_err(|e| e.to_string())? {
-                    return Err(format!("{unit} is not active"));
+                if !run.host.services.is_active(unit)? {
+                    return Err(NotReady::UnitInactive { unit: unit.clone() });
                 }
             }
             Ok(())
@@ -88,8 +78,8 @@ impl Run<'_, '_> {
         let unit = self.options.fabric_unit.clone();
         let limit = self.options.fabric_timeout;
         self.wait(limit, |run| {
-            if !run.host.services.is_active(&unit).map_err(|e| e.to_string())? {
-                return Err(format!("{unit} is not active"));
+            if !run.host.services.is_active(&unit)? {
+                return Err(NotReady::UnitInactive { unit: unit.clone() });
             }
             Ok(())
         })
@@ -118,8 +108,8 @@ impl Run<'_, '_> {
         let limit = self.options.persistenced_timeout;
         let reached = self.wait(limit, |run| match run.host.sysfs.persistenced_reachable() {
             Ok(true) => Ok(()),
-            Ok(false) => Err("not there".to_string()),
-            Err(e) => Err(e.to_string()),
+            Ok(false) => Err(NotReady::SocketAbsent),
+            Err(e) => Err(NotReady::Host(e)),
         });
         let note = match reached {
             Ok(()) => "ok".to_string(),

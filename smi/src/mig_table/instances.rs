@@ -3,9 +3,8 @@
 use miggate_compat::MigProfile;
 use serde::Serialize;
 
-use super::table::{BoxRow, MigTable, Placement, build, need, profile};
+use super::table::{BoxRow, MigTable, Placement, RowError, build, need, profile};
 use crate::error::Error;
-use crate::text::quote;
 
 /// The `-lgi` command, as named in errors and warnings.
 pub const LGI: &str = "nvidia-smi mig -lgi";
@@ -68,8 +67,8 @@ pub fn parse_compute_instances(text: &str) -> Result<MigTable<ComputeInstance>, 
     )
 }
 
-fn gpu_instance(row: &BoxRow<'_>) -> Result<GpuInstance, String> {
-    let named = row.named().ok_or("no profile name")?;
+fn gpu_instance(row: &BoxRow<'_>) -> Result<GpuInstance, RowError> {
+    let named = row.named().ok_or(RowError::NoProfileName)?;
     let gpu = need(&named.before, 0, "GPU index")?;
     Ok(GpuInstance {
         gpu,
@@ -81,8 +80,8 @@ fn gpu_instance(row: &BoxRow<'_>) -> Result<GpuInstance, String> {
     })
 }
 
-fn compute_instance(row: &BoxRow<'_>) -> Result<ComputeInstance, String> {
-    let named = row.named().ok_or("no profile name")?;
+fn compute_instance(row: &BoxRow<'_>) -> Result<ComputeInstance, RowError> {
+    let named = row.named().ok_or(RowError::NoProfileName)?;
     Ok(ComputeInstance {
         gpu: need(&named.before, 0, "GPU index")?,
         gpu_instance_id: need(&named.before, 1, "GPU instance id")?,
@@ -95,11 +94,11 @@ fn compute_instance(row: &BoxRow<'_>) -> Result<ComputeInstance, String> {
 }
 
 /// An optional `start:size` column: absent is `None`, present and unreadable is an error.
-fn placement(tokens: &[&str], at: usize) -> Result<Option<Placement>, String> {
+fn placement(tokens: &[&str], at: usize) -> Result<Option<Placement>, RowError> {
     match tokens.get(at) {
         None => Ok(None),
         Some(t) => Placement::parse(t)
             .map(Some)
-            .ok_or_else(|| format!("placement {} is not start:size", quote(t))),
+            .ok_or_else(|| RowError::NotPlacement { token: t.to_string() }),
     }
 }

@@ -7,9 +7,9 @@
 use miggate_compat::MigProfile;
 use serde::Serialize;
 
-use super::table::{BoxRow, MigTable, build, free_total, maybe, need, profile};
+use super::table::{BoxRow, MigTable, RowError, build, free_total, maybe, need, profile};
 use crate::error::Error;
-use crate::text::{number, quote};
+use crate::text::number;
 
 /// The `-lgip` command, as named in errors and warnings.
 pub const LGIP: &str = "nvidia-smi mig -lgip";
@@ -102,11 +102,14 @@ pub fn parse_compute_instance_profiles(text: &str) -> Result<MigTable<ComputeIns
     )
 }
 
-fn gpu_instance_profile(row: &BoxRow<'_>) -> Result<GpuInstanceProfile, String> {
-    let named = row.named().ok_or("no profile name")?;
+fn gpu_instance_profile(row: &BoxRow<'_>) -> Result<GpuInstanceProfile, RowError> {
+    let named = row.named().ok_or(RowError::NoProfileName)?;
     let after = &named.after;
     let (instances_free, instances_total) = free_total(after.get(1))?;
-    let memory_gib = after.get(2).ok_or("no Memory GiB")?.to_string();
+    let memory_gib = after
+        .get(2)
+        .ok_or(RowError::Missing { column: "Memory GiB" })?
+        .to_string();
     // P2P is a word (`No`); older layouts may lack it, so the counts start after it if present.
     let (p2p, counts) = match after.get(3) {
         Some(t) if number(t).is_none() => (Some(t.to_string()), after.get(4..).unwrap_or(&[])),
@@ -130,13 +133,15 @@ fn gpu_instance_profile(row: &BoxRow<'_>) -> Result<GpuInstanceProfile, String> 
     })
 }
 
-fn compute_instance_profile(row: &BoxRow<'_>) -> Result<ComputeInstanceProfile, String> {
-    let named = row.named().ok_or("no profile name")?;
+fn compute_instance_profile(row: &BoxRow<'_>) -> Result<ComputeInstanceProfile, RowError> {
+    let named = row.named().ok_or(RowError::NoProfileName)?;
     let after = &named.after;
-    let id_token = after.first().ok_or("no profile id")?;
+    let id_token = after.first().ok_or(RowError::Missing { column: "profile id" })?;
     let default = id_token.ends_with('*');
-    let id = number(id_token.trim_end_matches('*'))
-        .ok_or_else(|| format!("profile id {} is not a number", quote(id_token)))?;
+    let id = number(id_token.trim_end_matches('*')).ok_or_else(|| RowError::NotANumber {
+        column: "profile id",
+        token: id_token.to_string(),
+    })?;
     let (instances_free, instances_total) = free_total(after.get(1))?;
     Ok(ComputeInstanceProfile {
         gpu: need(&named.before, 0, "GPU index")?,

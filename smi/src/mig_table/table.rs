@@ -208,7 +208,7 @@ pub(super) fn build<'a, T>(
     text: &'a str,
     command: &'static str,
     expected: &str,
-    read: impl Fn(&BoxRow<'a>) -> Result<T, String>,
+    read: impl Fn(&BoxRow<'a>) -> Result<T, RowError>,
 ) -> Result<MigTable<T>, Error> {
     let scan = scan(text, command)?;
     let mut table = MigTable {
@@ -259,10 +259,47 @@ pub(super) fn build<'a, T>(
     Ok(table)
 }
 
+/// Why one row of a box table cannot be read; the row is skipped with a warning that says so.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum RowError {
+    /// No token reads as the profile name.
+    #[error("no profile name")]
+    NoProfileName,
+    /// A required column is missing.
+    #[error("no {column}")]
+    Missing {
+        /// The column, as the table's header names it.
+        column: &'static str,
+    },
+    /// A column that must be a number is not one.
+    #[error("{column} {} is not a number", quote(token))]
+    NotANumber {
+        /// The column.
+        column: &'static str,
+        /// The token found.
+        token: String,
+    },
+    /// The `Free/Total` column is not two numbers.
+    #[error("{} is not Free/Total", quote(token))]
+    NotFreeTotal {
+        /// The token found.
+        token: String,
+    },
+    /// The `Start:Size` column is not a placement.
+    #[error("placement {} is not start:size", quote(token))]
+    NotPlacement {
+        /// The token found.
+        token: String,
+    },
+}
+
 /// Reads a required numeric token.
-pub(super) fn need(tokens: &[&str], at: usize, what: &str) -> Result<u32, String> {
-    let token = tokens.get(at).ok_or_else(|| format!("no {what}"))?;
-    number(token).ok_or_else(|| format!("{what} {} is not a number", quote(token)))
+pub(super) fn need(tokens: &[&str], at: usize, column: &'static str) -> Result<u32, RowError> {
+    let token = tokens.get(at).ok_or(RowError::Missing { column })?;
+    number(token).ok_or_else(|| RowError::NotANumber {
+        column,
+        token: token.to_string(),
+    })
 }
 
 /// Reads an optional numeric token (absent in older layouts).
@@ -271,14 +308,15 @@ pub(super) fn maybe(tokens: &[&str], at: usize) -> Option<u32> {
 }
 
 /// Reads `free/total`.
-pub(super) fn free_total(token: Option<&&str>) -> Result<(u32, u32), String> {
-    let token = token.ok_or("no Free/Total")?;
-    let (free, total) = token
-        .split_once('/')
-        .ok_or_else(|| format!("{} is not Free/Total", quote(token)))?;
+pub(super) fn free_total(token: Option<&&str>) -> Result<(u32, u32), RowError> {
+    let token = token.ok_or(RowError::Missing { column: "Free/Total" })?;
+    let not = || RowError::NotFreeTotal {
+        token: token.to_string(),
+    };
+    let (free, total) = token.split_once('/').ok_or_else(not)?;
     match (number(free), number(total)) {
         (Some(f), Some(t)) => Ok((f, t)),
-        _ => Err(format!("{} is not Free/Total", quote(token))),
+        _ => Err(not()),
     }
 }
 

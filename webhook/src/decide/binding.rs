@@ -109,11 +109,15 @@ fn binding_report(
     match at {
         AtBinding::Judged { report, devices } => (report, Some(devices)),
         AtBinding::NoClaims => (offer(), None),
-        AtBinding::NotAllocated(why) | AtBinding::Unmatched(why) => {
-            warnings.push(Warning::ExactCheckNotRun { why });
-            (offer(), None)
-        }
+        AtBinding::NotAllocated(why) => not_run(why.to_string(), offer, warnings),
+        AtBinding::Unmatched(why) => not_run(why.to_string(), offer, warnings),
     }
+}
+
+/// The offer report, with a warning saying why the exact check did not run.
+fn not_run(why: String, offer: impl FnOnce() -> Report, warnings: &mut Vec<Warning>) -> (Report, Option<String>) {
+    warnings.push(Warning::ExactCheckNotRun { why });
+    (offer(), None)
 }
 
 /// `gpu-request` of each restore container against the node it is being bound to: the node's

@@ -1,4 +1,22 @@
-//! The crate's one error type: what failed, in words an operator can act on.
+//! The crate's one error type: what failed, in words an operator can act on, and the causes
+//! it carries, each a value shown in words only when the error is.
+
+mod claim;
+mod deploy;
+mod inventory;
+mod stored;
+
+use std::borrow::Cow;
+
+use miggate_compat::escape::escape_within;
+
+pub use claim::NoClaim;
+pub use deploy::{BadCidr, DeployProblem, ObjectName};
+pub use inventory::{
+    AttributeProblem, CounterSetProblem, DeviceProblem, GpuNodeProblem, LabelProblem, PoolProblem, Unmatched,
+    Unreadable,
+};
+pub use stored::NotStored;
 
 /// Why building a resource or writing the CRDs failed.
 #[derive(Debug, thiserror::Error)]
@@ -26,8 +44,9 @@ pub enum Error {
         origin: &'static str,
         /// The node it describes.
         node: String,
-        /// Why, naming the object and field where there is one.
-        why: String,
+        /// Why, naming the object and field where there is one (boxed: every `Result` of this
+        /// crate would carry its size).
+        why: Box<Unreadable>,
     },
     /// A pod's DRA allocation that cannot be matched to the node's devices: a device of
     /// another pool, one the slices no longer list, one named twice.
@@ -35,16 +54,16 @@ pub enum Error {
     Allocation {
         /// The node the pod is bound to.
         node: String,
-        /// Why, naming the device.
-        why: String,
+        /// Why, naming the device (boxed, as [`Error::Inventory`]'s).
+        why: Box<Unmatched>,
     },
     /// A checkpoint that cannot be written as a DRA claim: devices not recorded, a device of
     /// unknown kind or shape, a text no selector can hold.
     #[error("cannot write a claim for the checkpoint: {0}")]
-    Claim(String),
+    Claim(NoClaim),
     /// A deploy manifest could not be written as YAML or JSON.
     #[error("cannot write the deploy manifests: {0}")]
-    Deploy(String),
+    Deploy(DeployProblem),
     /// A stored object's manifest cannot be read: the manifest reader's error, with its field
     /// path and position.
     #[error(transparent)]
@@ -53,8 +72,8 @@ pub enum Error {
     /// version).
     #[error("{why}")]
     Stored {
-        /// What is wrong, outside text already escaped.
-        why: String,
+        /// What is wrong.
+        why: NotStored,
     },
     /// An address range given as the API server's (`miggate deploy --api-server-cidr`) that is
     /// not a CIDR in the form the API server keeps.
@@ -63,9 +82,33 @@ pub enum Error {
         /// What was given.
         text: String,
         /// What is wrong with it, and what to write instead where there is one.
-        why: String,
+        why: BadCidr,
     },
     /// The CRDs could not be written as YAML.
     #[error("cannot write the CRDs as YAML: {0}")]
     Yaml(#[from] serde_saphyr::SerializeError),
+}
+
+// By hand rather than `#[from]`, which would also make the cause the error's source, and a
+// reader that prints the chain would show it twice.
+impl From<NoClaim> for Error {
+    fn from(why: NoClaim) -> Self {
+        Error::Claim(why)
+    }
+}
+
+impl From<DeployProblem> for Error {
+    fn from(why: DeployProblem) -> Self {
+        Error::Deploy(why)
+    }
+}
+
+/// Outside text quoted in a note or error: escaped and cut.
+pub(crate) fn quote(text: &str) -> String {
+    escape_within(text, 96).into_owned()
+}
+
+/// An optional name as a message shows it: `?` when absent.
+fn or_unknown(text: Option<&str>) -> Cow<'_, str> {
+    Cow::Borrowed(text.unwrap_or("?"))
 }
