@@ -115,7 +115,11 @@ fn binding_report(
 }
 
 /// The offer report, with a warning saying why the exact check did not run.
-fn not_run(why: String, offer: impl FnOnce() -> Report, warnings: &mut Vec<Warning>) -> (Report, Option<String>) {
+fn not_run(
+    why: String,
+    offer: impl FnOnce() -> Report,
+    warnings: &mut Vec<Warning>,
+) -> (Report, Option<String>) {
     warnings.push(Warning::ExactCheckNotRun { why });
     (offer(), None)
 }

@@ -57,12 +57,14 @@ use miggate_crds::inventory::best_or_why;
 /// The DRA driver whose `ResourceSlice`s describe NVIDIA GPUs.
 pub use miggate_wire::dra::DRIVER as NVIDIA_DRA_DRIVER;
 
+mod backoff;
 mod cache;
 mod convert;
 pub mod lean;
 mod watch;
 mod whole;
 
+pub use backoff::WATCH_RETRY_MAX;
 use cache::{Cache, SnapshotEntry, Tracking, Watched};
 use convert::{
     checkpoint_of, claim_of, content_of, gpu_node_of, node_of, restore_pod_of, slice_of, snapshot_of,
@@ -71,7 +73,6 @@ use lean::{
     WatchedCheckpoint, WatchedClaim, WatchedContent, WatchedGpuNode, WatchedNode, WatchedSlice,
     WatchedSnapshot,
 };
-pub use watch::WATCH_RETRY_MAX;
 use watch::feed;
 
 /// How the caches select what they watch.

@@ -23,9 +23,9 @@ use serde::de::{self, DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, 
 use tokio_util::compat::FuturesAsyncReadCompatExt;
 use tokio_util::io::SyncIoBridge;
 
+use super::backoff::{ListChoice, WatchBackoff};
 use super::cache::{Cache, Entry};
 use super::convert::key_of;
-use super::watch::{ListChoice, WatchBackoff};
 use crate::cache_status::ListMode;
 
 /// The read buffer between the response stream and the decoder: what a list costs beside the
