@@ -12,8 +12,8 @@ use miggate_capture::{Backend, Error, Options, RunError, Stream, capture};
 use miggate_capture::{assemble, read_nvml};
 use miggate_smi::{list, query};
 
-#[path = "support/fake_nvml.rs"]
-mod fake_nvml;
+mod support;
+use support::fake_nvml;
 
 const H100: &str = "NVIDIA H100 80GB HBM3";
 const GPU_A: &str = "GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f";

@@ -15,9 +15,8 @@ const H100: &str = "NVIDIA H100 80GB HBM3";
 const GPU0: &str = "GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f";
 const GPU1: &str = "GPU-c08d91cb-e324-655c-71ba-7570956445bc";
 
-#[path = "support/fake_nvml.rs"]
-mod fake_nvml;
-use fake_nvml::fake;
+mod support;
+use support::fake_nvml::fake;
 
 fn read(scenario: &'static str) -> NvidiaFacts {
     read_nvml(Some(&fake(scenario))).unwrap_or_else(|e| panic!("{scenario}: {e}"))

@@ -7,7 +7,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::fs;
-use std::path::Path;
 
 use insta::{assert_yaml_snapshot, glob};
 use miggate_capture::assemble;
@@ -15,13 +14,9 @@ use miggate_compat::DeviceKind;
 use miggate_smi::list::{self, Listing};
 use miggate_smi::query::{self, QueryRow, QueryTable};
 use rstest::rstest;
+use support::nvidia_smi;
 
-fn testdata(rel: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../testdata/nvidia-smi")
-        .join(rel);
-    fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+mod support;
 
 /// Query rows as a host would print them for the GPUs of a listing: MIG taken as enabled on
 /// exactly the GPUs with MIG lines under them.
@@ -86,7 +81,7 @@ fn list_counts(
     #[case] whole_devices: usize,
     #[case] unknown_devices: usize,
 ) {
-    let listing = list::parse(&testdata(&format!("list/{file}"))).unwrap();
+    let listing = list::parse(&nvidia_smi(&format!("list/{file}"))).unwrap();
     let got: Vec<usize> = listing.gpus.iter().map(|g| g.slices.len()).collect();
     assert_eq!(got, slices_per_gpu);
     assert_eq!(listing.orphans.len(), orphans);
@@ -116,7 +111,7 @@ fn list_counts(
 
 #[test]
 fn stripped_uuid_listing_has_unknown_whole_gpus_and_unknown_slice_uuids() {
-    let listing = list::parse(&testdata(
+    let listing = list::parse(&nvidia_smi(
         "list/h100-4gpu-gpu2-7x1g12gb-pytorch-collect-env-uuid-stripped.txt",
     ))
     .unwrap();

@@ -6,7 +6,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::fs;
-use std::path::Path;
 use std::sync::LazyLock;
 
 use miggate_capture::assemble;
@@ -14,10 +13,13 @@ use miggate_compat::DeviceKind;
 use miggate_smi::query::{self, QueryTable};
 use miggate_smi::{failure, list, mig_table};
 use proptest::prelude::*;
+use support::nvidia_smi_path;
+
+mod support;
 
 /// Every recorded file under `testdata/nvidia-smi/`, as (subdirectory, text).
 static CORPUS: LazyLock<Vec<(String, String)>> = LazyLock::new(|| {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/nvidia-smi");
+    let root = nvidia_smi_path("");
     let mut files = Vec::new();
     for dir in fs::read_dir(&root).unwrap() {
         let dir = dir.unwrap().path();

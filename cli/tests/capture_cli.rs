@@ -2,21 +2,17 @@
 //! NVML library, and its manifests fed to `miggate check`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use miggate_compat::{DeviceKind, GpuManifest};
 use rstest::rstest;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use support::workspace_root;
 
 fn replay() -> PathBuf {
-    root().join("testdata/nvidia-smi/replay/nvidia-smi")
+    workspace_root().join("testdata/nvidia-smi/replay/nvidia-smi")
 }
 
 fn miggate(args: &[&str], scenario: Option<&str>) -> Output {
@@ -215,7 +211,7 @@ fn captured_manifests_are_compared_by_check() {
     );
 
     // Against a restore container that was handed whole GPUs.
-    let whole = root().join("testdata/manifests/restore-h100-whole.yaml");
+    let whole = workspace_root().join("testdata/manifests/restore-h100-whole.yaml");
     let skip = "kernel-version,driver-version";
     let (code, report) = check_json(&[&slice, whole.to_str().unwrap(), "--skip", skip]);
     assert_eq!(code, Some(1));
@@ -263,12 +259,12 @@ fn no_driver_is_a_clear_error_with_exit_2(
 }
 
 #[path = "../../capture/tests/support/fake_nvml.rs"]
-mod support;
+mod fake_nvml;
 
 /// The fake NVML library of `capture/tests/nvml.rs`, scenario `h100_mixed` (the node the
 /// replayed `h100-mixed` nvidia-smi describes).
 fn fake_nvml() -> PathBuf {
-    support::fake("h100_mixed")
+    fake_nvml::fake("h100_mixed")
 }
 
 #[test]

@@ -1,26 +1,22 @@
 //! `miggate check` as a user runs it: the real binary, real files, exit codes and output.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use rstest::rstest;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use support::workspace_root;
 
 fn manifests() -> PathBuf {
-    root().join("testdata/manifests")
+    workspace_root().join("testdata/manifests")
 }
 
 fn miggate(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_miggate"))
         .args(args)
-        .current_dir(root())
+        .current_dir(workspace_root())
         .env("NO_COLOR", "1")
         .output()
         .unwrap()

@@ -6,16 +6,11 @@
 
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
 use serde_json::Value;
-
-fn testdata(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../testdata")
-        .join(rel)
-}
+use support::testdata;
 
 fn object(rel: &str) -> Value {
     serde_saphyr::from_str(&std::fs::read_to_string(testdata(rel)).unwrap()).unwrap()

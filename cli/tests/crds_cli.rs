@@ -2,21 +2,16 @@
 //! `kubectl apply -f -`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::Command;
+mod support;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use std::process::Command;
+use support::workspace_root;
 
 #[test]
 fn crds_prints_every_checked_in_crd_as_one_stream() {
     let out = Command::new(env!("CARGO_BIN_EXE_miggate"))
         .arg("crds")
-        .current_dir(root())
+        .current_dir(workspace_root())
         .env("NO_COLOR", "1")
         .output()
         .unwrap();
@@ -32,7 +27,7 @@ fn crds_prints_every_checked_in_crd_as_one_stream() {
     // Exactly the checked-in files, in order, separated by `---`.
     let files: Vec<String> = ["miggate.io_gpucheckpoints.yaml", "miggate.io_gpunodes.yaml"]
         .iter()
-        .map(|f| std::fs::read_to_string(root().join("crds").join(f)).unwrap())
+        .map(|f| std::fs::read_to_string(workspace_root().join("crds").join(f)).unwrap())
         .collect();
     assert_eq!(stdout, files.join("---\n"));
     assert_eq!(stdout, miggate_crds::crds_yaml().unwrap());

@@ -3,20 +3,15 @@
 //! service account.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod support;
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use std::process::{Command, Output};
+use support::workspace_root;
 
 fn miggate(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_miggate"))
         .args(args)
-        .current_dir(root())
+        .current_dir(workspace_root())
         .env("NO_COLOR", "1")
         .output()
         .unwrap()
@@ -63,7 +58,7 @@ fn deploy_out_writes_the_checked_in_files() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     written.sort();
-    let mut checked_in: Vec<String> = std::fs::read_dir(root().join("deploy"))
+    let mut checked_in: Vec<String> = std::fs::read_dir(workspace_root().join("deploy"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .filter(|f| f.ends_with(".yaml"))
@@ -73,7 +68,7 @@ fn deploy_out_writes_the_checked_in_files() {
     for f in &written {
         assert_eq!(
             std::fs::read_to_string(dir.path().join(f)).unwrap(),
-            std::fs::read_to_string(root().join("deploy").join(f)).unwrap(),
+            std::fs::read_to_string(workspace_root().join("deploy").join(f)).unwrap(),
             "{f}"
         );
     }
@@ -148,7 +143,7 @@ fn deploy_takes_the_api_servers_addresses_and_refuses_a_wrong_one() {
 /// The container args of the workload `kind` in `file`, with the kubelet's `$(NODE_NAME)`
 /// substituted as it would be.
 fn workload_args(file: &str, kind: &str) -> Vec<String> {
-    let text = std::fs::read_to_string(root().join("deploy").join(file)).unwrap();
+    let text = std::fs::read_to_string(workspace_root().join("deploy").join(file)).unwrap();
     let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
     let workload = docs.iter().find(|d| d["kind"] == kind).unwrap();
     workload["spec"]["template"]["spec"]["containers"][0]["args"]

@@ -3,18 +3,14 @@
 //! `-o` convention, objects as `kubectl get -o yaml` prints them, and errors said once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
 use rstest::rstest;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use support::workspace_root;
 
 fn miggate(args: &[&str]) -> Output {
     miggate_in(args, None)
@@ -24,7 +20,7 @@ fn miggate(args: &[&str]) -> Output {
 fn miggate_in(args: &[&str], stdin: Option<&str>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_miggate"))
         .args(args)
-        .current_dir(root())
+        .current_dir(workspace_root())
         .env("NO_COLOR", "1")
         .env_remove("KUBECONFIG")
         .stdin(if stdin.is_some() {
@@ -60,7 +56,7 @@ const CUT_NODE: &str = "testdata/manifests/node-h100-1-whole-1-cut.yaml";
 
 /// That node inventory with `devices:` misspelt `devcies:`, in a temporary directory.
 fn typo_node(dir: &Path) -> String {
-    let text = std::fs::read_to_string(root().join(CUT_NODE)).unwrap();
+    let text = std::fs::read_to_string(workspace_root().join(CUT_NODE)).unwrap();
     assert_eq!(
         text.matches("devices:").count(),
         1,
@@ -146,7 +142,7 @@ fn strictness_covers_convert_and_where_too() {
     std::fs::create_dir_all(store.join("nodes")).unwrap();
     std::fs::copy(&node, store.join("nodes/typo.yaml")).unwrap();
     // Captured on the node its file names: a store refuses one node's inventory for another.
-    let good = std::fs::read_to_string(root().join(CUT_NODE)).unwrap();
+    let good = std::fs::read_to_string(workspace_root().join(CUT_NODE)).unwrap();
     std::fs::write(
         store.join("nodes/good.yaml"),
         good.replace("nodeName: gpu-node-9", "nodeName: good"),
@@ -253,7 +249,7 @@ fn a_format_name_is_not_taken_for_a_file(#[case] args: &[&str]) {
 /// checkpoint (before: ``kind is `GpuCheckpoint`, expected `GpuManifest` ``).
 #[test]
 fn objects_as_kubectl_prints_them_are_read_as_their_manifest() {
-    let object = std::fs::read_to_string(root().join(OBJECT)).unwrap();
+    let object = std::fs::read_to_string(workspace_root().join(OBJECT)).unwrap();
     let from_object = miggate_in(
         &["check", "-", NODE, "--mode", "offer", "-o", "json"],
         Some(&object),
@@ -326,7 +322,7 @@ fn skip_typo_as_docs_show() {
 
 #[test]
 fn durations_take_units_and_bare_numbers_stay_seconds() {
-    let replay = root().join("testdata/nvidia-smi/replay/nvidia-smi");
+    let replay = workspace_root().join("testdata/nvidia-smi/replay/nvidia-smi");
     for timeout in ["5s", "1500ms", "30", "1m"] {
         let out = Command::new(env!("CARGO_BIN_EXE_miggate"))
             .args([
@@ -382,7 +378,7 @@ fn nvml_load_failures_say_the_loader_words_once() {
 /// `publish --once` prints the GpuNode a round would apply, without a cluster.
 #[test]
 fn publish_once_prints_the_gpunode_and_writes_nothing() {
-    let replay = root().join("testdata/nvidia-smi/replay/nvidia-smi");
+    let replay = workspace_root().join("testdata/nvidia-smi/replay/nvidia-smi");
     let run = |format: &str| {
         let out = Command::new(env!("CARGO_BIN_EXE_miggate"))
             .args(["publish", "--node", "gpu-node-3", "--once", "-o", format])
@@ -472,7 +468,7 @@ fn the_binary_works_as_a_kubectl_plugin() {
     std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_miggate"), &plugin).unwrap();
     let out = Command::new(&plugin)
         .args(["check", "--help"])
-        .current_dir(root())
+        .current_dir(workspace_root())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
@@ -483,7 +479,7 @@ fn the_binary_works_as_a_kubectl_plugin() {
     );
     let out = Command::new(&plugin)
         .args(["check", CHECKPOINT, NODE, "--mode", "offer"])
-        .current_dir(root())
+        .current_dir(workspace_root())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));

@@ -3,12 +3,15 @@
 //! terminal is escaped and bounded, the exit status keeps its contract, nothing panics.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::ffi::{OsStr, OsString};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use miggate_compat::escape::is_hazard;
+use support::workspace_root;
 
 /// An OSC title set ended by BEL, a clear screen, and a right-to-left override.
 const NASTY: &str = "\u{1b}]0;owned\u{7}\u{1b}[2J\u{202e}";
@@ -16,10 +19,7 @@ const NASTY: &str = "\u{1b}]0;owned\u{7}\u{1b}[2J\u{202e}";
 const NASTY_ESCAPED: &str = "\\u{1b}]0;owned\\u{7}\\u{1b}[2J\\u{202e}";
 
 fn manifests() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .join("testdata/manifests")
+    workspace_root().join("testdata/manifests")
 }
 
 fn good() -> PathBuf {

@@ -6,16 +6,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use support::workspace_root;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn publishes_the_node_and_stops_on_sigterm() {
@@ -40,7 +36,7 @@ async fn publishes_the_node_and_stops_on_sigterm() {
             "5",
         ])
         .arg("--nvidia-smi")
-        .arg(root().join("testdata/nvidia-smi/replay/nvidia-smi"))
+        .arg(workspace_root().join("testdata/nvidia-smi/replay/nvidia-smi"))
         .arg("--root")
         .arg(dir.path().join("host"))
         .env("KUBECONFIG", dir.path().join("kubeconfig"))
@@ -197,7 +193,7 @@ async fn kubeconfig_and_context_flags_pick_the_cluster() {
             "5s",
         ])
         .arg("--nvidia-smi")
-        .arg(root().join("testdata/nvidia-smi/replay/nvidia-smi"))
+        .arg(workspace_root().join("testdata/nvidia-smi/replay/nvidia-smi"))
         .arg("--root")
         .arg(dir.path())
         .arg("--kubeconfig")
@@ -260,7 +256,7 @@ fn spawn_publisher(dir: &Path, node: &str) -> std::process::Child {
             "60",
         ])
         .arg("--nvidia-smi")
-        .arg(root().join("testdata/nvidia-smi/replay/nvidia-smi"))
+        .arg(workspace_root().join("testdata/nvidia-smi/replay/nvidia-smi"))
         .arg("--root")
         .arg(dir)
         .env("KUBECONFIG", dir.join("kubeconfig"))

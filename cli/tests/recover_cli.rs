@@ -3,9 +3,12 @@
 //! that tree.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+mod support;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use support::testdata;
 
 const PF: &str = "0000:18:00.0";
 
@@ -38,7 +41,7 @@ fn tree(fabric_mode: u32) -> Tree {
     let root = dir.path().join("root");
     let bin = dir.path().join("bin");
     fs::create_dir_all(&bin).unwrap();
-    let standins = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/recovery/standins");
+    let standins = testdata("recovery/standins");
     for name in ["nvidia-smi", "sriov-manage", "systemctl"] {
         let to = bin.join(name);
         fs::copy(standins.join(name), &to).unwrap();

@@ -4,14 +4,16 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::net::{SocketAddr, TcpListener};
-use std::path::{Path, PathBuf};
+mod support;
+
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+use support::{free_port, testdata};
 
 struct Pki {
     ca_pem: String,
@@ -58,10 +60,6 @@ fn secret_version(dir: &Path, version: &str, cert: &str, key: &str) {
     }
 }
 
-fn free_port() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
-}
-
 fn client(cas: &[&str]) -> reqwest::Client {
     let certs = cas
         .iter()
@@ -72,12 +70,6 @@ fn client(cas: &[&str]) -> reqwest::Client {
         .timeout(Duration::from_secs(5))
         .build()
         .unwrap()
-}
-
-fn testdata(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../testdata")
-        .join(rel)
 }
 
 struct Server {

@@ -2,25 +2,20 @@
 //! generated node inventories in a temporary directory.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use rstest::rstest;
+use support::workspace_root;
 
 const H100: &str = "NVIDIA H100 80GB HBM3";
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
 
 fn miggate(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_miggate"))
         .args(args)
-        .current_dir(root())
+        .current_dir(workspace_root())
         .env("NO_COLOR", "1")
         .output()
         .unwrap()

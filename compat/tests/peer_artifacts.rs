@@ -4,17 +4,12 @@
 
 mod common;
 
-use common::assert_refusing;
+use common::{assert_refusing, testdata_text};
 use miggate_compat::{GpuManifest, Mode, Options, evaluate, from_str};
 use rstest::rstest;
 
-fn testdata(path: &str) -> String {
-    let at = format!("{}/../testdata/{path}", env!("CARGO_MANIFEST_DIR"));
-    std::fs::read_to_string(&at).unwrap_or_else(|e| panic!("{at}: {e}"))
-}
-
 fn read(path: &str) -> GpuManifest {
-    from_str(&testdata(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
+    from_str(&testdata_text(path)).unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
 #[rstest]

@@ -4,20 +4,14 @@
 //! for facts it cannot have. A target from borrowed parts reaches the same report as the same
 //! facts merged into one manifest.
 
-use std::path::PathBuf;
+mod common;
 
+use common::testdata;
 use miggate_compat::{
     CheckName, GpuManifest, Mode, Options, Outcome, Pod, Quantity, Report, Scope, Target, TargetScope,
-    evaluate, evaluate_target, from_str,
+    evaluate, evaluate_target,
 };
 use proptest::prelude::*;
-
-fn testdata(name: &str) -> GpuManifest {
-    let path: PathBuf = [env!("CARGO_MANIFEST_DIR"), "..", "testdata", "manifests", name]
-        .iter()
-        .collect();
-    from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
 
 fn strict(mode: Mode) -> Options {
     Options {

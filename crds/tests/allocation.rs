@@ -2,21 +2,15 @@
 //! slices), and the exact check and device map the binding webhook derives from it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
-
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use miggate_compat::{GpuManifest, Mode, Options, Target, evaluate_target};
 use miggate_crds::inventory::{self, AllocatedDevice};
 use rstest::rstest;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use support::testdata;
 
-fn testdata(path: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../testdata")
-        .join(path);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+mod support;
 
 #[derive(Deserialize)]
 struct List<T> {

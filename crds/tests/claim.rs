@@ -5,7 +5,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 use k8s_openapi::api::resource::v1::{Device, DeviceAttribute, ResourceSlice};
 use kube_cel::{KubeCelExt, cel};
@@ -17,13 +16,9 @@ use miggate_crds::inventory;
 use rstest::rstest;
 use serde::Deserialize;
 use serde_json::{Value, json};
+use support::testdata;
 
-fn testdata(path: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../testdata")
-        .join(path);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+mod support;
 
 #[derive(Deserialize)]
 struct List<T> {

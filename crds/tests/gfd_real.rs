@@ -4,17 +4,16 @@
 //! verdict a person reading the labels would expect.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
-
 use k8s_openapi::api::core::v1::Node;
 use miggate_compat::{CheckName, GpuManifest, Mode, Options, Outcome, Report, evaluate_target};
 use miggate_crds::inventory::{self, Inventory};
 use rstest::rstest;
+use support::testdata_path;
+
+mod support;
 
 fn node(file: &str) -> Node {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../testdata/inventory/gfd-real")
-        .join(file);
+    let path = testdata_path("inventory/gfd-real").join(file);
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_saphyr::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }

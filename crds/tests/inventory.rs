@@ -4,8 +4,6 @@
 //! refusal, where it cannot. Fixtures: `testdata/inventory/` (provenance in its README).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::PathBuf;
-
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use miggate_compat::{CheckName, Gpu, GpuManifest, Mode, Options, Outcome, Report, Target, evaluate_target};
@@ -13,12 +11,12 @@ use miggate_crds::GpuNode;
 use miggate_crds::inventory::{self, Inventory, Source};
 use rstest::rstest;
 use serde::Deserialize;
+use support::testdata;
+
+mod support;
 
 fn fixture(file: &str) -> String {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../testdata/inventory")
-        .join(file);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    testdata(&format!("inventory/{file}"))
 }
 
 #[derive(Deserialize)]

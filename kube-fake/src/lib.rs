@@ -767,6 +767,42 @@ async fn handle(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let recorded = record(&shared, &method, &uri, query, &headers, &body);
+    let Some(target) = parse_path(uri.path()) else {
+        return not_found();
+    };
+    if let Some(refused) = injected(&shared, &target, &recorded) {
+        return refused;
+    }
+    match (method, &target.name) {
+        (Method::GET, None) if recorded.is_watch() => collections::watch(&shared, &target, &recorded.query),
+        (Method::GET, None) if recorded.is_streaming_list() => {
+            streaming_list(&shared, &target, &recorded).await
+        }
+        (Method::GET, None) => list(&shared, &target, &recorded).await,
+        (Method::GET, Some(name)) => get(&shared, &target, name),
+        (Method::PATCH, Some(name))
+            if recorded.content_type.as_deref() == Some("application/json-patch+json") =>
+        {
+            write::json_patch(&shared, &target, name, &recorded)
+        }
+        (Method::PATCH, Some(name)) => apply::patch(&shared, &target, name, &recorded),
+        (Method::POST, None) => write::create(&shared, &target, &recorded),
+        (Method::PUT, Some(name)) => write::replace(&shared, &target, name, &recorded),
+        (Method::DELETE, Some(name)) => write::delete(&shared, &target, name),
+        _ => status(405, "MethodNotAllowed", "not supported by the fake"),
+    }
+}
+
+/// The request as the fake records it (its body read as JSON where it is), recorded.
+fn record(
+    shared: &Shared,
+    method: &Method,
+    uri: &Uri,
+    query: BTreeMap<String, String>,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Recorded {
     let content_type = headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
@@ -775,8 +811,8 @@ async fn handle(
         None
     } else {
         Some(
-            serde_json::from_slice(&body)
-                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&body).into_owned())),
+            serde_json::from_slice(body)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(body).into_owned())),
         )
     };
     let recorded = Recorded {
@@ -790,92 +826,87 @@ async fn handle(
         Ok(mut r) => r.push(recorded.clone()),
         Err(p) => p.into_inner().push(recorded.clone()),
     }
-    let Some(target) = parse_path(uri.path()) else {
-        return status(
+    recorded
+}
+
+/// The answer for a path the server does not serve.
+fn not_found() -> Response {
+    status(
+        404,
+        "NotFound",
+        "the server could not find the requested resource",
+    )
+}
+
+/// The answer a test set up for this request instead of the real one: `404` for a kind the
+/// server does not serve, or the next injected failure (a watch's own first).
+fn injected(shared: &Shared, target: &Target, recorded: &Recorded) -> Option<Response> {
+    let mut inner = shared.lock();
+    if inner.unserved.contains(&target.plural) {
+        return Some(not_found());
+    }
+    let watch_failure = if recorded.is_watch() {
+        inner
+            .fail_next_watch
+            .get_mut(&target.plural)
+            .and_then(|v| (!v.is_empty()).then(|| v.remove(0)))
+    } else {
+        None
+    };
+    let code = watch_failure.or_else(|| {
+        inner
+            .fail_next
+            .get_mut(&target.plural)
+            .and_then(|v| (!v.is_empty()).then(|| v.remove(0)))
+    })?;
+    Some(status(code, reason_of(code), "injected failure"))
+}
+
+/// A streaming list (`sendInitialEvents`), or the refusal the fake was set to give, after any
+/// delay asked for.
+async fn streaming_list(shared: &Arc<Shared>, target: &Target, recorded: &Recorded) -> Response {
+    let refusal = shared.lock().streaming;
+    match refusal {
+        StreamingLists::Invalid => return collections::streaming_invalid(),
+        StreamingLists::StorageUnsupported => return collections::streaming_unsupported(),
+        StreamingLists::Served => {}
+    }
+    let (delay, broken) = list_faults(shared, &target.plural);
+    if let Some(delay) = delay {
+        tokio::time::sleep(delay).await;
+    }
+    collections::streaming_list(shared, target, &recorded.query, broken)
+}
+
+/// A plain (possibly paged) list, after any delay asked for, and cut when asked.
+async fn list(shared: &Shared, target: &Target, recorded: &Recorded) -> Response {
+    let (delay, broken) = list_faults(shared, &target.plural);
+    if let Some(delay) = delay {
+        tokio::time::sleep(delay).await;
+    }
+    let answer = collections::list(shared, target, &recorded.query);
+    if broken {
+        collections::cut(answer).await
+    } else {
+        answer
+    }
+}
+
+/// One object by name.
+fn get(shared: &Shared, target: &Target, name: &str) -> Response {
+    let found = shared
+        .lock()
+        .objects
+        .get(&target.plural)
+        .and_then(|m| m.get(&key(target.namespace.as_deref(), name)))
+        .cloned();
+    match found {
+        Some(obj) => json_response(StatusCode::OK, &obj),
+        None => status(
             404,
             "NotFound",
-            "the server could not find the requested resource",
-        );
-    };
-    {
-        let mut inner = shared.lock();
-        if inner.unserved.contains(&target.plural) {
-            return status(
-                404,
-                "NotFound",
-                "the server could not find the requested resource",
-            );
-        }
-        let watch_failure = if recorded.is_watch() {
-            inner
-                .fail_next_watch
-                .get_mut(&target.plural)
-                .and_then(|v| (!v.is_empty()).then(|| v.remove(0)))
-        } else {
-            None
-        };
-        if let Some(code) = watch_failure.or_else(|| {
-            inner
-                .fail_next
-                .get_mut(&target.plural)
-                .and_then(|v| (!v.is_empty()).then(|| v.remove(0)))
-        }) {
-            return status(code, reason_of(code), "injected failure");
-        }
-    }
-    match (method, &target.name) {
-        (Method::GET, None) if recorded.is_watch() => collections::watch(&shared, &target, &recorded.query),
-        (Method::GET, None) if recorded.is_streaming_list() => {
-            let refusal = shared.lock().streaming;
-            match refusal {
-                StreamingLists::Invalid => return collections::streaming_invalid(),
-                StreamingLists::StorageUnsupported => return collections::streaming_unsupported(),
-                StreamingLists::Served => {}
-            }
-            let (delay, broken) = list_faults(&shared, &target.plural);
-            if let Some(delay) = delay {
-                tokio::time::sleep(delay).await;
-            }
-            collections::streaming_list(&shared, &target, &recorded.query, broken)
-        }
-        (Method::GET, None) => {
-            let (delay, broken) = list_faults(&shared, &target.plural);
-            if let Some(delay) = delay {
-                tokio::time::sleep(delay).await;
-            }
-            let answer = collections::list(&shared, &target, &recorded.query);
-            if broken {
-                collections::cut(answer).await
-            } else {
-                answer
-            }
-        }
-        (Method::GET, Some(name)) => {
-            let found = shared
-                .lock()
-                .objects
-                .get(&target.plural)
-                .and_then(|m| m.get(&key(target.namespace.as_deref(), name)))
-                .cloned();
-            match found {
-                Some(obj) => json_response(StatusCode::OK, &obj),
-                None => status(
-                    404,
-                    "NotFound",
-                    &format!("{} \"{name}\" not found", target.plural),
-                ),
-            }
-        }
-        (Method::PATCH, Some(name))
-            if recorded.content_type.as_deref() == Some("application/json-patch+json") =>
-        {
-            write::json_patch(&shared, &target, name, &recorded)
-        }
-        (Method::PATCH, Some(name)) => apply::patch(&shared, &target, name, &recorded),
-        (Method::POST, None) => write::create(&shared, &target, &recorded),
-        (Method::PUT, Some(name)) => write::replace(&shared, &target, name, &recorded),
-        (Method::DELETE, Some(name)) => write::delete(&shared, &target, name),
-        _ => status(405, "MethodNotAllowed", "not supported by the fake"),
+            &format!("{} \"{name}\" not found", target.plural),
+        ),
     }
 }
 

@@ -6,20 +6,15 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::fs;
-use std::path::Path;
 
 use insta::{assert_snapshot, assert_yaml_snapshot, glob};
 use miggate_smi::Error;
 use miggate_smi::query::{self, QueryRow};
 use miggate_smi::{failure, list, mig_table};
 use rstest::rstest;
+use support::nvidia_smi;
 
-fn testdata(rel: &str) -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../testdata/nvidia-smi")
-        .join(rel);
-    fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
+mod support;
 
 /// The field names a recorded query asked for, read off its header as a caller would know them.
 fn header_fields(text: &str) -> Vec<String> {
@@ -120,7 +115,7 @@ fn errors_corpus() {
 #[case("mig-lgi/rtx-pro-6000-2g48gb-2x1g24gb-wide.txt", &[(14, 5, 6, 3), (14, 6, 9, 3), (5, 1, 0, 6)])]
 #[case("mig-lgi/a30-none-not-found.txt", &[])]
 fn gpu_instance_ids_and_placements(#[case] file: &str, #[case] want: &[(u32, u32, u32, u32)]) {
-    let table = mig_table::parse_gpu_instances(&testdata(file)).unwrap();
+    let table = mig_table::parse_gpu_instances(&nvidia_smi(file)).unwrap();
     let got: Vec<_> = table
         .rows
         .iter()
@@ -139,7 +134,7 @@ fn gpu_instance_ids_and_placements(#[case] file: &str, #[case] want: &[(u32, u32
 #[case("mig-lgip/h100-pcie-80gb-r570-wide-table.txt", 7)]
 #[case("mig-lgip/rtx-pro-6000-maxq-r580.txt", 11)]
 fn gpu_instance_profiles_read_both_lines(#[case] file: &str, #[case] profiles: usize) {
-    let table = mig_table::parse_gpu_instance_profiles(&testdata(file)).unwrap();
+    let table = mig_table::parse_gpu_instance_profiles(&nvidia_smi(file)).unwrap();
     assert_eq!(table.rows.len(), profiles);
     assert!(table.warnings.is_empty(), "{:?}", table.warnings);
     for r in &table.rows {
@@ -154,10 +149,10 @@ fn gpu_instance_profiles_read_both_lines(#[case] file: &str, #[case] profiles: u
 #[test]
 fn lgip_widths_agree_except_for_gib() {
     let narrow =
-        mig_table::parse_gpu_instance_profiles(&testdata("mig-lgip/h100-pcie-80gb-r525-scaleway.txt"))
+        mig_table::parse_gpu_instance_profiles(&nvidia_smi("mig-lgip/h100-pcie-80gb-r525-scaleway.txt"))
             .unwrap();
     let wide =
-        mig_table::parse_gpu_instance_profiles(&testdata("mig-lgip/h100-pcie-80gb-r570-wide-table.txt"))
+        mig_table::parse_gpu_instance_profiles(&nvidia_smi("mig-lgip/h100-pcie-80gb-r570-wide-table.txt"))
             .unwrap();
     let key = |t: &mig_table::MigTable<mig_table::GpuInstanceProfile>| {
         t.rows
@@ -172,18 +167,18 @@ fn lgip_widths_agree_except_for_gib() {
 
 #[test]
 fn failure_outputs_are_typed_errors_for_every_parser() {
-    let text = testdata("errors/mig-lci-insufficient-permissions.txt");
+    let text = nvidia_smi("errors/mig-lci-insufficient-permissions.txt");
     assert!(matches!(
         mig_table::parse_compute_instances(&text),
         Err(Error::InsufficientPermissions { output }) if output == text
     ));
-    let text = testdata("errors/no-devices-were-found-rtx5090-open-kernel-862.txt");
+    let text = nvidia_smi("errors/no-devices-were-found-rtx5090-open-kernel-862.txt");
     assert!(matches!(list::parse(&text), Err(Error::NoDevices { .. })));
     assert!(matches!(
         query::parse(&text, &query::FIELDS),
         Err(Error::NoDevices { .. })
     ));
-    let text = testdata("errors/nvidia-smi-failed-communicate-driver.txt");
+    let text = nvidia_smi("errors/nvidia-smi-failed-communicate-driver.txt");
     assert!(matches!(list::parse(&text), Err(Error::DriverUnreachable { .. })));
     assert!(matches!(
         mig_table::parse_gpu_instances(&text),
@@ -193,9 +188,9 @@ fn failure_outputs_are_typed_errors_for_every_parser() {
         mig_table::parse_placements(&text),
         Err(Error::DriverUnreachable { .. })
     ));
-    let text = testdata("errors/unable-device-handle-space-form-2015.txt");
+    let text = nvidia_smi("errors/unable-device-handle-space-form-2015.txt");
     assert!(matches!(list::parse(&text), Err(Error::DeviceHandle { .. })));
-    let text = testdata("errors/dgi-in-use-by-another-client-rtx-pro-6000.txt");
+    let text = nvidia_smi("errors/dgi-in-use-by-another-client-rtx-pro-6000.txt");
     assert!(matches!(
         failure::classify(&text),
         Some(Error::InUseByAnotherClient { .. })

@@ -37,7 +37,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::Registry;
+use prometheus_client::registry::{Registry, Unit};
 
 use crate::cache_status::CacheStatus;
 use crate::store::Snapshot;
@@ -152,149 +152,258 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// Registers every metric, each named once: `registered` creates it, registers a
-    /// handle under its name and help, and returns it.
+    /// Registers every metric, each named once, in the order the exposition lists them: the
+    /// admission port's connections, the watch caches, the answers, the store, the webhook's
+    /// own certificates.
     pub fn new() -> Self {
-        use prometheus_client::registry::Unit;
-        let mut r = Registry::with_prefix("miggate");
+        let mut m = Metrics::unregistered();
+        m.register_connections();
+        m.register_caches();
+        m.register_answers();
+        m.register_store();
+        m.certificates.register(&mut m.registry);
+        m
+    }
+
+    /// Every metric at zero, none registered yet.
+    fn unregistered() -> Self {
         // 25 µs .. ~0.8 s: decisions take microseconds; the tail shows a stalled body.
         let duration = Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
             0.000_025, 2.0, 16,
         ));
         Metrics {
-            connections_per_source_max: registered(
-                &mut r,
-                "connections_per_source_max",
-                "The cap on admission connections open at once from one source address",
-            ),
-            connections_shed_per_source: registered(
-                &mut r,
-                "connections_shed_per_source",
-                "Admission connections closed because their source address was at its cap",
-            ),
-            connections_retired: registered(
-                &mut r,
-                "connections_retired",
-                "Admission connections closed at their next idle moment because they reached the maximum age",
-            ),
-            connections_evicted: registered(
-                &mut r,
-                "connections_evicted",
-                "Admission connections closed at their next idle moment to make room at the cap for a connection from an address holding fewer places",
-            ),
-            handshake_failures: registered(
-                &mut r,
-                "tls_handshake_failures",
-                "Admission connections whose TLS handshake failed, by reason (timeout, error)",
-            ),
-            accept_errors: registered(&mut r, "accept_errors", "Failed accepts on the admission port"),
-            connections_open: registered(
-                &mut r,
-                "connections_open",
-                "Admission connections open now past their TLS handshake",
-            ),
-            connections_handshaking: registered(
-                &mut r,
-                "connections_handshaking",
-                "Admission connections in their TLS handshake now",
-            ),
-            connections_handshaking_max: registered(
-                &mut r,
-                "connections_handshaking_max",
-                "The number of admission connections that may be in their TLS handshake at once",
-            ),
-            handshakes_dropped: registered(
-                &mut r,
-                "connections_handshakes_dropped",
-                "Admission TLS handshakes dropped to make room for a newcomer in the full handshake pool, by whose place it was (own-source, other-source)",
-            ),
-            connections_max: registered(&mut r, "connections_max", "The cap on open admission connections"),
-            connections_shed: registered(
-                &mut r,
-                "connections_shed",
-                "Admission connections closed because the cap was reached",
-            ),
-            watch_failing: registered(
-                &mut r,
-                "watch_failing",
-                "Whether a watch cache has been behind the API server for longer than --max-staleness, by kind",
-            ),
-            cache_stale: registered(
-                &mut r,
-                "cache_stale_seconds",
-                "Seconds a watch cache may have been missing changes (0 while its watch is open), by kind",
-            ),
-            cache_served: registered(
-                &mut r,
-                "cache_served",
-                "Whether the API server serves a watch cache's kind, by kind",
-            ),
-            watch_restarts: registered(
-                &mut r,
-                "watch_restarts",
-                "Watch cache re-lists after the first, by kind",
-            ),
-            watch_errors: registered(
-                &mut r,
-                "watch_errors",
-                "Failed lists and watches of the watch caches, by kind",
-            ),
-            watch_list_fallbacks: registered(
-                &mut r,
-                "watch_list_fallbacks",
-                "Watch cache lists read in pages because the API server refused to stream them, by kind",
-            ),
-            watch_lists_streamed: registered(
-                &mut r,
-                "watch_list_streamed",
-                "Whether a watch cache's last list was streamed (1) or read in pages (0), by kind",
-            ),
-            cache_age: registered_in(
-                &mut r,
-                "cache_age",
-                "Time since a watch cache's last event or list, by kind",
-                Unit::Seconds,
-                Family::default(),
-            ),
-            cache_synced: registered(
-                &mut r,
-                "cache_synced",
-                "Whether a watch cache has completed its first list, by kind",
-            ),
-            decisions: registered(&mut r, "admission_decisions", "Admission answers by outcome"),
-            refusals: registered(
-                &mut r,
-                "admission_refusals",
-                "Admission refusals by refusing check or reason",
-            ),
-            duration: registered_in(
-                &mut r,
-                "admission_duration",
-                "Time from a received review to its answer",
-                Unit::Seconds,
-                duration,
-            ),
-            store_age: registered_in(
-                &mut r,
-                "store_age",
-                "Time since the store last changed",
-                Unit::Seconds,
-                Gauge::default(),
-            ),
-            store_objects: registered(
-                &mut r,
-                "store_objects",
-                "Checkpoints and node inventories held, by kind",
-            ),
-            store_problems: registered(&mut r, "store_problems", "Store files that could not be used"),
-            tls_reloads: registered(&mut r, "tls_reloads", "Certificate reloads by result"),
-            certificates: {
-                let certificates = miggate_certs::CertMetrics::default();
-                certificates.register(&mut r);
-                certificates
-            },
-            registry: r,
+            registry: Registry::with_prefix("miggate"),
+            decisions: Family::default(),
+            refusals: Family::default(),
+            duration,
+            store_age: Gauge::default(),
+            store_objects: Family::default(),
+            store_problems: Gauge::default(),
+            tls_reloads: Family::default(),
+            watch_restarts: Family::default(),
+            watch_errors: Family::default(),
+            watch_list_fallbacks: Family::default(),
+            watch_lists_streamed: Family::default(),
+            cache_age: Family::default(),
+            cache_synced: Family::default(),
+            watch_failing: Family::default(),
+            cache_stale: Family::default(),
+            cache_served: Family::default(),
+            connections_open: Gauge::default(),
+            connections_handshaking: Gauge::default(),
+            connections_handshaking_max: Gauge::default(),
+            handshakes_dropped: Family::default(),
+            connections_max: Gauge::default(),
+            connections_shed: Counter::default(),
+            connections_per_source_max: Gauge::default(),
+            connections_shed_per_source: Counter::default(),
+            connections_retired: Counter::default(),
+            connections_evicted: Counter::default(),
+            handshake_failures: Family::default(),
+            accept_errors: Counter::default(),
+            certificates: miggate_certs::CertMetrics::default(),
         }
+    }
+
+    /// The admission port's connections: caps, what was shed, retired or evicted, handshakes.
+    fn register_connections(&mut self) {
+        let r = &mut self.registry;
+        register(
+            r,
+            "connections_per_source_max",
+            "The cap on admission connections open at once from one source address",
+            &self.connections_per_source_max,
+        );
+        register(
+            r,
+            "connections_shed_per_source",
+            "Admission connections closed because their source address was at its cap",
+            &self.connections_shed_per_source,
+        );
+        register(
+            r,
+            "connections_retired",
+            "Admission connections closed at their next idle moment because they reached the maximum age",
+            &self.connections_retired,
+        );
+        register(
+            r,
+            "connections_evicted",
+            "Admission connections closed at their next idle moment to make room at the cap for a connection from an address holding fewer places",
+            &self.connections_evicted,
+        );
+        register(
+            r,
+            "tls_handshake_failures",
+            "Admission connections whose TLS handshake failed, by reason (timeout, error)",
+            &self.handshake_failures,
+        );
+        register(
+            r,
+            "accept_errors",
+            "Failed accepts on the admission port",
+            &self.accept_errors,
+        );
+        register(
+            r,
+            "connections_open",
+            "Admission connections open now past their TLS handshake",
+            &self.connections_open,
+        );
+        self.register_handshakes();
+        let r = &mut self.registry;
+        register(
+            r,
+            "connections_max",
+            "The cap on open admission connections",
+            &self.connections_max,
+        );
+        register(
+            r,
+            "connections_shed",
+            "Admission connections closed because the cap was reached",
+            &self.connections_shed,
+        );
+    }
+
+    /// The handshake pool: its occupancy, its size and the handshakes it dropped.
+    fn register_handshakes(&mut self) {
+        let r = &mut self.registry;
+        register(
+            r,
+            "connections_handshaking",
+            "Admission connections in their TLS handshake now",
+            &self.connections_handshaking,
+        );
+        register(
+            r,
+            "connections_handshaking_max",
+            "The number of admission connections that may be in their TLS handshake at once",
+            &self.connections_handshaking_max,
+        );
+        register(
+            r,
+            "connections_handshakes_dropped",
+            "Admission TLS handshakes dropped to make room for a newcomer in the full handshake pool, by whose place it was (own-source, other-source)",
+            &self.handshakes_dropped,
+        );
+    }
+
+    /// The watch caches, per kind: staleness, service, restarts, errors, lists, age, sync.
+    fn register_caches(&mut self) {
+        let r = &mut self.registry;
+        register(
+            r,
+            "watch_failing",
+            "Whether a watch cache has been behind the API server for longer than --max-staleness, by kind",
+            &self.watch_failing,
+        );
+        register(
+            r,
+            "cache_stale_seconds",
+            "Seconds a watch cache may have been missing changes (0 while its watch is open), by kind",
+            &self.cache_stale,
+        );
+        register(
+            r,
+            "cache_served",
+            "Whether the API server serves a watch cache's kind, by kind",
+            &self.cache_served,
+        );
+        register(
+            r,
+            "watch_restarts",
+            "Watch cache re-lists after the first, by kind",
+            &self.watch_restarts,
+        );
+        register(
+            r,
+            "watch_errors",
+            "Failed lists and watches of the watch caches, by kind",
+            &self.watch_errors,
+        );
+        self.register_cache_lists();
+    }
+
+    /// How the watch caches list: paged fallbacks, streamed lists, age and first sync.
+    fn register_cache_lists(&mut self) {
+        let r = &mut self.registry;
+        register(
+            r,
+            "watch_list_fallbacks",
+            "Watch cache lists read in pages because the API server refused to stream them, by kind",
+            &self.watch_list_fallbacks,
+        );
+        register(
+            r,
+            "watch_list_streamed",
+            "Whether a watch cache's last list was streamed (1) or read in pages (0), by kind",
+            &self.watch_lists_streamed,
+        );
+        r.register_with_unit(
+            "cache_age",
+            "Time since a watch cache's last event or list, by kind",
+            Unit::Seconds,
+            self.cache_age.clone(),
+        );
+        register(
+            r,
+            "cache_synced",
+            "Whether a watch cache has completed its first list, by kind",
+            &self.cache_synced,
+        );
+    }
+
+    /// The answers: by outcome, what refused, and how long each took.
+    fn register_answers(&mut self) {
+        let r = &mut self.registry;
+        register(
+            r,
+            "admission_decisions",
+            "Admission answers by outcome",
+            &self.decisions,
+        );
+        register(
+            r,
+            "admission_refusals",
+            "Admission refusals by refusing check or reason",
+            &self.refusals,
+        );
+        r.register_with_unit(
+            "admission_duration",
+            "Time from a received review to its answer",
+            Unit::Seconds,
+            self.duration.clone(),
+        );
+    }
+
+    /// The store: its age, what it holds and its problems; and the certificate reloads.
+    fn register_store(&mut self) {
+        let r = &mut self.registry;
+        r.register_with_unit(
+            "store_age",
+            "Time since the store last changed",
+            Unit::Seconds,
+            self.store_age.clone(),
+        );
+        register(
+            r,
+            "store_objects",
+            "Checkpoints and node inventories held, by kind",
+            &self.store_objects,
+        );
+        register(
+            r,
+            "store_problems",
+            "Store files that could not be used",
+            &self.store_problems,
+        );
+        register(
+            r,
+            "tls_reloads",
+            "Certificate reloads by result",
+            &self.tls_reloads,
+        );
     }
 
     /// Counts one answer.
@@ -351,29 +460,12 @@ impl Metrics {
     }
 }
 
-/// A new metric, registered under `name` with `help` (a clone shares its value).
-fn registered<M>(registry: &mut Registry, name: &str, help: &str) -> M
-where
-    M: prometheus_client::registry::Metric + Clone + Default,
-{
-    let metric = M::default();
-    registry.register(name, help, metric.clone());
-    metric
-}
-
-/// `metric`, registered under `name` with `help` and a unit.
-fn registered_in<M>(
-    registry: &mut Registry,
-    name: &str,
-    help: &str,
-    unit: prometheus_client::registry::Unit,
-    metric: M,
-) -> M
+/// `metric`, registered under `name` with `help` (the registry's clone shares its value).
+fn register<M>(registry: &mut Registry, name: &str, help: &str, metric: &M)
 where
     M: prometheus_client::registry::Metric + Clone,
 {
-    registry.register_with_unit(name, help, unit, metric.clone());
-    metric
+    registry.register(name, help, metric.clone());
 }
 
 #[cfg(test)]

@@ -202,30 +202,10 @@ impl fmt::Display for Refusal {
             Refusal::SnapshotNotFound {
                 snapshot,
                 namespace,
-                binding: None,
-            } => write!(
-                f,
-                "miggate: PodSnapshot {snapshot} named by annotation {} does not exist (no PodSnapshot of that name in namespace {namespace})",
-                peer::RESTORE_FROM
-            ),
-            Refusal::SnapshotNotFound {
-                snapshot,
-                binding: Some((pod, node)),
-                ..
-            } => write!(
-                f,
-                "miggate: cannot bind pod {pod} to node {node}: PodSnapshot {snapshot} named by annotation {} does not exist",
-                peer::RESTORE_FROM
-            ),
+                binding,
+            } => Missing::snapshot(snapshot, namespace, binding.as_ref()).fmt(f),
             Refusal::SnapshotContentMismatch { foreign, binding } => {
-                f.write_str("miggate: ")?;
-                if let Some((pod, node)) = binding {
-                    write!(f, "cannot bind pod {pod} to node {node}: ")?;
-                }
-                write!(
-                    f,
-                    "{foreign}: not this snapshot's checkpoint, so it is not restored; the snapshot's status.boundSnapshotContentName must name a content made for it"
-                )
+                content_mismatch(f, foreign, binding.as_ref())
             }
             Refusal::NoNamespace => {
                 f.write_str("miggate: the request names no namespace to find the checkpoint in")
@@ -246,19 +226,8 @@ impl fmt::Display for Refusal {
             Refusal::CheckpointNotFound {
                 checkpoint,
                 namespace,
-                binding: None,
-            } => write!(
-                f,
-                "miggate: checkpoint {checkpoint} named by annotation {RESTORE_FROM} does not exist (no GpuCheckpoint of that name in namespace {namespace})"
-            ),
-            Refusal::CheckpointNotFound {
-                checkpoint,
-                binding: Some((pod, node)),
-                ..
-            } => write!(
-                f,
-                "miggate: cannot bind pod {pod} to node {node}: checkpoint {checkpoint} named by annotation {RESTORE_FROM} does not exist"
-            ),
+                binding,
+            } => Missing::checkpoint(checkpoint, namespace, binding.as_ref()).fmt(f),
             Refusal::PodUnreadable { pod, error } => {
                 write!(f, "miggate: pod {pod}: spec cannot be read: {error}")
             }
@@ -267,24 +236,8 @@ impl fmt::Display for Refusal {
                 container,
                 pod,
                 containers,
-                mapped: false,
-            } => write!(
-                f,
-                "miggate: checkpoint {checkpoint} was taken from container `{container}`, which pod {pod} does not have (containers: {})",
-                containers.join(", ")
-            ),
-            Refusal::ContainerNotFound {
-                checkpoint,
-                container,
-                pod,
-                containers,
-                mapped: true,
-            } => write!(
-                f,
-                "miggate: checkpoint {checkpoint} restores into container `{container}` ({}), which pod {pod} does not have (containers: {})",
-                peer::RESTORE_CONTAINER_MAP,
-                containers.join(", ")
-            ),
+                mapped,
+            } => container_not_found(f, checkpoint, container, pod, containers, *mapped),
             Refusal::NodeNotFound {
                 pod,
                 node,
@@ -300,13 +253,132 @@ impl fmt::Display for Refusal {
                 place,
                 reason,
                 ..
-            } => {
-                write!(f, "miggate: checkpoint {checkpoint}")?;
-                if let Some(pod) = of_pod {
-                    write!(f, " of pod {pod}")?;
-                }
-                write!(f, " cannot be restored {place}: {reason}")
-            }
+            } => incompatible(f, checkpoint, of_pod.as_deref(), place, reason),
+        }
+    }
+}
+
+/// [`Refusal::ContainerNotFound`]'s message: the checkpoint's container (or, `mapped`, the one
+/// `nvidia.com/restore-container-map` restores it into) and the pod's containers.
+fn container_not_found(
+    f: &mut fmt::Formatter<'_>,
+    checkpoint: &str,
+    container: &str,
+    pod: &str,
+    containers: &[String],
+    mapped: bool,
+) -> fmt::Result {
+    write!(f, "miggate: checkpoint {checkpoint} ")?;
+    if mapped {
+        write!(
+            f,
+            "restores into container `{container}` ({})",
+            peer::RESTORE_CONTAINER_MAP
+        )?;
+    } else {
+        write!(f, "was taken from container `{container}`")?;
+    }
+    write!(
+        f,
+        ", which pod {pod} does not have (containers: {})",
+        containers.join(", ")
+    )
+}
+
+/// [`Refusal::Incompatible`]'s message: the checkpoint, the pod on the binding path, the place
+/// and the report's reason.
+fn incompatible(
+    f: &mut fmt::Formatter<'_>,
+    checkpoint: &str,
+    of_pod: Option<&str>,
+    place: &str,
+    reason: &str,
+) -> fmt::Result {
+    write!(f, "miggate: checkpoint {checkpoint}")?;
+    if let Some(pod) = of_pod {
+        write!(f, " of pod {pod}")?;
+    }
+    write!(f, " cannot be restored {place}: {reason}")
+}
+
+/// [`Refusal::SnapshotContentMismatch`]'s message, with the pod and node on the binding path.
+fn content_mismatch(
+    f: &mut fmt::Formatter<'_>,
+    foreign: &crate::resolve::Foreign,
+    binding: Option<&(String, String)>,
+) -> fmt::Result {
+    f.write_str("miggate: ")?;
+    if let Some((pod, node)) = binding {
+        write!(f, "cannot bind pod {pod} to node {node}: ")?;
+    }
+    write!(
+        f,
+        "{foreign}: not this snapshot's checkpoint, so it is not restored; the snapshot's status.boundSnapshotContentName must name a content made for it"
+    )
+}
+
+/// A checkpoint or snapshot a restore names that does not exist: the same words for both,
+/// with the pod and node on the binding path, or the namespace looked in on a pod's creation.
+struct Missing<'a> {
+    /// What the message calls it (`checkpoint`, `PodSnapshot`).
+    what: &'static str,
+    /// Its kind.
+    kind: &'static str,
+    /// The annotation that names it.
+    annotation: &'static str,
+    /// `namespace/name`.
+    name: &'a str,
+    /// The namespace looked in.
+    namespace: &'a str,
+    /// On the binding path: the pod and the node it was being bound to.
+    binding: Option<&'a (String, String)>,
+}
+
+impl<'a> Missing<'a> {
+    /// A `PodSnapshot` the peer's `restore-from` names.
+    fn snapshot(name: &'a str, namespace: &'a str, binding: Option<&'a (String, String)>) -> Self {
+        Missing {
+            what: "PodSnapshot",
+            kind: "PodSnapshot",
+            annotation: peer::RESTORE_FROM,
+            name,
+            namespace,
+            binding,
+        }
+    }
+
+    /// A `GpuCheckpoint` miggate's `restore-from` names.
+    fn checkpoint(name: &'a str, namespace: &'a str, binding: Option<&'a (String, String)>) -> Self {
+        Missing {
+            what: "checkpoint",
+            kind: "GpuCheckpoint",
+            annotation: RESTORE_FROM,
+            name,
+            namespace,
+            binding,
+        }
+    }
+}
+
+impl fmt::Display for Missing<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Missing {
+            what,
+            kind,
+            annotation,
+            name,
+            namespace,
+            binding,
+        } = self;
+        match binding {
+            None => write!(
+                f,
+                "miggate: {what} {name} named by annotation {annotation} does not exist (no {kind} of that name in namespace {namespace})"
+            ),
+            Some((pod, node)) => write!(
+                f,
+                "miggate: cannot bind pod {pod} to node {node}: {what} {name} named by annotation {annotation} does not exist"
+            ),
         }
     }
 }

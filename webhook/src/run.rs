@@ -173,33 +173,7 @@ pub async fn serve(
     state.binders.clone_from(&config.binders);
     state.deadline = config.deadline;
     state.body = BodyLimits::new(config.min_body_rate, config.body_budget);
-    state
-        .metrics
-        .connections_max
-        .set(i64::try_from(config.max_connections).unwrap_or(i64::MAX));
-    state
-        .metrics
-        .connections_per_source_max
-        .set(i64::try_from(config.max_connections_per_source).unwrap_or(i64::MAX));
-    let gate = ConnectionGate::new(
-        config.max_connections,
-        state.metrics.connections_open.clone(),
-        state.metrics.connections_shed.clone(),
-    )
-    .per_source(
-        config.max_connections_per_source,
-        state.metrics.connections_shed_per_source.clone(),
-    )
-    .making_room(state.metrics.connections_evicted.clone());
-    state
-        .metrics
-        .connections_handshaking_max
-        .set(i64::try_from(config.max_handshakes).unwrap_or(i64::MAX));
-    let handshakes = HandshakePool::new(
-        config.max_handshakes,
-        state.metrics.connections_handshaking.clone(),
-        state.metrics.handshakes_dropped.clone(),
-    );
+    let (gate, handshakes) = connection_limits(&config, &state.metrics);
     let state = Arc::new(state);
 
     let (admission_listener, admission_addr) = bind(config.listen)?;
@@ -258,6 +232,35 @@ pub async fn serve(
     served_result("health", health_served)?;
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The admission port's caps from `config`: the gate on established connections and the
+/// handshake pool, counting into `metrics`, which show the caps too.
+fn connection_limits(config: &Config, metrics: &Metrics) -> (ConnectionGate, HandshakePool) {
+    let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+    metrics.connections_max.set(gauge(config.max_connections));
+    metrics
+        .connections_per_source_max
+        .set(gauge(config.max_connections_per_source));
+    let gate = ConnectionGate::new(
+        config.max_connections,
+        metrics.connections_open.clone(),
+        metrics.connections_shed.clone(),
+    )
+    .per_source(
+        config.max_connections_per_source,
+        metrics.connections_shed_per_source.clone(),
+    )
+    .making_room(metrics.connections_evicted.clone());
+    metrics
+        .connections_handshaking_max
+        .set(gauge(config.max_handshakes));
+    let handshakes = HandshakePool::new(
+        config.max_handshakes,
+        metrics.connections_handshaking.clone(),
+        metrics.handshakes_dropped.clone(),
+    );
+    (gate, handshakes)
 }
 
 /// The store `config` names: a directory loaded off the executor threads (kept too for the

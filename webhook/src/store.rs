@@ -154,6 +154,45 @@ impl Stamp {
 
 type Parsed = Result<Stored, Unusable>;
 
+/// Where a listed entry sits in the store's layout, as the walk found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Place {
+    /// A file under `checkpoints/<namespace>/`.
+    Checkpoint {
+        /// The namespace directory's name.
+        namespace: String,
+    },
+    /// A file under `nodes/`.
+    Node,
+    /// A namespace directory whose name is not UTF-8: listed only to be reported.
+    Namespace,
+}
+
+/// What the walk learnt of one entry: its place, the name it defines (`None`: its name is not
+/// UTF-8) and its stamp. The same path always has the same place and name, so an entry is
+/// re-read exactly when its stamp changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Listed {
+    place: Place,
+    name: Option<String>,
+    stamp: Stamp,
+}
+
+impl Listed {
+    /// A file of the layout at `place`, named by its file name's stem.
+    fn file(path: &Path, place: Place, metadata: Option<&Metadata>) -> Listed {
+        let name = match path.file_name().map(file_entry) {
+            Some(Entry::Named(name)) => Some(name.to_string()),
+            _ => None,
+        };
+        Listed {
+            place,
+            name,
+            stamp: Stamp::of(metadata),
+        }
+    }
+}
+
 /// Why a store file cannot be used: its problem on `/readyz` and in `miggate where`, and the
 /// reason its node has no inventory. Outside text is escaped when shown.
 #[derive(Debug, thiserror::Error)]
@@ -257,20 +296,15 @@ pub struct FileStore {
     root: PathBuf,
     current: ArcSwap<Snapshot>,
     /// The last parse of each file, reused while its stamp holds.
-    cache: Mutex<HashMap<PathBuf, (Stamp, Parsed)>>,
+    cache: Mutex<HashMap<PathBuf, (Listed, Parsed)>>,
 }
 
 impl FileStore {
     /// Opens and loads the store. A missing or unreadable root is an error (a typo in
     /// `--store` must not start a webhook that knows no checkpoint); a bad file inside is not.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, Error> {
-        let root = root.into();
-        std::fs::read_dir(&root).map_err(|source| Error::Read {
-            path: root.clone(),
-            source,
-        })?;
         let store = FileStore {
-            root,
+            root: root.into(),
             current: ArcSwap::from_pointee(Snapshot::default()),
             cache: Mutex::new(HashMap::new()),
         };
@@ -298,19 +332,19 @@ impl FileStore {
             Err(poisoned) => poisoned.into_inner(),
         };
         let mut changed = cache.len() != files.len() || self.current.load().loaded_at.is_none();
-        let mut next: HashMap<PathBuf, (Stamp, Parsed)> = HashMap::with_capacity(files.len());
-        for (path, stamp) in files {
+        let mut next: HashMap<PathBuf, (Listed, Parsed)> = HashMap::with_capacity(files.len());
+        for (path, listed) in files {
             match cache.remove(&path) {
-                Some((old, parsed)) if old == stamp => {
+                Some((old, parsed)) if old == listed => {
                     next.insert(path, (old, parsed));
                 }
                 _ => {
                     changed = true;
-                    let parsed = read_file(&path, stamp);
+                    let parsed = read_file(&path, &listed);
                     if let Err(why) = &parsed {
                         tracing::warn!(file = %path.display(), error = %why, "store file unreadable; skipped");
                     }
-                    next.insert(path, (stamp, parsed));
+                    next.insert(path, (listed, parsed));
                 }
             }
         }
@@ -331,74 +365,74 @@ impl FileStore {
         Ok(changed)
     }
 
-    /// Every candidate file with its stamp. Hidden entries (Kubernetes volumes' `..data`) and
-    /// other extensions are ignored; an entry whose name is not UTF-8 is listed, to be reported.
-    fn list(&self) -> Result<Vec<(PathBuf, Stamp)>, Error> {
-        let mut out = Vec::new();
-        let checkpoints = self.root.join(CHECKPOINTS_DIR);
-        for (ns, metadata) in dir_entries(&checkpoints, Kind::Namespaces, Missing::Empty)? {
-            if matches!(ns.file_name().map(namespace_entry), Some(Entry::NotUtf8)) {
-                out.push((ns, metadata));
-                continue;
-            }
-            out.extend(dir_entries(&ns, Kind::Files, Missing::Empty)?);
-        }
-        out.extend(dir_entries(
-            &self.root.join(NODES_DIR),
-            Kind::Files,
-            Missing::Empty,
-        )?);
-        // The root itself must stay readable: a vanished mount keeps the last snapshot.
-        std::fs::metadata(&self.root).map_err(|source| Error::Read {
+    /// Every candidate file, with what the walk learnt of it, in path order: one walk, each
+    /// directory read once. Hidden entries (Kubernetes volumes' `..data`) and other extensions
+    /// are ignored; an entry whose name is not UTF-8 is listed, to be reported. The root must
+    /// be readable: an unreadable root is the error, and keeps the last snapshot.
+    fn list(&self) -> Result<Vec<(PathBuf, Listed)>, Error> {
+        std::fs::read_dir(&self.root).map_err(|source| Error::Read {
             path: self.root.clone(),
             source,
         })?;
-        let mut files: Vec<(PathBuf, Stamp)> = out
-            .into_iter()
-            .map(|(p, metadata)| (p, Stamp::of(metadata.as_ref())))
-            .collect();
-        files.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(files)
+        let mut out = Vec::new();
+        let checkpoints = self.root.join(CHECKPOINTS_DIR);
+        for (ns_dir, metadata) in dir_entries(&checkpoints, Kind::Namespaces, Missing::Empty)? {
+            let namespace = match ns_dir.file_name().map(namespace_entry) {
+                Some(Entry::Named(namespace)) => namespace.to_string(),
+                _ => {
+                    let stamp = Stamp::of(metadata.as_ref());
+                    let place = Place::Namespace;
+                    out.push((
+                        ns_dir,
+                        Listed {
+                            place,
+                            name: None,
+                            stamp,
+                        },
+                    ));
+                    continue;
+                }
+            };
+            for (path, metadata) in dir_entries(&ns_dir, Kind::Files, Missing::Empty)? {
+                let place = Place::Checkpoint {
+                    namespace: namespace.clone(),
+                };
+                let listed = Listed::file(&path, place, metadata.as_ref());
+                out.push((path, listed));
+            }
+        }
+        for (path, metadata) in dir_entries(&self.root.join(NODES_DIR), Kind::Files, Missing::Empty)? {
+            let listed = Listed::file(&path, Place::Node, metadata.as_ref());
+            out.push((path, listed));
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
     }
 
-    fn build(&self, cache: &HashMap<PathBuf, (Stamp, Parsed)>) -> Snapshot {
+    /// The snapshot of the files read, in path order, each placed where the walk found it.
+    fn build(&self, cache: &HashMap<PathBuf, (Listed, Parsed)>) -> Snapshot {
         let mut snapshot = Snapshot {
             loaded_at: Some(SystemTime::now()),
             ..Snapshot::default()
         };
-        let mut files: Vec<(&PathBuf, &Parsed)> = cache.iter().map(|(p, (_, parsed))| (p, parsed)).collect();
+        let mut files: Vec<(&PathBuf, &(Listed, Parsed))> = cache.iter().collect();
         files.sort_by_key(|(p, _)| *p);
-        let checkpoints = self.root.join(CHECKPOINTS_DIR);
-        let nodes = self.root.join(NODES_DIR);
-        for (path, parsed) in files {
+        for (path, (listed, parsed)) in files {
             let rel = path
                 .strip_prefix(&self.root)
                 .unwrap_or(path)
                 .display()
                 .to_string();
-            let is_node = path.parent() == Some(nodes.as_path());
-            let stem = path.file_stem().and_then(|s| s.to_str());
+            let node = (listed.place == Place::Node).then(|| listed.name.as_deref().unwrap_or_default());
             let placed = match parsed {
-                Ok(stored) => match (
-                    stem,
-                    path.parent()
-                        .filter(|p| p.parent() == Some(checkpoints.as_path())),
-                ) {
-                    (None, _) => Err(Unusable::NameNotUtf8),
-                    (Some(name), Some(ns_dir)) => {
-                        let ns = ns_dir.file_name().and_then(|s| s.to_str()).unwrap_or_default();
-                        snapshot.add_checkpoint(ns, name, stored, &rel)
-                    }
-                    (Some(name), None) if is_node => snapshot.add_node(name, stored, path),
-                    (Some(_), None) => Ok(()),
-                },
+                Ok(stored) => snapshot.place(listed, stored, path, &rel),
                 Err(error) => {
-                    snapshot.file_problem(&rel, is_node.then(|| stem.unwrap_or_default()), error);
+                    snapshot.file_problem(&rel, node, error);
                     continue;
                 }
             };
             if let Err(error) = placed {
-                snapshot.file_problem(&rel, is_node.then(|| stem.unwrap_or_default()), &error);
+                snapshot.file_problem(&rel, node, &error);
             }
         }
         snapshot
@@ -406,6 +440,18 @@ impl FileStore {
 }
 
 impl Snapshot {
+    /// A file read into its place: a checkpoint or a node, by where the walk found it.
+    fn place(&mut self, listed: &Listed, stored: &Stored, path: &Path, rel: &str) -> Result<(), Unusable> {
+        let Some(name) = listed.name.as_deref() else {
+            return Err(Unusable::NameNotUtf8);
+        };
+        match &listed.place {
+            Place::Checkpoint { namespace } => self.add_checkpoint(namespace, name, stored, rel),
+            Place::Node => self.add_node(name, stored, path),
+            Place::Namespace => Ok(()),
+        }
+    }
+
     /// Checkpoint `namespace`/`name` from the store file `rel`; an error when the file says
     /// another kind, name or namespace, or another file has defined it.
     fn add_checkpoint(
@@ -590,11 +636,11 @@ fn read_bounded(path: &Path, stamp_len: Option<u64>) -> Result<String, Unusable>
     String::from_utf8(bytes).map_err(|_| Unusable::NotText)
 }
 
-fn read_file(path: &Path, stamp: Stamp) -> Parsed {
-    if path.file_name().map(file_entry) == Some(Entry::NotUtf8) {
+fn read_file(path: &Path, listed: &Listed) -> Parsed {
+    if listed.name.is_none() {
         return Err(Unusable::NameNotUtf8);
     }
-    resource::read(&read_bounded(path, Some(stamp.len))?).map_err(Unusable::NotStored)
+    resource::read(&read_bounded(path, Some(listed.stamp.len))?).map_err(Unusable::NotStored)
 }
 
 /// The node inventories of a store's `nodes/`, by the rules [`FileStore`] reads them by, each
@@ -753,6 +799,24 @@ mod tests {
     fn a_missing_root_is_an_error() {
         let err = FileStore::open("/nonexistent/miggate-store").unwrap_err();
         assert!(err.to_string().contains("/nonexistent/miggate-store"), "{err}");
+    }
+
+    /// The walk reads the root first: a root gone after start is the refresh's error, naming
+    /// the root, and the last snapshot keeps serving.
+    #[test]
+    fn a_root_gone_after_start_keeps_the_last_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("store");
+        write(&root, "nodes/n1.yaml", NODE);
+        let store = FileStore::open(&root).unwrap();
+        std::fs::remove_dir_all(&root).unwrap();
+        let err = store.refresh().unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with(&format!("cannot read {}: ", root.display())),
+            "{err}"
+        );
+        assert!(store.snapshot().node("n1").is_some());
     }
 
     /// Each way `miggate where` and the webhook once read `nodes/` apart, and the one verdict

@@ -4,30 +4,18 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::Arc;
 
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview};
-use miggate_compat::GpuManifest;
 use miggate_webhook::decide::{Verdict, decide};
 use miggate_webhook::lookup::{Inventory, Lookup, NoInventory, RestoreAnnotations, RestorePod, Source};
 use miggate_webhook::store::Checkpoint;
 use rstest::rstest;
 use serde_json::{Value, json};
+use support::{manifest, testdata};
 
-fn testdata(rel: &str) -> String {
-    std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../testdata")
-            .join(rel),
-    )
-    .unwrap()
-}
-
-fn manifest(rel: &str) -> GpuManifest {
-    miggate_crds::read_stored(&testdata(rel)).unwrap().manifest
-}
+mod support;
 
 struct Memory {
     synced: bool,

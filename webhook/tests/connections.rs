@@ -5,7 +5,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::IpAddr;
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -13,19 +12,16 @@ use miggate_webhook::tls::CertPaths;
 use miggate_webhook::{Bound, Config, StoreConfig};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::pem::PemObject;
+use support::{testdata, testdata_path};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+mod support;
 
 /// Slack on every wait: the machine may be slow and loaded.
 const SLACK: Duration = Duration::from_secs(20);
 
-fn testdata(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../testdata")
-        .join(rel)
-}
-
 fn review() -> String {
-    std::fs::read_to_string(testdata("admission/pod-create-restore-allowed.json")).unwrap()
+    testdata("admission/pod-create-restore-allowed.json")
 }
 
 /// A CA and what it signs.
@@ -92,7 +88,7 @@ impl Server {
         if let (Some(path), Some(pem)) = (&paths.client_ca, client_ca) {
             std::fs::write(path, pem).unwrap();
         }
-        let mut config = Config::new(paths, StoreConfig::Dir(testdata("webhook-store")));
+        let mut config = Config::new(paths, StoreConfig::Dir(testdata_path("webhook-store")));
         config.listen = "127.0.0.1:0".parse().unwrap();
         config.health_listen = "127.0.0.1:0".parse().unwrap();
         // Held connections are not closed by the head deadline while a test runs.

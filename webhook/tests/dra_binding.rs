@@ -5,7 +5,6 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::HashMap;
-use std::path::Path;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
@@ -22,15 +21,9 @@ use miggate_webhook::lookup::{
 use miggate_webhook::store::Checkpoint;
 use rstest::rstest;
 use serde_json::{Value, json};
+use support::testdata;
 
-fn testdata(rel: &str) -> String {
-    std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../testdata")
-            .join(rel),
-    )
-    .unwrap()
-}
+mod support;
 
 /// A checkpoint of two 3g.40gb slices and one whole H100 on gpu-node-7's driver.
 fn checkpoint() -> GpuManifest {

@@ -5,7 +5,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -25,20 +24,10 @@ use miggate_webhook::metrics::Metrics;
 use miggate_webhook::server::{AppState, Store, admission_service, health_router};
 use rstest::rstest;
 use serde_json::{Value, json};
+use support::{manifest, testdata};
 use tower::ServiceExt;
 
-fn testdata(rel: &str) -> String {
-    std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../testdata")
-            .join(rel),
-    )
-    .unwrap()
-}
-
-fn manifest(rel: &str) -> GpuManifest {
-    miggate_crds::read_stored(&testdata(rel)).unwrap().manifest
-}
+mod support;
 
 fn checkpoint() -> GpuCheckpoint {
     serde_saphyr::from_str(&testdata("webhook-store/checkpoints/ml/vllm-ckpt.yaml")).unwrap()

@@ -6,16 +6,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
-
 use miggate_webhook::decide::decide_review;
 use miggate_webhook::review::{self, Spec};
 use miggate_webhook::store::FileStore;
 use rstest::rstest;
+use support::{recorded_store, testdata_path};
 
-fn store() -> FileStore {
-    FileStore::open(Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/webhook-store")).unwrap()
-}
+mod support;
 
 /// The answer a body gets through one reader: the response JSON, the verdict and the refusing
 /// checks, or the 400's message.
@@ -39,7 +36,7 @@ fn answer(
 }
 
 fn same_answer(body: &[u8]) -> String {
-    let store = store();
+    let store = recorded_store();
     let one_pass = answer(&store, review::parse_restore, body);
     let raw = answer(&store, review::parse, body);
     assert_eq!(
@@ -53,7 +50,7 @@ fn same_answer(body: &[u8]) -> String {
 
 #[test]
 fn every_recorded_review_gets_the_same_answer_from_both_readers() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/admission");
+    let dir = testdata_path("admission");
     let mut n = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
         let body = std::fs::read(entry.unwrap().path()).unwrap();
@@ -141,7 +138,7 @@ mod edited {
     const BYTES: &[u8] = b"\"{}[],:0a\\ nud8\xff";
 
     fn recorded() -> Vec<Vec<u8>> {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/admission");
+        let dir = testdata_path("admission");
         let mut bodies: Vec<Vec<u8>> = std::fs::read_dir(dir)
             .unwrap()
             .map(|e| std::fs::read(e.unwrap().path()).unwrap())

@@ -8,10 +8,12 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::cmp::Ordering;
-use std::path::PathBuf;
 
 use miggate_compat::Quantity;
 use serde_json::Value;
+use support::testdata_path;
+
+mod support;
 
 /// What the API server's pod validation says of one container's resources, one line per rule
 /// broken: a request above its limit, and an extended resource (any name with a domain other
@@ -47,7 +49,7 @@ fn resource_problems(container: &Value) -> Vec<String> {
 }
 
 fn recorded_pods() -> Vec<(String, Value)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata/admission");
+    let dir = testdata_path("admission");
     let mut out = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();

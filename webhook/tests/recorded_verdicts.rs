@@ -5,15 +5,17 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use miggate_webhook::decide::{Verdict, decide_review};
 use miggate_webhook::review;
-use miggate_webhook::store::FileStore;
 use rstest::rstest;
+use support::{recorded_store, testdata_path};
+
+mod support;
 
 fn dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/admission")
+    testdata_path("admission")
 }
 
 /// What a recorded review must get.
@@ -58,8 +60,7 @@ enum Expect {
 #[case::a_deletion("pod-delete-restore.json", Expect::Ignored)]
 #[case::an_update("pod-update-restore.json", Expect::Ignored)]
 fn each_recorded_review_gets_its_verdict(#[case] file: &str, #[case] expect: Expect) {
-    let store =
-        FileStore::open(Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/webhook-store")).unwrap();
+    let store = recorded_store();
     let body = std::fs::read(dir().join(file)).unwrap();
     let parsed = review::parse(&body);
     let (review, expect) = match (parsed, expect) {

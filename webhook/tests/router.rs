@@ -3,7 +3,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -11,12 +10,13 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use miggate_webhook::server::{AppState, MAX_BODY_BYTES, admission_service, health_router};
-use miggate_webhook::store::FileStore;
+use support::recorded_store;
 use tower::ServiceExt;
 
+mod support;
+
 fn state() -> Arc<AppState> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/webhook-store");
-    let state = Arc::new(AppState::new(Arc::new(FileStore::open(root).unwrap())));
+    let state = Arc::new(AppState::new(Arc::new(recorded_store())));
     state.ready.store(true, Ordering::Release);
     state
 }
@@ -159,8 +159,7 @@ async fn health_readiness_and_metrics() {
 
 #[tokio::test]
 async fn a_stalled_body_is_cut_at_the_deadline() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/webhook-store");
-    let mut state = AppState::new(Arc::new(FileStore::open(root).unwrap()));
+    let mut state = AppState::new(Arc::new(recorded_store()));
     state.deadline = std::time::Duration::from_millis(100);
     let state = Arc::new(state);
     // A body that never ends: 408, the deadline named.

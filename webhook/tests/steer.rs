@@ -4,7 +4,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -13,23 +12,23 @@ use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::Pod;
 use miggate_webhook::server::{AppState, admission_service};
-use miggate_webhook::store::FileStore;
 use rstest::rstest;
 use serde_json::{Value, json};
+use support::{recorded_store, testdata};
 use tower::ServiceExt;
 
+mod support;
+
 fn state() -> Arc<AppState> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/webhook-store");
-    let state = Arc::new(AppState::new(Arc::new(FileStore::open(root).unwrap())));
+    let state = Arc::new(AppState::new(Arc::new(recorded_store())));
     state.ready.store(true, Ordering::Release);
     state
 }
 
 /// The recorded restore pod's review, its pod edited by `edit`.
 fn review(edit: impl Fn(&mut Value)) -> Value {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/admission/pod-create-restore-allowed.json");
-    let mut review: Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut review: Value =
+        serde_json::from_str(&testdata("admission/pod-create-restore-allowed.json")).unwrap();
     edit(&mut review["request"]["object"]);
     review
 }

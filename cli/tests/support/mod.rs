@@ -1,6 +1,7 @@
 //! The real `miggate webhook` binary for tests: a CA made here, the binary started over the
 //! recorded file store on loopback ports, a TLS connector and a client that trust only that CA.
-//! Shared by the test files that drive the binary over HTTPS (`mod support;`).
+//! Shared by the test files of the binary (`mod support;`), with the paths they all start from
+//! (the workspace's root, its `testdata/`).
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -48,6 +49,15 @@ pub fn free_port() -> SocketAddr {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
 }
 
+/// The workspace's root, where the binary's relative paths in tests start.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// `rel` under the workspace's `testdata/`.
 pub fn testdata(rel: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../testdata")

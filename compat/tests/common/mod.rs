@@ -1,6 +1,6 @@
 //! Small builders shared by the integration tests: manifests are written field by field so a
 //! case reads like the fact it is about.
-#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -283,9 +283,15 @@ pub fn table(r: &Report) -> String {
     out.join("\n")
 }
 
+/// The text of `rel` under the workspace's `testdata/`; a file that cannot be read fails the
+/// test, naming it.
+pub fn testdata_text(rel: &str) -> String {
+    let path = format!("{}/../testdata/{rel}", env!("CARGO_MANIFEST_DIR"));
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
 /// Reads a manifest from `testdata/manifests/`.
 pub fn testdata(name: &str) -> GpuManifest {
-    let path = format!("{}/../testdata/manifests/{name}", env!("CARGO_MANIFEST_DIR"));
-    let text = std::fs::read_to_string(&path).unwrap();
-    miggate_compat::from_str(&text).unwrap()
+    miggate_compat::from_str(&testdata_text(&format!("manifests/{name}")))
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
 }

@@ -1,10 +1,24 @@
-//! What several test files of this crate read: the checked-in install, `deploy/`.
+//! What several test files of this crate read (`mod support;`): the recorded files under the
+//! workspace's `testdata/`, and the checked-in install, `deploy/`.
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::PathBuf;
 
 use serde_json::Value;
+
+/// `rel` under the workspace's `testdata/`.
+pub fn testdata_path(rel: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../testdata")
+        .join(rel)
+}
+
+/// The text of `rel` under `testdata/`; a file that cannot be read fails the test, naming it.
+pub fn testdata(rel: &str) -> String {
+    let path = testdata_path(rel);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
 
 /// Every document of every YAML file of `deploy/`, in file-name order, with its file's name.
 pub fn deploy_docs() -> Vec<(String, Value)> {

@@ -35,7 +35,7 @@ pub(super) fn evaluate(
         skip: restore.waiver.checks.clone(),
         ..Options::mode(Mode::Offer)
     };
-    // --- DRA (issue 20): exact mode on the devices the pod's claims were allocated, when
+    // --- DRA: exact mode on the devices the pod's claims were allocated, when
     // known (crate::allocation); otherwise offer mode against the whole node.
     let at = crate::allocation::at_binding(
         store,
