@@ -330,6 +330,21 @@ impl<V: Entry> Cache<V> {
         self.list_fallbacks.get_or_create(&self.label()).inc();
     }
 
+    /// One failed list or watch (`what`): counted, the cache marked behind, and said in the
+    /// log; a kind the server does not serve (`not_found`) counts as such, and an optional one
+    /// retries without a warning each time.
+    pub(super) fn failed(&self, what: &str, e: &dyn std::fmt::Display, not_found: bool) {
+        if not_found {
+            self.not_served();
+        }
+        self.error();
+        if not_found && self.optional {
+            tracing::debug!(kind = %self.kind, error = %e, "API not served; retrying after a backoff");
+        } else {
+            tracing::warn!(kind = %self.kind, error = %e, "{what} failed; retrying after a backoff");
+        }
+    }
+
     pub(super) fn error(&self) {
         self.freshness
             .failed(Instant::now(), self.starts.last(&self.plural));

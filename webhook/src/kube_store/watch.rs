@@ -176,15 +176,7 @@ fn failed<V: Entry>(cache: &Cache<V>, e: &watcher::Error, listing: bool, choice:
     let not_found = matches!(e,
         watcher::Error::InitialListFailed(kube::Error::Api(s)) | watcher::Error::WatchStartFailed(kube::Error::Api(s))
             if s.code == 404);
-    if not_found {
-        cache.not_served();
-    }
-    cache.error();
-    if not_found && cache.optional {
-        tracing::debug!(kind = %cache.kind, error = %e, "API not served; retrying after a backoff");
-    } else {
-        tracing::warn!(kind = %cache.kind, error = %e, "watch failed; retrying after a backoff");
-    }
+    cache.failed("watch", e, not_found);
     Next::Continue
 }
 

@@ -81,7 +81,7 @@ pub(super) async fn list_then_watch<K, V>(
                 watch_from(&api, config, version, cache, convert, &mut backoff).await;
             }
             Err(e) => {
-                failed(cache, "list", &e, e.not_found());
+                cache.failed("list", &e, e.not_found());
             }
         }
         wait(&mut backoff).await;
@@ -286,11 +286,11 @@ async fn watch_from<K, V>(
         let stream = match api.watch(&params, &version).await {
             Ok(stream) => stream,
             Err(kube::Error::Api(s)) if s.code == 410 => {
-                failed(cache, "watch", &s, false);
+                cache.failed("watch", &s, false);
                 return;
             }
             Err(e) => {
-                failed(cache, "watch", &e, false);
+                cache.failed("watch", &e, false);
                 wait(backoff).await;
                 continue;
             }
@@ -309,16 +309,16 @@ async fn watch_from<K, V>(
                 }
                 Ok(WatchEvent::Bookmark(b)) => Some(b.metadata.resource_version),
                 Ok(WatchEvent::Error(s)) if s.code == 410 => {
-                    failed(cache, "watch", &s, false);
+                    cache.failed("watch", &s, false);
                     return;
                 }
                 Ok(WatchEvent::Error(s)) => {
-                    failed(cache, "watch", &s, false);
+                    cache.failed("watch", &s, false);
                     wait(backoff).await;
                     break;
                 }
                 Err(e) => {
-                    failed(cache, "watch", &e, false);
+                    cache.failed("watch", &e, false);
                     wait(backoff).await;
                     break;
                 }
@@ -334,19 +334,6 @@ async fn watch_from<K, V>(
 async fn wait(backoff: &mut WatchBackoff) {
     if let Some(wait) = backoff.next() {
         tokio::time::sleep(wait).await;
-    }
-}
-
-/// One failure of a list or a watch (`what`): counted, and said as the streaming feed says it.
-fn failed<V: Entry>(cache: &Cache<V>, what: &str, e: &dyn fmt::Display, not_found: bool) {
-    if not_found {
-        cache.not_served();
-    }
-    cache.error();
-    if not_found && cache.optional {
-        tracing::debug!(kind = %cache.kind, error = %e, "API not served; retrying after a backoff");
-    } else {
-        tracing::warn!(kind = %cache.kind, error = %e, "{what} failed; retrying after a backoff");
     }
 }
 
