@@ -15,12 +15,12 @@ use anyhow::{Context, anyhow};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, ListParams};
+use miggate_admission::resolve::Kind;
 use miggate_compat::GpuManifest;
 use miggate_compat::escape::{escape, escape_within};
 use miggate_crds::inventory::{Inventory, NoInventory, best_or_why};
 use miggate_crds::peer::{PodSnapshot, PodSnapshotContent, SnapshotContent};
 use miggate_crds::{GpuCheckpoint, GpuNode};
-use miggate_webhook::resolve::Kind;
 use serde::de::DeserializeOwned;
 
 use crate::flags::cluster::ClusterFlags;
@@ -395,7 +395,7 @@ where
         .build()
         .context("cannot start the client's runtime")?;
     runtime.block_on(async {
-        let client = miggate_webhook::cluster::client(flags.args()).await?;
+        let client = miggate_store::cluster::client(flags.args()).await?;
         match tokio::time::timeout(TIMEOUT, read(client)).await {
             Ok(result) => result,
             Err(_) => Err(anyhow!(

@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use miggate_compat::escape::escape;
 use miggate_compat::{GpuManifest, Mode, NodeFit, ReadOptions, rank_nodes_listed};
 use miggate_crds::StoredKind;
-use miggate_webhook::store::{Problem, read_node_files};
+use miggate_store::file_store::{Problem, read_node_files};
 use miggate_wire::store::NODES_DIR;
 use serde::Serialize;
 
@@ -121,7 +121,7 @@ fn claim_devices(p: &NodeFit<'_>, names: &DraNames) -> Option<Vec<String>> {
 }
 
 /// Every node file of the store, read as the webhook's file store reads it
-/// ([`miggate_webhook::store::read_node_files`]); unusable ones as problems. A missing or
+/// ([`miggate_store::file_store::read_node_files`]); unusable ones as problems. A missing or
 /// unreadable `nodes/` directory is an error: a typo in `--store` must not read as "no node
 /// fits".
 fn read_nodes(root: &Path, options: ReadOptions) -> anyhow::Result<(Vec<Named>, Vec<Problem>)> {

@@ -44,7 +44,7 @@ pub fn run(args: &PublishArgs) -> anyhow::Result<ExitCode> {
         .build()
         .context("cannot start the async runtime")?;
     let result = runtime.block_on(async {
-        let client = miggate_webhook::cluster::client(args.cluster.args()).await?;
+        let client = miggate_store::cluster::client(args.cluster.args()).await?;
         let stop = async {
             let signal = crate::service::stop_signal().await;
             tracing::info!("{signal} received; stopping");

@@ -3,8 +3,8 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
-use miggate_webhook::StoreConfig;
-use miggate_webhook::kube_store::KubeOptions;
+use miggate_store::StoreConfig;
+use miggate_store::kube_store::KubeOptions;
 use miggate_webhook::tls::CertPaths;
 use miggate_webhook::{ManagedTls, Tls};
 

@@ -69,9 +69,12 @@ fn a_mixed_checkpoint_onto_slices_only() {
         full(vec![s3g("MIG-t1"), s3g("MIG-t2")]),
     );
     assert_refusing(&r, "mig-partitioning, mig-profile");
-    assert_eq!(
-        r.reason,
-        "mig-partitioning: source slice x1, whole x1, target slice x2; mig-profile: source 3g.40gb x1, target 3g.40gb x2"
+    assert_reason(
+        &r,
+        &[
+            "mig-partitioning: source slice x1, whole x1, target slice x2",
+            "mig-profile: source 3g.40gb x1, target 3g.40gb x2",
+        ],
     );
     // In offer mode the node has slices of that shape, and two devices of the checkpoint's
     // kinds: the missing whole GPU refuses per (kind, model) and per kind.
@@ -243,10 +246,12 @@ fn the_same_profile_name_on_another_model_is_refused_with_models_printed() {
         full(vec![slice("MIG-t1", A100_80, "1g.10gb")]),
     );
     assert_refusing(&r, "gpu-model, mig-profile");
-    assert_eq!(
-        r.reason,
-        "gpu-model: source NVIDIA H100 80GB HBM3 x1, target NVIDIA A100-SXM4-80GB x1; \
-         mig-profile: source NVIDIA H100 80GB HBM3 1g.10gb x1, target NVIDIA A100-SXM4-80GB 1g.10gb x1"
+    assert_reason(
+        &r,
+        &[
+            "gpu-model: source NVIDIA H100 80GB HBM3 x1, target NVIDIA A100-SXM4-80GB x1",
+            "mig-profile: source NVIDIA H100 80GB HBM3 1g.10gb x1, target NVIDIA A100-SXM4-80GB 1g.10gb x1",
+        ],
     );
     // Against a node that has both models, the H100's slice is what counts.
     let n = node(vec![
@@ -320,10 +325,12 @@ fn two_whole_gpus_against_one_whole_and_one_cut_in_offer_mode() {
     let r = check_with(source, testdata("node-h100-1-whole-1-cut.yaml"), &offer());
     // The node has whole GPUs (so the partitioning is offered) but only one of them.
     assert_refusing(&r, "gpu-model, gpu-count");
-    assert_eq!(
-        r.reason,
-        "gpu-model: source NVIDIA H100 80GB HBM3 x2, target NVIDIA H100 80GB HBM3 x1, NVIDIA H100 80GB HBM3 (MIG slice) x2; \
-         gpu-count: source 2, target 1"
+    assert_reason(
+        &r,
+        &[
+            "gpu-model: source NVIDIA H100 80GB HBM3 x2, target NVIDIA H100 80GB HBM3 x1, NVIDIA H100 80GB HBM3 (MIG slice) x2",
+            "gpu-count: source 2, target 1",
+        ],
     );
     insta::assert_snapshot!("offer_two_whole_one_whole_one_cut", table(&r));
 }

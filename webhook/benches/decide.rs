@@ -11,9 +11,9 @@ use std::path::Path;
 use criterion::{Criterion, criterion_group, criterion_main};
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview};
-use miggate_webhook::decide::{decide, decide_review};
-use miggate_webhook::review;
-use miggate_webhook::store::FileStore;
+use miggate_admission::decide::{decide, decide_review};
+use miggate_admission::review;
+use miggate_store::file_store::FileStore;
 
 fn read(name: &str) -> Vec<u8> {
     std::fs::read(

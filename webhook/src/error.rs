@@ -32,23 +32,9 @@ pub enum Error {
         /// Why not.
         source: std::io::Error,
     },
-    /// No cluster could be found from the flags and the environment, or its kubeconfig cannot
-    /// be used; in words, without the client library's internals.
-    #[error("{why}")]
-    Cluster {
-        /// What is wrong, outside text already escaped.
-        why: String,
-    },
-    /// The Kubernetes client could not be set up.
-    // `why`, not `source`: the message carries it once, where a source would be printed again
-    // by every reader that walks the chain.
-    #[error("{what}: {why}")]
-    Kube {
-        /// What was being done.
-        what: &'static str,
-        /// Why it failed.
-        why: Box<kube::Error>,
-    },
+    /// The store could not be opened: its files, or the cluster its watches read.
+    #[error(transparent)]
+    Store(#[from] miggate_store::Error),
     /// A server stopped with an I/O error.
     #[error("{what} server failed: {source}")]
     Serve {

@@ -39,10 +39,12 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::cache_status::CacheStatus;
-use crate::store::Snapshot;
+use miggate_store::cache_status::CacheStatus;
+use miggate_store::file_store::Snapshot;
+pub use miggate_store::kube_store::KindLabel;
+use miggate_store::kube_store::WatchCounters;
 
-pub use crate::outcome::Outcome;
+pub use miggate_admission::outcome::Outcome;
 
 /// A label set of one string.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -56,13 +58,6 @@ pub struct OutcomeLabel {
 pub struct CheckLabel {
     /// The check or reason.
     pub check: &'static str,
-}
-
-/// A label set naming a kind of stored object.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabel {
-    /// `checkpoint` or `node` (file store), or a cached kind (`GpuNode`, `Pod`, ...).
-    pub kind: std::borrow::Cow<'static, str>,
 }
 
 /// A label set naming a reload result.
@@ -99,14 +94,8 @@ pub struct Metrics {
     pub store_problems: Gauge,
     /// Certificate reloads by result.
     pub tls_reloads: Family<ResultLabel, Counter>,
-    /// Re-lists after the first, per cached kind.
-    pub watch_restarts: Family<KindLabel, Counter>,
-    /// Failed lists and watches, per cached kind.
-    pub watch_errors: Family<KindLabel, Counter>,
-    /// Lists read in pages because the server refused to stream them, per cached kind.
-    pub watch_list_fallbacks: Family<KindLabel, Counter>,
-    /// Whether a cache's last list was streamed (1) or paged (0), per kind.
-    pub watch_lists_streamed: Family<KindLabel, Gauge>,
+    /// What the watch caches count: re-lists, failures, lists read whole or streamed.
+    pub watch: WatchCounters,
     /// Seconds since a cache's last event or list, per kind.
     pub cache_age: Family<KindLabel, Gauge<f64, AtomicU64>>,
     /// Whether a cache has completed its first list (1) or not (0), per kind.
@@ -180,10 +169,7 @@ impl Metrics {
             store_objects: Family::default(),
             store_problems: Gauge::default(),
             tls_reloads: Family::default(),
-            watch_restarts: Family::default(),
-            watch_errors: Family::default(),
-            watch_list_fallbacks: Family::default(),
-            watch_lists_streamed: Family::default(),
+            watch: WatchCounters::default(),
             cache_age: Family::default(),
             cache_synced: Family::default(),
             watch_failing: Family::default(),
@@ -314,13 +300,13 @@ impl Metrics {
             r,
             "watch_restarts",
             "Watch cache re-lists after the first, by kind",
-            &self.watch_restarts,
+            &self.watch.restarts,
         );
         register(
             r,
             "watch_errors",
             "Failed lists and watches of the watch caches, by kind",
-            &self.watch_errors,
+            &self.watch.errors,
         );
         self.register_cache_lists();
     }
@@ -332,13 +318,13 @@ impl Metrics {
             r,
             "watch_list_fallbacks",
             "Watch cache lists read in pages because the API server refused to stream them, by kind",
-            &self.watch_list_fallbacks,
+            &self.watch.list_fallbacks,
         );
         register(
             r,
             "watch_list_streamed",
             "Whether a watch cache's last list was streamed (1) or read in pages (0), by kind",
-            &self.watch_lists_streamed,
+            &self.watch.lists_streamed,
         );
         r.register_with_unit(
             "cache_age",

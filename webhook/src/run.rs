@@ -15,11 +15,12 @@ use crate::connections::{
 };
 use crate::handshakes::{DEFAULT_MAX_HANDSHAKES, HandshakePool};
 use crate::http1::{self, Stop};
-use crate::kube_store::{KubeOptions, KubeStore};
 use crate::metrics::Metrics;
 use crate::server::{AppState, DEFAULT_DEADLINE, Store, admission_service, health_router};
-use crate::store::FileStore;
 use crate::tls::{CertPaths, Reload, Reloader};
+use miggate_store::StoreConfig;
+use miggate_store::file_store::FileStore;
+use miggate_store::kube_store::KubeStore;
 
 /// Everything `miggate webhook` is told.
 #[derive(Debug, Clone)]
@@ -87,16 +88,6 @@ pub struct ManagedTls {
     pub kubeconfig: Option<PathBuf>,
     /// The context (`--context`).
     pub context: Option<String>,
-}
-
-/// Which store `serve` opens.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StoreConfig {
-    /// The file store's root directory (`--store dir:PATH`).
-    Dir(PathBuf),
-    /// Watch caches over the API server the environment names (in-cluster service account,
-    /// or `KUBECONFIG`) (`--store kube`).
-    Kube(KubeOptions),
 }
 
 impl Config {
@@ -282,12 +273,15 @@ async fn open_store(
             Ok((Store::File(store.clone()), Some(store)))
         }
         StoreConfig::Kube(options) => {
-            let config = crate::cluster::config(crate::cluster::ClusterArgs {
+            let config = miggate_store::cluster::config(miggate_store::cluster::ClusterArgs {
                 kubeconfig: options.kubeconfig.as_deref(),
                 context: options.context.as_deref(),
             })
             .await?;
-            Ok((Store::Kube(KubeStore::start(config, options, metrics)?), None))
+            Ok((
+                Store::Kube(KubeStore::start(config, options, &metrics.watch)?),
+                None,
+            ))
         }
     }
 }
@@ -298,7 +292,7 @@ async fn managed_tls(
     managed: &ManagedTls,
     metrics: &Metrics,
 ) -> Result<(Reloader, miggate_certs::Handle), Error> {
-    let client = crate::cluster::client(crate::cluster::ClusterArgs {
+    let client = miggate_store::cluster::client(miggate_store::cluster::ClusterArgs {
         kubeconfig: managed.kubeconfig.as_deref(),
         context: managed.context.as_deref(),
     })

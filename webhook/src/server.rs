@@ -16,12 +16,12 @@ use axum::routing::get;
 use miggate_compat::escape::escape_within;
 
 use crate::body::{BodyError, BodyLimits, read_body};
-use crate::decide::{self, Verdict};
-use crate::kube_store::KubeStore;
-use crate::lookup::Lookup;
 use crate::metrics::{Metrics, Outcome};
-use crate::review;
-use crate::store::FileStore;
+use miggate_admission::decide::{self, Verdict};
+use miggate_admission::lookup::Lookup;
+use miggate_admission::review;
+use miggate_store::file_store::FileStore;
+use miggate_store::kube_store::KubeStore;
 
 pub use crate::body::MAX_BODY_BYTES;
 /// How long one admission request may take by default, well under the apiserver's 5 s
@@ -260,7 +260,7 @@ fn bad_request(message: String) -> Answer {
     }
 }
 
-/// `POST /mutate`: steering ([`crate::steer`]). Always allowed; bad input is a 400, which the
+/// `POST /mutate`: steering ([`miggate_admission::steer`]). Always allowed; bad input is a 400, which the
 /// API server treats as a failed call (the registration's failure policy is Ignore).
 fn mutate(state: &AppState, body: &[u8], started: Instant) -> Response {
     let review = match read_review(state, body, started) {
@@ -268,17 +268,17 @@ fn mutate(state: &AppState, body: &[u8], started: Instant) -> Response {
         Err(response) => return *response,
     };
     let steering = match &state.store {
-        Store::File(files) => crate::steer::steer_review(&review, &*files.snapshot()),
-        Store::Kube(kube) => crate::steer::steer_review(&review, &**kube),
+        Store::File(files) => miggate_admission::steer::steer_review(&review, &*files.snapshot()),
+        Store::Kube(kube) => miggate_admission::steer::steer_review(&review, &**kube),
     };
     let outcome = Outcome::from(steering.outcome);
-    if steering.outcome != crate::steer::Outcome::Ignored {
+    if steering.outcome != miggate_admission::steer::Outcome::Ignored {
         tracing::info!(
             uid = %escape_within(&review.uid, 128),
             namespace = review.namespace.as_deref().unwrap_or(""),
             name = %escape_within(&review.name, 256),
             outcome = outcome.as_str(),
-            steered = steering.response.audit_annotations.get(crate::steer::STEERED_AUDIT).map_or("", String::as_str),
+            steered = steering.response.audit_annotations.get(miggate_admission::steer::STEERED_AUDIT).map_or("", String::as_str),
             "steering"
         );
     }
@@ -319,7 +319,7 @@ async fn settle_claims(state: &AppState, review: &review::Review<'_>) {
 }
 
 /// `POST /mutate-binding`: the device map annotation on a DRA restore pod's Binding
-/// ([`crate::device_map`]). Never refuses; a malformed review is a 400.
+/// ([`miggate_admission::device_map`]). Never refuses; a malformed review is a 400.
 async fn mutate_binding(state: &AppState, body: &[u8], started: Instant) -> Response {
     let review = match read_review(state, body, started) {
         Ok(r) => r,
@@ -327,18 +327,20 @@ async fn mutate_binding(state: &AppState, body: &[u8], started: Instant) -> Resp
     };
     settle_claims(state, &review).await;
     let mapping = match &state.store {
-        Store::File(files) => crate::device_map::map_review(&review, &*files.snapshot(), &state.binders),
-        Store::Kube(kube) => crate::device_map::map_review(&review, &**kube, &state.binders),
+        Store::File(files) => {
+            miggate_admission::device_map::map_review(&review, &*files.snapshot(), &state.binders)
+        }
+        Store::Kube(kube) => miggate_admission::device_map::map_review(&review, &**kube, &state.binders),
     };
     let outcome = Outcome::from(mapping.outcome);
-    if mapping.outcome != crate::device_map::Outcome::Ignored {
+    if mapping.outcome != miggate_admission::device_map::Outcome::Ignored {
         tracing::info!(
             uid = %escape_within(&review.uid, 128),
             namespace = review.namespace.as_deref().unwrap_or(""),
             name = %escape_within(&review.name, 256),
             outcome = outcome.as_str(),
             binder = %escape_within(&review.username, 256),
-            device_map = mapping.response.audit_annotations.get(crate::device_map::DEVICE_MAP_AUDIT).map_or("", String::as_str),
+            device_map = mapping.response.audit_annotations.get(miggate_admission::device_map::DEVICE_MAP_AUDIT).map_or("", String::as_str),
             "device map"
         );
     }
@@ -347,21 +349,21 @@ async fn mutate_binding(state: &AppState, body: &[u8], started: Instant) -> Resp
 }
 
 /// `POST /mutate-summary`: a GpuCheckpoint's or GpuNode's `spec.summary` derived from its
-/// manifest ([`crate::summary`]).
+/// manifest ([`miggate_admission::summary`]).
 fn mutate_summary(state: &AppState, body: &[u8], started: Instant) -> Response {
     let review = match read_review(state, body, started) {
         Ok(r) => r,
         Err(response) => return *response,
     };
-    let (response, outcome) = crate::summary::summary_review(&review);
-    if outcome == crate::summary::Outcome::Written {
+    let (response, outcome) = miggate_admission::summary::summary_review(&review);
+    if outcome == miggate_admission::summary::Outcome::Written {
         tracing::info!(
             uid = %escape_within(&review.uid, 128),
             namespace = review.namespace.as_deref().unwrap_or(""),
             name = %escape_within(&review.name, 256),
             resource = %escape_within(&review.resource.resource, 64),
             outcome = outcome.as_str(),
-            summary = response.audit_annotations.get(crate::summary::SUMMARY_AUDIT).map_or("", String::as_str),
+            summary = response.audit_annotations.get(miggate_admission::summary::SUMMARY_AUDIT).map_or("", String::as_str),
             "summary"
         );
     }
@@ -425,7 +427,7 @@ fn log_decision(review: &review::Review<'_>, decision: &decide::Decision) {
             dry_run = review.dry_run,
             inventory = source,
             request = what,
-            exact_on = decision.response.audit_annotations.get(crate::allocation::EXACT_ON_AUDIT).map_or("", String::as_str),
+            exact_on = decision.response.audit_annotations.get(miggate_admission::allocation::EXACT_ON_AUDIT).map_or("", String::as_str),
             "restore admitted"
         );
     }

@@ -8,8 +8,9 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use miggate_store::StoreConfig;
 use miggate_webhook::tls::CertPaths;
-use miggate_webhook::{Bound, Config, StoreConfig};
+use miggate_webhook::{Bound, Config};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::pem::PemObject;
 use support::{testdata, testdata_path};

@@ -5,8 +5,9 @@
 
 use std::path::PathBuf;
 
+use miggate_store::StoreConfig;
+use miggate_webhook::Config;
 use miggate_webhook::tls::CertPaths;
-use miggate_webhook::{Config, StoreConfig};
 use miggate_wire::webhook as wire;
 
 #[test]

@@ -16,10 +16,10 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube_fake::{FakeApiServer, StreamingLists};
+use miggate_admission::lookup::Lookup;
 use miggate_compat::GpuManifest;
 use miggate_crds::{GpuCheckpoint, GpuNode};
-use miggate_webhook::kube_store::{KubeOptions, KubeStore, MAX_KEPT_ANNOTATION_BYTES};
-use miggate_webhook::lookup::Lookup;
+use miggate_store::kube_store::{KubeOptions, KubeStore, MAX_KEPT_ANNOTATION_BYTES};
 use miggate_webhook::metrics::Metrics;
 use miggate_webhook::server::{AppState, Store, admission_service, health_router};
 use rstest::rstest;
@@ -101,7 +101,7 @@ struct Harness {
 async fn harness(fake: FakeApiServer, options: KubeOptions) -> Harness {
     let metrics = Metrics::new();
     let config = kube::Config::new(fake.url().parse().unwrap());
-    let store = KubeStore::start(config, &options, &metrics).unwrap();
+    let store = KubeStore::start(config, &options, &metrics.watch).unwrap();
     let state = Arc::new(AppState::with_store(Store::Kube(store.clone()), metrics));
     state.ready.store(true, Ordering::Release);
     Harness { fake, store, state }
@@ -1196,6 +1196,6 @@ async fn fat_claims_and_snapshots_are_listed_one_at_a_time_and_kept_lean(#[case]
     assert!(format!("{claim:?}").len() < 512, "{claim:?}");
     assert!(matches!(
         h.store.snapshot("ml", &format!("snap-{last}")),
-        miggate_webhook::lookup::SnapshotLookup::ContentMissing(c) if c == "c"
+        miggate_admission::lookup::SnapshotLookup::ContentMissing(c) if c == "c"
     ));
 }

@@ -58,6 +58,10 @@ pub mod peer {
 pub mod store;
 pub mod webhook;
 
+/// The prefix of every extended resource NVIDIA's device plugin advertises (`nvidia.com/gpu`,
+/// `nvidia.com/mig-1g.10gb`, …): a container's GPU asks are its resources under it.
+pub const NVIDIA_RESOURCE_PREFIX: &str = "nvidia.com/";
+
 /// The NVIDIA DRA driver's names.
 pub mod dra {
     /// The driver name in `ResourceSlice`s and the attributes' domain.

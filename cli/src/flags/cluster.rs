@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 /// `--kubeconfig` and `--context`, as kubectl takes them; the loading is kube's own
-/// ([`miggate_webhook::cluster`]).
+/// ([`miggate_store::cluster`]).
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct ClusterFlags {
     /// The kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the pod's service
@@ -17,8 +17,8 @@ pub struct ClusterFlags {
 
 impl ClusterFlags {
     /// The flags as the cluster module takes them.
-    pub fn args(&self) -> miggate_webhook::cluster::ClusterArgs<'_> {
-        miggate_webhook::cluster::ClusterArgs {
+    pub fn args(&self) -> miggate_store::cluster::ClusterArgs<'_> {
+        miggate_store::cluster::ClusterArgs {
             kubeconfig: self.kubeconfig.as_deref(),
             context: self.context.as_deref(),
         }

@@ -24,8 +24,8 @@ use clap::builder::TypedValueParser;
 use clap::error::ErrorKind;
 use clap::{Arg, Command as ClapCommand};
 use miggate_compat::escape::{MAX_QUOTED_BYTES, escape_within};
-use miggate_webhook::StoreConfig;
-use miggate_webhook::kube_store::KubeOptions;
+use miggate_store::StoreConfig;
+use miggate_store::kube_store::KubeOptions;
 
 /// How much of a flag's value an error quotes, and of a name inside it: both fit in one
 /// message well under [`MAX_QUOTED_BYTES`] with room for the rest.

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use miggate_webhook::StoreConfig;
+use miggate_store::StoreConfig;
 
 use super::check::CheckOutput;
 use super::policy::PolicyArgs;

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use miggate_webhook::StoreConfig;
+use miggate_store::StoreConfig;
 use miggate_wire::webhook as defaults;
 
 use super::store_arg;

@@ -158,7 +158,10 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> CheckResult {
 fn asked_for(requests: &BTreeMap<String, Quantity>) -> (Multiset<'_>, Vec<String>) {
     let mut asked = Multiset::new();
     let mut odd = Vec::new();
-    for (name, qty) in requests.iter().filter(|(n, _)| n.starts_with("nvidia.com/")) {
+    for (name, qty) in requests
+        .iter()
+        .filter(|(n, _)| n.starts_with(miggate_wire::NVIDIA_RESOURCE_PREFIX))
+    {
         match qty.whole() {
             Some(n) if name == GPU || name.starts_with(MIG_PREFIX) => {
                 asked.add_n(name.as_str(), usize::try_from(n).unwrap_or(usize::MAX));

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use miggate_compat::GpuManifest;
-use miggate_webhook::store::FileStore;
+use miggate_store::file_store::FileStore;
 
 /// `rel` under the workspace's `testdata/`.
 pub fn testdata_path(rel: &str) -> PathBuf {

@@ -289,7 +289,7 @@ fn steerable(
     store: &(impl Lookup + ?Sized),
 ) -> Result<
     (
-        std::sync::Arc<crate::store::Checkpoint>,
+        std::sync::Arc<crate::lookup::Checkpoint>,
         k8s_openapi::api::core::v1::PodSpec,
     ),
     NotSteered,
@@ -339,7 +339,7 @@ fn steerable(
 fn steer_by_affinity(
     base: &AdmissionResponse,
     spec: &k8s_openapi::api::core::v1::PodSpec,
-    checkpoint: &crate::store::Checkpoint,
+    checkpoint: &crate::lookup::Checkpoint,
 ) -> Result<Steering, NotSteered> {
     let wanted = requirements(&checkpoint.manifest)?;
     let existing: Vec<NodeSelectorTerm> = spec
@@ -369,7 +369,7 @@ fn steer_by_affinity(
 fn steer_by_claim(
     base: &AdmissionResponse,
     spec: &k8s_openapi::api::core::v1::PodSpec,
-    stored: &crate::store::Checkpoint,
+    stored: &crate::lookup::Checkpoint,
     checkpoint: &str,
 ) -> Option<Steering> {
     use crate::steer_claim::{describe, patch, restore_container, wants_claim};

@@ -11,10 +11,10 @@ use miggate_compat::{CheckName, Mode, Options, Outcome, Report, Scope, Target, e
 use super::warnings::{Warning, inventory_warnings, passed_over_warnings, report_warnings, waived_warning};
 use super::{Judgement, RestoreRequest, fallback};
 use crate::allocation::AtBinding;
+use crate::lookup::Checkpoint;
 use crate::lookup::{GpuAsk, Inventory, Lookup, NoInventory, RestorePod};
 use crate::refusal::Refusal;
 use crate::resolve::Kind;
-use crate::store::Checkpoint;
 
 /// A restore pod's binding: the node checks in offer mode against the chosen node's
 /// inventory. A node without one is allowed with warnings: the node agent decides.

@@ -4,27 +4,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::Path;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use miggate_admission::decide::{Verdict, decide};
+use miggate_admission::lookup::{Checkpoint, RestoreAnnotations, RestorePod};
 use miggate_compat::{Gpu, GpuManifest, MigStrategy};
-use miggate_webhook::decide::{Verdict, decide};
-use miggate_webhook::lookup::{Inventory, Lookup, NoInventory, RestoreAnnotations, RestorePod};
-use miggate_webhook::store::Checkpoint;
 use rstest::rstest;
 use serde_json::{Value, json};
+use support::{Fake, inventory, testdata};
 
-fn testdata(rel: &str) -> String {
-    std::fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../testdata")
-            .join(rel),
-    )
-    .unwrap()
-}
+mod support;
 
 /// A checkpoint on two 3g.40gb and one 1g.10gb slice of one H100.
 fn two_3g_one_1g() -> GpuManifest {
@@ -37,49 +29,29 @@ fn two_3g_one_1g() -> GpuManifest {
         .unwrap()
 }
 
-/// One node, read from its `Node` object alone (GFD labels), and one restore pod.
-struct OneNode {
+/// One node, read from its `Node` object (GFD labels) and its DRA slices, and one restore pod
+/// of the checkpoint `ml/ckpt`.
+fn one_node(
     node: Node,
     slices: Vec<k8s_openapi::api::resource::v1::ResourceSlice>,
-}
-
-impl Lookup for OneNode {
-    fn checkpoint(&self, ns: &str, name: &str) -> Option<Arc<Checkpoint>> {
-        (ns == "ml" && name == "ckpt").then(|| {
-            Arc::new(Checkpoint {
-                manifest: two_3g_one_1g(),
-                container_name: None,
-                origin: "test".into(),
-            })
-        })
-    }
-    fn inventory(&self, node: &str) -> Result<Inventory, NoInventory> {
-        if Some(node) != self.node.metadata.name.as_deref() {
-            return Err(NoInventory::default());
-        }
-        let refs: Vec<_> = self.slices.iter().collect();
-        miggate_crds::inventory::best_or_why(&miggate_crds::inventory::NodeObjects {
-            gpu_node: None,
-            node: Some(&self.node),
-            slices: &refs,
-        })
-    }
-    fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
-        (ns == "ml" && name == "restore").then(|| {
-            Arc::new(RestorePod {
-                uid: None,
+    checkpoint: GpuManifest,
+) -> Fake {
+    Fake::default()
+        .with_checkpoint("ml/ckpt", checkpoint, None)
+        .with_node(node, slices)
+        .with_pod(
+            "ml/restore",
+            RestorePod {
                 annotations: RestoreAnnotations {
                     restore_from: Some("ckpt".into()),
                     ..RestoreAnnotations::default()
                 },
-                claims: Vec::new(),
-                gpu_asks: Vec::new(),
-            })
-        })
-    }
+                ..RestorePod::default()
+            },
+        )
 }
 
-fn gfd_node(labels: &[(&str, &str)]) -> OneNode {
+fn gfd_node(labels: &[(&str, &str)]) -> Fake {
     let mut node: Node = serde_saphyr::from_str(&testdata("inventory/gfd-mixed-gpu-node-7.yaml")).unwrap();
     let map = node.metadata.labels.as_mut().unwrap();
     for (k, v) in labels {
@@ -89,14 +61,16 @@ fn gfd_node(labels: &[(&str, &str)]) -> OneNode {
             map.insert((*k).into(), (*v).into());
         }
     }
-    OneNode {
-        node,
-        slices: Vec::new(),
-    }
+    one_node(node, Vec::new(), two_3g_one_1g())
 }
 
 /// gpu-node-8 under DynamicMIG: two H100s the DRA driver partitions on demand.
-fn dynamic_node() -> OneNode {
+fn dynamic_node() -> Fake {
+    dynamic_node_of(two_3g_one_1g())
+}
+
+/// gpu-node-8 under DynamicMIG, and a checkpoint of `checkpoint`.
+fn dynamic_node_of(checkpoint: GpuManifest) -> Fake {
     #[derive(serde::Deserialize)]
     struct List {
         items: Vec<k8s_openapi::api::resource::v1::ResourceSlice>,
@@ -104,10 +78,7 @@ fn dynamic_node() -> OneNode {
     let list: List = serde_saphyr::from_str(&testdata("inventory/dra-dynmig-gpu-node-8.yaml")).unwrap();
     let mut node: Node = serde_saphyr::from_str(&testdata("inventory/node-gpu-node-7.yaml")).unwrap();
     node.metadata.name = Some("gpu-node-8".into());
-    OneNode {
-        node,
-        slices: list.items,
-    }
+    one_node(node, list.items, checkpoint)
 }
 
 /// The checkpoint (2×3g.40gb + 1×1g.10gb) fits what two H100s can supply on demand: the
@@ -152,7 +123,7 @@ fn pod_create(limits: Value, node: Option<&str>) -> AdmissionRequest<DynamicObje
     review.try_into().unwrap()
 }
 
-fn text(d: &miggate_webhook::decide::Decision) -> String {
+fn text(d: &miggate_admission::decide::Decision) -> String {
     format!("{} {:?}", d.response.result.message, d.response.warnings)
 }
 
@@ -256,32 +227,15 @@ fn the_labelled_strategy_reaches_gpu_request(#[case] strategy: &str, #[case] ref
 /// demand.
 #[test]
 fn a_dynamic_mig_node_refuses_a_shape_its_counters_cannot_hold() {
-    struct Big(OneNode);
-    impl Lookup for Big {
-        fn checkpoint(&self, ns: &str, name: &str) -> Option<Arc<Checkpoint>> {
-            (ns == "ml" && name == "ckpt").then(|| {
-                Arc::new(Checkpoint {
-                    manifest: GpuManifest::builder()
-                        .kernel("5.15.0-1071-aws")
-                        .cpu_arch("amd64")
-                        .driver("580.82.07")
-                        .gpu(Gpu::h100().cut(["3g.40gb"; 2]))
-                        .gpu(Gpu::h100().cut(["3g.40gb", "3g.40gb", "1g.10gb"]))
-                        .build()
-                        .unwrap(),
-                    container_name: None,
-                    origin: "test".into(),
-                })
-            })
-        }
-        fn inventory(&self, node: &str) -> Result<Inventory, NoInventory> {
-            self.0.inventory(node)
-        }
-        fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
-            self.0.restore_pod(ns, name)
-        }
-    }
-    let d = decide(&binding("restore", "gpu-node-8"), &Big(dynamic_node()));
+    let four_and_one = GpuManifest::builder()
+        .kernel("5.15.0-1071-aws")
+        .cpu_arch("amd64")
+        .driver("580.82.07")
+        .gpu(Gpu::h100().cut(["3g.40gb"; 2]))
+        .gpu(Gpu::h100().cut(["3g.40gb", "3g.40gb", "1g.10gb"]))
+        .build()
+        .unwrap();
+    let d = decide(&binding("restore", "gpu-node-8"), &dynamic_node_of(four_and_one));
     assert_eq!(d.verdict, Verdict::Refused, "{}", text(&d));
     assert!(d.refused_by.contains(&"mig-profile"), "{:?}", d.refused_by);
     insta::assert_snapshot!("dynamic_mig_refused", d.response.result.message);
@@ -289,7 +243,7 @@ fn a_dynamic_mig_node_refuses_a_shape_its_counters_cannot_hold() {
 
 /// A real GFD label set (`testdata/inventory/gfd-real/`) as node gpu-node-7, with `removed`
 /// labels taken away and `set` ones set.
-fn real_gfd_node(file: &str, removed: &[&str], set: &[(&str, &str)]) -> OneNode {
+fn real_gfd_node(file: &str, removed: &[&str], set: &[(&str, &str)]) -> Fake {
     let mut node: Node = serde_saphyr::from_str(&testdata(&format!("inventory/gfd-real/{file}"))).unwrap();
     node.metadata.name = Some("gpu-node-7".into());
     let map = node.metadata.labels.as_mut().unwrap();
@@ -299,10 +253,7 @@ fn real_gfd_node(file: &str, removed: &[&str], set: &[(&str, &str)]) -> OneNode 
     for (k, v) in set {
         map.insert((*k).into(), (*v).into());
     }
-    OneNode {
-        node,
-        slices: Vec::new(),
-    }
+    one_node(node, Vec::new(), two_3g_one_1g())
 }
 
 /// Partial GFD labels at binding: what they settle refuses, naming the check and what the
@@ -356,46 +307,6 @@ fn partial_gfd_labels_at_binding(
     }
 }
 
-/// A restore pod of NVIDIA Snapshot, its checkpoint of two `3g.40gb` slices captured from
-/// `main`, on `gpu-node-7` under the MIG strategy given.
-struct PeerRestorePod {
-    node: GpuManifest,
-    content: Arc<miggate_webhook::lookup::Content>,
-    pod: Arc<RestorePod>,
-}
-
-impl Lookup for PeerRestorePod {
-    fn checkpoint(&self, _ns: &str, _name: &str) -> Option<Arc<Checkpoint>> {
-        None
-    }
-    fn inventory(&self, node: &str) -> Result<Inventory, NoInventory> {
-        if node != "gpu-node-7" {
-            return Err(NoInventory::default());
-        }
-        Ok(Inventory {
-            manifest: Arc::new(self.node.clone()),
-            source: miggate_webhook::lookup::Source::GpuNode,
-            notes: Vec::new(),
-            passed_over: Vec::new(),
-            slices_listed: false,
-            supply: None,
-        })
-    }
-    fn snapshot(&self, ns: &str, name: &str) -> miggate_webhook::lookup::SnapshotLookup {
-        if (ns, name) == ("ml", "snap") {
-            miggate_webhook::lookup::SnapshotLookup::Bound {
-                content: self.content.clone(),
-                snapshot_uid: Some("snap-uid".into()),
-            }
-        } else {
-            miggate_webhook::lookup::SnapshotLookup::Missing
-        }
-    }
-    fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
-        (ns == "ml" && name == "peer-restore").then(|| self.pod.clone())
-    }
-}
-
 /// A peer restore pod's binding judges each destination its container map names, as the
 /// pod's creation on that node does, and both reach the same verdict. The mapped pod keeps a
 /// `main` that asks for no GPU beside `engine-0`, which asks: a binding that ignored the map
@@ -420,7 +331,7 @@ fn a_peer_restore_is_judged_on_its_mapped_destination_at_creation_and_binding(
     #[case] strategy: MigStrategy,
     #[case] refused: bool,
 ) {
-    use miggate_webhook::lookup::{Content, GpuAsk};
+    use miggate_admission::lookup::{Content, GpuAsk, SnapshotLookup, Source};
 
     let mut annotations = serde_json::Map::new();
     annotations.insert("nvidia.com/restore-from".into(), json!("snap"));
@@ -454,37 +365,44 @@ fn a_peer_restore_is_judged_on_its_mapped_destination_at_creation_and_binding(
         "apiVersion: miggate.io/v1alpha1\nkind: GpuManifest\nnvidia:\n  devices:\n  - {uuid: MIG-6d7e2b1c-0f4a-5e8b-9c3d-2a1b0c9d8e7f, parentUuid: GPU-00000000-0000-4000-8000-000000000000, productName: NVIDIA H100 80GB HBM3, migProfile: 3g.40gb}\n  - {uuid: MIG-6d7e2b1c-0f4a-5e8b-9c3d-2a1b0c9d8e70, parentUuid: GPU-00000000-0000-4000-8000-000000000000, productName: NVIDIA H100 80GB HBM3, migProfile: 3g.40gb}\n",
     )
     .unwrap();
-    let store = PeerRestorePod {
-        node,
-        content: Arc::new(Content {
-            name: "snapcontent-1".into(),
-            snapshot_ref: Some(miggate_crds::peer::SnapshotRef {
-                namespace: Some("ml".into()),
-                name: Some("snap".into()),
-                uid: Some("snap-uid".into()),
-            }),
-            checkpoint: Ok(Arc::new(Checkpoint {
-                manifest: two_slices,
-                container_name: Some("main".into()),
-                origin: "PodSnapshotContent snapcontent-1".into(),
-            })),
+    let content = Arc::new(Content {
+        name: "snapcontent-1".into(),
+        snapshot_ref: Some(miggate_crds::peer::SnapshotRef {
+            namespace: Some("ml".into()),
+            name: Some("snap".into()),
+            uid: Some("snap-uid".into()),
         }),
-        // What the pod cache keeps of the same pod: its annotations, read as every reader reads
-        // them, and the GPU asks of the one container asking.
-        pod: Arc::new(RestorePod {
-            annotations: RestoreAnnotations::from_pairs(
-                annotations
-                    .iter()
-                    .map(|(k, v)| (k.as_str(), v.as_str().unwrap().to_string())),
-            ),
-            gpu_asks: vec![GpuAsk {
-                container: asking.into(),
-                requests: [(resource.to_string(), miggate_compat::Quantity::new(quantity))].into(),
-                claims: Vec::new(),
-            }],
-            ..RestorePod::default()
-        }),
+        checkpoint: Ok(Arc::new(Checkpoint {
+            manifest: two_slices,
+            container_name: Some("main".into()),
+            origin: "PodSnapshotContent snapcontent-1".into(),
+        })),
+    });
+    // What the pod cache keeps of the same pod: its annotations, read as every reader reads
+    // them, and the GPU asks of the one container asking.
+    let pod = RestorePod {
+        annotations: RestoreAnnotations::from_pairs(
+            annotations
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str().unwrap().to_string())),
+        ),
+        gpu_asks: vec![GpuAsk {
+            container: asking.into(),
+            requests: [(resource.to_string(), miggate_compat::Quantity::new(quantity))].into(),
+            claims: Vec::new(),
+        }],
+        ..RestorePod::default()
     };
+    let store = Fake::default()
+        .with_inventory("gpu-node-7", inventory(node, Source::GpuNode))
+        .with_snapshot(
+            "ml/snap",
+            SnapshotLookup::Bound {
+                content,
+                snapshot_uid: Some("snap-uid".into()),
+            },
+        )
+        .with_pod("ml/peer-restore", pod);
 
     for (path, request) in [
         ("creation", creation),

@@ -13,9 +13,9 @@ use super::lean::{
     WatchedCheckpoint, WatchedClaim, WatchedContent, WatchedGpuNode, WatchedNode, WatchedSlice,
     WatchedSnapshot,
 };
-use crate::lookup::Checkpoint;
-use crate::lookup::{ClaimAllocation, Content, GpuAsk, RestorePod};
-use crate::watched_pod::{Kept, WatchedContainer, WatchedPod};
+use crate::kube_store::watched_pod::{Kept, WatchedContainer, WatchedPod};
+use miggate_admission::lookup::Checkpoint;
+use miggate_admission::lookup::{ClaimAllocation, Content, GpuAsk, RestorePod};
 use miggate_crds::peer::SnapshotContent;
 
 pub(super) fn key_of<K: Resource>(obj: &K) -> String {
@@ -73,7 +73,7 @@ pub(super) fn restore_pod_of(p: WatchedPod) -> Option<RestorePod> {
         .filter_map(|c| c.resource_claim_name.clone());
     let mut claims: Vec<String> = Vec::new();
     for name in named.chain(made) {
-        if claims.len() >= crate::allocation::MAX_CLAIMS {
+        if claims.len() >= miggate_admission::allocation::MAX_CLAIMS {
             break;
         }
         if !claims.contains(&name) {
@@ -111,7 +111,7 @@ pub(super) fn gpu_asks(containers: &[WatchedContainer]) -> Vec<GpuAsk> {
         {
             for (k, v) in map
                 .iter()
-                .filter(|(k, _)| k.starts_with(crate::pod::NVIDIA_PREFIX))
+                .filter(|(k, _)| k.starts_with(miggate_wire::NVIDIA_RESOURCE_PREFIX))
             {
                 requests.insert(k.clone(), miggate_compat::Quantity::new(v.0.as_str()));
             }

@@ -4,24 +4,20 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use miggate_admission::decide::{Verdict, decide};
+use miggate_admission::device_map::{self, Outcome};
+use miggate_admission::lookup::{ClaimAllocation, RestoreAnnotations, RestorePod};
 use miggate_compat::GpuManifest;
 use miggate_crds::inventory::AllocatedDevice;
-use miggate_webhook::decide::{Verdict, decide};
-use miggate_webhook::device_map::{self, Outcome};
-use miggate_webhook::lookup::{
-    ClaimAllocation, Inventory, Lookup, NoInventory, RestoreAnnotations, RestorePod,
-};
-use miggate_webhook::store::Checkpoint;
 use rstest::rstest;
 use serde_json::{Value, json};
-use support::testdata;
+use support::{Fake, testdata};
 
 mod support;
 
@@ -36,52 +32,6 @@ fn checkpoint() -> GpuManifest {
             slice(1), slice(2),
             {"uuid": "GPU-00000000-0000-4000-8000-000000000003", "productName": "NVIDIA H100 80GB HBM3"}]}});
     miggate_compat::from_str(&doc.to_string()).unwrap()
-}
-
-struct Cluster {
-    node: Node,
-    slices: Vec<Arc<ResourceSlice>>,
-    pods: HashMap<String, Arc<RestorePod>>,
-    claims: HashMap<String, Arc<ClaimAllocation>>,
-}
-
-impl Lookup for Cluster {
-    fn checkpoint(&self, ns: &str, name: &str) -> Option<Arc<Checkpoint>> {
-        (ns == "ml" && name == "ckpt").then(|| {
-            Arc::new(Checkpoint {
-                manifest: checkpoint(),
-                container_name: None,
-                origin: "test".into(),
-            })
-        })
-    }
-    fn inventory(&self, node: &str) -> Result<Inventory, NoInventory> {
-        let refs: Vec<&ResourceSlice> = self.slices.iter().map(|s| &**s).collect();
-        if node != "gpu-node-7" {
-            return Err(NoInventory::default());
-        }
-        miggate_crds::inventory::best_or_why(&miggate_crds::inventory::NodeObjects {
-            gpu_node: None,
-            node: Some(&self.node),
-            slices: &refs,
-        })
-    }
-    fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
-        self.pods.get(&format!("{ns}/{name}")).cloned()
-    }
-    fn claim(&self, ns: &str, name: &str) -> Option<Arc<ClaimAllocation>> {
-        self.claims.get(&format!("{ns}/{name}")).cloned()
-    }
-    fn keeps_claims(&self) -> bool {
-        true
-    }
-    fn slices(&self, node: &str) -> Vec<Arc<ResourceSlice>> {
-        if node == "gpu-node-7" {
-            self.slices.clone()
-        } else {
-            Vec::new()
-        }
-    }
 }
 
 fn allocated(devices: &[&str]) -> Arc<ClaimAllocation> {
@@ -100,7 +50,7 @@ fn allocated(devices: &[&str]) -> Arc<ClaimAllocation> {
     })
 }
 
-fn cluster() -> Cluster {
+fn cluster() -> Fake {
     let slice: ResourceSlice =
         serde_saphyr::from_str(&testdata("inventory/dra-v25.12-gpu-node-7.yaml")).unwrap();
     let mut node = Node::default();
@@ -116,9 +66,7 @@ fn cluster() -> Cluster {
             gpu_asks: Vec::new(),
         })
     };
-    Cluster {
-        node,
-        slices: vec![Arc::new(slice)],
+    Fake {
         pods: [
             ("ml/fits", pod(&["fits-gpus"])),
             ("ml/split", pod(&["split-a", "split-b"])),
@@ -151,7 +99,11 @@ fn cluster() -> Cluster {
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect(),
+        keeps_claims: true,
+        ..Fake::default()
     }
+    .with_checkpoint("ml/ckpt", checkpoint(), None)
+    .with_node(node, vec![slice])
 }
 
 fn binding(pod: &str) -> AdmissionRequest<DynamicObject> {

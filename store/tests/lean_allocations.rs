@@ -16,7 +16,7 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
-use miggate_webhook::kube_store::lean::{
+use miggate_store::kube_store::lean::{
     WatchedCheckpoint, WatchedClaim, WatchedContent, WatchedGpuNode, WatchedNode, WatchedPod, WatchedSlice,
     WatchedSnapshot,
 };

@@ -43,7 +43,7 @@ use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 /// A pod as the pod watch reads it (its own module: what a restore pod's binding reads).
-pub use crate::watched_pod::WatchedPod;
+pub use crate::kube_store::watched_pod::WatchedPod;
 
 /// The metadata every kind is keyed and resumed by.
 #[derive(Deserialize, Default)]
@@ -117,7 +117,7 @@ pub struct WatchedCheckpoint {
     pub spec: Option<CheckpointSpec>,
 }
 on_the_wire_as!(WatchedCheckpoint, GpuCheckpoint);
-// A pod is read as `WatchedPod` (`crate::watched_pod`), on the wire a `Pod`.
+// A pod is read as `WatchedPod` (`crate::kube_store::watched_pod`), on the wire a `Pod`.
 on_the_wire_as!(WatchedPod, k8s_openapi::api::core::v1::Pod);
 
 /// What a `GpuCheckpoint`'s spec gives a decision (its `summary` is for `kubectl get`).

@@ -12,11 +12,11 @@ use miggate_compat::{
 
 use super::warnings::{Warning, inventory_warnings, passed_over_warnings, report_warnings, waived_warning};
 use super::{Judgement, PodSpec, RestoreRequest, fallback, no_inventory};
+use crate::lookup::Checkpoint;
 use crate::lookup::{Inventory, Lookup};
 use crate::pod::{self as spec, Choice};
 use crate::refusal::Refusal;
 use crate::resolve::Kind;
-use crate::store::Checkpoint;
 
 /// A restore pod's creation: the pod checks on each restore container, and the node checks
 /// when it names a node. A `PodSnapshot` restore names each destination container in its

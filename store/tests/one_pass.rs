@@ -6,9 +6,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use miggate_webhook::decide::decide_review;
-use miggate_webhook::review::{self, Spec};
-use miggate_webhook::store::FileStore;
+use miggate_admission::decide::decide_review;
+use miggate_admission::review::{self, Spec};
+use miggate_store::file_store::FileStore;
 use rstest::rstest;
 use support::{recorded_store, testdata_path};
 

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use axum::http::{Request, Response, Uri};
+use http::{Request, Response, Uri};
 
 /// How long a watch accepted after a failure must stay open without an error before the
 /// cache counts as caught up. Measured on kube-apiserver v1.36.2: the `410` of an expired

@@ -31,7 +31,7 @@ pub fn wants_claim(spec: &PodSpec, container: &Container) -> bool {
     let nvidia = |m: &Option<std::collections::BTreeMap<String, _>>| {
         m.as_ref().is_some_and(|m| {
             m.keys()
-                .any(|k: &String| k.starts_with(crate::pod::NVIDIA_PREFIX))
+                .any(|k: &String| k.starts_with(miggate_wire::NVIDIA_RESOURCE_PREFIX))
         })
     };
     no_pod_claims && !nvidia(&r.limits) && !nvidia(&r.requests) && r.claims.as_ref().is_none_or(Vec::is_empty)

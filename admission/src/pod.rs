@@ -7,8 +7,7 @@ use miggate_compat::{Pod, Quantity};
 
 use crate::text::Text;
 
-/// The resource-name prefix of NVIDIA's device plugin (`nvidia.com/gpu`, `nvidia.com/mig-…`).
-pub(crate) const NVIDIA_PREFIX: &str = "nvidia.com/";
+use miggate_wire::NVIDIA_RESOURCE_PREFIX as NVIDIA_PREFIX;
 
 /// What a decision reads of a pod's spec: its containers' names, images, resources and
 /// mounts, and the node it names. Decoded in place from the review (strings borrowed where

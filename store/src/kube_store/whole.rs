@@ -340,15 +340,15 @@ async fn wait(backoff: &mut WatchBackoff) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kube_store::WatchCounters;
     use crate::kube_store::cache::Tracking;
     use crate::kube_store::lean::WatchedGpuNode;
-    use crate::metrics::Metrics;
     use serde_json::json;
 
     impl Entry for String {}
 
     fn cache() -> Arc<Cache<String>> {
-        Cache::of::<miggate_crds::GpuNode>(&Tracking::for_tests(), &Metrics::new())
+        Cache::of::<miggate_crds::GpuNode>(&Tracking::for_tests(), &WatchCounters::default())
     }
 
     fn name_of(n: WatchedGpuNode) -> Option<String> {

@@ -7,8 +7,8 @@
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use miggate_webhook::decide::{Verdict, decide_review};
-use miggate_webhook::review;
+use miggate_admission::decide::{Verdict, decide_review};
+use miggate_admission::review;
 use rstest::rstest;
 use support::{recorded_store, testdata_path};
 
@@ -114,7 +114,7 @@ fn the_docs_list_every_refusal_label() {
         .lines()
         .find(|l| l.starts_with("| `miggate_admission_refusals_total{check}`"))
         .expect("docs/webhook.md has the refusals metric row");
-    let missing: Vec<&str> = miggate_webhook::decide::Refusal::LABELS
+    let missing: Vec<&str> = miggate_admission::decide::Refusal::LABELS
         .into_iter()
         .filter(|l| !row.contains(&format!("`{l}`")))
         .collect();

@@ -16,13 +16,13 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
+use super::counters::{KindLabel, WatchCounters};
 use crate::cache_status::{CacheStatus, ListMode};
 #[cfg(test)]
 use crate::freshness::DEFAULT_MAX_STALENESS;
 use crate::freshness::{Freshness, WatchStarts};
-use crate::lookup::Checkpoint;
-use crate::lookup::{ClaimAllocation, Content, RestorePod};
-use crate::metrics::{KindLabel, Metrics};
+use miggate_admission::lookup::Checkpoint;
+use miggate_admission::lookup::{ClaimAllocation, Content, RestorePod};
 
 /// What every cache shares to tell how current it is.
 #[derive(Debug, Clone)]
@@ -116,8 +116,11 @@ pub(crate) struct Cache<V> {
 impl<V: Entry> Cache<V> {
     /// The cache of `K`'s objects: its kind and plural are `K`'s own, so a cache is named in
     /// metrics, logs and `/readyz` as its type names itself on the wire.
-    pub(super) fn of<K: Resource<DynamicType = ()>>(tracking: &Tracking, metrics: &Metrics) -> Arc<Self> {
-        Arc::new(Cache::new::<K>(false, tracking, metrics))
+    pub(super) fn of<K: Resource<DynamicType = ()>>(
+        tracking: &Tracking,
+        counters: &WatchCounters,
+    ) -> Arc<Self> {
+        Arc::new(Cache::new::<K>(false, tracking, counters))
     }
 
     /// The cache of a kind a cluster may not serve: DRA's before Kubernetes 1.34, the Go
@@ -126,12 +129,16 @@ impl<V: Entry> Cache<V> {
     /// picked up.
     pub(super) fn of_optional<K: Resource<DynamicType = ()>>(
         tracking: &Tracking,
-        metrics: &Metrics,
+        counters: &WatchCounters,
     ) -> Arc<Self> {
-        Arc::new(Cache::new::<K>(true, tracking, metrics))
+        Arc::new(Cache::new::<K>(true, tracking, counters))
     }
 
-    fn new<K: Resource<DynamicType = ()>>(optional: bool, tracking: &Tracking, metrics: &Metrics) -> Self {
+    fn new<K: Resource<DynamicType = ()>>(
+        optional: bool,
+        tracking: &Tracking,
+        counters: &WatchCounters,
+    ) -> Self {
         Cache {
             optional,
             kind: K::kind(&()),
@@ -150,10 +157,10 @@ impl<V: Entry> Cache<V> {
             plural: K::plural(&()).into_owned(),
             starts: tracking.starts.clone(),
             max_staleness: tracking.max_staleness,
-            restarts: metrics.watch_restarts.clone(),
-            error_count: metrics.watch_errors.clone(),
-            list_fallbacks: metrics.watch_list_fallbacks.clone(),
-            lists_streamed: metrics.watch_lists_streamed.clone(),
+            restarts: counters.restarts.clone(),
+            error_count: counters.errors.clone(),
+            list_fallbacks: counters.list_fallbacks.clone(),
+            lists_streamed: counters.lists_streamed.clone(),
         }
     }
 

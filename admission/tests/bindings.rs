@@ -3,47 +3,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview};
-use miggate_webhook::decide::{Verdict, decide};
-use miggate_webhook::lookup::{Inventory, Lookup, NoInventory, RestoreAnnotations, RestorePod, Source};
-use miggate_webhook::store::Checkpoint;
+use miggate_admission::decide::{Verdict, decide};
+use miggate_admission::lookup::{Checkpoint, Inventory, RestoreAnnotations, RestorePod, Source};
 use rstest::rstest;
 use serde_json::{Value, json};
-use support::{manifest, testdata};
+use support::{Fake, manifest, testdata};
 
 mod support;
 
-struct Memory {
-    synced: bool,
-    checkpoints: HashMap<String, Arc<Checkpoint>>,
-    nodes: HashMap<String, Inventory>,
-    /// Nodes whose sources are present but unreadable, with why.
-    unusable: HashMap<String, Vec<String>>,
-    pods: HashMap<String, Arc<RestorePod>>,
-}
-
-impl Lookup for Memory {
-    fn synced(&self) -> bool {
-        self.synced
-    }
-    fn checkpoint(&self, ns: &str, name: &str) -> Option<Arc<Checkpoint>> {
-        self.checkpoints.get(&format!("{ns}/{name}")).cloned()
-    }
-    fn inventory(&self, node: &str) -> Result<Inventory, NoInventory> {
-        self.nodes.get(node).cloned().ok_or_else(|| NoInventory {
-            passed_over: self.unusable.get(node).cloned().unwrap_or_default(),
-        })
-    }
-    fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
-        self.pods.get(&format!("{ns}/{name}")).cloned()
-    }
-}
-
-fn memory() -> Memory {
+fn memory() -> Fake {
     let ckpt = miggate_crds::read_stored(&testdata("webhook-store/checkpoints/ml/vllm-ckpt.yaml")).unwrap();
     let inv = |rel: &str, source: Source, notes: Vec<String>| Inventory {
         manifest: Arc::new(manifest(rel)),
@@ -66,8 +38,7 @@ fn memory() -> Memory {
             gpu_asks: Vec::new(),
         })
     };
-    Memory {
-        synced: true,
+    Fake {
         checkpoints: [(
             "ml/vllm-ckpt".to_string(),
             Arc::new(Checkpoint {
@@ -77,7 +48,7 @@ fn memory() -> Memory {
             }),
         )]
         .into(),
-        nodes: [
+        inventories: [
             (
                 "fits".to_string(),
                 inv("webhook-store/nodes/gpu-node-7.yaml", Source::GpuNode, vec![]),
@@ -111,6 +82,7 @@ fn memory() -> Memory {
             ("ml/typo".to_string(), pod("vllm-ckpt", Some("gpu-cuont"))),
         ]
         .into(),
+        ..Fake::default()
     }
 }
 
@@ -237,8 +209,8 @@ fn bindings(
 
 #[test]
 fn before_sync_a_binding_passes_with_a_warning_and_a_restore_pod_is_refused() {
-    let store = Memory {
-        synced: false,
+    let store = Fake {
+        listing: true,
         ..memory()
     };
     let d = decide(&binding("restore", "short"), &store);
@@ -332,7 +304,7 @@ fn the_node_s_mig_strategy_judges_the_requests_at_binding(
     #[case] strategy: Option<miggate_compat::MigStrategy>,
     #[case] refused: bool,
 ) {
-    use miggate_webhook::lookup::GpuAsk;
+    use miggate_admission::lookup::GpuAsk;
     let checkpoint = miggate_compat::from_str(
         "apiVersion: miggate.io/v1alpha1\nkind: GpuManifest\nnvidia:\n  devices:\n  - {uuid: MIG-6d7e2b1c-0f4a-5e8b-9c3d-2a1b0c9d8e7f, parentUuid: GPU-00000000-0000-4000-8000-000000000000, productName: NVIDIA H100 80GB HBM3, migProfile: 3g.40gb}\n",
     )
@@ -356,8 +328,7 @@ fn the_node_s_mig_strategy_judges_the_requests_at_binding(
             ..RestorePod::default()
         })
     };
-    let store = Memory {
-        synced: true,
+    let store = Fake {
         checkpoints: [(
             "ml/one-slice".to_string(),
             Arc::new(Checkpoint {
@@ -367,7 +338,7 @@ fn the_node_s_mig_strategy_judges_the_requests_at_binding(
             }),
         )]
         .into(),
-        nodes: [(
+        inventories: [(
             "gpu-node-7".to_string(),
             Inventory {
                 manifest: Arc::new(node),
@@ -379,7 +350,6 @@ fn the_node_s_mig_strategy_judges_the_requests_at_binding(
             },
         )]
         .into(),
-        unusable: HashMap::new(),
         pods: [
             (
                 "ml/asks-gpu".to_string(),
@@ -399,6 +369,7 @@ fn the_node_s_mig_strategy_judges_the_requests_at_binding(
             ),
         ]
         .into(),
+        ..Fake::default()
     };
     let d = decide(&binding(pod, "gpu-node-7"), &store);
     let message = &d.response.result.message;
@@ -416,137 +387,4 @@ fn the_node_s_mig_strategy_judges_the_requests_at_binding(
             "{message}"
         );
     }
-}
-
-/// The peer's container map at binding, as at creation: a restore pod of NVIDIA Snapshot whose
-/// map sends the captured `main` to `engine-0` is judged on `engine-0`'s requests. A two-slice
-/// checkpoint asking `nvidia.com/gpu: 2` through the map is refused on a mixed-strategy node,
-/// as the same pod without a map is; asking for the slices, or on a single-strategy node, is
-/// not.
-#[rstest]
-#[case::mapped_gpu_on_mixed(
-    Some("main=engine-0"),
-    "engine-0",
-    "nvidia.com/gpu",
-    miggate_compat::MigStrategy::Mixed,
-    true
-)]
-#[case::unmapped_gpu_on_mixed(None, "main", "nvidia.com/gpu", miggate_compat::MigStrategy::Mixed, true)]
-#[case::mapped_slices_on_mixed(
-    Some("main=engine-0"),
-    "engine-0",
-    "nvidia.com/mig-3g.40gb",
-    miggate_compat::MigStrategy::Mixed,
-    false
-)]
-#[case::unmapped_slices_on_mixed(
-    None,
-    "main",
-    "nvidia.com/mig-3g.40gb",
-    miggate_compat::MigStrategy::Mixed,
-    false
-)]
-#[case::mapped_gpu_on_single(
-    Some("main=engine-0"),
-    "engine-0",
-    "nvidia.com/gpu",
-    miggate_compat::MigStrategy::Single,
-    false
-)]
-#[case::unmapped_gpu_on_single(None, "main", "nvidia.com/gpu", miggate_compat::MigStrategy::Single, false)]
-fn the_peers_container_map_is_honoured_at_binding(
-    #[case] map: Option<&str>,
-    #[case] container: &str,
-    #[case] resource: &str,
-    #[case] strategy: miggate_compat::MigStrategy,
-    #[case] refused: bool,
-) {
-    use miggate_webhook::lookup::{Content, GpuAsk, SnapshotLookup};
-
-    struct Peer {
-        inner: Memory,
-        content: Arc<Content>,
-    }
-    impl Lookup for Peer {
-        fn checkpoint(&self, ns: &str, name: &str) -> Option<Arc<Checkpoint>> {
-            self.inner.checkpoint(ns, name)
-        }
-        fn inventory(&self, node: &str) -> Result<Inventory, NoInventory> {
-            self.inner.inventory(node)
-        }
-        fn restore_pod(&self, ns: &str, name: &str) -> Option<Arc<RestorePod>> {
-            self.inner.restore_pod(ns, name)
-        }
-        fn snapshot(&self, _ns: &str, name: &str) -> SnapshotLookup {
-            if name == "snap" {
-                SnapshotLookup::Bound {
-                    content: self.content.clone(),
-                    snapshot_uid: Some("snap-uid".into()),
-                }
-            } else {
-                SnapshotLookup::Missing
-            }
-        }
-    }
-    let two_slices = miggate_compat::from_str(
-        "apiVersion: miggate.io/v1alpha1\nkind: GpuManifest\nnvidia:\n  devices:\n  - {uuid: MIG-6d7e2b1c-0f4a-5e8b-9c3d-2a1b0c9d8e7f, parentUuid: GPU-00000000-0000-4000-8000-000000000000, productName: NVIDIA H100 80GB HBM3, migProfile: 3g.40gb}\n  - {uuid: MIG-6d7e2b1c-0f4a-5e8b-9c3d-2a1b0c9d8e70, parentUuid: GPU-00000000-0000-4000-8000-000000000000, productName: NVIDIA H100 80GB HBM3, migProfile: 3g.40gb}\n",
-    )
-    .unwrap();
-    let mut node = manifest("webhook-store/nodes/gpu-node-7.yaml");
-    node.nvidia.as_mut().unwrap().mig_strategy = Some(strategy);
-    let pod = Arc::new(RestorePod {
-        annotations: RestoreAnnotations {
-            peer_restore_from: Some("snap".into()),
-            peer_container_map: map.map(str::to_string),
-            ..RestoreAnnotations::default()
-        },
-        gpu_asks: vec![GpuAsk {
-            container: container.into(),
-            requests: [(resource.to_string(), miggate_compat::Quantity::new("2"))].into(),
-            claims: Vec::new(),
-        }],
-        ..RestorePod::default()
-    });
-    let store = Peer {
-        inner: Memory {
-            synced: true,
-            checkpoints: HashMap::new(),
-            nodes: [(
-                "gpu-node-7".to_string(),
-                Inventory {
-                    manifest: Arc::new(node),
-                    source: Source::GpuNode,
-                    notes: Vec::new(),
-                    passed_over: Vec::new(),
-                    slices_listed: false,
-                    supply: None,
-                },
-            )]
-            .into(),
-            unusable: HashMap::new(),
-            pods: [("ml/peer-restore".to_string(), pod)].into(),
-        },
-        content: Arc::new(Content {
-            name: "snapcontent-1".into(),
-            snapshot_ref: Some(miggate_crds::peer::SnapshotRef {
-                namespace: Some("ml".into()),
-                name: Some("snap".into()),
-                uid: Some("snap-uid".into()),
-            }),
-            checkpoint: Ok(Arc::new(Checkpoint {
-                manifest: two_slices,
-                container_name: Some("main".into()),
-                origin: "PodSnapshotContent snapcontent-1".into(),
-            })),
-        }),
-    };
-    let d = decide(&binding("peer-restore", "gpu-node-7"), &store);
-    let message = &d.response.result.message;
-    let warnings = d.response.warnings.clone().unwrap_or_default().join("\n");
-    assert_eq!(d.verdict == Verdict::Refused, refused, "{message} {warnings}");
-    if refused {
-        assert_eq!(d.refused_by, ["gpu-request"], "{message}");
-        assert!(message.contains("gpu-request: "), "{message}");
-    }
-    assert!(!warnings.contains("requests are unknown"), "{warnings}");
 }

@@ -26,7 +26,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, Visitor};
 
-use crate::restore_annotations::RestoreAnnotations;
+use miggate_admission::restore_annotations::RestoreAnnotations;
 
 /// The longest value of a restore annotation the pod cache keeps.
 ///
@@ -206,9 +206,9 @@ impl<'de> Deserialize<'de> for WatchedPod {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::restore_annotations::Key;
     use k8s_openapi::api::core::v1::Pod;
     use kube::Resource;
+    use miggate_admission::restore_annotations::Key;
     use rstest::rstest;
     use serde_json::json;
 
@@ -379,15 +379,16 @@ mod tests {
                 "resource": {{"group": "", "version": "v1", "resource": "pods"}}, "namespace": "ml",
                 "operation": "CREATE", "userInfo": {{}}, "object": {object}}}}}"#
         );
-        let of_review =
-            |r: crate::review::Review<'_>| r.object.unwrap().meta.annotations.map(|t| t.to_string());
+        let of_review = |r: miggate_admission::review::Review<'_>| {
+            r.object.unwrap().meta.annotations.map(|t| t.to_string())
+        };
         let kube: kube::core::admission::AdmissionReview<kube::core::DynamicObject> =
             serde_json::from_str(&body).unwrap();
         let request = kube.request.unwrap();
         vec![
-            of_review(crate::review::parse(body.as_bytes()).unwrap()),
-            of_review(crate::review::parse_restore(body.as_bytes()).unwrap()),
-            of_review(crate::review::Review::from(&request)),
+            of_review(miggate_admission::review::parse(body.as_bytes()).unwrap()),
+            of_review(miggate_admission::review::parse_restore(body.as_bytes()).unwrap()),
+            of_review(miggate_admission::review::Review::from(&request)),
             serde_json::from_str::<WatchedPod>(&object)
                 .unwrap()
                 .annotations

@@ -45,14 +45,13 @@ use miggate_crds::GpuNode;
 
 pub use crate::cache_status::CacheStatus;
 use crate::freshness::{DEFAULT_MAX_STALENESS, WatchStartLayer};
-use crate::lookup::Checkpoint;
-use crate::lookup::{
+use miggate_admission::lookup::Checkpoint;
+use miggate_admission::lookup::{
     ClaimAllocation, Content, Inventory, Lookup, NoInventory, RestorePod, SnapshotLookup, Staleness,
 };
-use crate::metrics::Metrics;
-pub use crate::watched_pod::MAX_KEPT_ANNOTATION_BYTES;
-use crate::watched_pod::WatchedPod;
 use miggate_crds::inventory::best_or_why;
+pub use watched_pod::MAX_KEPT_ANNOTATION_BYTES;
+use watched_pod::WatchedPod;
 
 /// The DRA driver whose `ResourceSlice`s describe NVIDIA GPUs.
 pub use miggate_wire::dra::DRIVER as NVIDIA_DRA_DRIVER;
@@ -60,8 +59,10 @@ pub use miggate_wire::dra::DRIVER as NVIDIA_DRA_DRIVER;
 mod backoff;
 mod cache;
 mod convert;
+mod counters;
 pub mod lean;
 mod watch;
+pub mod watched_pod;
 mod whole;
 
 pub use backoff::WATCH_RETRY_MAX;
@@ -69,6 +70,7 @@ use cache::{Cache, SnapshotEntry, Tracking, Watched};
 use convert::{
     checkpoint_of, claim_of, content_of, gpu_node_of, node_of, restore_pod_of, slice_of, snapshot_of,
 };
+pub use counters::{KindLabel, WatchCounters};
 use lean::{
     WatchedCheckpoint, WatchedClaim, WatchedContent, WatchedGpuNode, WatchedNode, WatchedSlice,
     WatchedSnapshot,
@@ -166,13 +168,13 @@ impl Drop for KubeStore {
 
 impl KubeStore {
     /// Creates the caches over the cluster `config` names and starts one watcher task per
-    /// kind on the current runtime. Restarts are counted in `metrics`. The client is built
+    /// kind on the current runtime. Restarts and failures are counted in `counters`. The client is built
     /// here, with a [`WatchStartLayer`] in its stack, so that a resumed watch on a quiet kind
     /// is seen to have caught up.
     pub fn start(
         config: kube::Config,
         options: &KubeOptions,
-        metrics: &Metrics,
+        counters: &WatchCounters,
     ) -> Result<Arc<Self>, crate::Error> {
         let layer = WatchStartLayer::new();
         let client = crate::cluster::client_with(config, &layer)?;
@@ -180,7 +182,7 @@ impl KubeStore {
             starts: layer.starts(),
             max_staleness: options.max_staleness,
         };
-        let store = KubeStore::empty(&tracking, metrics);
+        let store = KubeStore::empty(&tracking, counters);
         let base = watcher::Config::default();
         let mut pods = watcher::Config::default();
         if let Some(sel) = options.restore_pod_selector.as_deref().filter(|s| !s.is_empty()) {
@@ -242,16 +244,16 @@ impl KubeStore {
     }
 
     /// The caches, empty, each named by the kind it watches.
-    fn empty(tracking: &Tracking, metrics: &Metrics) -> Self {
+    fn empty(tracking: &Tracking, counters: &WatchCounters) -> Self {
         KubeStore {
-            checkpoints: Cache::of::<WatchedCheckpoint>(tracking, metrics),
-            gpu_nodes: Cache::of::<WatchedGpuNode>(tracking, metrics),
-            pods: Cache::of::<WatchedPod>(tracking, metrics),
-            nodes: Cache::of::<WatchedNode>(tracking, metrics),
-            slices: Cache::of_optional::<WatchedSlice>(tracking, metrics),
-            claims: Cache::of_optional::<WatchedClaim>(tracking, metrics),
-            snapshots: Cache::of_optional::<WatchedSnapshot>(tracking, metrics),
-            contents: Cache::of_optional::<WatchedContent>(tracking, metrics),
+            checkpoints: Cache::of::<WatchedCheckpoint>(tracking, counters),
+            gpu_nodes: Cache::of::<WatchedGpuNode>(tracking, counters),
+            pods: Cache::of::<WatchedPod>(tracking, counters),
+            nodes: Cache::of::<WatchedNode>(tracking, counters),
+            slices: Cache::of_optional::<WatchedSlice>(tracking, counters),
+            claims: Cache::of_optional::<WatchedClaim>(tracking, counters),
+            snapshots: Cache::of_optional::<WatchedSnapshot>(tracking, counters),
+            contents: Cache::of_optional::<WatchedContent>(tracking, counters),
             inventories: Mutex::new(HashMap::new()),
             tasks: Mutex::new(Vec::new()),
         }
@@ -428,9 +430,9 @@ mod tests {
     use crate::cache_status::ListMode;
     use k8s_openapi::api::core::v1::NodeStatus;
 
+    use super::counters::KindLabel;
     use super::*;
-    use crate::lookup::{GpuAsk, RestoreAnnotations};
-    use crate::metrics::KindLabel;
+    use miggate_admission::lookup::{GpuAsk, RestoreAnnotations};
     use serde_json::json;
 
     #[test]
@@ -507,9 +509,9 @@ mod tests {
 
     #[test]
     fn a_relist_keeps_the_values_held_for_objects_that_did_not_change() {
-        let metrics = Metrics::new();
+        let counters = WatchCounters::default();
         let cache: Arc<Cache<ResourceSlice>> =
-            Cache::of_optional::<ResourceSlice>(&Tracking::for_tests(), &metrics);
+            Cache::of_optional::<ResourceSlice>(&Tracking::for_tests(), &counters);
         cache.begin();
         cache.buffer("a".into(), Some(slice("a", "n1")));
         cache.buffer("b".into(), Some(slice("b", "n1")));
@@ -533,9 +535,9 @@ mod tests {
 
     #[test]
     fn a_relist_is_swapped_in_whole_and_the_index_follows() {
-        let metrics = Metrics::new();
+        let counters = WatchCounters::default();
         let cache: Arc<Cache<ResourceSlice>> =
-            Cache::of_optional::<ResourceSlice>(&Tracking::for_tests(), &metrics);
+            Cache::of_optional::<ResourceSlice>(&Tracking::for_tests(), &counters);
         cache.begin();
         cache.buffer("a".into(), Some(slice("a", "n1")));
         assert_eq!(cache.len(), 0, "nothing visible before the list is done");
@@ -552,8 +554,8 @@ mod tests {
         cache.remove("b");
         assert!(cache.by_index("n2").is_empty());
         assert_eq!(
-            metrics
-                .watch_restarts
+            counters
+                .restarts
                 .get_or_create(&KindLabel {
                     kind: "ResourceSlice".into()
                 })
@@ -564,8 +566,8 @@ mod tests {
 
     #[test]
     fn memos_of_deleted_nodes_do_not_pile_up() {
-        let metrics = Metrics::new();
-        let store = KubeStore::empty(&Tracking::for_tests(), &metrics);
+        let counters = WatchCounters::default();
+        let store = KubeStore::empty(&Tracking::for_tests(), &counters);
         let node = |name: &str| {
             let mut n = Node::default();
             n.metadata.name = Some(name.into());

@@ -24,9 +24,9 @@ use miggate_wire::store::{CHECKPOINTS_DIR, Entry, NODES_DIR, file_entry, namespa
 use serde::Serialize;
 
 use crate::Error;
-pub use crate::lookup::Checkpoint;
-use crate::lookup::{Inventory, Lookup, NoInventory, RestorePod, Source};
 use crate::resource::{self, Stored, StoredKind};
+pub use miggate_admission::lookup::Checkpoint;
+use miggate_admission::lookup::{Inventory, Lookup, NoInventory, RestorePod, Source};
 
 /// A node's inventory.
 #[derive(Debug, Clone, PartialEq)]
@@ -787,7 +787,7 @@ mod tests {
         review["request"]["object"]["spec"]["nodeName"] = "n1".into();
         let review: kube::core::admission::AdmissionReview<kube::core::DynamicObject> =
             serde_json::from_value(review).unwrap();
-        let d = crate::decide::decide(&review.try_into().unwrap(), &*store.snapshot());
+        let d = miggate_admission::decide::decide(&review.try_into().unwrap(), &*store.snapshot());
         let message = d.response.result.message;
         assert!(
             message.contains("node n1, which has no usable GPU inventory: store file nodes/n1.yaml cannot be used: it holds the inventory of node `n2`"),

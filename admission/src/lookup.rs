@@ -1,6 +1,6 @@
 //! What a decision reads: checkpoints, node inventories and restore pods, by name. The file
-//! store's [`Snapshot`](crate::store::Snapshot) and the Kubernetes watch caches
-//! ([`KubeStore`](crate::kube_store::KubeStore)) both answer it, so [`decide`](crate::decide)
+//! store (`miggate_store::file_store::Snapshot`) and the Kubernetes watch caches
+//! (`miggate_store::kube_store::KubeStore`) both answer it, so [`decide`](crate::decide)
 //! stays pure and is tested once for both.
 
 use std::collections::BTreeMap;
