@@ -4,6 +4,7 @@
 
 use std::fmt;
 
+use miggate_compat::CheckName;
 use miggate_wire::annotations::RESTORE_FROM;
 use miggate_wire::peer;
 
@@ -127,58 +128,151 @@ pub enum Refusal {
         place: String,
         /// The report's reason: each failing check with both values.
         reason: String,
-        /// The failing checks' names.
-        checks: Vec<&'static str>,
+        /// The failing checks.
+        checks: Vec<CheckName>,
     },
 }
 
-impl Refusal {
-    /// The metric label (`miggate_admission_refusals_total{check}`) of a refusal that is not
-    /// a check's; `incompatible` for checks, which count under each check's name
-    /// ([`Refusal::refused_by`]).
-    pub fn as_str(&self) -> &'static str {
+/// What refused a restore, as counted (`miggate_admission_refusals_total{check}`) and logged:
+/// a failing check, or a refusal that is not a check's.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RefusedBy {
+    /// A check that failed.
+    Check(CheckName),
+    /// The request, the store, the checkpoint or the node stopped the restore before a check.
+    Reason(Reason),
+}
+
+impl RefusedBy {
+    /// The metric label: the check's name, or the reason's.
+    pub fn as_str(self) -> &'static str {
         match self {
-            Refusal::RestoreFromEmpty { .. } | Refusal::RestoreFromInvalid { .. } => "restore-from-invalid",
-            Refusal::RestoreFromBoth { .. } => "restore-from-ambiguous",
-            Refusal::ContainerMapInvalid { .. } => "container-map-invalid",
-            Refusal::SnapshotNotFound { .. } => "snapshot-not-found",
-            Refusal::SnapshotContentMismatch { .. } => "snapshot-content-mismatch",
-            Refusal::NoNamespace => "no-namespace",
-            Refusal::StoreNotSynced { .. } => "store-not-synced",
-            Refusal::StoreStale { .. } => "store-stale",
-            Refusal::SkipChecksInvalid { .. } => "skip-checks-invalid",
-            Refusal::CheckpointNotFound { .. } => "checkpoint-not-found",
-            Refusal::PodUnreadable { .. } => "pod-unreadable",
-            Refusal::ContainerNotFound { .. } => "container-not-found",
-            Refusal::NodeNotFound { .. } => "node-not-found",
-            Refusal::Incompatible { .. } => "incompatible",
+            RefusedBy::Check(c) => c.as_str(),
+            RefusedBy::Reason(r) => r.as_str(),
         }
+    }
+}
+
+impl fmt::Display for RefusedBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// As the label, so a log's `refused_by=[gpu-request, mount]` reads as the metric does.
+impl fmt::Debug for RefusedBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Compared by label, so a test states what refused as an operator reads it.
+impl PartialEq<&str> for RefusedBy {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
+
+/// A refusal that is not a check's, one per metric label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// `restore-from-invalid`: a restore annotation that names nothing, or not a valid name.
+    RestoreFromInvalid,
+    /// `restore-from-ambiguous`: both miggate's and the peer's restore annotation.
+    RestoreFromAmbiguous,
+    /// `container-map-invalid`: the peer's container map cannot be followed.
+    ContainerMapInvalid,
+    /// `snapshot-not-found`: no `PodSnapshot` of the name.
+    SnapshotNotFound,
+    /// `snapshot-content-mismatch`: the snapshot's content names another snapshot.
+    SnapshotContentMismatch,
+    /// `no-namespace`: a request without a namespace.
+    NoNamespace,
+    /// `store-not-synced`: the store has not listed everything yet.
+    StoreNotSynced,
+    /// `store-stale`: a watch cache has been behind too long.
+    StoreStale,
+    /// `skip-checks-invalid`: a waiver that names no check.
+    SkipChecksInvalid,
+    /// `checkpoint-not-found`: no checkpoint of the name.
+    CheckpointNotFound,
+    /// `pod-unreadable`: the pod's spec cannot be read.
+    PodUnreadable,
+    /// `container-not-found`: the restore container is not in the pod.
+    ContainerNotFound,
+    /// `node-not-found`: the pod's node has no usable inventory.
+    NodeNotFound,
+}
+
+impl Reason {
+    /// Every reason, for docs and tests.
+    pub const ALL: [Reason; 13] = [
+        Reason::RestoreFromInvalid,
+        Reason::RestoreFromAmbiguous,
+        Reason::ContainerMapInvalid,
+        Reason::SnapshotNotFound,
+        Reason::SnapshotContentMismatch,
+        Reason::NoNamespace,
+        Reason::StoreNotSynced,
+        Reason::StoreStale,
+        Reason::SkipChecksInvalid,
+        Reason::CheckpointNotFound,
+        Reason::PodUnreadable,
+        Reason::ContainerNotFound,
+        Reason::NodeNotFound,
+    ];
+
+    /// The metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::RestoreFromInvalid => "restore-from-invalid",
+            Reason::RestoreFromAmbiguous => "restore-from-ambiguous",
+            Reason::ContainerMapInvalid => "container-map-invalid",
+            Reason::SnapshotNotFound => "snapshot-not-found",
+            Reason::SnapshotContentMismatch => "snapshot-content-mismatch",
+            Reason::NoNamespace => "no-namespace",
+            Reason::StoreNotSynced => "store-not-synced",
+            Reason::StoreStale => "store-stale",
+            Reason::SkipChecksInvalid => "skip-checks-invalid",
+            Reason::CheckpointNotFound => "checkpoint-not-found",
+            Reason::PodUnreadable => "pod-unreadable",
+            Reason::ContainerNotFound => "container-not-found",
+            Reason::NodeNotFound => "node-not-found",
+        }
+    }
+}
+
+impl Refusal {
+    /// The reason of a refusal that is not a check's; `None` for failing checks, which count
+    /// under each check's name ([`Refusal::refused_by`]).
+    pub fn reason(&self) -> Option<Reason> {
+        Some(match self {
+            Refusal::RestoreFromEmpty { .. } | Refusal::RestoreFromInvalid { .. } => {
+                Reason::RestoreFromInvalid
+            }
+            Refusal::RestoreFromBoth { .. } => Reason::RestoreFromAmbiguous,
+            Refusal::ContainerMapInvalid { .. } => Reason::ContainerMapInvalid,
+            Refusal::SnapshotNotFound { .. } => Reason::SnapshotNotFound,
+            Refusal::SnapshotContentMismatch { .. } => Reason::SnapshotContentMismatch,
+            Refusal::NoNamespace => Reason::NoNamespace,
+            Refusal::StoreNotSynced { .. } => Reason::StoreNotSynced,
+            Refusal::StoreStale { .. } => Reason::StoreStale,
+            Refusal::SkipChecksInvalid { .. } => Reason::SkipChecksInvalid,
+            Refusal::CheckpointNotFound { .. } => Reason::CheckpointNotFound,
+            Refusal::PodUnreadable { .. } => Reason::PodUnreadable,
+            Refusal::ContainerNotFound { .. } => Reason::ContainerNotFound,
+            Refusal::NodeNotFound { .. } => Reason::NodeNotFound,
+            Refusal::Incompatible { .. } => return None,
+        })
     }
 
     /// What refused, as counted and logged: the failing checks, or the reason.
-    pub fn refused_by(&self) -> Vec<&'static str> {
+    pub fn refused_by(&self) -> Vec<RefusedBy> {
         match self {
-            Refusal::Incompatible { checks, .. } => checks.clone(),
-            other => vec![other.as_str()],
+            Refusal::Incompatible { checks, .. } => checks.iter().copied().map(RefusedBy::Check).collect(),
+            other => other.reason().map(RefusedBy::Reason).into_iter().collect(),
         }
     }
-
-    /// Every label [`Refusal::as_str`] can give except `incompatible`, for docs and tests.
-    pub const LABELS: [&'static str; 13] = [
-        "restore-from-invalid",
-        "restore-from-ambiguous",
-        "container-map-invalid",
-        "snapshot-not-found",
-        "snapshot-content-mismatch",
-        "no-namespace",
-        "store-not-synced",
-        "store-stale",
-        "skip-checks-invalid",
-        "checkpoint-not-found",
-        "pod-unreadable",
-        "container-not-found",
-        "node-not-found",
-    ];
 }
 
 impl fmt::Display for Refusal {
@@ -448,15 +542,16 @@ mod tests {
                 checkpoint: "c".into(),
             },
         ];
-        let labels: Vec<&str> = all.iter().map(Refusal::as_str).collect();
-        assert_eq!(labels, Refusal::LABELS);
+        let reasons: Vec<Reason> = all.iter().filter_map(Refusal::reason).collect();
+        assert_eq!(reasons, Reason::ALL);
         let checks = Refusal::Incompatible {
             checkpoint: "c".into(),
             of_pod: None,
             place: "in this pod".into(),
             reason: "r".into(),
-            checks: vec!["memory-limit", "mount"],
+            checks: vec![CheckName::MEMORY_LIMIT, CheckName::MOUNT],
         };
+        assert_eq!(checks.reason(), None);
         assert_eq!(checks.refused_by(), ["memory-limit", "mount"]);
         assert_eq!(
             checks.to_string(),

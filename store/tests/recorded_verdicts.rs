@@ -114,7 +114,8 @@ fn the_docs_list_every_refusal_label() {
         .lines()
         .find(|l| l.starts_with("| `miggate_admission_refusals_total{check}`"))
         .expect("docs/webhook.md has the refusals metric row");
-    let missing: Vec<&str> = miggate_admission::decide::Refusal::LABELS
+    let missing: Vec<&str> = miggate_admission::decide::Reason::ALL
+        .map(|r| r.as_str())
         .into_iter()
         .filter(|l| !row.contains(&format!("`{l}`")))
         .collect();

@@ -44,6 +44,7 @@ use miggate_store::file_store::Snapshot;
 pub use miggate_store::kube_store::KindLabel;
 use miggate_store::kube_store::WatchCounters;
 
+use miggate_admission::decide::RefusedBy;
 pub use miggate_admission::outcome::Outcome;
 
 /// A label set of one string.
@@ -393,11 +394,13 @@ impl Metrics {
     }
 
     /// Counts one answer.
-    pub fn record(&self, outcome: impl Into<Outcome>, refused_by: &[&'static str], took: Duration) {
+    pub fn record(&self, outcome: impl Into<Outcome>, refused_by: &[RefusedBy], took: Duration) {
         let outcome = outcome.into().as_str();
         self.decisions.get_or_create(&OutcomeLabel { outcome }).inc();
-        for check in refused_by {
-            self.refusals.get_or_create(&CheckLabel { check }).inc();
+        for by in refused_by {
+            self.refusals
+                .get_or_create(&CheckLabel { check: by.as_str() })
+                .inc();
         }
         self.duration.observe(took.as_secs_f64());
     }

@@ -17,7 +17,7 @@ use miggate_compat::escape::escape_within;
 
 use crate::body::{BodyError, BodyLimits, read_body};
 use crate::metrics::{Metrics, Outcome};
-use miggate_admission::decide::{self, Verdict};
+use miggate_admission::decide::{self, RefusedBy, Verdict};
 use miggate_admission::lookup::Lookup;
 use miggate_admission::review;
 use miggate_store::file_store::FileStore;
@@ -248,7 +248,7 @@ async fn validate(state: &AppState, body: &[u8], started: Instant) -> Response {
 struct Answer {
     response: Response,
     outcome: Outcome,
-    refused_by: Vec<&'static str>,
+    refused_by: Vec<RefusedBy>,
 }
 
 fn bad_request(message: String) -> Answer {

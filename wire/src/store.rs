@@ -7,7 +7,7 @@
 //! ```
 //!
 //! (`.yml` and `.json` too). These are the rules only, free of I/O; the one reader that applies
-//! them, for the webhook and the command line alike, is `miggate_webhook::store`, and how big a
+//! them, for the webhook and the command line alike, is `miggate_store::file_store`, and how big a
 //! file may be is the manifest reader's limit (`miggate_compat::MAX_MANIFEST_BYTES`).
 
 use std::ffi::OsStr;

@@ -67,14 +67,14 @@ pub(super) fn evaluate(
     // --- end DRA
     binding_report_warnings(restore, &report, &mut warnings);
     let requests = binding_gpu_requests(restore, pod_cached, checkpoint, &inventory, &options.skip);
-    let mut checks: Vec<&'static str> = report.refusals().map(|r| r.check.as_str()).collect();
+    let mut checks: Vec<CheckName> = report.refusals().map(|r| r.check).collect();
     let mut reasons: Vec<String> = Vec::new();
     if !report.compatible {
         reasons.push(report.reason.clone());
     }
     if !requests.is_empty() {
-        if !checks.contains(&CheckName::GPU_REQUEST.as_str()) {
-            checks.push(CheckName::GPU_REQUEST.as_str());
+        if !checks.contains(&CheckName::GPU_REQUEST) {
+            checks.push(CheckName::GPU_REQUEST);
         }
         reasons.extend(requests);
     }

@@ -27,7 +27,7 @@ use miggate_compat::escape::escape_within;
 
 use crate::lookup::{Inventory, Lookup, NoInventory, Source};
 pub use crate::pod::{Container, Spec as PodSpec};
-pub use crate::refusal::Refusal;
+pub use crate::refusal::{Reason, Refusal, RefusedBy};
 use crate::resolve::{self, Kind, Reference, Resolved};
 use crate::review::{Review, Text};
 
@@ -80,7 +80,7 @@ pub struct Decision {
     pub verdict: Verdict,
     /// What refused: check names, or a reason such as `checkpoint-not-found`
     /// ([`Refusal::refused_by`]).
-    pub refused_by: Vec<&'static str>,
+    pub refused_by: Vec<RefusedBy>,
     /// The node inventory's source, when the decision read one.
     pub inventory_source: Option<Source>,
 }

@@ -39,7 +39,7 @@ pub(super) fn evaluate(
     };
     let judged = node.as_ref().map(|n| n.manifest_for(&checkpoint.manifest));
     let mut reasons: Vec<String> = Vec::new();
-    let mut checks: Vec<&'static str> = Vec::new();
+    let mut checks: Vec<CheckName> = Vec::new();
     for (destination, pod_facts) in &containers {
         let pod_known = *pod_facts != miggate_compat::Pod::default();
         let mut skip = restore.waiver.checks.clone();
@@ -61,7 +61,7 @@ pub(super) fn evaluate(
                 Some(d) => format!("{d}: {}", report.reason),
                 None => report.reason.clone(),
             });
-            for check in report.refusals().map(|r| r.check.as_str()) {
+            for check in report.refusals().map(|r| r.check) {
                 if !checks.contains(&check) {
                     checks.push(check);
                 }
