@@ -115,6 +115,12 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> CheckResult {
         _ => {}
     }
     if let Some(why) = strategy_refusal(strategy, &need, &asked) {
+        // Under `single` or `none` a node advertises no slice by name: the same names on both
+        // sides would read as a match, so the target says the node cannot give them.
+        if let Some(name) = unadvertised(strategy, &asked) {
+            let target = format!("{} (not advertised under the {name} strategy)", asked.render());
+            return ctx.row(Outcome::Refuse, need.render(), target, why);
+        }
         return v(Outcome::Refuse, why);
     }
     if maybe_claimed {
@@ -174,6 +180,19 @@ fn asked_for(requests: &BTreeMap<String, Quantity>) -> (Multiset<'_>, Vec<String
     (asked, odd)
 }
 
+/// The strategy's name when the requests name slices (`nvidia.com/mig-…`) a node of that
+/// strategy does not advertise: `single` and `none` advertise only `nvidia.com/gpu`.
+fn unadvertised(strategy: Option<MigStrategy>, asked: &Multiset<'_>) -> Option<&'static str> {
+    if !asked.iter().any(|(k, _)| k != GPU) {
+        return None;
+    }
+    match strategy {
+        Some(MigStrategy::Single) => Some("single"),
+        Some(MigStrategy::None) => Some("none"),
+        _ => None,
+    }
+}
+
 /// Why no node of `strategy` (of any strategy, when it is not known) could give the
 /// checkpoint's devices (`need`) for these requests (`asked`), if none could.
 fn strategy_refusal(
@@ -181,13 +200,7 @@ fn strategy_refusal(
     need: &Multiset<'_>,
     asked: &Multiset<'_>,
 ) -> Option<String> {
-    let mig_requests = asked.iter().any(|(k, _)| k != GPU);
-    if mig_requests && matches!(strategy, Some(MigStrategy::Single | MigStrategy::None)) {
-        let name = if strategy == Some(MigStrategy::Single) {
-            "single"
-        } else {
-            "none"
-        };
+    if let Some(name) = unadvertised(strategy, asked) {
         return Some(format!(
             "the {name} strategy advertises no {MIG_PREFIX}* resources"
         ));
