@@ -1,6 +1,6 @@
-//! Why a restore is refused, typed: one variant per reason, its metric label from
-//! [`Refusal::as_str`] and its message from `Display`, so the label operators alert on and the
-//! words a user reads cannot drift apart.
+//! Why a restore is refused, typed: one variant per reason, its metric labels from
+//! [`Refusal::refused_by`] (the failing checks, or its [`Reason`]) and its message from
+//! `Display`, so the labels operators alert on and the words a user reads cannot drift apart.
 
 use std::fmt;
 

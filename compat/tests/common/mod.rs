@@ -214,6 +214,12 @@ pub fn assert_refusing(r: &Report, want: &str) {
     assert_eq!(r.compatible, want.is_empty());
 }
 
+/// The reason is `want`'s parts (`; `-separated), in the registry's order ([`assert_rows`]).
+pub fn assert_reason_text(r: &Report, want: &str) {
+    let parts: Vec<&str> = want.split("; ").filter(|p| !p.is_empty()).collect();
+    assert_reason(r, &parts);
+}
+
 /// The reason holds exactly these `check: source …, target …` parts, in the registry's order
 /// ([`assert_rows`]), whatever that order is.
 pub fn assert_reason(r: &Report, parts: &[&str]) {
