@@ -6,12 +6,12 @@
 use std::sync::Arc;
 
 use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use kube::core::admission::AdmissionReview;
 use miggate_admission::decide::{Verdict, decide};
 use miggate_admission::lookup::{Checkpoint, Inventory, RestoreAnnotations, RestorePod, Source};
 use rstest::rstest;
 use serde_json::{Value, json};
-use support::{Fake, manifest, testdata};
+use support::{Fake, binding, manifest, testdata};
 
 mod support;
 
@@ -84,15 +84,6 @@ fn memory() -> Fake {
         .into(),
         ..Fake::default()
     }
-}
-
-fn binding(pod: &str, node: &str) -> AdmissionRequest<DynamicObject> {
-    let mut review: Value = serde_json::from_str(&testdata("admission/binding-create.json")).unwrap();
-    review["request"]["name"] = json!(pod);
-    review["request"]["object"]["metadata"]["name"] = json!(pod);
-    review["request"]["object"]["target"]["name"] = json!(node);
-    let review: AdmissionReview<DynamicObject> = serde_json::from_value(review).unwrap();
-    review.try_into().unwrap()
 }
 
 /// A Binding places the pod of its `metadata.uid`: the cached pod of that name is judged only

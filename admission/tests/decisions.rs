@@ -14,7 +14,7 @@ use miggate_admission::lookup::{Checkpoint, RestoreAnnotations, RestorePod};
 use miggate_compat::{Gpu, GpuManifest, MigStrategy};
 use rstest::rstest;
 use serde_json::{Value, json};
-use support::{Fake, inventory, testdata};
+use support::{Fake, binding, inventory, testdata};
 
 mod support;
 
@@ -99,15 +99,6 @@ fn a_dynamic_mig_node_is_judged_by_what_it_can_supply() {
         !warnings.iter().any(|w| w.contains("mig-profile unknown")),
         "{warnings:?}"
     );
-}
-
-fn binding(pod: &str, node: &str) -> AdmissionRequest<DynamicObject> {
-    let mut review: Value = serde_json::from_str(&testdata("admission/binding-create.json")).unwrap();
-    review["request"]["name"] = json!(pod);
-    review["request"]["object"]["metadata"]["name"] = json!(pod);
-    review["request"]["object"]["target"]["name"] = json!(node);
-    let review: AdmissionReview<DynamicObject> = serde_json::from_value(review).unwrap();
-    review.try_into().unwrap()
 }
 
 fn pod_create(limits: Value, node: Option<&str>) -> AdmissionRequest<DynamicObject> {

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::core::DynamicObject;
-use kube::core::admission::{AdmissionRequest, AdmissionReview};
+use kube::core::admission::AdmissionRequest;
 use miggate_admission::decide::{Verdict, decide};
 use miggate_admission::device_map::{self, Outcome};
 use miggate_admission::lookup::{ClaimAllocation, RestoreAnnotations, RestorePod};
@@ -107,12 +107,7 @@ fn cluster() -> Fake {
 }
 
 fn binding(pod: &str) -> AdmissionRequest<DynamicObject> {
-    let mut review: Value = serde_json::from_str(&testdata("admission/binding-create.json")).unwrap();
-    review["request"]["name"] = json!(pod);
-    review["request"]["object"]["metadata"]["name"] = json!(pod);
-    review["request"]["object"]["target"]["name"] = json!("gpu-node-7");
-    let review: AdmissionReview<DynamicObject> = serde_json::from_value(review).unwrap();
-    review.try_into().unwrap()
+    support::binding(pod, "gpu-node-7")
 }
 
 const MAP: &str = "MIG-00000000-0000-5000-8000-000000000001=MIG-6d7e2b1c-0f4a-5e8b-9c3d-2a1b0c9d8e7f,MIG-00000000-0000-5000-8000-000000000002=MIG-0b9a8c7d-6e5f-5a4b-8c3d-1e2f3a4b5c6d,GPU-00000000-0000-4000-8000-000000000003=GPU-f0e1d2c3-b4a5-9687-7869-5a4b3c2d1e0f";

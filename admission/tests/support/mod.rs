@@ -35,13 +35,13 @@ pub fn manifest(rel: &str) -> GpuManifest {
     miggate_crds::read_stored(&testdata(rel)).unwrap().manifest
 }
 
-/// The request of the recorded review `rel` under `testdata/`.
-pub fn request(rel: &str) -> AdmissionRequest<DynamicObject> {
-    request_of(serde_json::from_str(&testdata(rel)).unwrap())
-}
-
-/// The request of a review given as JSON.
-pub fn request_of(review: serde_json::Value) -> AdmissionRequest<DynamicObject> {
+/// The recorded `pods/binding` review of pod `ml/<pod>` to `node`.
+pub fn binding(pod: &str, node: &str) -> AdmissionRequest<DynamicObject> {
+    let mut review: serde_json::Value =
+        serde_json::from_str(&testdata("admission/binding-create.json")).unwrap();
+    review["request"]["name"] = pod.into();
+    review["request"]["object"]["metadata"]["name"] = pod.into();
+    review["request"]["object"]["target"]["name"] = node.into();
     let review: AdmissionReview<DynamicObject> = serde_json::from_value(review).unwrap();
     review.try_into().unwrap()
 }
