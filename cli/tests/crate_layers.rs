@@ -76,6 +76,12 @@ fn cargo(args: &[&str]) -> String {
 }
 
 impl Workspace {
+    /// Read once for every test of this file.
+    fn get() -> &'static Workspace {
+        static READ: std::sync::OnceLock<Workspace> = std::sync::OnceLock::new();
+        READ.get_or_init(Workspace::read)
+    }
+
     fn read() -> Workspace {
         let meta: Value = serde_json::from_str(&cargo(&[
             "metadata",
@@ -150,7 +156,7 @@ fn layer_of(name: &str) -> usize {
 
 #[test]
 fn every_crate_uses_only_crates_below_it() {
-    let workspace = Workspace::read();
+    let workspace = Workspace::get();
     let mut wrong = Vec::new();
     for (name, _) in &workspace.deps {
         let layer = layer_of(name);
@@ -205,7 +211,7 @@ fn the_checks_see_what_they_refuse() {
     }
     assert!(layer_of("miggate-store") > layer_of("miggate-admission"));
     assert!(
-        Workspace::read()
+        Workspace::get()
             .deps_of("miggate-store", None)
             .contains("miggate-admission")
     );

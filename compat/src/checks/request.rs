@@ -114,13 +114,14 @@ pub(super) fn gpu_request(ctx: &Ctx<'_>) -> CheckResult {
         Some(Problem::Unrequestable(why)) if !maybe_claimed => return v(Outcome::Refuse, why),
         _ => {}
     }
+    if let Some(name) = unadvertised(strategy, &asked) {
+        // The same names on both sides would read as a match, so the target says the node
+        // cannot give them.
+        let target = format!("{} (not advertised under the {name} strategy)", asked.render());
+        let why = format!("the {name} strategy advertises no {MIG_PREFIX}* resources");
+        return ctx.row(Outcome::Refuse, need.render(), target, why);
+    }
     if let Some(why) = strategy_refusal(strategy, &need, &asked) {
-        // Under `single` or `none` a node advertises no slice by name: the same names on both
-        // sides would read as a match, so the target says the node cannot give them.
-        if let Some(name) = unadvertised(strategy, &asked) {
-            let target = format!("{} (not advertised under the {name} strategy)", asked.render());
-            return ctx.row(Outcome::Refuse, need.render(), target, why);
-        }
         return v(Outcome::Refuse, why);
     }
     if maybe_claimed {
@@ -193,18 +194,13 @@ fn unadvertised(strategy: Option<MigStrategy>, asked: &Multiset<'_>) -> Option<&
     }
 }
 
-/// Why no node of `strategy` (of any strategy, when it is not known) could give the
-/// checkpoint's devices (`need`) for these requests (`asked`), if none could.
+/// Why no node of any strategy could give the checkpoint's devices (`need`) for these
+/// requests (`asked`) while the node's `strategy` is not known, if none could.
 fn strategy_refusal(
     strategy: Option<MigStrategy>,
     need: &Multiset<'_>,
     asked: &Multiset<'_>,
 ) -> Option<String> {
-    if let Some(name) = unadvertised(strategy, asked) {
-        return Some(format!(
-            "the {name} strategy advertises no {MIG_PREFIX}* resources"
-        ));
-    }
     // Whatever the node's strategy, `nvidia.com/gpu` never serves slices of two profiles:
     // under `single` every device it gives on a node has the one shape, under `mixed` and
     // `none` it gives whole GPUs. No node needs to be known to refuse this (with a known
