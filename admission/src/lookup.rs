@@ -12,7 +12,7 @@ pub use crate::restore_annotations::RestoreAnnotations;
 
 /// A node's inventory as a decision reads it: the one type every source gives, shared (its
 /// manifest behind an `Arc`) so a cached inventory costs no copy per request.
-pub use miggate_crds::inventory::{Inventory, NoInventory, Source};
+pub use miggate_crds::inventory::{Inventory, NoInventory, Note, PassedOver, Source};
 
 /// A checkpoint's manifest and the container it was taken from.
 #[derive(Debug, Clone, PartialEq)]

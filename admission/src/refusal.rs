@@ -5,8 +5,11 @@
 use std::fmt;
 
 use miggate_compat::CheckName;
+use miggate_compat::escape::escape_within;
 use miggate_wire::annotations::RESTORE_FROM;
 use miggate_wire::peer;
+
+use crate::lookup::{Inventory, NoInventory, PassedOver, Source};
 
 /// The reason a restore pod or its binding is refused. Every text field is escaped for
 /// messages already (names from the request are untrusted).
@@ -113,8 +116,8 @@ pub enum Refusal {
         pod: String,
         /// The node the pod is bound to, escaped and bounded.
         node: String,
-        /// What the node has instead of an inventory.
-        has: String,
+        /// Why the node has no inventory.
+        has: NoInventory,
         /// `namespace/name` of the checkpoint.
         checkpoint: String,
     },
@@ -124,13 +127,73 @@ pub enum Refusal {
         checkpoint: String,
         /// On the binding path, the pod (the request's object is a Binding).
         of_pod: Option<String>,
-        /// Where: `in this pod`, or `on node N (inventory from S…)`.
-        place: String,
+        /// Where (boxed: every `Result` of a decision carries a `Refusal`'s size).
+        place: Box<Place>,
         /// The report's reason: each failing check with both values.
         reason: String,
         /// The failing checks.
         checks: Vec<CheckName>,
     },
+}
+
+/// Where a restore was judged, as an incompatible refusal names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Place {
+    /// In the pod alone: it names no node.
+    InPod,
+    /// On the node the pod names or is bound to.
+    OnNode {
+        /// The node, escaped and bounded.
+        node: String,
+        /// The source its inventory was read from.
+        source: Source,
+        /// Whether its GPUs are partitioned on demand (DynamicMIG): what it could make.
+        on_demand: bool,
+        /// The better sources passed over for `source`.
+        passed_over: Vec<PassedOver>,
+        /// On a binding: the allocated devices the exact check judged, escaped and bounded.
+        exact_on: Option<String>,
+    },
+}
+
+impl Place {
+    /// On `node`, as its inventory says where it came from.
+    pub fn on_node(node: &str, inventory: &Inventory, exact_on: Option<&str>) -> Box<Place> {
+        Box::new(Place::OnNode {
+            node: escape_within(node, 256).into_owned(),
+            source: inventory.source,
+            on_demand: inventory.supply.is_some(),
+            passed_over: inventory.passed_over.clone(),
+            exact_on: exact_on.map(|d| escape_within(d, 1024).into_owned()),
+        })
+    }
+}
+
+impl fmt::Display for Place {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Place::OnNode {
+            node,
+            source,
+            on_demand,
+            passed_over,
+            exact_on,
+        } = self
+        else {
+            return f.write_str("in this pod");
+        };
+        write!(f, "on node {node} (inventory from {source}")?;
+        if *on_demand {
+            f.write_str(", DynamicMIG: partitions on demand")?;
+        }
+        for (i, why) in passed_over.iter().enumerate() {
+            f.write_str(if i == 0 { ", passed over: " } else { "; " })?;
+            why.fmt(f)?;
+        }
+        if let Some(devices) = exact_on {
+            write!(f, ", exact check on the allocated devices {devices}")?;
+        }
+        f.write_str(")")
+    }
 }
 
 /// What refused a restore, as counted (`miggate_admission_refusals_total{check}`) and logged:
@@ -385,7 +448,7 @@ fn incompatible(
     f: &mut fmt::Formatter<'_>,
     checkpoint: &str,
     of_pod: Option<&str>,
-    place: &str,
+    place: &Place,
     reason: &str,
 ) -> fmt::Result {
     write!(f, "miggate: checkpoint {checkpoint}")?;
@@ -538,7 +601,7 @@ mod tests {
             Refusal::NodeNotFound {
                 pod: "p".into(),
                 node: "n".into(),
-                has: "h".into(),
+                has: NoInventory::default(),
                 checkpoint: "c".into(),
             },
         ];
@@ -547,7 +610,7 @@ mod tests {
         let checks = Refusal::Incompatible {
             checkpoint: "c".into(),
             of_pod: None,
-            place: "in this pod".into(),
+            place: Box::new(Place::InPod),
             reason: "r".into(),
             checks: vec![CheckName::MEMORY_LIMIT, CheckName::MOUNT],
         };

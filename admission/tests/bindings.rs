@@ -8,16 +8,16 @@ use std::sync::Arc;
 use kube::core::DynamicObject;
 use kube::core::admission::AdmissionReview;
 use miggate_admission::decide::{Verdict, decide};
-use miggate_admission::lookup::{Checkpoint, Inventory, RestoreAnnotations, RestorePod, Source};
+use miggate_admission::lookup::{Checkpoint, Inventory, Note, RestoreAnnotations, RestorePod, Source};
 use rstest::rstest;
 use serde_json::{Value, json};
-use support::{Fake, binding, manifest, testdata};
+use support::{Fake, binding, gpu_node_of, manifest, testdata};
 
 mod support;
 
 fn memory() -> Fake {
     let ckpt = miggate_crds::read_stored(&testdata("webhook-store/checkpoints/ml/vllm-ckpt.yaml")).unwrap();
-    let inv = |rel: &str, source: Source, notes: Vec<String>| Inventory {
+    let inv = |rel: &str, source: Source, notes: Vec<Note>| Inventory {
         manifest: Arc::new(manifest(rel)),
         source,
         notes,
@@ -25,7 +25,6 @@ fn memory() -> Fake {
         slices_listed: false,
         supply: None,
     };
-    let refused = "GpuNode inventory of node `other` cannot be read: GpuNode other holds the inventory of node gpu-node-1 (spec.manifest.host.nodeName)";
     let pod = |from: &str, skip: Option<&str>| {
         Arc::new(RestorePod {
             uid: None,
@@ -62,19 +61,19 @@ fn memory() -> Fake {
                 inv(
                     "webhook-store/nodes/gpu-node-7.yaml",
                     Source::ResourceSlice,
-                    vec!["memory sizes are not published".into()],
+                    vec![Note::NoKernel(Source::ResourceSlice)],
                 ),
             ),
             (
                 "fallback".to_string(),
                 Inventory {
-                    passed_over: vec![refused.replace("other", "fallback")],
+                    passed_over: vec![gpu_node_of("fallback", "gpu-node-1")],
                     ..inv("webhook-store/nodes/a100-node-2.yaml", Source::GfdLabels, vec![])
                 },
             ),
         ]
         .into(),
-        unusable: [("other".to_string(), vec![refused.to_string()])].into(),
+        unusable: [("other".to_string(), vec![gpu_node_of("other", "gpu-node-1")])].into(),
         pods: [
             ("ml/restore".to_string(), pod("vllm-ckpt", None)),
             ("ml/orphan".to_string(), pod("deleted-ckpt", None)),
@@ -225,7 +224,9 @@ fn a_pod_naming_a_node_reads_the_same_inventory_source() {
     assert_eq!(d.inventory_source, Some(Source::ResourceSlice));
     let warnings = d.response.warnings.unwrap_or_default().join("\n");
     assert!(
-        warnings.contains("node dra: memory sizes are not published"),
+        warnings.contains(
+            "node dra: ResourceSlice: no Node.status.nodeInfo kernelVersion; kernel checks are unknown"
+        ),
         "{warnings}"
     );
 }

@@ -52,15 +52,8 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
         ),
         (None, Some(node)) => {
             let (name, inventory) = crate::cluster_read::node(&args.cluster, node)?;
-            let inventory = inventory.map_err(|why| {
-                let reasons = if why.passed_over.is_empty() {
-                    "no source describes its GPUs (no GpuNode, no DRA ResourceSlice, no GFD labels)"
-                        .to_string()
-                } else {
-                    why.passed_over.join("; ")
-                };
-                anyhow::anyhow!("node {} has no inventory: {}", escape(&name), escape(&reasons))
-            })?;
+            // The reasons escape what they quote already.
+            let inventory = inventory.map_err(|why| anyhow::anyhow!("node {} has {why}", escape(&name)))?;
             let judged = inventory.manifest_for(&source).into_owned();
             let said = node_warnings(&name, &inventory);
             (

@@ -99,7 +99,13 @@ fn cluster_nodes(
             Ok(inv) => nodes.push((name, inv.manifest_for(checkpoint).into_owned(), inv.slices_listed)),
             Err(why) if !why.passed_over.is_empty() => problems.push(Problem {
                 file: format!("node {}", escape(&name)),
-                error: escape(&why.passed_over.join("; ")).into_owned(),
+                // The reasons escape what they quote already.
+                error: why
+                    .passed_over
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "),
             }),
             Err(_) => {}
         }

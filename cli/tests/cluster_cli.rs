@@ -137,6 +137,25 @@ async fn where_and_check_read_the_cluster_as_the_webhook_does() {
             "miggate: no node gpu-node-404 in the cluster (no Node, GpuNode or ResourceSlice of that name)\n"
         )
     );
+
+    // A node whose only source cannot be read is named with why, in the webhook's words.
+    let mut foreign = object("webhook-store/nodes/gpu-node-9.yaml");
+    foreign["metadata"]["name"] = "gpu-node-5".into();
+    fake.apply(foreign);
+    let (code, _, stderr) = text(
+        &miggate(
+            &kubeconfig,
+            &["check", "-n", "ml", "vllm-ckpt", "--node", "gpu-node-5"],
+        )
+        .await,
+    );
+    assert_eq!(
+        (code, stderr.as_str()),
+        (
+            2,
+            "miggate: node gpu-node-5 has no usable GPU inventory: GpuNode inventory of node `gpu-node-5` cannot be read: GpuNode gpu-node-5 holds the inventory of node gpu-node-9 (spec.manifest.host.nodeName)\n"
+        )
+    );
 }
 
 /// On a node of the NVIDIA DRA driver, `where` names the devices a claim would take as the

@@ -380,7 +380,7 @@ fn a_label_missing_is_unknown_and_said(
         inv.notes
     );
     assert!(
-        inv.notes.iter().any(|n| n.contains(note)),
+        inv.notes.iter().any(|n| n.to_string().contains(note)),
         "{file}: {:?}",
         inv.notes
     );
@@ -533,7 +533,7 @@ fn partial_label_sets_settle_what_they_say(
         inv.notes
     );
     assert!(
-        inv.notes.iter().any(|n| n.contains(note)),
+        inv.notes.iter().any(|n| n.to_string().contains(note)),
         "{file} without {removed:?}: {:?}",
         inv.notes
     );

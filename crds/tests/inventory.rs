@@ -265,7 +265,13 @@ fn what_gfd_cannot_tell_is_unknown_not_refused(#[case] from: From, #[case] c: Ck
         assert_eq!(inv.manifest.host.as_ref().unwrap().kernel_version, None);
         let kernel = report.result(CheckName::KERNEL_VERSION).unwrap();
         assert_eq!(kernel.outcome, Outcome::Unknown);
-        assert!(inv.notes.iter().any(|n| n.contains("kernel")), "{:?}", inv.notes);
+        assert!(
+            inv.notes
+                .iter()
+                .any(|n| matches!(n, inventory::Note::NoKernel(_))),
+            "{:?}",
+            inv.notes
+        );
     }
     // The device plugin's own reference knows the UUIDs; GFD's inventory cannot pair devices.
     let reference = judge(c, &read(From::GpuNode));
@@ -338,7 +344,7 @@ fn a_better_source_present_but_unreadable_falls_back_with_a_note() {
     assert_eq!(read.source, Source::GfdLabels);
     assert!(read.slices_listed);
     assert!(
-        read.notes.iter().any(|n| n.contains("no mig-manager state")),
+        read.notes.contains(&inventory::Note::NoMigManager),
         "{:?}",
         read.notes
     );
@@ -364,9 +370,11 @@ fn a_better_source_present_but_unreadable_falls_back_with_a_note() {
     })
     .unwrap_err();
     assert_eq!(why.passed_over.len(), 2, "{why:?}");
-    assert!(why.passed_over[0].starts_with("GpuNode inventory of node `gpu-node-7` cannot be read: GpuNode gpu-node-7 holds the inventory of node gpu-node-1"), "{why:?}");
+    assert!(why.passed_over[0].to_string().starts_with("GpuNode inventory of node `gpu-node-7` cannot be read: GpuNode gpu-node-7 holds the inventory of node gpu-node-1"), "{why:?}");
     assert!(
-        why.passed_over[1].starts_with("GFD labels inventory of node `gpu-node-7` cannot be read"),
+        why.passed_over[1]
+            .to_string()
+            .starts_with("GFD labels inventory of node `gpu-node-7` cannot be read"),
         "{why:?}"
     );
     assert_eq!(
@@ -563,7 +571,7 @@ fn hostile_gfd_label_values_are_refused_with_an_escaped_reason(
         slices: &[],
     })
     .unwrap_err();
-    assert!(why.passed_over[0].contains(says), "{why:?}");
+    assert!(why.passed_over[0].to_string().contains(says), "{why:?}");
 }
 
 /// A device attribute carrying a terminal escape or a newline is refused, and the reason
@@ -706,8 +714,17 @@ fn labels_in_flux_never_refuse(
     } else {
         "is being reconfigured"
     };
-    assert!(inv.notes[0].contains(said), "{:?}", inv.notes);
-    assert!(inv.notes[0].contains(&format!("nvidia.com/mig.config.state={state}")));
+    assert!(
+        matches!(&inv.notes[0], inventory::Note::Reconfiguring { state: s, .. } if s == state),
+        "{:?}",
+        inv.notes
+    );
+    let note = inv.notes[0].to_string();
+    assert!(note.contains(said), "{note}");
+    assert!(
+        note.contains(&format!("nvidia.com/mig.config.state={state}")),
+        "{note}"
+    );
 }
 
 #[test]
@@ -785,7 +802,7 @@ fn a_dynamic_mig_pool_is_read_as_possible_supply() {
         "no device exists until a claim is allocated"
     );
     assert!(
-        inv.notes[0].contains("partitions its GPUs on demand"),
+        matches!(inv.notes[0], inventory::Note::DynamicMig { .. }),
         "{:?}",
         inv.notes
     );

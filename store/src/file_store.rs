@@ -26,7 +26,7 @@ use serde::Serialize;
 use crate::Error;
 use crate::resource::{self, Stored, StoredKind};
 pub use miggate_admission::lookup::Checkpoint;
-use miggate_admission::lookup::{Inventory, Lookup, NoInventory, RestorePod, Source};
+use miggate_admission::lookup::{Inventory, Lookup, NoInventory, PassedOver, RestorePod, Source};
 
 /// A node's inventory.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,7 +53,7 @@ pub struct Snapshot {
     nodes: HashMap<String, Node>,
     /// Nodes whose file under `nodes/` could not be used, with why: a decision about such a
     /// node says so instead of "no inventory".
-    unusable_nodes: HashMap<String, String>,
+    unusable_nodes: HashMap<String, PassedOver>,
     /// Files that could not be used, in path order.
     pub problems: Vec<Problem>,
     /// When this snapshot was built.
@@ -152,7 +152,7 @@ impl Stamp {
     }
 }
 
-type Parsed = Result<Stored, Unusable>;
+type Parsed = Result<Stored, Arc<Unusable>>;
 
 /// Where a listed entry sits in the store's layout, as the walk found it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -427,12 +427,12 @@ impl FileStore {
             let placed = match parsed {
                 Ok(stored) => snapshot.place(listed, stored, path, &rel),
                 Err(error) => {
-                    snapshot.file_problem(&rel, node, error);
+                    snapshot.file_problem(&rel, node, Arc::clone(error));
                     continue;
                 }
             };
             if let Err(error) = placed {
-                snapshot.file_problem(&rel, node, &error);
+                snapshot.file_problem(&rel, node, Arc::new(error));
             }
         }
         snapshot
@@ -501,14 +501,17 @@ impl Snapshot {
 
     /// A store file that cannot be used: a problem of the snapshot, and the reason node
     /// `node` (the file's stem, for a file under `nodes/`) has no inventory.
-    fn file_problem(&mut self, rel: &str, node: Option<&str>, error: &Unusable) {
-        let error = error.to_string();
+    fn file_problem(&mut self, rel: &str, node: Option<&str>, error: Arc<Unusable>) {
+        let text = error.to_string();
         if let Some(node) = node.filter(|n| !n.is_empty()) {
-            self.unusable_nodes.entry(node.to_string()).or_insert_with(|| {
-                format!("store file {} cannot be used: {}", escape_within(rel, 256), error)
-            });
+            self.unusable_nodes
+                .entry(node.to_string())
+                .or_insert_with(|| PassedOver::StoreFile {
+                    file: rel.to_string(),
+                    why: error,
+                });
         }
-        snapshot_problem(&mut self.problems, rel, error);
+        snapshot_problem(&mut self.problems, rel, text);
     }
 }
 
@@ -638,9 +641,9 @@ fn read_bounded(path: &Path, stamp_len: Option<u64>) -> Result<String, Unusable>
 
 fn read_file(path: &Path, listed: &Listed) -> Parsed {
     if listed.name.is_none() {
-        return Err(Unusable::NameNotUtf8);
+        return Err(Arc::new(Unusable::NameNotUtf8));
     }
-    resource::read(&read_bounded(path, Some(listed.stamp.len))?).map_err(Unusable::NotStored)
+    resource::read(&read_bounded(path, Some(listed.stamp.len))?).map_err(|e| Arc::new(Unusable::NotStored(e)))
 }
 
 /// The node inventories of a store's `nodes/`, by the rules [`FileStore`] reads them by, each
@@ -760,14 +763,21 @@ mod tests {
         write(root, "nodes/n3.yaml", "kind: [");
         let store = FileStore::open(root).unwrap();
         let s = store.snapshot();
-        let why = s.inventory("n1").unwrap_err().passed_over;
+        let text = |node: &str| -> Vec<String> {
+            let why = s.inventory(node).unwrap_err().passed_over;
+            assert!(
+                matches!(&why[..], [PassedOver::StoreFile { file, .. }] if *file == format!("nodes/{node}.yaml")),
+                "{why:?}"
+            );
+            why.iter().map(ToString::to_string).collect()
+        };
         assert_eq!(
-            why,
+            text("n1"),
             [
                 "store file nodes/n1.yaml cannot be used: it holds the inventory of node `n2` (host.nodeName), not of `n1`"
             ]
         );
-        let why = s.inventory("n3").unwrap_err().passed_over;
+        let why = text("n3");
         assert!(
             why[0].starts_with("store file nodes/n3.yaml cannot be used: "),
             "{why:?}"

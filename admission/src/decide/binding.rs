@@ -9,11 +9,11 @@ use miggate_compat::escape::escape_within;
 use miggate_compat::{CheckName, Mode, Options, Outcome, Report, Scope, Target, evaluate_target};
 
 use super::warnings::{Warning, inventory_warnings, passed_over_warnings, report_warnings, waived_warning};
-use super::{Judgement, RestoreRequest, fallback};
+use super::{Judgement, RestoreRequest};
 use crate::allocation::AtBinding;
 use crate::lookup::Checkpoint;
 use crate::lookup::{GpuAsk, Inventory, Lookup, NoInventory, RestorePod};
-use crate::refusal::Refusal;
+use crate::refusal::{Place, Refusal};
 use crate::resolve::Kind;
 
 /// A restore pod's binding: the node checks in offer mode against the chosen node's
@@ -55,15 +55,6 @@ pub(super) fn evaluate(
         },
         &mut warnings,
     );
-    let on_devices = exact_on
-        .as_deref()
-        .map(|d| {
-            format!(
-                ", exact check on the allocated devices {}",
-                escape_within(d, 1024)
-            )
-        })
-        .unwrap_or_default();
     // --- end DRA
     binding_report_warnings(restore, &report, &mut warnings);
     let requests = binding_gpu_requests(restore, pod_cached, checkpoint, &inventory, &options.skip);
@@ -81,12 +72,7 @@ pub(super) fn evaluate(
     let refusal = (!reasons.is_empty()).then(|| Refusal::Incompatible {
         checkpoint: restore.checkpoint_ref(),
         of_pod: Some(restore.pod()),
-        place: format!(
-            "on node {} (inventory from {}{}{on_devices})",
-            escape_within(node, 256),
-            inventory.source.as_str(),
-            fallback(&inventory)
-        ),
+        place: Place::on_node(node, &inventory, exact_on.as_deref()),
         reason: reasons.join("; "),
         checks,
     });

@@ -25,7 +25,7 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use miggate_compat::CheckName;
 use miggate_compat::escape::escape_within;
 
-use crate::lookup::{Inventory, Lookup, NoInventory, Source};
+use crate::lookup::{Lookup, Source};
 pub use crate::pod::{Container, Spec as PodSpec};
 pub use crate::refusal::{Reason, Refusal, RefusedBy};
 use crate::resolve::{self, Kind, Reference, Resolved};
@@ -281,35 +281,6 @@ fn not_found(restore: &RestoreRequest<'_>) -> Refusal {
             namespace,
             binding,
         },
-    }
-}
-
-/// The sources a missing inventory was looked for in, for messages.
-const NO_INVENTORY: &str = "no GpuNode, DRA ResourceSlices or GFD labels";
-
-/// What a node without an inventory has, for messages: nothing at all, or sources present
-/// but unreadable, with why (an operator told "no GpuNode" while one exists would look in
-/// the wrong place).
-fn no_inventory(missing: &NoInventory) -> String {
-    if missing.passed_over.is_empty() {
-        format!("no GPU inventory ({NO_INVENTORY})")
-    } else {
-        format!("no usable GPU inventory: {}", missing.passed_over.join("; "))
-    }
-}
-
-/// The tail of "inventory from X" when better sources were passed over for X.
-/// Under DynamicMIG the refusal says so too: the node's slices are what it could make.
-fn fallback(inventory: &Inventory) -> String {
-    let on_demand = if inventory.supply.is_some() {
-        ", DynamicMIG: partitions on demand"
-    } else {
-        ""
-    };
-    if inventory.passed_over.is_empty() {
-        on_demand.to_string()
-    } else {
-        format!("{on_demand}, passed over: {}", inventory.passed_over.join("; "))
     }
 }
 

@@ -11,11 +11,11 @@ use miggate_compat::{
 };
 
 use super::warnings::{Warning, inventory_warnings, passed_over_warnings, report_warnings, waived_warning};
-use super::{Judgement, PodSpec, RestoreRequest, fallback, no_inventory};
+use super::{Judgement, PodSpec, RestoreRequest};
 use crate::lookup::Checkpoint;
 use crate::lookup::{Inventory, Lookup};
 use crate::pod::{self as spec, Choice};
-use crate::refusal::Refusal;
+use crate::refusal::{Place, Refusal};
 use crate::resolve::Kind;
 
 /// A restore pod's creation: the pod checks on each restore container, and the node checks
@@ -73,13 +73,8 @@ pub(super) fn evaluate(
     }
     let refusal = (!reasons.is_empty()).then(|| {
         let place = match (node_name, node.as_ref()) {
-            (Some(n), Some(inv)) => format!(
-                "on node {} (inventory from {}{})",
-                escape_within(n, 256),
-                inv.source.as_str(),
-                fallback(inv)
-            ),
-            _ => "in this pod".to_string(),
+            (Some(n), Some(inv)) => Place::on_node(n, inv, None),
+            _ => Box::new(Place::InPod),
         };
         Refusal::Incompatible {
             checkpoint: restore.checkpoint_ref(),
@@ -244,7 +239,7 @@ fn named_node(
             Err(Refusal::NodeNotFound {
                 pod: restore.pod(),
                 node: escape_within(n, 256).into_owned(),
-                has: no_inventory(&missing),
+                has: missing,
                 checkpoint: restore.checkpoint_ref(),
             })
         }

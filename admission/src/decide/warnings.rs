@@ -11,9 +11,8 @@ use miggate_compat::{CheckName, CheckResult, Outcome, Report};
 use miggate_wire::annotations::SKIP_CHECKS;
 use miggate_wire::peer::SKIP_COMPAT_CHECK;
 
-use crate::lookup::{Inventory, Source, Staleness};
-
-use super::NO_INVENTORY;
+use crate::lookup::{Inventory, Note, PassedOver, Source, Staleness};
+use miggate_crds::inventory::NO_SOURCE;
 
 /// One warning of a decision, kept typed until the response is written ([`render`](super::render)
 /// renders each with its `Display`).
@@ -65,7 +64,7 @@ pub enum Warning {
         /// The node.
         node: String,
         /// Whether sources are present but cannot be read (each then follows as a
-        /// [`Warning::Node`]).
+        /// [`Warning::PassedOver`]).
         unusable: bool,
         /// `namespace/name` of the pod, escaped.
         pod: String,
@@ -79,12 +78,19 @@ pub enum Warning {
     Unknown(CheckResult),
     /// A warning of the report itself.
     Report(String),
-    /// A note about a node: a source passed over, or what its inventory could not say.
+    /// A note on a node's inventory: a source passed over, or what the source could not say.
     Node {
         /// The node.
         node: String,
-        /// The note, as the inventory gives it.
-        note: String,
+        /// The note.
+        note: Note,
+    },
+    /// A source of a node without a usable inventory, present and passed over.
+    PassedOver {
+        /// The node.
+        node: String,
+        /// Why it was passed over.
+        why: PassedOver,
     },
     /// A node's inventory from a source other than a `GpuNode`.
     PartialInventory {
@@ -143,7 +149,7 @@ impl fmt::Display for Warning {
                 if *unusable {
                     f.write_str("no usable GPU inventory (the sources present cannot be read, as follows)")?;
                 } else {
-                    write!(f, "no GPU inventory ({NO_INVENTORY})")?;
+                    write!(f, "no GPU inventory ({NO_SOURCE})")?;
                 }
                 write!(
                     f,
@@ -165,6 +171,7 @@ impl fmt::Display for Warning {
             ),
             Warning::Report(w) => write!(f, "miggate: {w}"),
             Warning::Node { node: n, note } => write!(f, "miggate: node {}: {note}", node(n)),
+            Warning::PassedOver { node: n, why } => write!(f, "miggate: node {}: {why}", node(n)),
             Warning::PartialInventory {
                 node: n,
                 source,
@@ -214,11 +221,11 @@ pub(super) fn report_warnings(report: &Report, warnings: &mut Vec<Warning>) {
 }
 
 /// One warning per source passed over (each is cut to a warning's length on its own).
-pub(super) fn passed_over_warnings(node: &str, passed_over: &[String], warnings: &mut Vec<Warning>) {
+pub(super) fn passed_over_warnings(node: &str, passed_over: &[PassedOver], warnings: &mut Vec<Warning>) {
     for why in passed_over {
-        warnings.push(Warning::Node {
+        warnings.push(Warning::PassedOver {
             node: node.to_string(),
-            note: why.clone(),
+            why: why.clone(),
         });
     }
 }

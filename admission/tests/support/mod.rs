@@ -12,7 +12,8 @@ use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionReview};
 use miggate_admission::lookup::{
-    Checkpoint, ClaimAllocation, Inventory, Lookup, NoInventory, RestorePod, SnapshotLookup, Source,
+    Checkpoint, ClaimAllocation, Inventory, Lookup, NoInventory, PassedOver, RestorePod, SnapshotLookup,
+    Source,
 };
 use miggate_compat::GpuManifest;
 use miggate_crds::inventory::{NodeObjects, best_or_why};
@@ -33,6 +34,19 @@ pub fn testdata(rel: &str) -> String {
 /// The manifest of the stored object (a manifest, a `GpuCheckpoint` or a `GpuNode`) in `rel`.
 pub fn manifest(rel: &str) -> GpuManifest {
     miggate_crds::read_stored(&testdata(rel)).unwrap().manifest
+}
+
+/// Why node `node`'s `GpuNode` is passed over when it holds the inventory of `captured_on`.
+pub fn gpu_node_of(node: &str, captured_on: &str) -> PassedOver {
+    let problem = miggate_crds::error::GpuNodeProblem::OtherNode {
+        name: node.to_string(),
+        captured_on: captured_on.to_string(),
+    };
+    PassedOver::Unreadable(Arc::new(miggate_crds::Error::Inventory {
+        origin: Source::GpuNode.as_str(),
+        node: node.to_string(),
+        why: Box::new(problem.into()),
+    }))
 }
 
 /// The recorded `pods/binding` review of pod `ml/<pod>` to `node`.
@@ -72,7 +86,7 @@ pub struct Fake {
     pub nodes: HashMap<String, Node>,
     pub slices: HashMap<String, Vec<Arc<ResourceSlice>>>,
     /// Nodes whose sources are present but unreadable, with why.
-    pub unusable: HashMap<String, Vec<String>>,
+    pub unusable: HashMap<String, Vec<PassedOver>>,
     pub pods: HashMap<String, Arc<RestorePod>>,
     /// `None`: the store keeps no PodSnapshots; `Some`: a name not in it is missing.
     pub snapshots: Option<HashMap<String, SnapshotLookup>>,

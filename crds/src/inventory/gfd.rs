@@ -34,7 +34,7 @@ use miggate_compat::{Device, DeviceKind, GpuManifest, MigProfile, MigStrategy, N
 
 use super::product::known_product;
 use super::slices::MAX_DEVICES;
-use super::{Inventory, MAX_TEXT_BYTES, Source, host_from_node, quote, unreadable};
+use super::{Inventory, MAX_TEXT_BYTES, MigOff, Note, Source, host_from_node, unreadable};
 use crate::error::{Error, LabelProblem};
 
 /// The most `nvidia.com/` labels read from one node; GFD writes a few dozen (about twelve per
@@ -79,25 +79,20 @@ pub fn from_gfd_labels(node: &Node) -> Result<Option<Inventory>, Error> {
         return Ok(None);
     }
     let mig = MigFacts::read(&labels)?;
-    let mut notes =
-        vec!["GFD labels: counts per node only; device UUIDs and parent GPUs unknown".to_string()];
+    let mut notes = vec![Note::CountsOnly];
     if mig.has_mig() && labels.get("mig.config.state").is_none() {
         // No mig-manager on the node (MIG made by hand, `nvidia-smi mig` or mig-parted run on
         // the host): nothing is in flux, the counts are GFD's reading of the device plugin's.
-        notes.push(
-            "GFD labels: no mig-manager state (nvidia.com/mig.config.state): the MIG layout is read as GFD counted it".into(),
-        );
+        notes.push(Note::NoMigManager);
     }
     model_from_profiles_note(&labels, &mig, &mut notes);
     let shown = read_devices(node, &labels, &mig, &mut notes)?;
     if shown.is_none() {
-        notes.push(
-            "GFD labels: no nvidia.com/gpu.count: how many GPUs the node has is unknown, so the GPU checks are unknown".into(),
-        );
+        notes.push(Note::NoGpuCount);
     }
     let host = host_from_node(labels.node, Some(node));
     if host.kernel_version.is_none() {
-        notes.push("GFD labels: no Node.status.nodeInfo kernelVersion; kernel checks are unknown".into());
+        notes.push(Note::NoKernel(Source::GfdLabels));
     }
     notes.truncate(super::MAX_NOTES);
     let (devices, uncounted, slices_listed) = match shown {
@@ -236,28 +231,6 @@ struct MigFacts<'a> {
     off: Option<MigOff>,
 }
 
-/// Why MIG is certainly off on every GPU of a node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum MigOff {
-    /// `nvidia.com/gpu.product` names a known part that cannot run MIG.
-    Part,
-    /// `nvidia.com/mig.capable=false`.
-    NotCapable,
-    /// mig-manager applied `all-disabled` (`nvidia.com/mig.config.state=success`).
-    Disabled,
-}
-
-impl MigOff {
-    /// The labels that say so, for notes.
-    fn labels(self) -> &'static str {
-        match self {
-            MigOff::Part => "nvidia.com/gpu.product names a part that cannot run MIG",
-            MigOff::NotCapable => "nvidia.com/mig.capable=false",
-            MigOff::Disabled => "nvidia.com/mig.config=all-disabled, nvidia.com/mig.config.state=success",
-        }
-    }
-}
-
 impl<'a> MigFacts<'a> {
     /// The strategy, the product and the counts per profile; an unknown strategy or a count
     /// that is not one is an error.
@@ -392,7 +365,7 @@ fn read_devices(
     node: &Node,
     labels: &GfdLabels<'_>,
     mig: &MigFacts<'_>,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<Note>,
 ) -> Result<Option<Shown>, Error> {
     match labels.count("gpu.count")? {
         Some(gpus) => {
@@ -410,7 +383,7 @@ fn count_devices(
     labels: &GfdLabels<'_>,
     mig: &MigFacts<'_>,
     gpus: usize,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<Note>,
 ) -> Result<Counted, Error> {
     let mut counted = Counted::default();
     if let Some((model, profile)) = mig.single_mig {
@@ -438,7 +411,7 @@ fn without_gpu_count(
     node: &Node,
     labels: &GfdLabels<'_>,
     mig: &MigFacts<'_>,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<Note>,
 ) -> Result<Option<Shown>, Error> {
     if let Some((model, profile)) = mig.single_mig {
         return single_without_count(node, labels, (model, profile), notes).map(Some);
@@ -466,25 +439,24 @@ fn single_without_count(
     node: &Node,
     labels: &GfdLabels<'_>,
     (model, profile): (&str, &str),
-    notes: &mut Vec<String>,
+    notes: &mut Vec<Note>,
 ) -> Result<Shown, Error> {
     let mut counted = Counted::default();
     let product = labels.get("gpu.product").unwrap_or_default();
     if let Some(n) = advertised(node, labels) {
         single_strategy_slices(labels, model, profile, n, &mut counted, notes)?;
-        notes.push(format!(
-            "GFD labels: no nvidia.com/gpu.count: {n} `{}` slices (nvidia.com/gpu.product `{}`) counted from the node's nvidia.com/gpu capacity over nvidia.com/gpu.replicas",
-            quote(profile),
-            quote(product)
-        ));
+        notes.push(Note::SingleCounted {
+            count: n,
+            profile: profile.to_string(),
+            product: product.to_string(),
+        });
         return Ok(Shown::counted(counted, true));
     }
     single_strategy_slices(labels, model, profile, 1, &mut counted, notes)?;
-    notes.push(format!(
-        "GFD labels: no nvidia.com/gpu.count: every GPU is cut into `{}` slices (nvidia.com/gpu.product `{}`, single strategy), how many is unknown; no other profile and no whole GPU",
-        quote(profile),
-        quote(product)
-    ));
+    notes.push(Note::SingleUncounted {
+        profile: profile.to_string(),
+        product: product.to_string(),
+    });
     Ok(Shown {
         counted,
         uncounted: vec![DeviceKind::Slice],
@@ -501,14 +473,13 @@ fn single_without_count(
 fn mixed_without_count(
     labels: &GfdLabels<'_>,
     mig: &MigFacts<'_>,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<Note>,
 ) -> Result<Shown, Error> {
     let mut counted = Counted::default();
     profile_slices(labels, mig, &mut counted, notes)?;
-    const SLICES: &str = "GFD labels: no nvidia.com/gpu.count: the MIG slices are counted per profile (nvidia.com/mig-<profile>.count, mixed strategy)";
     let replicas = labels.get("gpu.replicas");
     if replicas == Some("0") {
-        notes.push(format!("{SLICES}; no GPU is whole (nvidia.com/gpu.replicas=0)"));
+        notes.push(Note::SlicesNoneWhole);
         return Ok(Shown::counted(counted, true));
     }
     let device = Device {
@@ -517,9 +488,7 @@ fn mixed_without_count(
         ..Device::default()
     };
     counted.push(labels, 1, device)?;
-    notes.push(format!(
-        "{SLICES}; how many GPUs are whole is unknown, possibly none (no nvidia.com/gpu.replicas=0)"
-    ));
+    notes.push(Note::SlicesWholeUnknown);
     Ok(Shown {
         counted,
         uncounted: vec![DeviceKind::Unknown],
@@ -534,7 +503,7 @@ fn whole_without_count(
     labels: &GfdLabels<'_>,
     mig: &MigFacts<'_>,
     off: MigOff,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<Note>,
 ) -> Result<Shown, Error> {
     let device = Device {
         product_name: mig.product_label.and_then(|p| model_of(p, notes)),
@@ -544,17 +513,11 @@ fn whole_without_count(
     let mut counted = Counted::default();
     if let Some(n) = advertised(node, labels) {
         counted.push(labels, n, device)?;
-        notes.push(format!(
-            "GFD labels: no nvidia.com/gpu.count: MIG is off ({}); {n} whole GPUs counted from the node's nvidia.com/gpu capacity over nvidia.com/gpu.replicas",
-            off.labels()
-        ));
+        notes.push(Note::WholeCounted { off, count: n });
         return Ok(Shown::counted(counted, true));
     }
     counted.push(labels, 1, device)?;
-    notes.push(format!(
-        "GFD labels: no nvidia.com/gpu.count: MIG is off ({}), so the GPUs are whole; how many is unknown",
-        off.labels()
-    ));
+    notes.push(Note::WholeUncounted { off });
     Ok(Shown {
         counted,
         uncounted: vec![DeviceKind::Unknown],
@@ -564,17 +527,16 @@ fn whole_without_count(
 
 /// Neither a count nor a MIG fact: the product's model, GPUs of a kind and number not known
 /// (a MIG-capable part before any layout, or a listing cut short). `None` without a product.
-fn model_without_count(labels: &GfdLabels<'_>, mig: &MigFacts<'_>, notes: &mut Vec<String>) -> Option<Shown> {
+fn model_without_count(labels: &GfdLabels<'_>, mig: &MigFacts<'_>, notes: &mut Vec<Note>) -> Option<Shown> {
     let product = mig.product_label?;
     let device = Device {
         product_name: model_of(product, notes),
         memory_mib: labels.memory_mib("gpu.memory"),
         ..Device::default()
     };
-    notes.push(format!(
-        "GFD labels: no nvidia.com/gpu.count: the GPUs are `{}` (nvidia.com/gpu.product); whether any is cut (MIG) and how many there are is unknown",
-        quote(product)
-    ));
+    notes.push(Note::ModelOnly {
+        product: product.to_string(),
+    });
     Some(Shown {
         counted: Counted {
             list: vec![device],
@@ -599,7 +561,7 @@ fn node_product<'a>(labels: &GfdLabels<'a>, mig: &MigFacts<'a>) -> Option<&'a st
 
 /// Says where the model comes from when `nvidia.com/gpu.product` is absent and a profile's own
 /// product label names it.
-fn model_from_profiles_note(labels: &GfdLabels<'_>, mig: &MigFacts<'_>, notes: &mut Vec<String>) {
+fn model_from_profiles_note(labels: &GfdLabels<'_>, mig: &MigFacts<'_>, notes: &mut Vec<Note>) {
     if mig.product_label.is_some() {
         return;
     }
@@ -611,10 +573,7 @@ fn model_from_profiles_note(labels: &GfdLabels<'_>, mig: &MigFacts<'_>, notes: &
             .map(|_| key)
     });
     if let Some(key) = from {
-        notes.push(format!(
-            "GFD labels: no nvidia.com/gpu.product: the GPU model is read from nvidia.com/{}",
-            quote(&key)
-        ));
+        notes.push(Note::ModelFromProfile { key });
     }
 }
 
@@ -626,7 +585,7 @@ fn single_strategy_slices(
     profile: &str,
     n: usize,
     counted: &mut Counted,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<Note>,
 ) -> Result<(), Error> {
     if profile == "INVALID" {
         return Err(labels.bad(LabelProblem::InvalidSingleStrategy));
@@ -646,7 +605,7 @@ fn profile_slices(
     labels: &GfdLabels<'_>,
     mig: &MigFacts<'_>,
     counted: &mut Counted,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<Note>,
 ) -> Result<(), Error> {
     for p in &mig.profiles {
         // Without the profile's own product label, the node's: `gpu.product`, or else what
@@ -674,7 +633,7 @@ fn whole_gpus(
     mig: &MigFacts<'_>,
     gpus: usize,
     counted: &mut Counted,
-    notes: &mut Vec<String>,
+    notes: &mut Vec<Note>,
 ) -> Result<(), Error> {
     let replicas = labels.get("gpu.replicas");
     let whole = if replicas == Some("0") {
@@ -701,9 +660,7 @@ fn whole_gpus(
             // refuses a whole-GPU checkpoint, while the slices counted stay certain.
             let most = gpus.saturating_sub(1);
             counted.push(labels, most, device)?;
-            notes.push(format!(
-                "GFD labels: cut and whole GPUs share nvidia.com/gpu.count and the node's nvidia.com/gpu capacity does not say how many are whole; at most {most} counted"
-            ));
+            notes.push(Note::WholeAtMost(most));
             Ok(())
         }
     }
@@ -747,30 +704,35 @@ fn version_text(v: Option<String>) -> Option<VersionText> {
 
 /// The product name a GFD label stands for, or unknown (with one note per label) when it is
 /// not a name this version can map back.
-fn model_of(label: &str, notes: &mut Vec<String>) -> Option<String> {
+fn model_of(label: &str, notes: &mut Vec<Note>) -> Option<String> {
     if let Some(known) = known_product(label) {
         return Some(known.to_string());
     }
     if let Some(vgpu) = super::product::vgpu_product(label) {
-        let note = format!(
-            "GFD labels: {} is a vGPU ({} of the {} profile); it is compared by that name, so only a checkpoint taken on the same vGPU profile fits",
-            quote(label),
-            quote(&vgpu.product),
-            quote(vgpu.profile)
+        push_once(
+            notes,
+            Note::Vgpu {
+                label: label.to_string(),
+                product: vgpu.product.clone(),
+                profile: vgpu.profile.to_string(),
+            },
         );
-        if !notes.contains(&note) {
-            notes.push(note);
-        }
         return Some(vgpu.product);
     }
-    let note = format!(
-        "GFD labels: product {} is not a name miggate can map back; GPU model unknown",
-        quote(label)
+    push_once(
+        notes,
+        Note::UnknownProduct {
+            label: label.to_string(),
+        },
     );
+    None
+}
+
+/// A note a label gives each time it is read, once.
+fn push_once(notes: &mut Vec<Note>, note: Note) {
     if !notes.contains(&note) {
         notes.push(note);
     }
-    None
 }
 
 /// A profile from a label, where GFD wrote its `+` as `.`: the first `.` after the memory
@@ -784,14 +746,13 @@ fn unmangle(profile: &str) -> String {
 
 /// The profile as nvidia-smi prints it, or unknown (with a note) when the label's text is not
 /// one: a slice of unknown shape, never a whole GPU.
-fn mig_profile(text: &str, notes: &mut Vec<String>) -> Option<MigProfile> {
+fn mig_profile(text: &str, notes: &mut Vec<Note>) -> Option<MigProfile> {
     match text.parse() {
         Ok(p) => Some(p),
         Err(_) => {
-            notes.push(format!(
-                "GFD labels: MIG profile {} is not one miggate reads; its shape is unknown",
-                quote(text)
-            ));
+            notes.push(Note::UnknownProfile {
+                text: text.to_string(),
+            });
             None
         }
     }

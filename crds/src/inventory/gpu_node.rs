@@ -1,6 +1,6 @@
 //! Source 1: the node's `GpuNode`, as `miggate publish` (or boot recovery) wrote it.
 
-use super::{Inventory, MAX_NOTES, Source, quote, unreadable};
+use super::{Inventory, MAX_NOTES, Note, Source, unreadable};
 use crate::error::{Error, GpuNodeProblem};
 use crate::node::{GpuNode, RecoveredReason};
 
@@ -31,24 +31,23 @@ pub fn from_gpu_node(gpu_node: &GpuNode) -> Result<Option<Inventory>, Error> {
     manifest.pod = None;
     let mut notes = Vec::new();
     if manifest.devices().is_none() {
-        notes.push(format!(
-            "GpuNode {}: the capture could not read the devices; GPU checks are unknown",
-            quote(name)
-        ));
+        notes.push(Note::DevicesUnread {
+            node: name.to_string(),
+        });
     }
     match gpu_node.recovered() {
         Some(RecoveredReason::Ready) | None => {}
-        Some(reason) => notes.push(format!(
-            "GpuNode {}: boot recovery is {reason}; the recorded layout may not be the node's yet",
-            quote(name)
-        )),
+        Some(reason) => notes.push(Note::Recovering {
+            node: name.to_string(),
+            reason,
+        }),
     }
     let unknown = manifest.unknown_fields().len();
     if unknown > 0 {
-        notes.push(format!(
-            "GpuNode {}: {unknown} field(s) this version does not read",
-            quote(name)
-        ));
+        notes.push(Note::UnreadFields {
+            node: name.to_string(),
+            count: unknown,
+        });
     }
     notes.truncate(MAX_NOTES);
     Ok(Some(Inventory {

@@ -23,6 +23,7 @@
 mod allocation;
 mod gfd;
 mod gpu_node;
+mod note;
 mod partitions;
 mod product;
 mod slices;
@@ -41,6 +42,7 @@ pub use allocation::{Allocated, AllocatedDevice, MAX_RESULTS, allocated, device_
 pub use gfd::{MAX_GFD_LABELS, from_gfd_labels};
 
 pub use gpu_node::from_gpu_node;
+pub use note::{MigOff, Note, PassedOver};
 pub use partitions::{MAX_COUNTERS, SEARCH_BUDGET, Supply};
 pub use product::{gfd_product_name, known_product};
 pub use slices::{DRA_DRIVER, MAX_DEVICES, MAX_SLICES, from_resource_slices};
@@ -83,13 +85,13 @@ pub struct Inventory {
     pub manifest: Arc<GpuManifest>,
     /// Which source it was read from.
     pub source: Source,
-    /// Short sentences for warnings and logs, each naming the source. The reasons in
-    /// `passed_over` come first, each ending in which source was used instead.
-    pub notes: Vec<String>,
+    /// What warnings and logs say of it, each naming the source. The reasons in
+    /// `passed_over` come first ([`Note::PassedOver`]).
+    pub notes: Vec<Note>,
     /// Why each better source present was passed over (an unreadable `GpuNode`, a DRA pool
     /// mid-update), as the source's error says it: a refusal message names them, since a
     /// decision read from a worse source than the operator expects must say why.
-    pub passed_over: Vec<String>,
+    pub passed_over: Vec<PassedOver>,
     /// Whether the devices list every MIG slice the node has, even where a device's kind is
     /// unknown (GFD's exact counts per profile, over GPUs that have no UUID): judge it with
     /// [`Inventory::target`] so what the source cannot tell never masks a shortfall it states
@@ -129,9 +131,26 @@ impl Inventory {
 /// inventory" while a `GpuNode` exists would look in the wrong place.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NoInventory {
-    /// One sentence per source passed over, best first, each naming the source and node.
-    pub passed_over: Vec<String>,
+    /// Each source passed over, best first; each names the source and node when shown.
+    pub passed_over: Vec<PassedOver>,
 }
+
+impl std::fmt::Display for NoInventory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.passed_over.is_empty() {
+            return write!(f, "no GPU inventory ({NO_SOURCE})");
+        }
+        f.write_str("no usable GPU inventory: ")?;
+        for (i, why) in self.passed_over.iter().enumerate() {
+            f.write_str(if i == 0 { "" } else { "; " })?;
+            why.fmt(f)?;
+        }
+        Ok(())
+    }
+}
+
+/// The sources a missing inventory was looked for in, as messages say it.
+pub const NO_SOURCE: &str = "no GpuNode, DRA ResourceSlices or GFD labels";
 
 /// How many notes an inventory carries: each is a line in an admission warning or a log.
 pub const MAX_NOTES: usize = 8;
@@ -171,7 +190,7 @@ pub fn best(objects: &NodeObjects<'_>) -> Option<Inventory> {
 /// [`best`], and when no source is usable, the reasons the sources present were passed over,
 /// so a decision can tell "no source at all" from "a `GpuNode` that cannot be read".
 pub fn best_or_why(objects: &NodeObjects<'_>) -> Result<Inventory, NoInventory> {
-    let mut passed_over: Vec<String> = Vec::new();
+    let mut passed_over: Vec<PassedOver> = Vec::new();
     match best_source(objects, &mut passed_over) {
         Some(inv) => Ok(settle(inv, objects.node)),
         None => {
@@ -182,7 +201,7 @@ pub fn best_or_why(objects: &NodeObjects<'_>) -> Result<Inventory, NoInventory> 
 }
 
 /// The first source present and readable, best first; each one passed over says why.
-fn best_source(objects: &NodeObjects<'_>, passed_over: &mut Vec<String>) -> Option<Inventory> {
+fn best_source(objects: &NodeObjects<'_>, passed_over: &mut Vec<PassedOver>) -> Option<Inventory> {
     let NodeObjects {
         gpu_node,
         node,
@@ -192,21 +211,21 @@ fn best_source(objects: &NodeObjects<'_>, passed_over: &mut Vec<String>) -> Opti
         match from_gpu_node(g) {
             Ok(Some(inv)) => return Some(inv),
             Ok(None) => {}
-            Err(e) => passed_over.push(e.to_string()),
+            Err(e) => passed_over.push(PassedOver::Unreadable(Arc::new(e))),
         }
     }
     if let Some(name) = objects.name() {
         match from_resource_slices(name, node, slices) {
             Ok(Some(inv)) => return Some(with_notes(inv, std::mem::take(passed_over))),
             Ok(None) => {}
-            Err(e) => passed_over.push(e.to_string()),
+            Err(e) => passed_over.push(PassedOver::Unreadable(Arc::new(e))),
         }
     }
     if let Some(n) = node {
         match from_gfd_labels(n) {
             Ok(Some(inv)) => return Some(with_notes(inv, std::mem::take(passed_over))),
             Ok(None) => {}
-            Err(e) => passed_over.push(e.to_string()),
+            Err(e) => passed_over.push(PassedOver::Unreadable(Arc::new(e))),
         }
     }
     None
@@ -273,19 +292,10 @@ fn label_strategy(node: &Node) -> Option<MigStrategy> {
 /// that reads the node is unknown (a warning) and none refuses; the note says why.
 pub(crate) fn in_flux(mut inv: Inventory, state: &str) -> Inventory {
     let node = inv.manifest.host.as_ref().and_then(|h| h.node_name.clone());
-    let shown = node.as_deref().map(quote).unwrap_or_default();
-    let note = if matches!(state, "pending" | "rebooting") {
-        format!(
-            "{}: node {shown} is being reconfigured ({MIG_CONFIG_STATE}={}): its GPU and host facts are unknown until mig-manager reports success",
-            inv.source,
-            quote(state)
-        )
-    } else {
-        format!(
-            "{}: node {shown} has {MIG_CONFIG_STATE}={}, not success: mig-manager did not apply its MIG layout, so its GPU and host facts are unknown",
-            inv.source,
-            quote(state)
-        )
+    let note = Note::Reconfiguring {
+        source: inv.source,
+        node: node.clone(),
+        state: state.to_string(),
     };
     inv.manifest = Arc::new(GpuManifest {
         host: Some(Host {
@@ -305,10 +315,13 @@ pub(crate) fn in_flux(mut inv: Inventory, state: &str) -> Inventory {
 
 /// Puts the reasons better sources were passed over first: they matter more than what the
 /// chosen source could not tell.
-fn with_notes(mut inv: Inventory, passed_over: Vec<String>) -> Inventory {
-    let mut notes: Vec<String> = passed_over
+fn with_notes(mut inv: Inventory, passed_over: Vec<PassedOver>) -> Inventory {
+    let mut notes: Vec<Note> = passed_over
         .iter()
-        .map(|why| format!("{why}; used {} instead", inv.source))
+        .map(|why| Note::PassedOver {
+            why: why.clone(),
+            used: inv.source,
+        })
         .collect();
     notes.append(&mut inv.notes);
     notes.truncate(MAX_NOTES);

@@ -23,7 +23,7 @@ use miggate_compat::{
 };
 
 use super::partitions::{CounterSets, Supply};
-use super::{Inventory, MAX_TEXT_BYTES, Source, host_from_node, quote, unreadable};
+use super::{Inventory, MAX_TEXT_BYTES, Note, Source, host_from_node, unreadable};
 use crate::error::{AttributeProblem, DeviceProblem, Error, PoolProblem, Unmatched};
 
 /// The NVIDIA DRA driver's name, in `spec.driver` and as the attributes' domain.
@@ -191,29 +191,24 @@ fn pool_notes(
     supply: Option<&Supply>,
     read: &Read,
     host: &miggate_compat::Host,
-) -> Vec<String> {
+) -> Vec<Note> {
     let mut notes = Vec::new();
     if let Some(supply) = supply {
-        notes.push(format!(
-            "ResourceSlice: DynamicMIG: node {} partitions its GPUs on demand; judged by what each GPU's shared counters can supply ({} possible devices), not by slices that exist",
-            quote(node_name),
-            supply.offered()
-        ));
+        notes.push(Note::DynamicMig {
+            node: node_name.to_string(),
+            offered: supply.offered(),
+        });
     }
-    notes.push(format!(
-        "ResourceSlice: {} slice(s) of driver {DRA_DRIVER}, pool {} generation {}",
-        pool.slices.len(),
-        quote(pool.name),
-        pool.generation
-    ));
+    notes.push(Note::Pool {
+        slices: pool.slices.len(),
+        pool: pool.name.to_string(),
+        generation: pool.generation,
+    });
     if host.kernel_version.is_none() {
-        notes.push("ResourceSlice: no Node.status.nodeInfo kernelVersion; kernel checks are unknown".into());
+        notes.push(Note::NoKernel(Source::ResourceSlice));
     }
     if read.skipped > 0 {
-        notes.push(format!(
-            "ResourceSlice: {} device(s) that are neither a GPU nor a MIG slice (vfio) left out",
-            read.skipped
-        ));
+        notes.push(Note::NotGpus(read.skipped));
     }
     notes
 }
