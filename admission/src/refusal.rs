@@ -5,8 +5,12 @@
 use std::fmt;
 
 use miggate_compat::CheckName;
-use miggate_compat::escape::escape_within;
+use std::sync::Arc;
+
+use miggate_compat::escape::{escape, escape_within};
+use miggate_crds::peer::PeerError;
 use miggate_wire::annotations::RESTORE_FROM;
+use miggate_wire::annotations::SKIP_CHECKS;
 use miggate_wire::peer;
 
 use crate::lookup::{Inventory, NoInventory, PassedOver, Source};
@@ -25,7 +29,7 @@ pub enum Refusal {
         /// `namespace/name` of the pod.
         pod: String,
         /// Why, as the peer's agent says it.
-        why: String,
+        why: PeerError,
     },
     /// Both `miggate.io/restore-from` and `nvidia.com/restore-from`: which restores?
     RestoreFromBoth {
@@ -37,7 +41,7 @@ pub enum Refusal {
         /// `namespace/name` of the pod.
         pod: String,
         /// Why, as the peer's agent says it.
-        why: String,
+        why: PeerError,
     },
     /// Neither the request nor the object names a namespace.
     NoNamespace,
@@ -61,7 +65,7 @@ pub enum Refusal {
         /// request's object there).
         pod: Option<String>,
         /// Why it waives nothing.
-        why: String,
+        why: WaivesNothing,
     },
     /// No `GpuCheckpoint` of that name.
     CheckpointNotFound {
@@ -93,8 +97,8 @@ pub enum Refusal {
     PodUnreadable {
         /// `namespace/name` of the pod.
         pod: String,
-        /// The decoder's words.
-        error: String,
+        /// Why.
+        error: SpecUnreadable,
     },
     /// The checkpoint names a container the pod does not have.
     ContainerNotFound {
@@ -135,6 +139,30 @@ pub enum Refusal {
         checks: Vec<CheckName>,
     },
 }
+
+/// Why a `miggate.io/skip-checks` value waives nothing: the reader's error, its words
+/// escaped when shown.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("annotation {SKIP_CHECKS} waives nothing: {}", escape(&.0.to_string()))]
+pub struct WaivesNothing(#[source] pub Arc<miggate_compat::Error>);
+
+/// Why a restore pod's spec cannot be read: the decoder's error, its words escaped when shown.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{}", escape(&.0.to_string()))]
+pub struct SpecUnreadable(#[source] pub Arc<serde_json::Error>);
+
+/// Two reasons are the same when they say the same: the errors inside hold no identity.
+macro_rules! same_when_said_alike {
+    ($($t:ty),*) => {$(
+        impl PartialEq for $t {
+            fn eq(&self, other: &Self) -> bool {
+                self.to_string() == other.to_string()
+            }
+        }
+        impl Eq for $t {}
+    )*};
+}
+same_when_said_alike!(WaivesNothing, SpecUnreadable);
 
 /// Where a restore was judged, as an incompatible refusal names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -345,7 +373,9 @@ impl fmt::Display for Refusal {
                 f,
                 "miggate: pod {pod}: annotation {RESTORE_FROM} is empty; name a GpuCheckpoint"
             ),
-            Refusal::RestoreFromInvalid { pod, why } => write!(f, "miggate: pod {pod}: {why}"),
+            Refusal::RestoreFromInvalid { pod, why } => {
+                write!(f, "miggate: pod {pod}: {}", escape_within(&why.to_string(), 1024))
+            }
             Refusal::RestoreFromBoth { pod } => write!(
                 f,
                 "miggate: pod {pod} names a checkpoint twice, by {RESTORE_FROM} and {}; keep the one that restores it",
@@ -353,8 +383,9 @@ impl fmt::Display for Refusal {
             ),
             Refusal::ContainerMapInvalid { pod, why } => write!(
                 f,
-                "miggate: pod {pod}: annotation {} cannot be followed: {why}",
-                peer::RESTORE_CONTAINER_MAP
+                "miggate: pod {pod}: annotation {} cannot be followed: {}",
+                peer::RESTORE_CONTAINER_MAP,
+                escape_within(&why.to_string(), 1024)
             ),
             Refusal::SnapshotNotFound {
                 snapshot,
@@ -545,13 +576,14 @@ mod tests {
     use super::*;
 
     #[test]
+    #[allow(clippy::unwrap_used)]
     fn labels_list_every_reason_but_checks() {
         let all = [
             Refusal::RestoreFromEmpty { pod: "p".into() },
             Refusal::RestoreFromBoth { pod: "p".into() },
             Refusal::ContainerMapInvalid {
                 pod: "p".into(),
-                why: "w".into(),
+                why: PeerError::NoSnapshotName,
             },
             Refusal::SnapshotNotFound {
                 snapshot: "s".into(),
@@ -580,7 +612,7 @@ mod tests {
             },
             Refusal::SkipChecksInvalid {
                 pod: None,
-                why: "w".into(),
+                why: WaivesNothing(Arc::new(miggate_compat::parse_skip("gpu-cuont").unwrap_err())),
             },
             Refusal::CheckpointNotFound {
                 checkpoint: "c".into(),
@@ -589,7 +621,7 @@ mod tests {
             },
             Refusal::PodUnreadable {
                 pod: "p".into(),
-                error: "e".into(),
+                error: SpecUnreadable(Arc::new(serde_json::from_str::<u8>("e").unwrap_err())),
             },
             Refusal::ContainerNotFound {
                 checkpoint: "c".into(),

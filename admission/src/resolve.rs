@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use miggate_compat::escape::escape_within;
-use miggate_crds::peer::SnapshotRef;
+use miggate_crds::peer::{PeerError, SnapshotRef};
 use miggate_wire::annotations::RESTORE_FROM;
 use miggate_wire::peer;
 
@@ -91,7 +91,7 @@ pub enum ReferenceError {
     /// `miggate.io/restore-from` is blank.
     Empty,
     /// `nvidia.com/restore-from` is not a `PodSnapshot` name: the peer's words.
-    Invalid(String),
+    Invalid(PeerError),
     /// Both annotations: one pod restores one checkpoint.
     Both,
 }
@@ -122,7 +122,7 @@ pub fn reference<'a>(
                     name: Cow::Borrowed(name),
                 })
             })
-            .map_err(|why| ReferenceError::Invalid(escape_within(&why.to_string(), 1024).into_owned())),
+            .map_err(ReferenceError::Invalid),
     }
 }
 
@@ -388,10 +388,10 @@ mod tests {
             Some((Kind::PodSnapshot, "snap-1".into()))
         );
         assert!(
-            matches!(reference(None, Some("Snap_1")), Err(ReferenceError::Invalid(why)) if why.contains("not a valid PodSnapshot name"))
+            matches!(reference(None, Some("Snap_1")), Err(ReferenceError::Invalid(why)) if why.to_string().contains("not a valid PodSnapshot name"))
         );
         assert!(
-            matches!(reference(None, Some("")), Err(ReferenceError::Invalid(why)) if why.contains("must name a PodSnapshot"))
+            matches!(reference(None, Some("")), Err(ReferenceError::Invalid(why)) if why.to_string().contains("must name a PodSnapshot"))
         );
     }
 }

@@ -4,14 +4,15 @@
 //! container map. The mutating paths read a binding through here too.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
-use miggate_compat::escape::{escape, escape_within};
+use miggate_compat::escape::escape_within;
 use miggate_compat::parse_skip;
 
 use super::warnings::Warning;
-use super::{Parsed, PodSpec, RestoreRequest, SKIP_CHECKS, Subject, Waiver, pod_name};
+use super::{Parsed, PodSpec, RestoreRequest, Subject, Waiver, pod_name};
 use crate::lookup::Lookup;
-use crate::refusal::Refusal;
+use crate::refusal::{Refusal, SpecUnreadable, WaivesNothing};
 use crate::resolve::{self, Kind, Reference, ReferenceError};
 use crate::restore_annotations::RestoreAnnotations;
 use crate::review::{Object, Operation, Review, Spec};
@@ -33,12 +34,6 @@ impl Waiver {
     }
 }
 
-/// Why a `miggate.io/skip-checks` value waives nothing: the reader's error, its words
-/// escaped in the refusal.
-#[derive(Debug, thiserror::Error)]
-#[error("annotation {SKIP_CHECKS} waives nothing: {}", escape(&.0.to_string()))]
-pub(crate) struct WaivesNothing(#[source] miggate_compat::Error);
-
 /// The checks a `miggate.io/skip-checks` value waives, read strictly (a typo never looks like
 /// a waiver); the error says why it waives nothing, for the refusal.
 fn waiver(annotation: Option<&str>) -> Result<Waiver, WaivesNothing> {
@@ -51,7 +46,7 @@ fn waiver(annotation: Option<&str>) -> Result<Waiver, WaivesNothing> {
             annotated: true,
             ..Waiver::default()
         }),
-        Err(e) => Err(WaivesNothing(e)),
+        Err(e) => Err(WaivesNothing(Arc::new(e))),
     }
 }
 
@@ -88,10 +83,8 @@ pub fn parse<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> Resu
             staleness,
         });
     }
-    let waiver = Waiver::read(&meta.annotations, reference.kind).map_err(|e| Refusal::SkipChecksInvalid {
-        pod: None,
-        why: e.to_string(),
-    })?;
+    let waiver = Waiver::read(&meta.annotations, reference.kind)
+        .map_err(|why| Refusal::SkipChecksInvalid { pod: None, why })?;
     let container_map = container_map(
         reference.kind,
         meta.annotations.peer_container_map.as_deref(),
@@ -104,7 +97,7 @@ pub fn parse<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> Resu
             Err(e) => {
                 return Err(Refusal::PodUnreadable {
                     pod: pod_name(review),
-                    error: escape(&e.to_string()).into_owned(),
+                    error: SpecUnreadable(Arc::new(e)),
                 });
             }
         },
@@ -163,10 +156,8 @@ fn container_map<'v>(
     let Some(map) = map.filter(|_| kind == Kind::PodSnapshot) else {
         return Ok(None);
     };
-    miggate_crds::peer::check_container_map(map).map_err(|why| Refusal::ContainerMapInvalid {
-        pod: pod(),
-        why: escape_within(&why.to_string(), 1024).into_owned(),
-    })?;
+    miggate_crds::peer::check_container_map(map)
+        .map_err(|why| Refusal::ContainerMapInvalid { pod: pod(), why })?;
     Ok(Some(Cow::Borrowed(map)))
 }
 
@@ -200,9 +191,9 @@ fn parse_binding<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> 
         Ok(None) => return Ok(Parsed::Ignored),
         Err(e) => return Err(reference_refusal(e, pod())),
     };
-    let waiver = Waiver::read(annotations, reference.kind).map_err(|e| Refusal::SkipChecksInvalid {
+    let waiver = Waiver::read(annotations, reference.kind).map_err(|why| Refusal::SkipChecksInvalid {
         pod: Some(pod()),
-        why: e.to_string(),
+        why,
     })?;
     // The peer's map, as at creation: the binding judges each destination it names. (A map
     // that cannot be read was refused at creation.)

@@ -116,7 +116,7 @@ fn restore_containers(
     let destinations =
         miggate_crds::peer::destinations(map, captured).map_err(|why| Refusal::ContainerMapInvalid {
             pod: restore.pod(),
-            why: escape_within(&why.to_string(), 1024).into_owned(),
+            why,
         })?;
     destinations
         .iter()
