@@ -213,7 +213,22 @@ impl Note {
                 Source::GpuNode
             }
             Note::DynamicMig { .. } | Note::Pool { .. } | Note::NotGpus(_) => Source::ResourceSlice,
-            _ => Source::GfdLabels,
+            // Listed, not a wildcard: a new note names its source here or does not compile.
+            Note::CountsOnly
+            | Note::NoMigManager
+            | Note::ModelFromProfile { .. }
+            | Note::NoGpuCount
+            | Note::SingleCounted { .. }
+            | Note::SingleUncounted { .. }
+            | Note::SlicesNoneWhole
+            | Note::SlicesWholeUnknown
+            | Note::WholeCounted { .. }
+            | Note::WholeUncounted { .. }
+            | Note::ModelOnly { .. }
+            | Note::WholeAtMost(_)
+            | Note::Vgpu { .. }
+            | Note::UnknownProduct { .. }
+            | Note::UnknownProfile { .. } => Source::GfdLabels,
         }
     }
 }
