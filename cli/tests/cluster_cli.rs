@@ -123,39 +123,25 @@ async fn where_and_check_read_the_cluster_as_the_webhook_does() {
         (code, stderr.as_str()),
         (2, "miggate: no GpuCheckpoint nope in namespace ml\n")
     );
-    let (code, _, stderr) = text(
-        &miggate(
-            &kubeconfig,
-            &["check", "-n", "ml", "vllm-ckpt", "--node", "gpu-node-404"],
-        )
-        .await,
-    );
-    assert_eq!(
-        (code, stderr.as_str()),
-        (
-            2,
-            "miggate: no node gpu-node-404 in the cluster (no Node, GpuNode or ResourceSlice of that name)\n"
-        )
-    );
-
-    // A node whose only source cannot be read is named with why, in the webhook's words.
+    // A node no object names, and a node whose only source cannot be read (named with why, in
+    // the webhook's words): each an error, exit status 2.
     let mut foreign = object("webhook-store/nodes/gpu-node-9.yaml");
     foreign["metadata"]["name"] = "gpu-node-5".into();
     fake.apply(foreign);
-    let (code, _, stderr) = text(
-        &miggate(
-            &kubeconfig,
-            &["check", "-n", "ml", "vllm-ckpt", "--node", "gpu-node-5"],
-        )
-        .await,
-    );
-    assert_eq!(
-        (code, stderr.as_str()),
+    for (node, said) in [
         (
-            2,
-            "miggate: node gpu-node-5 has no usable GPU inventory: GpuNode inventory of node `gpu-node-5` cannot be read: GpuNode gpu-node-5 holds the inventory of node gpu-node-9 (spec.manifest.host.nodeName)\n"
-        )
-    );
+            "gpu-node-404",
+            "miggate: no node gpu-node-404 in the cluster (no Node, GpuNode or ResourceSlice of that name)\n",
+        ),
+        (
+            "gpu-node-5",
+            "miggate: node gpu-node-5 has no usable GPU inventory: GpuNode inventory of node `gpu-node-5` cannot be read: GpuNode gpu-node-5 holds the inventory of node gpu-node-9 (spec.manifest.host.nodeName)\n",
+        ),
+    ] {
+        let (code, _, stderr) =
+            text(&miggate(&kubeconfig, &["check", "-n", "ml", "vllm-ckpt", "--node", node]).await);
+        assert_eq!((code, stderr.as_str()), (2, said), "{node}");
+    }
 }
 
 /// On a node of the NVIDIA DRA driver, `where` names the devices a claim would take as the
