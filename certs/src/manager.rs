@@ -112,6 +112,26 @@ struct Manager {
     /// When the CA or the serving certificate is next due for renewal: an idle loop wakes then,
     /// not only at the next resync.
     next_due: Option<SystemTime>,
+    /// The labels and annotations of the Secret last read. A Secret deleted to rotate comes
+    /// back with them: whoever installed it (Helm's release annotations, an owner's labels)
+    /// still owns it, so `helm uninstall` removes it too.
+    kept_meta: KeptMeta,
+}
+
+/// Labels and annotations of the Secret, as last read.
+#[derive(Debug, Clone, Default)]
+struct KeptMeta {
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+}
+
+impl KeptMeta {
+    fn of(secret: &Secret) -> Self {
+        KeptMeta {
+            labels: secret.metadata.labels.clone().unwrap_or_default(),
+            annotations: secret.metadata.annotations.clone().unwrap_or_default(),
+        }
+    }
 }
 
 /// What the round asks of the loop.
@@ -151,6 +171,7 @@ pub async fn start(
         last_error: None,
         failures: 0,
         next_due: None,
+        kept_meta: KeptMeta::default(),
     };
     let wake = Arc::new(Notify::new());
     manager.watch(wake.clone());
@@ -274,6 +295,9 @@ impl Manager {
                 },
             )
         })?;
+        if let Some(secret) = &read {
+            self.kept_meta = KeptMeta::of(secret);
+        }
         let raw = read.as_ref().map(raw_of).unwrap_or_default();
         let serving_ca = self.served.as_ref().map(|s| s.ca.clone());
         let judged = judge(&raw, &self.config.wanted, now, serving_ca.as_ref()).map_err(|e| ("write", e))?;
@@ -355,18 +379,20 @@ impl Manager {
         let name = &self.config.secret;
         let what = |verb: &str| format!("{verb} Secret {}/{name}", self.config.namespace);
         let created = read.is_none();
-        let mut secret = read.unwrap_or_else(|| Secret {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                namespace: Some(self.config.namespace.clone()),
-                labels: Some(BTreeMap::from([(
-                    "app.kubernetes.io/part-of".to_string(),
-                    "miggate".to_string(),
-                )])),
-                ..ObjectMeta::default()
-            },
-            type_: Some("Opaque".into()),
-            ..Secret::default()
+        let mut secret = read.unwrap_or_else(|| {
+            let mut labels = self.kept_meta.labels.clone();
+            labels.insert("app.kubernetes.io/part-of".to_string(), "miggate".to_string());
+            Secret {
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    namespace: Some(self.config.namespace.clone()),
+                    labels: Some(labels),
+                    annotations: Some(self.kept_meta.annotations.clone()),
+                    ..ObjectMeta::default()
+                },
+                type_: Some("Opaque".into()),
+                ..Secret::default()
+            }
         });
         secret.data = Some(data);
         secret.string_data = None;

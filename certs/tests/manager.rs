@@ -286,6 +286,31 @@ async fn a_deleted_secret_rotates_the_ca_with_both_trusted_before_the_switch() {
     assert!(handle.status().verified, "ready throughout");
 }
 
+/// Helm 4 leaves at uninstall an object without its release's annotations: a Secret deleted
+/// to rotate must come back with them.
+#[tokio::test]
+async fn a_deleted_secret_comes_back_with_its_labels_and_annotations() {
+    let fake = FakeApiServer::start().await.unwrap();
+    configurations(&fake);
+    fake.apply(json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": SECRET, "namespace": NS,
+            "labels": {"app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/part-of": "miggate"},
+            "annotations": {"meta.helm.sh/release-name": "miggate", "meta.helm.sh/release-namespace": NS}}}));
+    let (handle, _, _) = replica(&fake, Duration::from_millis(200)).await;
+    until("verified", || handle.status().verified).await;
+    let old_ca = secret_data(&fake, CA_CRT).unwrap();
+    assert!(fake.delete("secrets", Some(NS), SECRET));
+    until("a new CA", || {
+        secret_data(&fake, CA_CRT).is_some_and(|c| c != old_ca)
+    })
+    .await;
+    let meta = &fake.get("secrets", Some(NS), SECRET).unwrap()["metadata"];
+    assert_eq!(meta["labels"]["app.kubernetes.io/managed-by"], "Helm");
+    assert_eq!(meta["labels"]["app.kubernetes.io/part-of"], "miggate");
+    assert_eq!(meta["annotations"]["meta.helm.sh/release-name"], "miggate");
+    assert_eq!(meta["annotations"]["meta.helm.sh/release-namespace"], NS);
+}
+
 #[tokio::test]
 async fn a_configuration_that_does_not_exist_keeps_the_replica_unready_and_says_which() {
     let fake = FakeApiServer::start().await.unwrap();

@@ -189,6 +189,10 @@ fn the_chart_renders_what_miggate_deploy_writes(#[case] sets: &[&str], #[case] c
     "networkPolicy.apiServerCidrs[0]=10.0.0.0/24",
     "additional properties 'apiServerCidrs' not allowed"
 )]
+#[case::runtime_class_with_a_space("publisher.runtimeClassName=nvidia runtime", "/publisher/runtimeClassName")]
+#[case::smi_path_relative("publisher.nvidiaSmiHostPath=opt/smi", "/publisher/nvidiaSmiHostPath")]
+#[case::smi_path_ending_a_cel_literal("publisher.nvidiaSmiHostPath=/opt/a'b", "/publisher/nvidiaSmiHostPath")]
+#[case::smi_path_over_recovery_state("publisher.nvidiaSmiHostPath=/run/miggate", "/publisher/nvidiaSmiHostPath")]
 fn a_wrong_value_is_refused_naming_it(#[case] set: &str, #[case] names: &str) {
     let Some(rendered) = template(&[set]) else { return };
     let e = rendered.unwrap_err();
@@ -254,5 +258,62 @@ fn chart_only_values_land_where_expected() {
     assert_eq!(
         restore["namespaceSelector"]["matchExpressions"][1],
         json!({"key": "miggate.io/ignore", "operator": "DoesNotExist"})
+    );
+}
+
+/// The publisher's RuntimeClass: `auto` finds no `nvidia` class when rendering without a
+/// cluster (Helm's lookup is empty), a name is set as given, and "" sets none.
+#[rstest]
+#[case::auto(&[], None)]
+#[case::named(&["publisher.runtimeClassName=nvidia-cdi"], Some("nvidia-cdi"))]
+#[case::none(&["publisher.runtimeClassName="], None)]
+fn the_publisher_runtime_class(#[case] sets: &[&str], #[case] want: Option<&str>) {
+    let Some(chart) = template(sets) else { return };
+    let chart = chart.unwrap();
+    let daemonset = chart
+        .iter()
+        .find(|v| v["kind"] == "DaemonSet" && v["metadata"]["name"] == "miggate-publish")
+        .unwrap();
+    assert_eq!(
+        daemonset["spec"]["template"]["spec"]["runtimeClassName"].as_str(),
+        want
+    );
+}
+
+/// The test-only nvidia-smi folder: mounted read-only at its own path, named to the
+/// publisher, and the one more host path the node namespace's policy lets it mount.
+#[test]
+fn a_recorded_nvidia_smi_is_handed_to_the_publisher() {
+    let Some(chart) = template(&["publisher.nvidiaSmiHostPath=/var/lib/e2e/nvidia-smi"]) else {
+        return;
+    };
+    let chart = chart.unwrap();
+    let find = |kind: &str, name: &str| {
+        chart
+            .iter()
+            .find(|v| v["kind"] == kind && v["metadata"]["name"] == name)
+            .unwrap()
+    };
+    let pod = &find("DaemonSet", "miggate-publish")["spec"]["template"]["spec"];
+    let container = &pod["containers"][0];
+    assert!(
+        container["env"].as_array().unwrap().contains(
+            &json!({"name": "MIGGATE_NVIDIA_SMI", "value": "/var/lib/e2e/nvidia-smi/nvidia-smi"})
+        ),
+        "{container}"
+    );
+    assert!(
+        container["volumeMounts"].as_array().unwrap().contains(
+            &json!({"mountPath": "/var/lib/e2e/nvidia-smi", "name": "nvidia-smi", "readOnly": true})
+        ),
+        "{container}"
+    );
+    assert!(pod["volumes"].as_array().unwrap().contains(&json!(
+        {"hostPath": {"path": "/var/lib/e2e/nvidia-smi", "type": "Directory"}, "name": "nvidia-smi"}
+    )));
+    let policy = find("ValidatingAdmissionPolicy", "miggate-node-pods").to_string();
+    assert!(
+        policy.contains("v.hostPath.path == '/var/lib/e2e/nvidia-smi'"),
+        "{policy}"
     );
 }

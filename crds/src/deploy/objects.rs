@@ -29,7 +29,12 @@ const _: () = assert!(defaults::REQUEST_DEADLINE.as_secs() < WEBHOOK_TIMEOUT_SEC
 
 /// The webhook pod's grace period after SIGTERM: above its drain.
 const WEBHOOK_GRACE_SECONDS: u64 = 30;
-const _: () = assert!(defaults::DRAIN.as_secs() < WEBHOOK_GRACE_SECONDS);
+/// How long a stopping replica keeps serving before it is told to stop: the pod leaves the
+/// Service's endpoints when it starts terminating, and until kube-proxy (or the API server's
+/// own endpoint routing) has caught up, new connections still reach it. Stopping at once
+/// refuses them, and with failure policy Fail each refused connection is a refused restore.
+const WEBHOOK_PRESTOP_SECONDS: u64 = 5;
+const _: () = assert!(WEBHOOK_PRESTOP_SECONDS + defaults::DRAIN.as_secs() < WEBHOOK_GRACE_SECONDS);
 
 /// The restore-pod webhook's match condition: only pods naming a checkpoint reach it, a
 /// `GpuCheckpoint` by `miggate.io/restore-from` or the Go peer's `PodSnapshot` by
@@ -338,6 +343,7 @@ fn webhook_deployment(config: &Config) -> Value {
                         "periodSeconds": 10, "failureThreshold": 3, "timeoutSeconds": 2},
                     "readinessProbe": {"httpGet": {"path": "/readyz", "port": "health"},
                         "periodSeconds": 5, "failureThreshold": 2, "timeoutSeconds": 2},
+                    "lifecycle": {"preStop": {"sleep": {"seconds": WEBHOOK_PRESTOP_SECONDS}}},
                     "resources": {
                         "requests": {"cpu": "100m", "memory": "64Mi"},
                         "limits": {"cpu": "1", "memory": "256Mi"},
@@ -459,10 +465,12 @@ fn publisher_daemonset(config: &Config) -> Value {
             "metadata": {"labels": labels(PUBLISHER)},
             "spec": {
                 "serviceAccountName": PUBLISHER,
-                // The NVIDIA container runtime injects the driver's libraries and device
-                // nodes (NVIDIA_VISIBLE_DEVICES=all) without the pod requesting a GPU, so
-                // the publisher reads every GPU and takes none from workloads.
-                "runtimeClassName": "nvidia",
+                // No runtimeClassName: the NVIDIA container runtime, as the nodes' default or
+                // through a class added where the cluster has one (the chart looks for
+                // `nvidia`), injects the driver's libraries and device nodes
+                // (NVIDIA_VISIBLE_DEVICES=all) without the pod requesting a GPU, so the
+                // publisher reads every GPU and takes none from workloads. A class the cluster
+                // lacks would leave the DaemonSet without pods.
                 "nodeSelector": {"nvidia.com/gpu.present": "true"},
                 "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
                 "priorityClassName": "system-node-critical",

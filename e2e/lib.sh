@@ -1,0 +1,147 @@
+# What the e2e tests share: assertions, waits, the checkpoint agent's identity and the streams
+# of restore-pod creations that the availability tests run under. Sourced by e2e/run.sh.
+
+RELEASE=miggate
+RELEASE_NS=miggate-system
+NODE_NS=miggate-node
+TENANT_NS=e2e-ml
+FIXTURES=$E2E_REPO/e2e/fixtures
+E2E_WORK=$E2E_OUT/work
+
+fail() {
+    printf '    %s\n' "$*" >&2
+    exit 1
+}
+
+# until_ok SECONDS WHAT COMMAND...: retries COMMAND every half second until it succeeds.
+until_ok() {
+    local limit=$1 what=$2 started=$SECONDS
+    shift 2
+    until "$@" >/dev/null 2>&1; do
+        ((SECONDS - started > limit)) && fail "$what: not so after ${limit} s"
+        sleep 0.5
+    done
+}
+
+# expect_contains TEXT NEEDLE...: each NEEDLE appears in TEXT.
+expect_contains() {
+    local text=$1 needle
+    shift
+    for needle in "$@"; do
+        [[ "$text" == *"$needle"* ]] || fail "expected '$needle' in: $text"
+    done
+}
+
+# fixture NAME [VAR=VALUE...]: e2e/fixtures/NAME with each @VAR@ replaced.
+fixture() {
+    local text pair
+    text=$(cat "$FIXTURES/$1")
+    shift
+    for pair in "$@"; do
+        text=${text//@${pair%%=*}@/${pair#*=}}
+    done
+    printf '%s\n' "$text"
+}
+
+# The node's facts as the publisher records them, for checkpoints taken on it.
+node_kernel() { uname -r; }
+
+# kubectl as the checkpoint agent on this node: its account's token bound to the Node, as the
+# kubelet's projected token of a pod there is (the writers' policy reads the node from it).
+as_agent() {
+    local token
+    token=$(kubectl -n "$NODE_NS" create token miggate-checkpoint-agent \
+        --bound-object-kind Node --bound-object-name "$E2E_NODE" --duration 10m)
+    kubectl --kubeconfig=/dev/null --server="https://$E2E_NODE_IP:$E2E_API_PORT" \
+        --certificate-authority="$E2E_STATE/pki/ca.crt" --token="$token" "$@"
+}
+
+# remove_miggate: the cluster as before any install (a run stopped half way leaves one behind).
+remove_miggate() {
+    if helm status "$RELEASE" -n "$RELEASE_NS" >/dev/null 2>&1; then
+        helm uninstall "$RELEASE" -n "$RELEASE_NS" --wait --timeout 3m >/dev/null
+    fi
+    "$E2E_REPO/target/release/miggate" deploy |
+        kubectl delete --ignore-not-found --wait=true -f - >/dev/null 2>&1 || true
+    kubectl delete namespace "$TENANT_NS" "$RELEASE_NS" "$NODE_NS" --ignore-not-found --wait=true >/dev/null
+    kubectl delete crd -l app.kubernetes.io/part-of=miggate --ignore-not-found --wait=true >/dev/null
+}
+
+tenant_namespace() {
+    kubectl create namespace "$TENANT_NS" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+    until_ok 60 "service account default in $TENANT_NS" kubectl -n "$TENANT_NS" get serviceaccount default
+}
+
+# checkpoint NAME [VAR=VALUE...]: writes GpuCheckpoint NAME in the tenant namespace, as the agent.
+checkpoint() {
+    local name=$1
+    shift
+    fixture checkpoint.yaml NAME="$name" NODE="$E2E_NODE" KERNEL="$(node_kernel)" "$@" |
+        as_agent apply --server-side --field-manager miggate-checkpoint-agent -f - >/dev/null
+}
+
+pod_phase() { kubectl -n "$1" get pod "$2" -o jsonpath='{.status.phase}'; }
+
+webhook_pods_ready() {
+    local want=${1:-2} ready
+    ready=$(kubectl -n "$RELEASE_NS" get pods -l app.kubernetes.io/name=miggate-webhook \
+        -o jsonpath='{range .items[*]}{.metadata.deletionTimestamp}{"/"}{.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}' |
+        grep -cx '/True')
+    [ "$ready" -ge "$want" ]
+}
+
+# --- streams of restore-pod creations -------------------------------------------------------
+#
+# Each stream creates restore pods with a server-side dry run, alternately one the webhook
+# allows and one it refuses, until stopped. A call is answered when the API server stored it
+# (dry run) or miggate refused it; anything else (the webhook unreachable, a TLS failure, a
+# timeout) is a failed call, and its message is kept.
+
+STREAMS=4
+
+streams_start() {
+    rm -rf "$E2E_WORK/streams"
+    mkdir -p "$E2E_WORK/streams"
+    fixture restore-pod.yaml NAME=stream-fits CHECKPOINT=fits MEMORY=64Mi > "$E2E_WORK/streams/fits.yaml"
+    fixture restore-pod.yaml NAME=stream-refused CHECKPOINT=fits MEMORY=16Mi > "$E2E_WORK/streams/refused.yaml"
+    local i
+    for i in $(seq 1 "$STREAMS"); do
+        stream "$i" &
+        echo $! >> "$E2E_WORK/streams/pids"
+    done
+}
+
+stream() {
+    local i=$1 n=0 out file
+    local dir=$E2E_WORK/streams
+    while [ ! -f "$dir/stop" ]; do
+        n=$((n + 1))
+        if ((n % 2)); then file=$dir/fits.yaml; else file=$dir/refused.yaml; fi
+        if out=$(kubectl -n "$TENANT_NS" create --dry-run=server -f "$file" -o name 2>&1); then
+            echo allowed >> "$dir/$i.log"
+        elif [[ "$out" == *'denied the request: miggate:'* ]]; then
+            echo refused >> "$dir/$i.log"
+        else
+            echo failed >> "$dir/$i.log"
+            printf '%s %s\n' "$(date +%T.%N)" "$out" >> "$dir/failures"
+        fi
+    done
+}
+
+# streams_stop: stops the streams and fails unless every call was answered (and some were).
+streams_stop() {
+    local dir=$E2E_WORK/streams
+    touch "$dir/stop"
+    wait $(cat "$dir/pids") 2>/dev/null || true
+    local allowed refused failed
+    allowed=$(cat "$dir"/[0-9]*.log 2>/dev/null | grep -cx allowed || true)
+    refused=$(cat "$dir"/[0-9]*.log 2>/dev/null | grep -cx refused || true)
+    failed=$(cat "$dir"/[0-9]*.log 2>/dev/null | grep -cx failed || true)
+    printf '    %s calls: %s allowed, %s refused, %s failed\n' \
+        "$((allowed + refused + failed))" "$allowed" "$refused" "$failed"
+    if ((failed > 0)); then
+        head -n 5 "$dir/failures" >&2
+        fail "$failed calls failed"
+    fi
+    ((allowed > 0 && refused > 0)) || fail "the streams made too few calls to judge"
+}

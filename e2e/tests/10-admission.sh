@@ -1,0 +1,54 @@
+# Restore pods at creation and at binding: the real scheduler binds, the kubelet runs.
+
+test_checkpoints_written_by_the_agent_get_a_summary() {
+    tenant_namespace
+    checkpoint fits DRIVER=580.82.07 MEMORY=64Mi MOUNTS='[]'
+    checkpoint big DRIVER=580.82.07 MEMORY=64Gi MOUNTS='[/model-cache]'
+    checkpoint short DRIVER=580.95.05 MEMORY=64Mi MOUNTS='[]'
+    # The summary webhook (mutating, reached through the Service) filled what kubectl shows.
+    local summary
+    summary=$(kubectl -n "$TENANT_NS" get gpucheckpoint fits -o jsonpath='{.spec.summary.model} {.spec.summary.profiles} {.spec.summary.driver}')
+    expect_contains "$summary" "NVIDIA H100 80GB HBM3" "1g.10gb x1" "580.82.07"
+    # Nobody else writes checkpoints: the admin is refused too.
+    local out
+    out=$(fixture checkpoint.yaml NAME=forged NODE="$E2E_NODE" KERNEL="$(node_kernel)" DRIVER=580.82.07 \
+        MEMORY=64Mi MOUNTS='[]' | kubectl apply -f - 2>&1) && fail "an admin wrote a GpuCheckpoint"
+    expect_contains "$out" "only system:serviceaccount:$NODE_NS:miggate-checkpoint-agent may write them"
+}
+
+test_a_restore_that_cannot_work_is_refused_at_creation_naming_its_checks() {
+    local out
+    out=$(fixture restore-pod.yaml NAME=too-small CHECKPOINT=big MEMORY=64Mi | kubectl create -f - 2>&1) &&
+        fail "created: $out"
+    expect_contains "$out" 'admission webhook "restore.miggate.io" denied the request' \
+        "checkpoint $TENANT_NS/big cannot be restored" "memory-limit: source 64Gi, target 64Mi" \
+        "mount: source /model-cache, target missing"
+    kubectl -n "$TENANT_NS" get pod too-small >/dev/null 2>&1 && fail "the refused pod exists"
+    return 0
+}
+
+test_a_restore_that_fits_is_scheduled_bound_and_run() {
+    fixture restore-pod.yaml NAME=fits CHECKPOINT=fits MEMORY=64Mi | kubectl create -f - >/dev/null
+    until_ok 120 "pod fits Running" bash -c "[ \"\$(kubectl -n $TENANT_NS get pod fits -o jsonpath='{.status.phase}')\" = Running ]"
+    [ "$(kubectl -n "$TENANT_NS" get pod fits -o jsonpath='{.spec.nodeName}')" = "$E2E_NODE" ] ||
+        fail "pod fits is not on $E2E_NODE"
+    kubectl -n "$TENANT_NS" delete pod fits --wait=false >/dev/null
+}
+
+test_a_restore_the_node_is_short_of_is_held_at_binding() {
+    fixture restore-pod.yaml NAME=short CHECKPOINT=short MEMORY=64Mi | kubectl create -f - >/dev/null
+    local events=""
+    local started=$SECONDS
+    until [[ "$events" == *binding.miggate.io* ]]; do
+        ((SECONDS - started > 90)) && fail "no refused binding in the events of pod short: $events"
+        sleep 1
+        events=$(kubectl -n "$TENANT_NS" get events --field-selector involvedObject.name=short \
+            -o jsonpath='{range .items[*]}{.reason}: {.message}{"\n"}{end}')
+    done
+    expect_contains "$events" "FailedScheduling" \
+        "checkpoint $TENANT_NS/short of pod $TENANT_NS/short cannot be restored on node $E2E_NODE" \
+        "driver-version: source 580.95.05, target 580.82.07"
+    [ "$(pod_phase "$TENANT_NS" short)" = Pending ] || fail "pod short is $(pod_phase "$TENANT_NS" short)"
+    [ -z "$(kubectl -n "$TENANT_NS" get pod short -o jsonpath='{.spec.nodeName}')" ] || fail "pod short was bound"
+    kubectl -n "$TENANT_NS" delete pod short --wait=false >/dev/null
+}
