@@ -270,6 +270,14 @@ pid_of() {
     [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
 }
 
+any_running() {
+    local name
+    for name in "${components[@]}"; do
+        pid_of "$name" >/dev/null && return 0
+    done
+    return 1
+}
+
 # start NAME COMMAND...: in its own session, logging to target/e2e/logs/NAME.log.
 start() {
     local name=$1
@@ -513,6 +521,12 @@ up() {
     [ "$(id -u)" = 0 ] || die "needs root (containerd, the kubelet and the pod network)"
     local started=$SECONDS
     install_packages
+    # A cluster whose processes are all gone (the machine restarted, a run killed) left mounts,
+    # pods' network namespaces and data behind: start from nothing rather than from those.
+    if [ -d "$E2E_STATE" ] && ! any_running; then
+        say "clearing what a stopped cluster left"
+        down
+    fi
     mkdir -p "$logs" "$E2E_STATE" "$E2E_RUN"
     build_tools
     make_pki
@@ -535,10 +549,10 @@ up() {
 # --- down -----------------------------------------------------------------------------------
 
 stop() {
-    local name=$1 pid i
+    local name=$1 pid
     pid=$(pid_of "$name") || { rm -f "$E2E_RUN/$name.pid"; return 0; }
     kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-    for i in $(seq 1 40); do
+    for _ in $(seq 1 40); do
         kill -0 "$pid" 2>/dev/null || break
         sleep 0.25
     done

@@ -1,3 +1,5 @@
+# shellcheck shell=bash
+# shellcheck disable=SC2034 # every name here is used by the scripts that source this file
 # The e2e cluster's one home for its names, addresses and paths: sourced by e2e/cluster.sh and
 # by the e2e tests (e2e/run.sh). Every address is on this machine: the node's is put on the
 # loopback interface, pods live on a bridge of this machine, and the Service range is routed

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # What the e2e tests share: assertions, waits, the checkpoint agent's identity and the streams
 # of restore-pod creations that the availability tests run under. Sourced by e2e/run.sh.
 
@@ -80,6 +81,13 @@ checkpoint() {
         as_agent apply --server-side --field-manager miggate-checkpoint-agent -f - >/dev/null
 }
 
+# create: `kubectl create -f -`, quiet unless it fails (miggate's warnings on an admitted
+# restore go to the output only then).
+create() {
+    local out
+    out=$(kubectl create -f - 2>&1) || fail "kubectl create: $out"
+}
+
 pod_phase() { kubectl -n "$1" get pod "$2" -o jsonpath='{.status.phase}'; }
 
 webhook_pods_ready() {
@@ -132,7 +140,9 @@ stream() {
 streams_stop() {
     local dir=$E2E_WORK/streams
     touch "$dir/stop"
-    wait $(cat "$dir/pids") 2>/dev/null || true
+    local pids
+    mapfile -t pids < "$dir/pids"
+    wait "${pids[@]}" 2>/dev/null || true
     local allowed refused failed
     allowed=$(cat "$dir"/[0-9]*.log 2>/dev/null | grep -cx allowed || true)
     refused=$(cat "$dir"/[0-9]*.log 2>/dev/null | grep -cx refused || true)

@@ -189,10 +189,16 @@ fn the_chart_renders_what_miggate_deploy_writes(#[case] sets: &[&str], #[case] c
     "networkPolicy.apiServerCidrs[0]=10.0.0.0/24",
     "additional properties 'apiServerCidrs' not allowed"
 )]
-#[case::runtime_class_with_a_space("publisher.runtimeClassName=nvidia runtime", "/publisher/runtimeClassName")]
+#[case::runtime_class_with_a_space(
+    "publisher.runtimeClassName=nvidia runtime",
+    "/publisher/runtimeClassName"
+)]
 #[case::smi_path_relative("publisher.nvidiaSmiHostPath=opt/smi", "/publisher/nvidiaSmiHostPath")]
 #[case::smi_path_ending_a_cel_literal("publisher.nvidiaSmiHostPath=/opt/a'b", "/publisher/nvidiaSmiHostPath")]
-#[case::smi_path_over_recovery_state("publisher.nvidiaSmiHostPath=/run/miggate", "/publisher/nvidiaSmiHostPath")]
+#[case::smi_path_over_recovery_state(
+    "publisher.nvidiaSmiHostPath=/run/miggate",
+    "/publisher/nvidiaSmiHostPath"
+)]
 fn a_wrong_value_is_refused_naming_it(#[case] set: &str, #[case] names: &str) {
     let Some(rendered) = template(&[set]) else { return };
     let e = rendered.unwrap_err();
@@ -297,9 +303,10 @@ fn a_recorded_nvidia_smi_is_handed_to_the_publisher() {
     let pod = &find("DaemonSet", "miggate-publish")["spec"]["template"]["spec"];
     let container = &pod["containers"][0];
     assert!(
-        container["env"].as_array().unwrap().contains(
-            &json!({"name": "MIGGATE_NVIDIA_SMI", "value": "/var/lib/e2e/nvidia-smi/nvidia-smi"})
-        ),
+        container["env"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"name": "MIGGATE_NVIDIA_SMI", "value": "/var/lib/e2e/nvidia-smi/nvidia-smi"})),
         "{container}"
     );
     assert!(

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The install, as the README says it, on a node that looks like a GPU node to Kubernetes.
 
 test_nothing_is_left_of_an_earlier_install() {
@@ -5,10 +6,11 @@ test_nothing_is_left_of_an_earlier_install() {
     [ -z "$(kubectl get pods -A -l app.kubernetes.io/part-of=miggate -o name)" ] || fail "miggate pods left"
 }
 
-# What GPU Feature Discovery and the device plugin (mixed strategy) would say of this node: it
-# has GPUs, and two 1g.10gb slices to hand out.
+# What GPU Feature Discovery and the device plugin (mixed strategy) would say of this node: an
+# H100 on driver 580, and two 1g.10gb slices to hand out.
 test_the_node_is_a_gpu_node() {
-    kubectl label node "$E2E_NODE" --overwrite nvidia.com/gpu.present=true nvidia.com/mig.strategy=mixed >/dev/null
+    kubectl label node "$E2E_NODE" --overwrite nvidia.com/gpu.present=true nvidia.com/mig.strategy=mixed \
+        nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3 nvidia.com/cuda.driver-version.major=580 >/dev/null
     kubectl patch node "$E2E_NODE" --subresource=status --type=merge \
         -p '{"status":{"capacity":{"nvidia.com/mig-1g.10gb":"2"}}}' >/dev/null
     until_ok 30 "the node's allocatable nvidia.com/mig-1g.10gb" \

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Restore pods at creation and at binding: the real scheduler binds, the kubelet runs.
 
 test_checkpoints_written_by_the_agent_get_a_summary() {
@@ -28,7 +29,7 @@ test_a_restore_that_cannot_work_is_refused_at_creation_naming_its_checks() {
 }
 
 test_a_restore_that_fits_is_scheduled_bound_and_run() {
-    fixture restore-pod.yaml NAME=fits CHECKPOINT=fits MEMORY=64Mi | kubectl create -f - >/dev/null
+    fixture restore-pod.yaml NAME=fits CHECKPOINT=fits MEMORY=64Mi | create
     until_ok 120 "pod fits Running" bash -c "[ \"\$(kubectl -n $TENANT_NS get pod fits -o jsonpath='{.status.phase}')\" = Running ]"
     [ "$(kubectl -n "$TENANT_NS" get pod fits -o jsonpath='{.spec.nodeName}')" = "$E2E_NODE" ] ||
         fail "pod fits is not on $E2E_NODE"
@@ -36,7 +37,7 @@ test_a_restore_that_fits_is_scheduled_bound_and_run() {
 }
 
 test_a_restore_the_node_is_short_of_is_held_at_binding() {
-    fixture restore-pod.yaml NAME=short CHECKPOINT=short MEMORY=64Mi | kubectl create -f - >/dev/null
+    fixture restore-pod.yaml NAME=short CHECKPOINT=short MEMORY=64Mi | create
     local events=""
     local started=$SECONDS
     until [[ "$events" == *binding.miggate.io* ]]; do
@@ -51,4 +52,16 @@ test_a_restore_the_node_is_short_of_is_held_at_binding() {
     [ "$(pod_phase "$TENANT_NS" short)" = Pending ] || fail "pod short is $(pod_phase "$TENANT_NS" short)"
     [ -z "$(kubectl -n "$TENANT_NS" get pod short -o jsonpath='{.spec.nodeName}')" ] || fail "pod short was bound"
     kubectl -n "$TENANT_NS" delete pod short --wait=false >/dev/null
+}
+
+test_a_restore_that_asks_for_steering_gets_node_affinity_and_runs() {
+    fixture restore-pod.yaml NAME=steered CHECKPOINT=fits MEMORY=64Mi |
+        kubectl annotate --local -f - miggate.io/steer=true -o yaml | create
+    local steered terms
+    steered=$(kubectl -n "$TENANT_NS" get pod steered -o go-template='{{index .metadata.annotations "miggate.io/steered"}}')
+    expect_contains "$steered" "nvidia.com/gpu.product in (NVIDIA-H100-80GB-HBM3" "kubernetes.io/arch in (amd64)"
+    terms=$(kubectl -n "$TENANT_NS" get pod steered -o jsonpath='{.spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms}')
+    expect_contains "$terms" "nvidia.com/gpu.product"
+    until_ok 120 "pod steered Running" bash -c "[ \"\$(kubectl -n $TENANT_NS get pod steered -o jsonpath='{.status.phase}')\" = Running ]"
+    kubectl -n "$TENANT_NS" delete pod steered --wait=false >/dev/null
 }

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # A DRA restore pod: the real scheduler allocates its claim from a driver's ResourceSlice, and
 # the device-map webhook writes cuda-checkpoint's device map into its Binding.
 
@@ -5,7 +6,7 @@ test_a_dra_restore_pod_gets_its_device_map_at_binding() {
     fixture dra-driver.yaml NODE="$E2E_NODE" | kubectl apply --server-side -f - >/dev/null
     "$E2E_REPO/target/release/miggate" claim -n "$TENANT_NS" fits --name dra-fits |
         kubectl -n "$TENANT_NS" apply --server-side -f - >/dev/null
-    fixture dra-restore-pod.yaml NAME=dra-fits CHECKPOINT=fits TEMPLATE=dra-fits | kubectl create -f - >/dev/null
+    fixture dra-restore-pod.yaml NAME=dra-fits CHECKPOINT=fits TEMPLATE=dra-fits | create
     until_ok 90 "pod dra-fits bound to $E2E_NODE" bash -c \
         "[ \"\$(kubectl -n $TENANT_NS get pod dra-fits -o jsonpath='{.spec.nodeName}')\" = $E2E_NODE ]"
     local claim device uuid map expected

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The gate stays answering (failure policy Fail) through what happens to its pods in a cluster's
 # life, each under four concurrent streams of restore-pod creations: no call may fail.
 
@@ -53,7 +54,7 @@ test_a_webhook_pod_deleted_fails_no_call() {
 
 test_a_webhook_container_killed_fails_no_call() {
     # SIGKILL, as the OOM killer or a crash would: no preStop, no drain.
-    local pid restarts
+    local pid
     streams_start
     sleep 3
     pid=$(pgrep -f '^/usr/bin/miggate webhook' | head -n 1)
@@ -68,7 +69,7 @@ test_a_webhook_container_killed_fails_no_call() {
 # What `kubectl drain` does to the webhook: every replica evicted at once. The
 # PodDisruptionBudget lets one go and holds the rest until a replacement is Ready.
 test_evicting_every_replica_at_once_keeps_one_serving() {
-    local pods pod code refused=0
+    local pods pod refused=0
     pods=$(webhook_pods)
     [ "$(echo "$pods" | wc -w)" -ge 2 ] || fail "fewer than two replicas to evict: $pods"
     streams_start

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # helm uninstall leaves nothing of miggate but its CRDs (Helm never deletes a chart's CRDs), and
 # the install without Helm reaches the same state.
 
