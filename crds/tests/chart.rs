@@ -324,3 +324,38 @@ fn a_recorded_nvidia_smi_is_handed_to_the_publisher() {
         "{policy}"
     );
 }
+
+/// `admission.objectSelector` scopes the pod webhooks (restore, steering) and never the
+/// binding webhooks: a scheduler's Binding has no labels, so a selector there would let every
+/// binding through unchecked.
+#[test]
+fn an_object_selector_never_reaches_the_binding_webhooks() {
+    let Some(chart) = template(&["admission.objectSelector.matchLabels.team=ml"]) else {
+        return;
+    };
+    let chart = chart.unwrap();
+    let mut seen = Vec::new();
+    for configuration in chart.iter().filter(|v| {
+        v["kind"]
+            .as_str()
+            .is_some_and(|k| k.ends_with("WebhookConfiguration"))
+    }) {
+        for webhook in configuration["webhooks"].as_array().unwrap() {
+            let name = webhook["name"].as_str().unwrap();
+            let selected = webhook.get("objectSelector").is_some();
+            seen.push((name.to_string(), selected));
+        }
+    }
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("binding.miggate.io", false),
+            ("device-map.miggate.io", false),
+            ("restore.miggate.io", true),
+            ("steer.miggate.io", true),
+            ("summary.miggate.io", false),
+        ]
+        .map(|(n, s)| (n.to_string(), s))
+    );
+}

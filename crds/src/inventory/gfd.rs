@@ -86,6 +86,11 @@ pub fn from_gfd_labels(node: &Node) -> Result<Option<Inventory>, Error> {
         notes.push(Note::NoMigManager);
     }
     model_from_profiles_note(&labels, &mig, &mut notes);
+    // The one reading of MIG off that no label states outright (it follows from a product
+    // without `-MIG-`): named, so a slice refused there says which labels ruled it out.
+    if mig.off == Some(MigOff::Uncut) && labels.get("gpu.count").is_some() {
+        notes.push(Note::WholeOff { off: MigOff::Uncut });
+    }
     let shown = read_devices(node, &labels, &mig, &mut notes)?;
     if shown.is_none() {
         notes.push(Note::NoGpuCount);
@@ -271,6 +276,17 @@ impl<'a> MigFacts<'a> {
             && labels.get("mig.config.state") == Some("success")
         {
             Some(MigOff::Disabled)
+        } else if strategy == Some(MigStrategy::Single)
+            && labels.get("mig.capable") == Some("true")
+            && product_label.is_some()
+            && single_mig.is_none()
+            && profiles.is_empty()
+            && labels.get("mig.config").is_none()
+            && labels.get("mig.config.state").is_none()
+        {
+            // GFD names a cut GPU `<model>-MIG-<profile>` under the single strategy; a plain
+            // product with no layout asked of mig-manager is a GPU no one has cut.
+            Some(MigOff::Uncut)
         } else {
             None
         };

@@ -20,6 +20,10 @@ pub enum MigOff {
     NotCapable,
     /// mig-manager applied `all-disabled` (`nvidia.com/mig.config.state=success`).
     Disabled,
+    /// A MIG-capable GPU under the single strategy whose product is plain, with no layout from
+    /// mig-manager: GFD names a cut GPU `<model>-MIG-<profile>` under that strategy, so none
+    /// is cut.
+    Uncut,
 }
 
 impl MigOff {
@@ -29,6 +33,9 @@ impl MigOff {
             MigOff::Part => "nvidia.com/gpu.product names a part that cannot run MIG",
             MigOff::NotCapable => "nvidia.com/mig.capable=false",
             MigOff::Disabled => "nvidia.com/mig.config=all-disabled, nvidia.com/mig.config.state=success",
+            MigOff::Uncut => {
+                "nvidia.com/mig.capable=true, nvidia.com/mig.strategy=single, a nvidia.com/gpu.product without -MIG-<profile>, no nvidia.com/mig.config"
+            }
         }
     }
 }
@@ -175,6 +182,12 @@ pub enum Note {
         /// Why MIG is off.
         off: MigOff,
     },
+    /// MIG off as read from a plain product under the single strategy, with a count: the
+    /// GPUs counted are whole.
+    WholeOff {
+        /// Why MIG is off.
+        off: MigOff,
+    },
     /// Only the product is known: GPUs of a kind and number not known.
     ModelOnly {
         /// `nvidia.com/gpu.product`.
@@ -224,6 +237,7 @@ impl Note {
             | Note::SlicesWholeUnknown
             | Note::WholeCounted { .. }
             | Note::WholeUncounted { .. }
+            | Note::WholeOff { .. }
             | Note::ModelOnly { .. }
             | Note::WholeAtMost(_)
             | Note::Vgpu { .. }
@@ -333,6 +347,11 @@ impl fmt::Display for Note {
             Note::WholeUncounted { off } => write!(
                 f,
                 "GFD labels: no nvidia.com/gpu.count: MIG is off ({}), so the GPUs are whole; how many is unknown",
+                off.labels()
+            ),
+            Note::WholeOff { off } => write!(
+                f,
+                "GFD labels: MIG is off ({}), so the GPUs counted are whole and none is cut",
                 off.labels()
             ),
             Note::ModelOnly { product } => write!(
@@ -456,6 +475,7 @@ mod tests {
             Note::WholeUncounted {
                 off: MigOff::Disabled,
             },
+            Note::WholeOff { off: MigOff::Uncut },
             Note::ModelOnly {
                 product: "NVIDIA-A100-SXM4-40GB".into(),
             },
