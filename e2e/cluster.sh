@@ -34,7 +34,8 @@ die() {
 install_packages() {
     local missing=() pair
     for pair in containerd:containerd runc:runc iptables:iptables conntrack:conntrack \
-        buildah:buildah openssl:openssl gcc:gcc busybox:busybox-static ip:iproute2; do
+        buildah:buildah openssl:openssl gcc:gcc busybox:busybox-static ip:iproute2 curl:curl \
+        sysctl:procps pgrep:procps strip:binutils; do
         command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
     done
     [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)

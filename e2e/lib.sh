@@ -9,6 +9,12 @@ TENANT_NS=e2e-ml
 FIXTURES=$E2E_REPO/e2e/fixtures
 E2E_WORK=$E2E_OUT/work
 
+# The values the suite installs with: the one test-only value hands the publisher a recorded
+# nvidia-smi.
+install_values() {
+    printf '%s\n' --set "publisher.nvidiaSmiHostPath=$E2E_SMI_DIR"
+}
+
 fail() {
     printf '    %s\n' "$*" >&2
     exit 1

@@ -20,8 +20,10 @@ test_the_node_is_a_gpu_node() {
 test_helm_install_waits_for_ready_replicas() {
     # The README's command; the one test-only value hands the publisher a recorded nvidia-smi.
     local out
+    local values
+    mapfile -t values < <(install_values)
     out=$(helm install "$RELEASE" charts/miggate -n "$RELEASE_NS" --create-namespace --wait --timeout 5m \
-        --set publisher.nvidiaSmiHostPath="$E2E_SMI_DIR" 2>&1) || fail "helm install: $out"
+        "${values[@]}" 2>&1) || fail "helm install: $out"
     expect_contains "$out" "STATUS: deployed"
     webhook_pods_ready 2 || fail "fewer than 2 webhook replicas Ready after helm install --wait"
     local nodes

@@ -54,6 +54,32 @@ test_a_restore_the_node_is_short_of_is_held_at_binding() {
     kubectl -n "$TENANT_NS" delete pod short --wait=false >/dev/null
 }
 
+# admission.objectSelector scopes the pod webhooks; the binding check stays on for every pod
+# (a scheduler's Binding carries no labels for a selector to match).
+test_an_object_selector_leaves_the_binding_check_on() {
+    helm upgrade "$RELEASE" charts/miggate -n "$RELEASE_NS" --reuse-values --wait --timeout 3m \
+        --set admission.objectSelector.matchLabels.team=ml >/dev/null
+    fixture restore-pod.yaml NAME=short-selected CHECKPOINT=short MEMORY=64Mi |
+        kubectl label --local -f - team=ml -o yaml | create
+    local events="" started=$SECONDS
+    until [[ "$events" == *binding.miggate.io* ]]; do
+        ((SECONDS - started > 90)) && fail "no refused binding in the events of pod short-selected: $events"
+        sleep 1
+        events=$(kubectl -n "$TENANT_NS" get events --field-selector involvedObject.name=short-selected \
+            -o jsonpath='{range .items[*]}{.reason}: {.message}{"\n"}{end}')
+    done
+    expect_contains "$events" "driver-version: source 580.95.05, target 580.82.07"
+    [ -z "$(kubectl -n "$TENANT_NS" get pod short-selected -o jsonpath='{.spec.nodeName}')" ] ||
+        fail "pod short-selected was bound"
+    kubectl -n "$TENANT_NS" delete pod short-selected --wait=false >/dev/null
+    local values
+    mapfile -t values < <(install_values)
+    helm upgrade "$RELEASE" charts/miggate -n "$RELEASE_NS" --reset-values --wait --timeout 3m \
+        "${values[@]}" >/dev/null
+    [ -z "$(kubectl get validatingwebhookconfiguration miggate -o jsonpath='{.webhooks[0].objectSelector.matchLabels}')" ] ||
+        fail "the object selector is still set"
+}
+
 test_a_restore_that_asks_for_steering_gets_node_affinity_and_runs() {
     fixture restore-pod.yaml NAME=steered CHECKPOINT=fits MEMORY=64Mi |
         kubectl annotate --local -f - miggate.io/steer=true -o yaml | create
