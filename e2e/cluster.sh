@@ -125,7 +125,11 @@ import_image() {
     local archive=$1 image=$2
     ctr_ images import --base-name "${image%:*}" "$archive" >/dev/null ||
         die "could not import $archive into the node's containerd"
-    ctr_ images ls -q | grep -qx "$image" || die "$archive holds no image $image"
+    # The list is read whole before it is searched: `grep -q` stopping at the first match would
+    # end ctr with SIGPIPE, failing the pipeline under pipefail.
+    local images
+    images=$(ctr_ images ls -q)
+    grep -qx "$image" <<< "$images" || die "$archive holds no image $image"
     ctr_ images label "$image" io.cri-containerd.pinned=pinned >/dev/null
 }
 
@@ -231,10 +235,14 @@ put() {
 node_network() {
     # The node's address, on the loopback interface: the kubelet refuses a loopback address
     # (127/8) and any address not on an interface, and this one is reached from nowhere else.
-    ip addr show dev lo | grep -q "inet $E2E_NODE_IP/" || ip addr add "$E2E_NODE_IP/32" dev lo
+    # (Each listing read whole before it is searched, as in import_image.)
+    local have
+    have=$(ip addr show dev lo)
+    grep -q "inet $E2E_NODE_IP/" <<< "$have" || ip addr add "$E2E_NODE_IP/32" dev lo
     # The Service range is this machine's: kube-proxy's rules rewrite the addresses in use, and a
     # packet for any other is answered here, never sent out of the machine.
-    ip route show table local | grep -q "^local $E2E_SERVICE_CIDR " ||
+    have=$(ip route show table local)
+    grep -q "^local $E2E_SERVICE_CIDR " <<< "$have" ||
         ip route add local "$E2E_SERVICE_CIDR" dev lo table local
     sysctl -qw net.ipv4.ip_forward=1
     mkdir -p "$E2E_STATE/cni/net.d"

@@ -22,8 +22,9 @@ test_a_dra_restore_pod_gets_its_device_map_at_binding() {
         expected="MIG-b4b2228d-6933-5839-bc0e-41ab9edb61c6=$uuid"
     fi
     map=$(kubectl -n "$TENANT_NS" get pod dra-fits -o go-template='{{index .metadata.annotations "miggate.io/device-map"}}')
-    kubectl -n "$TENANT_NS" get pod dra-fits -o jsonpath='{.metadata.annotations}' | grep -q '"miggate.io/device-map"' ||
-        fail "pod dra-fits has no miggate.io/device-map"
+    local annotations
+    annotations=$(kubectl -n "$TENANT_NS" get pod dra-fits -o jsonpath='{.metadata.annotations}')
+    [[ "$annotations" == *'"miggate.io/device-map"'* ]] || fail "pod dra-fits has no miggate.io/device-map"
     [ "$map" = "$expected" ] || fail "device map '$map', expected '$expected' (allocated $device)"
     kubectl -n "$TENANT_NS" delete pod dra-fits --grace-period=0 --force --wait=false >/dev/null 2>&1
     kubectl delete -f <(fixture dra-driver.yaml NODE="$E2E_NODE") --wait=false >/dev/null 2>&1 || true
