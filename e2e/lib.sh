@@ -138,8 +138,36 @@ stream() {
         else
             echo failed >> "$dir/$i.log"
             printf '%s %s\n' "$(date +%T.%N)" "$out" >> "$dir/failures"
+            # When, and whether the Service's address refused the connection, for
+            # streams_stop_within.
+            local refused=other
+            [[ "$out" == *'connect: connection refused'* ]] && refused=refused
+            printf '%s %s\n' "$(date +%s.%N)" "$refused" >> "$dir/failure-times"
         fi
     done
+}
+
+# streams_stop_within SINCE SECONDS: stops the streams and fails unless every call was
+# answered, but for connections refused by the Service's address within SECONDS of SINCE (an
+# epoch time): what a crashed replica costs before its endpoint is withdrawn or it is back.
+streams_stop_within() {
+    local since=$1 seconds=$2 dir=$E2E_WORK/streams
+    touch "$dir/stop"
+    local pids
+    mapfile -t pids < "$dir/pids"
+    wait "${pids[@]}" 2>/dev/null || true
+    local answered failed outside
+    answered=$(cat "$dir"/[0-9]*.log 2>/dev/null | grep -cvx failed || true)
+    failed=$(cat "$dir"/[0-9]*.log 2>/dev/null | grep -cx failed || true)
+    outside=$(awk -v s="$since" -v w="$seconds" '$2 != "refused" || $1 < s || $1 > s + w' \
+        "$dir/failure-times" 2>/dev/null | wc -l)
+    printf '    %s calls: %s answered, %s failed (%s of them outside %s s of the kill or not a refused connection)\n' \
+        "$((answered + failed))" "$answered" "$failed" "$outside" "$seconds"
+    if ((outside > 0)); then
+        head -n 5 "$dir/failures" >&2
+        fail "$outside calls failed outside the crash window"
+    fi
+    ((answered > 0)) || fail "the streams made too few calls to judge"
 }
 
 # streams_stop: stops the streams and fails unless every call was answered (and some were).
