@@ -139,7 +139,7 @@ stream() {
             echo failed >> "$dir/$i.log"
             printf '%s %s\n' "$(date +%T.%N)" "$out" >> "$dir/failures"
             # When, and whether the Service's address refused the connection, for
-            # streams_stop_within.
+            # streams_stop's crash window.
             local refused=other
             [[ "$out" == *'connect: connection refused'* ]] && refused=refused
             printf '%s %s\n' "$(date +%s.%N)" "$refused" >> "$dir/failure-times"
@@ -147,45 +147,29 @@ stream() {
     done
 }
 
-# streams_stop_within SINCE SECONDS: stops the streams and fails unless every call was
-# answered, but for connections refused by the Service's address within SECONDS of SINCE (an
-# epoch time): what a crashed replica costs before its endpoint is withdrawn or it is back.
-streams_stop_within() {
-    local since=$1 seconds=$2 dir=$E2E_WORK/streams
-    touch "$dir/stop"
-    local pids
-    mapfile -t pids < "$dir/pids"
-    wait "${pids[@]}" 2>/dev/null || true
-    local answered failed outside
-    answered=$(cat "$dir"/[0-9]*.log 2>/dev/null | grep -cvx failed || true)
-    failed=$(cat "$dir"/[0-9]*.log 2>/dev/null | grep -cx failed || true)
-    outside=$(awk -v s="$since" -v w="$seconds" '$2 != "refused" || $1 < s || $1 > s + w' \
-        "$dir/failure-times" 2>/dev/null | wc -l)
-    printf '    %s calls: %s answered, %s failed (%s of them outside %s s of the kill or not a refused connection)\n' \
-        "$((answered + failed))" "$answered" "$failed" "$outside" "$seconds"
-    if ((outside > 0)); then
-        head -n 5 "$dir/failures" >&2
-        fail "$outside calls failed outside the crash window"
-    fi
-    ((answered > 0)) || fail "the streams made too few calls to judge"
-}
-
-# streams_stop: stops the streams and fails unless every call was answered (and some were).
+# streams_stop [SINCE SECONDS]: stops the streams and fails unless every call was answered
+# (and some were allowed and some refused). With SINCE (an epoch time) and SECONDS, calls whose
+# connection the Service's address refused within SECONDS of SINCE may fail too: what a crashed
+# replica costs before its endpoint is withdrawn or it is back.
 streams_stop() {
-    local dir=$E2E_WORK/streams
+    local since=${1:-0} seconds=${2:--1} dir=$E2E_WORK/streams
     touch "$dir/stop"
     local pids
     mapfile -t pids < "$dir/pids"
     wait "${pids[@]}" 2>/dev/null || true
-    local allowed refused failed
+    local allowed refused failed outside
     allowed=$(cat "$dir"/[0-9]*.log 2>/dev/null | grep -cx allowed || true)
     refused=$(cat "$dir"/[0-9]*.log 2>/dev/null | grep -cx refused || true)
     failed=$(cat "$dir"/[0-9]*.log 2>/dev/null | grep -cx failed || true)
-    printf '    %s calls: %s allowed, %s refused, %s failed\n' \
+    outside=$(awk -v s="$since" -v w="$seconds" '$2 != "refused" || $1 < s || $1 > s + w' \
+        "$dir/failure-times" 2>/dev/null | wc -l)
+    printf '    %s calls: %s allowed, %s refused, %s failed' \
         "$((allowed + refused + failed))" "$allowed" "$refused" "$failed"
-    if ((failed > 0)); then
+    ((seconds >= 0)) && printf ' (%s of them outside %s s of the kill or not a refused connection)' "$outside" "$seconds"
+    echo
+    if ((outside > 0)); then
         head -n 5 "$dir/failures" >&2
-        fail "$failed calls failed"
+        fail "$outside calls failed"
     fi
     ((allowed > 0 && refused > 0)) || fail "the streams made too few calls to judge"
 }

@@ -71,6 +71,13 @@ fn template(sets: &[&str]) -> Option<Result<Vec<Value>, String>> {
 }
 
 /// Helm's own labels go; numbers compare by value; empty maps and lists as absent.
+/// The rendered object of `kind` named `name`.
+fn object<'a>(chart: &'a [Value], kind: &str, name: &str) -> Option<&'a Value> {
+    chart
+        .iter()
+        .find(|v| v["kind"] == kind && v["metadata"]["name"] == name)
+}
+
 fn normal(v: &Value) -> Value {
     match v {
         Value::Object(m) => {
@@ -231,11 +238,7 @@ fn chart_only_values_land_where_expected() {
         return;
     };
     let chart = chart.unwrap();
-    let find = |kind: &str, name: &str| {
-        chart
-            .iter()
-            .find(|v| v["kind"] == kind && v["metadata"]["name"] == name)
-    };
+    let find = |kind: &str, name: &str| object(&chart, kind, name);
     assert!(find("MutatingWebhookConfiguration", "miggate-steer").is_none());
     assert!(find("DaemonSet", "miggate-publish").is_none());
     assert!(find("PodDisruptionBudget", "miggate-webhook").is_none());
@@ -276,10 +279,7 @@ fn chart_only_values_land_where_expected() {
 fn the_publisher_runtime_class(#[case] sets: &[&str], #[case] want: Option<&str>) {
     let Some(chart) = template(sets) else { return };
     let chart = chart.unwrap();
-    let daemonset = chart
-        .iter()
-        .find(|v| v["kind"] == "DaemonSet" && v["metadata"]["name"] == "miggate-publish")
-        .unwrap();
+    let daemonset = object(&chart, "DaemonSet", "miggate-publish").unwrap();
     assert_eq!(
         daemonset["spec"]["template"]["spec"]["runtimeClassName"].as_str(),
         want
@@ -294,12 +294,7 @@ fn a_recorded_nvidia_smi_is_handed_to_the_publisher() {
         return;
     };
     let chart = chart.unwrap();
-    let find = |kind: &str, name: &str| {
-        chart
-            .iter()
-            .find(|v| v["kind"] == kind && v["metadata"]["name"] == name)
-            .unwrap()
-    };
+    let find = |kind: &str, name: &str| object(&chart, kind, name).unwrap();
     let pod = &find("DaemonSet", "miggate-publish")["spec"]["template"]["spec"];
     let container = &pod["containers"][0];
     assert!(

@@ -68,7 +68,7 @@ test_a_webhook_container_killed_fails_calls_only_until_it_is_back() {
     until_ok 120 "the killed container restarted" bash -c "kubectl -n $RELEASE_NS get pods -l app.kubernetes.io/name=miggate-webhook -o jsonpath='{.items[*].status.containerStatuses[0].restartCount}' | grep -q '[1-9]'"
     until_ok 120 "both replicas Ready" settled
     sleep 3
-    streams_stop_within "$killed_at" 10
+    streams_stop "$killed_at" 10
 }
 
 # What `kubectl drain` does to the webhook: every replica evicted at once. The

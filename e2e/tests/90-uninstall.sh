@@ -32,8 +32,7 @@ test_helm_uninstall_leaves_only_the_crds() {
 
 test_without_helm_kubectl_apply_reaches_the_same_state() {
     # A fresh start: no CRDs, no namespaces of a previous install.
-    kubectl delete crd -l app.kubernetes.io/part-of=miggate --wait=true >/dev/null
-    kubectl delete namespace "$RELEASE_NS" "$NODE_NS" --ignore-not-found --wait=true >/dev/null
+    remove_miggate
     "$E2E_REPO/target/release/miggate" deploy > "$E2E_WORK/deploy.yaml"
     kubectl apply --server-side -f "$E2E_WORK/deploy.yaml" >/dev/null 2>"$E2E_WORK/apply.err" ||
         fail "kubectl apply: $(cat "$E2E_WORK/apply.err")"
