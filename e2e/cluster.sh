@@ -35,7 +35,7 @@ install_packages() {
     local missing=() pair
     for pair in containerd:containerd runc:runc iptables:iptables conntrack:conntrack \
         buildah:buildah openssl:openssl gcc:gcc busybox:busybox-static ip:iproute2 curl:curl \
-        sysctl:procps pgrep:procps strip:binutils; do
+        sysctl:procps pgrep:procps strip:binutils jq:jq; do
         command -v "${pair%%:*}" >/dev/null || missing+=("${pair#*:}")
     done
     [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
@@ -218,6 +218,50 @@ make_pki() {
         [ -f "$E2E_STATE/conf/$who.kubeconfig" ] || kubeconfig "$who" "$E2E_STATE/conf/$who.kubeconfig"
     done
     install -m 0600 "$E2E_STATE/conf/admin.kubeconfig" "$E2E_OUT/kubeconfig"
+    webhook_client
+}
+
+# The client certificate the API server presents to admission webhooks in the release
+# namespace, from a CA of its own (a chart installed with admission.clientCA set to it answers
+# only the API server), named in the admission configuration's kubeconfig by the Services' host.
+webhook_client() {
+    local ca=$pki/webhook-client-ca name=$pki/webhook-client
+    if [ ! -f "$ca.crt" ]; then
+        openssl req -x509 -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$ca.key" \
+            -days 30 -subj "/CN=miggate-e2e-webhook-client-ca" -out "$ca.crt" 2>/dev/null
+    fi
+    if [ ! -f "$name.crt" ]; then
+        openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$name.key" \
+            -subj "/CN=kube-apiserver-webhook-client" -out "$name.csr" 2>/dev/null
+        printf '%s\n' "basicConstraints=critical,CA:FALSE" "keyUsage=critical,digitalSignature" \
+            "extendedKeyUsage=clientAuth" > "$name.ext"
+        openssl x509 -req -in "$name.csr" -CA "$ca.crt" -CAkey "$ca.key" -CAcreateserial -days 30 \
+            -sha256 -extfile "$name.ext" -out "$name.crt" 2>/dev/null
+    fi
+    put "$E2E_STATE/conf/admission-webhooks.kubeconfig" <<EOF2
+apiVersion: v1
+kind: Config
+users:
+- name: "*.$E2E_WEBHOOK_NS.svc"
+  user:
+    client-certificate: $name.crt
+    client-key: $name.key
+EOF2
+    put "$E2E_STATE/conf/admission.yaml" <<EOF2
+apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+- name: ValidatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: $E2E_STATE/conf/admission-webhooks.kubeconfig
+- name: MutatingAdmissionWebhook
+  configuration:
+    apiVersion: apiserver.config.k8s.io/v1
+    kind: WebhookAdmissionConfiguration
+    kubeConfigFile: $E2E_STATE/conf/admission-webhooks.kubeconfig
+EOF2
 }
 
 # put FILE: writes stdin to FILE only when it differs; kube-proxy exits when its configuration
@@ -372,6 +416,7 @@ start_apiserver() {
         --service-cluster-ip-range="$E2E_SERVICE_CIDR" \
         --authorization-mode=Node,RBAC \
         --enable-admission-plugins=NodeRestriction \
+        --admission-control-config-file="$E2E_STATE/conf/admission.yaml" \
         --allow-privileged=true \
         --profiling=false
     wait_for kube-apiserver 120 kubectl get --raw /readyz

@@ -29,6 +29,9 @@ E2E_PROBE_IMAGE=localhost/miggate-e2e/kubectl:$E2E_K8S_VERSION
 # A static busybox (Debian's busybox-static) runs the recorded nvidia-smi in the publisher's
 # container, which has no shell of its own.
 E2E_SMI_DIR=$E2E_STATE/nvidia-smi
+# The namespace miggate's webhook is installed in: the API server presents its webhook client
+# certificate (pki/webhook-client.crt, of pki/webhook-client-ca.crt) to the Services there.
+E2E_WEBHOOK_NS=miggate-system
 
 export KUBECONFIG=$E2E_OUT/kubeconfig
 PATH=$E2E_OUT/bin:$PATH

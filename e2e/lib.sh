@@ -3,7 +3,7 @@
 # of restore-pod creations that the availability tests run under. Sourced by e2e/run.sh.
 
 RELEASE=miggate
-RELEASE_NS=miggate-system
+RELEASE_NS=$E2E_WEBHOOK_NS
 NODE_NS=miggate-node
 TENANT_NS=e2e-ml
 FIXTURES=$E2E_REPO/e2e/fixtures
@@ -53,14 +53,18 @@ fixture() {
 # The node's facts as the publisher records them, for checkpoints taken on it.
 node_kernel() { uname -r; }
 
-# kubectl as the checkpoint agent on this node: its account's token bound to the Node, as the
-# kubelet's projected token of a pod there is (the writers' policy reads the node from it).
+# kubectl as the checkpoint agent on this node, run inside a pod of a stand-in agent DaemonSet
+# (fixtures/checkpoint-agent.yaml): its token is the kubelet's, bound to the pod on this node,
+# which the writers' policy reads the node from. No other way to take that account's token is
+# left open (policy miggate-node-tokens).
 as_agent() {
-    local token
-    token=$(kubectl -n "$NODE_NS" create token miggate-checkpoint-agent \
-        --bound-object-kind Node --bound-object-name "$E2E_NODE" --duration 10m)
-    kubectl --kubeconfig=/dev/null --server="https://$E2E_NODE_IP:$E2E_API_PORT" \
-        --certificate-authority="$E2E_STATE/pki/ca.crt" --token="$token" "$@"
+    if ! kubectl -n "$NODE_NS" get daemonset miggate-e2e-agent >/dev/null 2>&1; then
+        fixture checkpoint-agent.yaml NAMESPACE="$NODE_NS" IMAGE="$E2E_PROBE_IMAGE" |
+            kubectl apply -f - >/dev/null
+    fi
+    until_ok 60 "the stand-in checkpoint agent Running" bash -c \
+        "kubectl -n $NODE_NS get pods -l app.kubernetes.io/name=miggate-e2e-agent -o jsonpath='{.items[*].status.phase}' | grep -qx Running"
+    kubectl -n "$NODE_NS" exec -i daemonset/miggate-e2e-agent -- /kubectl "$@"
 }
 
 # remove_miggate: the cluster as before any install (a run stopped half way leaves one behind).

@@ -202,6 +202,7 @@ fn the_chart_renders_what_miggate_deploy_writes(#[case] sets: &[&str], #[case] c
 )]
 #[case::smi_path_relative("publisher.nvidiaSmiHostPath=opt/smi", "/publisher/nvidiaSmiHostPath")]
 #[case::smi_path_ending_a_cel_literal("publisher.nvidiaSmiHostPath=/opt/a'b", "/publisher/nvidiaSmiHostPath")]
+#[case::client_ca_not_a_pem("admission.clientCA=not a certificate", "/admission/clientCA")]
 #[case::smi_path_over_recovery_state(
     "publisher.nvidiaSmiHostPath=/run/miggate",
     "/publisher/nvidiaSmiHostPath"
@@ -315,9 +316,80 @@ fn a_recorded_nvidia_smi_is_handed_to_the_publisher() {
     )));
     let policy = find("ValidatingAdmissionPolicy", "miggate-node-pods").to_string();
     assert!(
-        policy.contains("v.hostPath.path == '/var/lib/e2e/nvidia-smi'"),
+        policy.contains("v.hostPath.path in ['/run/miggate', '/var/lib/e2e/nvidia-smi']"),
         "{policy}"
     );
+}
+
+/// `admission.clientCA`: the webhook asks callers for a certificate of that CA, read from a
+/// ConfigMap mounted read-only, and a new CA rolls the replicas.
+#[test]
+fn a_client_ca_is_handed_to_the_webhook() {
+    const PEM: &str = "-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n";
+    let Some(chart) = template(&[&format!("admission.clientCA={PEM}")]) else {
+        return;
+    };
+    let chart = chart.unwrap();
+    let find = |kind: &str, name: &str| object(&chart, kind, name).unwrap();
+    let ca = find("ConfigMap", "miggate-webhook-client-ca");
+    assert_eq!(ca["data"]["ca.crt"], PEM);
+    let template = &find("Deployment", "miggate-webhook")["spec"]["template"];
+    let container = &template["spec"]["containers"][0];
+    assert!(
+        container["args"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("--client-ca=/client-ca/ca.crt")),
+        "{container}"
+    );
+    assert!(
+        container["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"mountPath": "/client-ca", "name": "client-ca", "readOnly": true})),
+        "{container}"
+    );
+    assert!(
+        template["spec"]["volumes"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({"configMap": {"name": "miggate-webhook-client-ca"}, "name": "client-ca"}))
+    );
+    assert_eq!(
+        template["metadata"]["annotations"]["miggate.io/client-ca-sha256"]
+            .as_str()
+            .map(str::len),
+        Some(64)
+    );
+    let Some(none) = template_of(&[]) else { return };
+    let deployment = object(&none, "Deployment", "miggate-webhook").unwrap();
+    assert!(!deployment.to_string().contains("client-ca"), "{deployment}");
+}
+
+/// The policies that hold the webhook's own account come with self-managed certificates only
+/// (the other modes give that account no write at all).
+#[rstest]
+#[case::self_managed(&[], true)]
+#[case::cert_manager(&["certificates.mode=cert-manager"], false)]
+#[case::brought_secret(&["certificates.mode=secret", "certificates.secretName=my-tls"], false)]
+fn the_webhook_account_is_held_where_it_writes(#[case] sets: &[&str], #[case] held: bool) {
+    let Some(chart) = template_of(sets) else { return };
+    for name in ["miggate-webhook-configurations", "miggate-webhook-certs"] {
+        assert_eq!(
+            object(&chart, "ValidatingAdmissionPolicy", name).is_some(),
+            held,
+            "{name}"
+        );
+        assert_eq!(
+            object(&chart, "ValidatingAdmissionPolicyBinding", name).is_some(),
+            held,
+            "{name}"
+        );
+    }
+}
+
+fn template_of(sets: &[&str]) -> Option<Vec<Value>> {
+    Some(template(sets)?.unwrap())
 }
 
 /// `admission.objectSelector` scopes the pod webhooks (restore, steering) and never the

@@ -608,8 +608,9 @@ fn rbac_is_least_privilege() {
             _ => assert!(names.is_empty()),
         }
     }
-    // Secrets: its own one by name (read, update, watch), and create in its namespace only,
-    // through a namespaced Role bound to its account alone.
+    // Secrets: its own one by name (read, update, watch, and delete to make it again when it
+    // cannot be written), and create in its namespace only, through a namespaced Role bound to
+    // its account alone (policy miggate-webhook-certs holds create to that one name).
     assert!(
         !rules(&objects, "miggate-webhook")
             .iter()
@@ -637,7 +638,7 @@ fn rbac_is_least_privilege() {
             (
                 s(&["secrets"]),
                 s(&["miggate-webhook-certs"]),
-                s(&["get", "list", "watch", "update"])
+                s(&["get", "list", "watch", "update", "delete"])
             ),
             (s(&["secrets"]), vec![], s(&["create"])),
         ]

@@ -30,6 +30,7 @@ pub mod network_policy;
 mod objects;
 pub mod policies;
 pub mod waivers;
+pub mod webhook_account;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;

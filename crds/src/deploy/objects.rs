@@ -151,6 +151,9 @@ pub(super) fn all(config: &Config) -> Result<Vec<Object>, Error> {
     out.extend(publisher(config)?);
     out.extend(checkpoint_agent(config)?);
     out.extend(super::policies::all(config)?);
+    if config.certificates == Certificates::SelfManaged {
+        out.extend(super::webhook_account::all()?);
+    }
     if config.waivers_need_permission {
         out.extend(super::waivers::waivers()?);
     }
@@ -222,9 +225,10 @@ fn webhook(config: &Config) -> Result<Vec<Object>, Error> {
     Ok(out)
 }
 
-/// The Secret the webhook keeps its certificates in, and the Role that lets it: read, update
-/// and watch that one Secret, and create Secrets in its namespace (to recreate it when an
-/// admin deletes it; RBAC cannot limit create by name). Shipped empty, so `helm uninstall`
+/// The Secret the webhook keeps its certificates in, and the Role that lets it: read, update,
+/// watch and delete that one Secret (deleted to make it again when it cannot be written:
+/// immutable, another type), and create Secrets in its namespace (to recreate it; RBAC cannot
+/// limit create by name, policy `miggate-webhook-certs` holds it to that one). Shipped empty, so `helm uninstall`
 /// and `kubectl delete` take it with the rest; the webhook fills it, and a re-apply, which
 /// names no data, leaves what it wrote.
 fn certificate_secret() -> Result<Vec<Object>, Error> {
@@ -239,7 +243,7 @@ fn certificate_secret() -> Result<Vec<Object>, Error> {
             "metadata": meta(CERT_SECRET, WEBHOOK),
             "rules": [
                 {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [CERT_SECRET],
-                 "verbs": ["get", "list", "watch", "update"]},
+                 "verbs": ["get", "list", "watch", "update", "delete"]},
                 {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
             ]}),
         )?,

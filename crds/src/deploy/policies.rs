@@ -12,7 +12,8 @@
 //!   another way to write them: only the scheduler's bindings may carry the device map (which
 //!   the device-map webhook writes into them), and none may carry the others.
 //! - [`node_pods`]: the node namespace enforces Pod Security `privileged` for the publisher's
-//!   read-only `hostPath`; this holds every other pod there to the publisher's shape.
+//!   read-only `hostPath`; this holds every pod there to the restricted profile otherwise, and
+//!   to DaemonSets' pods; [`node_tokens`]: only a kubelet takes the node accounts' tokens.
 //! - [`waivers`](super::waivers) (opt-in, `miggate deploy --waivers-need-permission`): a waiver
 //!   needs an RBAC permission of whoever wrote it, the pod's writer or its template's, checked
 //!   by the API server's authorizer.
@@ -112,6 +113,7 @@ pub(super) fn all(config: &Config) -> Result<Vec<Object>, Error> {
     let mut out = annotations()?;
     out.extend(bindings(config)?);
     out.extend(node_pods(config)?);
+    out.extend(node_tokens(config)?);
     Ok(out)
 }
 
@@ -188,22 +190,34 @@ pub fn bindings(config: &Config) -> Result<Vec<Object>, Error> {
     )
 }
 
-/// `miggate-node-pods`: in the node namespace, only the publisher's pods (held to its shape:
-/// no host namespaces, no privilege or added capabilities, no other containers, `hostPath`
-/// only the recovery state and only read-only) and, when its account lives there, the
-/// checkpoint agent's (which runs CRIU and needs what the namespace allows).
+/// `miggate-node-pods`: in the node namespace, whose Pod Security level is `privileged` for one
+/// read-only `hostPath`, only the node accounts' pods, made by the DaemonSet controller (a pod
+/// made by hand could name any node, and its account's token would be bound to that node), held
+/// to the restricted profile in every other respect: no host namespaces, ports or sysctls, no
+/// privilege, escalation or capability but `NET_BIND_SERVICE`, non-root, confined by seccomp,
+/// AppArmor and SELinux's container types, the restricted volume types, no ephemeral
+/// containers, and no host path but the recovery state, read-only.
 pub fn node_pods(config: &Config) -> Result<Vec<Object>, Error> {
-    let mut accounts = vec![PUBLISHER];
-    if config.checkpoint_agent_namespace == NODE_NAMESPACE {
-        accounts.push(config.checkpoint_agent_name.as_str());
+    let accounts = node_accounts(config);
+    let mut validations = vec![
+        json!({"expression": format!("has(object.spec.serviceAccountName) && object.spec.serviceAccountName in {}", list(&accounts)),
+         "message": format!("{NODE_NAMESPACE} runs only miggate's node pods (service accounts {}): its Pod Security level is privileged for them", accounts.join(", ")),
+         "reason": "Forbidden"}),
+        json!({"expression": format!("request.operation != 'CREATE' || request.userInfo.username in {}", list(&DAEMONSET_MAKERS)),
+         "messageExpression": format!("'{NODE_NAMESPACE} runs only the pods of DaemonSets, one on each node: a pod made by ' + request.userInfo.username + ' could name any node and have the token of its service account bound to it'"),
+         "reason": "Forbidden"}),
+    ];
+    for (expression, message) in RESTRICTED {
+        validations.push(json!({"expression": expression, "message": message, "reason": "Forbidden"}));
     }
-    let publisher = format!(
-        "!has(object.spec.serviceAccountName) || object.spec.serviceAccountName != '{PUBLISHER}' || "
-    );
-    let shape = |expression: String, message: &str| {
-        json!({"expression": format!("{publisher}({expression})"),
-            "message": format!("the publisher's pods {message}"), "reason": "Forbidden"})
-    };
+    validations.push(json!({
+        "expression": format!("!has(object.spec.volumes) || object.spec.volumes.all(v, has(v.configMap) || has(v.csi) || has(v.downwardAPI) || has(v.emptyDir) || has(v.ephemeral) || has(v.persistentVolumeClaim) || has(v.projected) || has(v.secret) || (has(v.hostPath) && v.hostPath.path in {}))", list(&[RECOVERY_HOST_PATH])),
+        "message": format!("miggate's node pods mount only the restricted profile's volume types and no host path but {RECOVERY_HOST_PATH}"),
+        "reason": "Forbidden"}));
+    validations.push(json!({
+        "expression": "variables.containers.all(c, !has(c.volumeMounts) || c.volumeMounts.all(m, (has(m.readOnly) && m.readOnly) || !has(object.spec.volumes) || !object.spec.volumes.exists(v, v.name == m.name && has(v.hostPath))))",
+        "message": "miggate's node pods mount host paths read-only",
+        "reason": "Forbidden"}));
     policy(
         "miggate-node-pods",
         json!({
@@ -214,21 +228,82 @@ pub fn node_pods(config: &Config) -> Result<Vec<Object>, Error> {
                     {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["pods"]},
                     {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["pods/ephemeralcontainers"]},
                 ]},
-            "validations": [
-                {"expression": format!("has(object.spec.serviceAccountName) && object.spec.serviceAccountName in {}", list(&accounts)),
-                 "message": format!("{NODE_NAMESPACE} runs only miggate's node pods (service accounts {}): its Pod Security level is privileged for them", accounts.join(", ")),
-                 "reason": "Forbidden"},
-                shape("!(has(object.spec.hostNetwork) && object.spec.hostNetwork) && !(has(object.spec.hostPID) && object.spec.hostPID) && !(has(object.spec.hostIPC) && object.spec.hostIPC)".into(),
-                    "use no host network, PID or IPC namespace"),
-                shape("(!has(object.spec.initContainers) || size(object.spec.initContainers) == 0) && (!has(object.spec.ephemeralContainers) || size(object.spec.ephemeralContainers) == 0)".into(),
-                    "run no init or ephemeral containers"),
-                shape("object.spec.containers.all(c, !has(c.securityContext) || ((!has(c.securityContext.privileged) || !c.securityContext.privileged) && (!has(c.securityContext.capabilities) || !has(c.securityContext.capabilities.add) || size(c.securityContext.capabilities.add) == 0)))".into(),
-                    "are not privileged and add no capabilities"),
-                shape(format!("!has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.hostPath) || v.hostPath.path == '{RECOVERY_HOST_PATH}')"),
-                    &format!("mount no host path but {RECOVERY_HOST_PATH}")),
-                shape("object.spec.containers.all(c, !has(c.volumeMounts) || c.volumeMounts.all(m, (has(m.readOnly) && m.readOnly) || !has(object.spec.volumes) || !object.spec.volumes.exists(v, v.name == m.name && has(v.hostPath))))".into(),
-                    "mount host paths read-only"),
+            "variables": [
+                {"name": "containers", "expression": "object.spec.containers + (has(object.spec.initContainers) ? object.spec.initContainers : [])"},
+                {"name": "pod", "expression": "has(object.spec.securityContext) ? object.spec.securityContext : {}"},
             ],
+            "validations": validations,
+        }),
+    )
+}
+
+/// The node namespace's service accounts: the publisher's, and the checkpoint agent's when it
+/// lives there.
+fn node_accounts(config: &Config) -> Vec<&str> {
+    let mut accounts = vec![PUBLISHER];
+    if config.checkpoint_agent_namespace == NODE_NAMESPACE {
+        accounts.push(config.checkpoint_agent_name.as_str());
+    }
+    accounts
+}
+
+/// Who makes a DaemonSet's pods: the controller's own account, or the controller manager's when
+/// it runs without per-controller credentials.
+const DAEMONSET_MAKERS: [&str; 2] = [
+    "system:serviceaccount:kube-system:daemon-set-controller",
+    "system:kube-controller-manager",
+];
+
+/// Pod Security's restricted profile, as CEL over `variables.containers` (regular and init)
+/// and `variables.pod` (the pod's security context), with each rule's words.
+const RESTRICTED: [(&str, &str); 6] = [
+    (
+        "!has(object.spec.ephemeralContainers) || size(object.spec.ephemeralContainers) == 0",
+        "miggate's node pods run no ephemeral containers",
+    ),
+    (
+        "!(has(object.spec.hostNetwork) && object.spec.hostNetwork) && !(has(object.spec.hostPID) && object.spec.hostPID) && !(has(object.spec.hostIPC) && object.spec.hostIPC) && !(has(variables.pod.sysctls) && size(variables.pod.sysctls) > 0)",
+        "miggate's node pods use no host network, PID or IPC namespace, and set no sysctls",
+    ),
+    (
+        "variables.containers.all(c, has(c.securityContext) && !(has(c.securityContext.privileged) && c.securityContext.privileged) && has(c.securityContext.allowPrivilegeEscalation) && !c.securityContext.allowPrivilegeEscalation && (!has(c.securityContext.procMount) || c.securityContext.procMount == 'Default') && has(c.securityContext.capabilities) && has(c.securityContext.capabilities.drop) && c.securityContext.capabilities.drop.exists(d, d == 'ALL') && (!has(c.securityContext.capabilities.add) || c.securityContext.capabilities.add.all(a, a == 'NET_BIND_SERVICE')) && (!has(c.ports) || c.ports.all(p, !has(p.hostPort) || int(p.hostPort) == 0)))",
+        "miggate's node pods meet Pod Security's restricted profile: no container privileged, privilege escalation off, every capability dropped, no host port, the default /proc mount",
+    ),
+    (
+        "!(has(variables.pod.runAsUser) && int(variables.pod.runAsUser) == 0) && variables.containers.all(c, (has(c.securityContext) && has(c.securityContext.runAsNonRoot) ? c.securityContext.runAsNonRoot : has(variables.pod.runAsNonRoot) && variables.pod.runAsNonRoot) && !(has(c.securityContext) && has(c.securityContext.runAsUser) && int(c.securityContext.runAsUser) == 0))",
+        "miggate's node pods run as non-root (runAsNonRoot, never user 0)",
+    ),
+    (
+        "variables.containers.all(c, (has(c.securityContext) && has(c.securityContext.seccompProfile) ? c.securityContext.seccompProfile.type : has(variables.pod.seccompProfile) ? variables.pod.seccompProfile.type : '') in ['RuntimeDefault', 'Localhost']) && !(has(variables.pod.appArmorProfile) && variables.pod.appArmorProfile.type == 'Unconfined') && variables.containers.all(c, !(has(c.securityContext) && has(c.securityContext.appArmorProfile) && c.securityContext.appArmorProfile.type == 'Unconfined')) && !(has(object.metadata.annotations) && object.metadata.annotations.exists(k, k.startsWith('container.apparmor.security.beta.kubernetes.io/') && object.metadata.annotations[k] == 'unconfined'))",
+        "miggate's node pods run confined: seccomp RuntimeDefault or Localhost, AppArmor never Unconfined",
+    ),
+    (
+        "([has(variables.pod.seLinuxOptions) ? variables.pod.seLinuxOptions : {}] + variables.containers.map(c, has(c.securityContext) && has(c.securityContext.seLinuxOptions) ? c.securityContext.seLinuxOptions : {})).all(o, !has(o.user) && !has(o.role) && (!has(o.type) || o.type in ['container_t', 'container_init_t', 'container_kvm_t', 'container_engine_t']))",
+        "miggate's node pods keep SELinux's container types (no user or role, type container_t, container_init_t, container_kvm_t or container_engine_t)",
+    ),
+];
+
+/// `miggate-node-tokens`: a token of the publisher's or the checkpoint agent's account carries
+/// the node its pod runs on, which their policies trust: only a kubelet takes one, for a pod
+/// bound to it (the node authorizer and NodeRestriction hold a kubelet to its own pods), never
+/// an admin or a namespace's editor naming a node.
+pub fn node_tokens(config: &Config) -> Result<Vec<Object>, Error> {
+    let agent_namespace = config.checkpoint_agent_namespace.as_str();
+    let agent = config.checkpoint_agent_name.as_str();
+    policy(
+        "miggate-node-tokens",
+        json!({
+            "failurePolicy": "Fail",
+            "matchConditions": [{"name": "miggate-node-accounts", "expression": format!(
+                "(request.namespace == {} && request.name == {}) || (request.namespace == {} && request.name == {})",
+                cel_string(NODE_NAMESPACE), cel_string(PUBLISHER), cel_string(agent_namespace), cel_string(agent))}],
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                "resources": ["serviceaccounts/token"]}]},
+            "validations": [{
+                "expression": "request.userInfo.username.startsWith('system:node:') && has(object.spec.boundObjectRef) && object.spec.boundObjectRef.kind == 'Pod'",
+                "messageExpression": "'a token of ' + request.namespace + '/' + request.name + ' says which node it was taken on, and miggate trusts it for that node: only a kubelet takes one, for a pod bound to it, not ' + request.userInfo.username",
+                "reason": "Forbidden"}],
         }),
     )
 }

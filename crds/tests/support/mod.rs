@@ -106,10 +106,12 @@ pub fn policy_verdict(policy: &Value, req: &Value) -> Option<Vec<String>> {
     if !policy_applies(policy, req) {
         return None;
     }
+    let variables = variables(policy, req);
     let vars = [
         ("object", &req["object"]),
         ("oldObject", &req["oldObject"]),
         ("request", req),
+        ("variables", &variables),
     ];
     let mut failed = Vec::new();
     for v in policy["spec"]["validations"].as_array().unwrap() {
@@ -120,6 +122,51 @@ pub fn policy_verdict(policy: &Value, req: &Value) -> Option<Vec<String>> {
         failed.push(message(v, req));
     }
     Some(failed)
+}
+
+/// A policy's `spec.variables`, each evaluated in order as the API server does (a later one may
+/// read an earlier one), as the map CEL reads as `variables`.
+fn variables(policy: &Value, req: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    for v in policy["spec"]["variables"].as_array().into_iter().flatten() {
+        let sofar = Value::Object(out.clone());
+        let vars = [
+            ("object", &req["object"]),
+            ("oldObject", &req["oldObject"]),
+            ("request", req),
+            ("variables", &sofar),
+        ];
+        let expression = v["expression"].as_str().unwrap();
+        let value = run(expression, &vars).unwrap_or_else(|e| panic!("{e}"));
+        out.insert(v["name"].as_str().unwrap().to_string(), to_json(&value));
+    }
+    Value::Object(out)
+}
+
+/// A CEL value as JSON, to bind it again as a variable.
+fn to_json(value: &kube::core::cel::cel::Value) -> Value {
+    use kube::core::cel::cel::Value as Cel;
+    match value {
+        Cel::Null => Value::Null,
+        Cel::Bool(b) => Value::Bool(*b),
+        Cel::Int(i) => Value::from(*i),
+        Cel::UInt(u) => Value::from(*u),
+        Cel::Float(f) => serde_json::json!(f),
+        Cel::String(s) => Value::String(s.to_string()),
+        Cel::List(items) => Value::Array(items.iter().map(to_json).collect()),
+        Cel::Map(map) => Value::Object(map.map.iter().map(|(k, v)| (key_text(k), to_json(v))).collect()),
+        other => panic!("a variable of a kind the tests do not bind: {other:?}"),
+    }
+}
+
+fn key_text(key: &kube::core::cel::cel::objects::Key) -> String {
+    use kube::core::cel::cel::objects::Key;
+    match key {
+        Key::String(s) => s.to_string(),
+        Key::Int(i) => i.to_string(),
+        Key::Uint(u) => u.to_string(),
+        Key::Bool(b) => b.to_string(),
+    }
 }
 
 /// A validation's message for `req`: its `messageExpression` as the API server evaluates it,
