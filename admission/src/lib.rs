@@ -13,7 +13,8 @@
 //! function call, tested and benchmarked as one.
 //!
 //! Parts: [`review`] (the request, read once), [`restore_annotations`] (the one reader of the
-//! restore annotations), [`decide`] (the verdict), [`resolve`] (what a pod restores from),
+//! restore annotations), [`decide`] (the verdict), [`selector`] (`--restore-pod-selector`,
+//! read once), [`resolve`] (what a pod restores from),
 //! [`allocation`] (what DRA allocated), [`steer`] and [`steer_claim`] (steering a pod to nodes
 //! that fit), [`device_map`] and [`summary`] (the annotations written at binding).
 
@@ -28,6 +29,7 @@ mod refusal;
 pub mod resolve;
 pub mod restore_annotations;
 pub mod review;
+pub mod selector;
 pub mod steer;
 pub mod steer_claim;
 pub mod summary;

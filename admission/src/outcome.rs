@@ -39,6 +39,9 @@ pub enum Outcome {
     MapIgnored,
     /// A DRA restore pod bound by a binder not listed (`--binder`): no device map written.
     UnlistedBinder,
+    /// A Binding that carried `miggate.io/device-map` without the webhook mapping it: the
+    /// binder's map removed, since only miggate writes it.
+    MapRemoved,
     /// A `spec.summary` written.
     SummaryWritten,
     /// A `spec.summary` that already matched its manifest.
@@ -49,7 +52,7 @@ pub enum Outcome {
 
 impl Outcome {
     /// Every outcome, in the order docs/webhook.md lists them.
-    pub const ALL: [Outcome; 18] = [
+    pub const ALL: [Outcome; 19] = [
         Outcome::Ignored,
         Outcome::Allowed,
         Outcome::Warned,
@@ -65,6 +68,7 @@ impl Outcome {
         Outcome::NotMapped,
         Outcome::MapIgnored,
         Outcome::UnlistedBinder,
+        Outcome::MapRemoved,
         Outcome::SummaryWritten,
         Outcome::SummaryKept,
         Outcome::SummaryIgnored,
@@ -88,6 +92,7 @@ impl Outcome {
             Outcome::NotMapped => "not-mapped",
             Outcome::MapIgnored => "map-ignored",
             Outcome::UnlistedBinder => "unlisted-binder",
+            Outcome::MapRemoved => "map-removed",
             Outcome::SummaryWritten => "summary-written",
             Outcome::SummaryKept => "summary-kept",
             Outcome::SummaryIgnored => "summary-ignored",

@@ -4,7 +4,7 @@
 //! [`annotation_path`], and never by hand.
 
 use json_patch::jsonptr::PointerBuf;
-use json_patch::{AddOperation, PatchOperation, ReplaceOperation};
+use json_patch::{AddOperation, PatchOperation, RemoveOperation, ReplaceOperation};
 use serde_json::Value;
 
 /// `/metadata/annotations/<key>`, the key escaped as RFC 6901 asks.
@@ -20,6 +20,11 @@ pub(crate) fn path<'t>(tokens: impl IntoIterator<Item = &'t str>) -> PointerBuf 
 /// An `add` of `value` at `path`.
 pub(crate) fn add(path: PointerBuf, value: Value) -> PatchOperation {
     PatchOperation::Add(AddOperation { path, value })
+}
+
+/// A `remove` of what is at `path` (which must be there, or the API server fails the patch).
+pub(crate) fn remove(path: PointerBuf) -> PatchOperation {
+    PatchOperation::Remove(RemoveOperation { path })
 }
 
 /// A `replace` of what is at `path` with `value`.

@@ -45,6 +45,14 @@ pub enum Refusal {
     },
     /// Neither the request nor the object names a namespace.
     NoNamespace,
+    /// A restore pod `--restore-pod-selector` does not select: the pod watch never sends it,
+    /// so its binding would pass unchecked.
+    NotSelected {
+        /// `namespace/name` of the pod.
+        pod: String,
+        /// The selector's canonical text, escaped.
+        selector: String,
+    },
     /// The webhook's caches have not listed everything once: absent cannot be told from
     /// not seen yet.
     StoreNotSynced {
@@ -279,6 +287,8 @@ pub enum Reason {
     SnapshotContentMismatch,
     /// `no-namespace`: a request without a namespace.
     NoNamespace,
+    /// `pod-not-selected`: a restore pod without the labels of `--restore-pod-selector`.
+    PodNotSelected,
     /// `store-not-synced`: the store has not listed everything yet.
     StoreNotSynced,
     /// `store-stale`: a watch cache has been behind too long.
@@ -297,13 +307,14 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, for docs and tests.
-    pub const ALL: [Reason; 13] = [
+    pub const ALL: [Reason; 14] = [
         Reason::RestoreFromInvalid,
         Reason::RestoreFromAmbiguous,
         Reason::ContainerMapInvalid,
         Reason::SnapshotNotFound,
         Reason::SnapshotContentMismatch,
         Reason::NoNamespace,
+        Reason::PodNotSelected,
         Reason::StoreNotSynced,
         Reason::StoreStale,
         Reason::SkipChecksInvalid,
@@ -322,6 +333,7 @@ impl Reason {
             Reason::SnapshotNotFound => "snapshot-not-found",
             Reason::SnapshotContentMismatch => "snapshot-content-mismatch",
             Reason::NoNamespace => "no-namespace",
+            Reason::PodNotSelected => "pod-not-selected",
             Reason::StoreNotSynced => "store-not-synced",
             Reason::StoreStale => "store-stale",
             Reason::SkipChecksInvalid => "skip-checks-invalid",
@@ -346,6 +358,7 @@ impl Refusal {
             Refusal::SnapshotNotFound { .. } => Reason::SnapshotNotFound,
             Refusal::SnapshotContentMismatch { .. } => Reason::SnapshotContentMismatch,
             Refusal::NoNamespace => Reason::NoNamespace,
+            Refusal::NotSelected { .. } => Reason::PodNotSelected,
             Refusal::StoreNotSynced { .. } => Reason::StoreNotSynced,
             Refusal::StoreStale { .. } => Reason::StoreStale,
             Refusal::SkipChecksInvalid { .. } => Reason::SkipChecksInvalid,
@@ -398,6 +411,10 @@ impl fmt::Display for Refusal {
             Refusal::NoNamespace => {
                 f.write_str("miggate: the request names no namespace to find the checkpoint in")
             }
+            Refusal::NotSelected { pod, selector } => write!(
+                f,
+                "miggate: restore pod {pod} lacks the labels of the webhook's --restore-pod-selector ({selector}): the webhook checks the binding only of pods it selects; add them to the pod's labels"
+            ),
             Refusal::StoreNotSynced { checkpoint } => write!(
                 f,
                 "miggate: cannot check checkpoint {checkpoint} yet: the webhook's caches have not finished their first list; retry shortly"
@@ -599,6 +616,10 @@ mod tests {
                 binding: None,
             },
             Refusal::NoNamespace,
+            Refusal::NotSelected {
+                pod: "p".into(),
+                selector: "s".into(),
+            },
             Refusal::StoreNotSynced {
                 checkpoint: "c".into(),
             },

@@ -9,10 +9,15 @@
 //! over the value; which key fills which field is decided once, by [`Key::of`] and
 //! [`RestoreAnnotations::slot`]. A binding reads what the watch kept, so the two readers
 //! parting on a key would judge one pod two ways.
+//!
+//! The review also learns, in the same pass, whether an object carries
+//! `miggate.io/device-map` ([`ObjectAnnotations`]): only miggate writes it into a Binding, so
+//! the binding mutation removes one it finds there.
 
 use std::fmt;
 use std::marker::PhantomData;
 
+use miggate_wire::annotations::DEVICE_MAP;
 use miggate_wire::{annotations, peer};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
@@ -177,9 +182,30 @@ impl<V> RestoreAnnotations<V> {
     }
 }
 
+/// An object's annotations as the review reads them: the restore annotations, and whether
+/// `miggate.io/device-map` is present (its value is never read).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectAnnotations<V> {
+    /// The restore annotations.
+    pub restore: RestoreAnnotations<V>,
+    /// Whether `miggate.io/device-map` is present.
+    pub device_map: bool,
+}
+
+/// What an annotation's name is to a reader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Name {
+    /// A restore annotation.
+    Restore(Key),
+    /// `miggate.io/device-map`.
+    DeviceMap,
+    /// Any other.
+    Other,
+}
+
 /// A key read in place (never allocated, escaped or not): serde hands it over borrowed, from
 /// the input or its scratch buffer.
-struct KeyOf(Option<Key>);
+struct KeyOf(Name);
 
 impl<'de> Deserialize<'de> for KeyOf {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -192,7 +218,11 @@ impl<'de> Deserialize<'de> for KeyOf {
             }
 
             fn visit_str<E: de::Error>(self, name: &str) -> Result<KeyOf, E> {
-                Ok(KeyOf(Key::of(name)))
+                Ok(KeyOf(match Key::of(name) {
+                    Some(key) => Name::Restore(key),
+                    None if name == DEVICE_MAP => Name::DeviceMap,
+                    None => Name::Other,
+                }))
             }
         }
         deserializer.deserialize_str(KeyVisitor)
@@ -205,9 +235,16 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for RestoreAnnotations<V> {
     /// k8s-openapi), `miggate.io/steered`'s and every other annotation's value is skipped,
     /// whatever its shape.
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        ObjectAnnotations::deserialize(deserializer).map(|a| a.restore)
+    }
+}
+
+impl<'de, V: Deserialize<'de>> Deserialize<'de> for ObjectAnnotations<V> {
+    /// As [`RestoreAnnotations`] reads them, noting `miggate.io/device-map` on the way.
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         struct MapVisitor<V>(PhantomData<V>);
         impl<'de, V: Deserialize<'de>> Visitor<'de> for MapVisitor<V> {
-            type Value = RestoreAnnotations<V>;
+            type Value = ObjectAnnotations<V>;
 
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a map of annotations")
@@ -215,24 +252,33 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for RestoreAnnotations<V> {
 
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
                 let mut out = RestoreAnnotations::default();
-                while let Some(KeyOf(key)) = map.next_key::<KeyOf>()? {
+                let mut device_map = false;
+                while let Some(KeyOf(name)) = map.next_key::<KeyOf>()? {
+                    let key = match name {
+                        Name::Restore(key) => Some(key),
+                        Name::DeviceMap | Name::Other => None,
+                    };
                     match key.and_then(|k| out.slot(k)) {
                         Some(slot) => *slot = Some(map.next_value::<V>()?),
                         None => {
                             map.next_value::<IgnoredAny>()?;
                             out.steered |= key == Some(Key::Steered);
+                            device_map |= name == Name::DeviceMap;
                         }
                     }
                 }
-                Ok(out)
+                Ok(ObjectAnnotations {
+                    restore: out,
+                    device_map,
+                })
             }
 
             fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(RestoreAnnotations::default())
+                Ok(ObjectAnnotations::default())
             }
 
             fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
-                Ok(RestoreAnnotations::default())
+                Ok(ObjectAnnotations::default())
             }
 
             fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
@@ -240,6 +286,15 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for RestoreAnnotations<V> {
             }
         }
         deserializer.deserialize_option(MapVisitor(PhantomData))
+    }
+}
+
+impl<V> Default for ObjectAnnotations<V> {
+    fn default() -> Self {
+        ObjectAnnotations {
+            restore: RestoreAnnotations::default(),
+            device_map: false,
+        }
     }
 }
 
@@ -291,5 +346,25 @@ mod tests {
         assert_eq!(a.restore_from.as_deref(), Some("b1"));
         assert!(a.steered);
         assert!(serde_json::from_str::<RestoreAnnotations<String>>(r#"{"miggate.io/steer": 1}"#).is_err());
+    }
+
+    #[test]
+    fn the_device_map_is_noted_whatever_its_value() {
+        for (json, device_map) in [
+            (
+                r#"{"miggate.io/device-map": "a=b", "miggate.io/restore-from": "c"}"#,
+                true,
+            ),
+            (r#"{"miggate.io/device-map": {"x": 1}}"#, true),
+            (r#"{"miggate.io/device-map-x": "a=b"}"#, false),
+            ("null", false),
+        ] {
+            let a: ObjectAnnotations<String> = serde_json::from_str(json).unwrap();
+            assert_eq!(a.device_map, device_map, "{json}");
+        }
+        let a: ObjectAnnotations<String> =
+            serde_json::from_str(r#"{"miggate.io/device-map": "a=b", "miggate.io/restore-from": "c"}"#)
+                .unwrap();
+        assert_eq!(a.restore.restore_from.as_deref(), Some("c"));
     }
 }

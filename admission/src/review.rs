@@ -11,6 +11,7 @@
 //! `uid`, `kind`, `resource`, `operation` and `userInfo`), so a review kube would refuse is
 //! refused here too, with serde's own words.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use kube::core::DynamicObject;
@@ -22,7 +23,7 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 pub use crate::pod::Spec as PodSpec;
-use crate::restore_annotations::RestoreAnnotations;
+use crate::restore_annotations::{ObjectAnnotations, RestoreAnnotations};
 pub use crate::text::Text;
 
 /// The only review version served: the API server sends what the registration names.
@@ -114,7 +115,43 @@ impl<'a> Raw<'a> {
     }
 }
 
-/// What a decision reads of an object's metadata: its names and the restore annotations.
+/// An object's `metadata.labels`, kept as they came: a decision decodes them only for a
+/// restore pod under `--restore-pod-selector`, and every other pod pays no more than skipping
+/// them.
+#[derive(Debug, Clone, Copy)]
+pub enum Labels<'a> {
+    /// Text borrowed from the body.
+    Json(&'a RawValue),
+    /// The map of a request decoded with kube's types.
+    Map(&'a BTreeMap<String, String>),
+}
+
+impl Labels<'_> {
+    /// The labels as a map; an error where they are not a map of strings.
+    pub fn decode(self) -> Result<BTreeMap<String, String>, serde_json::Error> {
+        match self {
+            Labels::Json(raw) => serde_json::from_str::<Option<BTreeMap<String, String>>>(raw.get())
+                .map(Option::unwrap_or_default),
+            Labels::Map(map) => Ok(map.clone()),
+        }
+    }
+}
+
+/// Equal when they say the same: raw text by its text, a map by its entries.
+impl PartialEq for Labels<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Labels::Json(a), Labels::Json(b)) => a.get() == b.get(),
+            (Labels::Map(a), Labels::Map(b)) => a == b,
+            _ => false,
+        }
+    }
+}
+
+impl Eq for Labels<'_> {}
+
+/// What a decision reads of an object's metadata: its names, its labels (raw), the restore
+/// annotations and whether it carries the device map.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Meta<'a> {
     /// `metadata.name`.
@@ -130,6 +167,11 @@ pub struct Meta<'a> {
     pub annotations: RestoreAnnotations<Text<'a>>,
     /// Whether `metadata.annotations` is present (a JSON patch adds to it or creates it).
     pub has_annotations: bool,
+    /// Whether the annotations carry `miggate.io/device-map` (on a Binding: written by the
+    /// binder, which only miggate may do).
+    pub has_device_map: bool,
+    /// `metadata.labels`, when present and not null, undecoded.
+    pub labels: Option<Labels<'a>>,
 }
 
 impl Meta<'_> {
@@ -364,6 +406,12 @@ impl<'a> From<&'a AdmissionRequest<DynamicObject>> for Review<'a> {
                             .map(|(k, v)| (k.as_str(), b(v))),
                     ),
                     has_annotations: o.metadata.annotations.is_some(),
+                    has_device_map: o
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .is_some_and(|a| a.contains_key(miggate_wire::annotations::DEVICE_MAP)),
+                    labels: o.metadata.labels.as_ref().map(Labels::Map),
                 },
                 spec: present(o, "spec").map(Spec::Raw),
                 target: present(o, "target"),
@@ -500,8 +548,8 @@ impl<'de: 'a, 'a> Deserialize<'de> for PodObject<'a> {
 }
 
 impl<'de: 'a, 'a> Deserialize<'de> for Meta<'a> {
-    /// Only the names and the restore annotations are decoded; every other field and
-    /// annotation is skipped unread.
+    /// Only the names and the restore annotations are decoded, the labels kept raw, and the
+    /// device map's presence noted; every other field and annotation is skipped unread.
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct MetaVisitor;
         impl<'de> Visitor<'de> for MetaVisitor {
@@ -518,10 +566,14 @@ impl<'de: 'a, 'a> Deserialize<'de> for Meta<'a> {
                         "generateName" => meta.generate_name = map.next_value()?,
                         "uid" => meta.uid = map.next_value()?,
                         "annotations" => {
-                            if let Some(a) = map.next_value::<Option<RestoreAnnotations<Text<'de>>>>()? {
-                                meta.annotations = a;
+                            if let Some(a) = map.next_value::<Option<ObjectAnnotations<Text<'de>>>>()? {
+                                meta.annotations = a.restore;
+                                meta.has_device_map = a.device_map;
                                 meta.has_annotations = true;
                             }
+                        }
+                        "labels" => {
+                            meta.labels = map.next_value::<Option<&'de RawValue>>()?.map(Labels::Json)
                         }
                         _ => {
                             map.next_value::<IgnoredAny>()?;
@@ -580,7 +632,7 @@ mod tests {
         let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{
             "uid":"u1","kind":{"group":"","version":"v1","kind":"Pod"},
             "resource":{"group":"","version":"v1","resource":"pods"},"namespace":"ml",
-            "operation":"CREATE","userInfo":{},"object":{"metadata":{"name":"p","annotations":{
+            "operation":"CREATE","userInfo":{},"object":{"metadata":{"name":"p","labels":{"app":"x"},"annotations":{
             "a":"b","miggate.io/restore-from":"first","miggate.io/restore-from":"ck\u0031",
             "miggate.io/steer":"true","miggate.io/steered":"node affinity"}},
             "spec":{"containers":[]},"status":{"phase":"Pending"}}}}"#;
@@ -594,9 +646,28 @@ mod tests {
         assert_eq!(o.meta.annotations.restore_from.as_deref(), Some("ck1"));
         assert_eq!(o.meta.annotations.steer.as_deref(), Some("true"));
         assert!(o.meta.annotations.steered && o.meta.has_annotations);
+        assert!(!o.meta.has_device_map);
         assert_eq!(o.meta.annotations.skip_checks, None);
+        let labels = o.meta.labels.map(|l| l.decode().unwrap());
+        assert_eq!(labels, Some([("app".to_string(), "x".to_string())].into()));
         assert!(matches!(o.spec, Some(Spec::Raw(Raw::Json(raw))) if raw.get() == r#"{"containers":[]}"#));
         assert!(o.target.is_none());
+    }
+
+    /// A Binding's device map is noted, and its labels kept raw, by both readers.
+    #[test]
+    fn the_device_map_and_the_labels_are_read_by_both_readers() {
+        let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{
+            "uid":"u1","kind":{"group":"","version":"v1","kind":"Binding"},
+            "resource":{"group":"","version":"v1","resource":"pods"},"subResource":"binding",
+            "namespace":"ml","name":"p","operation":"CREATE","userInfo":{"username":"s"},
+            "object":{"apiVersion":"v1","kind":"Binding","metadata":{"name":"p","labels":null,
+            "annotations":{"miggate.io/device-map":"GPU-a=GPU-b"}},"target":{"name":"n"}}}}"#;
+        for r in [parse(body).unwrap(), parse_restore(body).unwrap()] {
+            let meta = &r.object.as_ref().unwrap().meta;
+            assert!(meta.has_device_map && meta.has_annotations);
+            assert_eq!(meta.labels, None);
+        }
     }
 
     #[test]

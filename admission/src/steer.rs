@@ -26,6 +26,7 @@ use crate::lookup::Lookup;
 use crate::patch::{add, annotation_path, path, replace};
 use crate::resolve::{self, Reference, Resolved};
 use crate::review::{Review, Spec};
+use crate::selector::is_label_value;
 
 pub use miggate_wire::annotations::{STEER, STEERED};
 /// The audit annotation steering writes, with the same text.
@@ -151,17 +152,6 @@ pub fn requirements(manifest: &GpuManifest) -> Result<Requirements, NotSteered> 
         common,
         driver_major: major,
     })
-}
-
-/// A Kubernetes label value: at most 63 bytes of `[A-Za-z0-9._-]`, alphanumeric at both ends.
-fn is_label_value(v: &str) -> bool {
-    let b = v.as_bytes();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.first().is_some_and(u8::is_ascii_alphanumeric)
-        && b.last().is_some_and(u8::is_ascii_alphanumeric)
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
 fn quoted(text: &str) -> String {

@@ -273,3 +273,89 @@ fn the_map_is_the_bound_uid_s(
     assert_eq!(m.outcome, outcome, "{:?}", m.response.warnings);
     assert_eq!(m.response.patch.is_some(), outcome == Outcome::Mapped);
 }
+
+/// A Binding that arrives carrying a device map (written by whoever can bind as a listed
+/// binder) keeps none of it: the webhook's own map replaces it where it maps the pod, and it
+/// is removed everywhere else, with a warning, read in place as from kube's types.
+#[rstest]
+#[case::mapped_replaces_it("fits", "system:kube-scheduler", Outcome::Mapped)]
+#[case::refused_allocation("short", "system:kube-scheduler", Outcome::MapRemoved)]
+#[case::claim_not_allocated("pending", "system:kube-scheduler", Outcome::MapRemoved)]
+#[case::no_claims("plain", "system:kube-scheduler", Outcome::MapRemoved)]
+#[case::not_a_restore_pod("web-0", "system:kube-scheduler", Outcome::MapRemoved)]
+#[case::unlisted_binder("fits", "system:serviceaccount:ml:default", Outcome::MapRemoved)]
+fn a_map_the_binding_carries_is_never_kept(#[case] pod: &str, #[case] user: &str, #[case] outcome: Outcome) {
+    let mut req = binding(pod);
+    req.user_info.username = Some(user.to_string());
+    req.object.as_mut().unwrap().metadata.annotations = Some(
+        [
+            ("miggate.io/device-map".to_string(), "GPU-a=GPU-b".to_string()),
+            ("team".to_string(), "ml".to_string()),
+        ]
+        .into(),
+    );
+    let body = serde_json::to_vec(
+        &json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": req}),
+    )
+    .unwrap();
+    let lean = miggate_admission::review::parse(&body).unwrap();
+    for m in [
+        device_map::map(&req, &cluster(), &binders()),
+        device_map::map_review(&lean, &cluster(), &binders()),
+    ] {
+        assert_eq!(m.outcome, outcome, "{:?}", m.response.warnings);
+        assert!(m.response.allowed, "never blocked");
+        let patch: Value = serde_json::from_slice(m.response.patch.as_ref().unwrap()).unwrap();
+        let warnings = m.response.warnings.clone().unwrap_or_default();
+        if outcome == Outcome::Mapped {
+            assert_eq!(
+                patch,
+                json!([{"op": "add", "path": "/metadata/annotations/miggate.io~1device-map", "value": MAP}])
+            );
+            assert!(warnings.is_empty(), "{warnings:?}");
+            continue;
+        }
+        assert_eq!(
+            patch,
+            json!([{"op": "remove", "path": "/metadata/annotations/miggate.io~1device-map"}])
+        );
+        assert_eq!(
+            warnings.last().map(String::as_str),
+            Some(
+                format!("miggate: removed annotation miggate.io/device-map from the Binding of pod ml/{pod}: only miggate writes it, from the devices the pod was allocated")
+                    .as_str()
+            )
+        );
+        assert_eq!(
+            m.response
+                .audit_annotations
+                .get("device-map-removed")
+                .map(String::as_str),
+            Some(user)
+        );
+        assert_eq!(m.response.audit_annotations.get("device-map"), None);
+    }
+}
+
+/// The exact check's own warning stays beside the removal's.
+#[test]
+fn a_removed_map_keeps_the_warning_of_why_none_was_written() {
+    let mut req = binding("short");
+    req.object.as_mut().unwrap().metadata.annotations =
+        Some([("miggate.io/device-map".to_string(), "x".to_string())].into());
+    let m = device_map::map(&req, &cluster(), &binders());
+    let warnings = m.response.warnings.unwrap_or_default();
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings[0].contains("the exact check on its allocated devices refused"),
+        "{warnings:?}"
+    );
+}
+
+/// Without a map in the Binding nothing is removed: the answers stay as they were.
+#[test]
+fn a_binding_without_a_map_is_not_patched_for_it() {
+    let m = device_map::map(&binding("web-0"), &cluster(), &binders());
+    assert_eq!(m.outcome, Outcome::Ignored);
+    assert!(m.response.patch.is_none() && m.response.warnings.is_none());
+}

@@ -25,6 +25,27 @@ pub enum Error {
         /// The API server's words (its `Status` message), or the transport's.
         why: String,
     },
+    /// The webhook's own identity could not be learnt: the API server did not answer a
+    /// `SelfSubjectReview`, or named no one.
+    #[error("cannot learn this webhook's identity (a SelfSubjectReview): {why}")]
+    Identity {
+        /// Why.
+        why: String,
+    },
+    /// The Secret cannot be updated in place, and deleting it to create it again failed.
+    #[error(
+        "cannot write Secret {secret}: it {unwritable}, and deleting it to create it again failed: {why}; let the webhook's service account delete it (RBAC: verb delete on secrets, resourceNames [{name}]) or delete it by hand"
+    )]
+    Unwritable {
+        /// `namespace/name`.
+        secret: String,
+        /// Its name.
+        name: String,
+        /// Why it cannot be updated (`is immutable`, `has type …`).
+        unwritable: String,
+        /// The API server's words on the delete.
+        why: String,
+    },
     /// The new certificate could not be put into the TLS server.
     #[error("cannot serve the new certificate: {why}")]
     Install {

@@ -1,32 +1,32 @@
 //! The loop that keeps the Secret, the configurations and the served certificate in step.
 //!
-//! Each round reads the Secret, judges it ([`judge`]), writes what changed (create, or update
-//! at the version read: replicas racing end with one CA, the losers re-reading), patches every
-//! configuration whose `caBundle` differs, and only then switches what this replica serves: a
+//! Each round learns, once, who this webhook is (`identity.rs`: what it marks the Secret
+//! with), reads the Secret, judges it ([`judge`]: data another wrote is replaced whole),
+//! writes what changed (`secret.rs`: create, update at the version read, or delete and create
+//! when it cannot be updated), patches every configuration whose `caBundle` differs, and
+//! only then switches what this replica serves: a
 //! new certificate is served once every configuration has trusted its CA for `propagation`,
 //! so no API server call meets a certificate it cannot verify. Watches of the Secret and of
 //! each configuration start a round at once (a deleted Secret, a wiped `caBundle`); a timer
 //! starts one every `resync` (renewal ahead of expiry), and every second while waiting.
+//!
+//! A replica whose served certificate is past its renewal point while rounds fail reports not
+//! ready ([`Status`]), so the failure is seen while a third of the certificate's life is left.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::StreamExt;
-use k8s_openapi::ByteString;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{ObjectMeta, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Resource};
 use serde::Serialize;
 use tokio::sync::Notify;
 
-use crate::error::{Error, api_words};
+use crate::error::Error;
 use crate::inject::{ConfigurationRef, Configurations, patch_for};
-use crate::material::{
-    Cert, Change, Contents, PREVIOUS_CA_UNTIL, Pair, Raw, Wanted, Why, bundle_certs, judge,
-};
+use crate::material::{Cert, Change, Contents, Pair, Wanted, Why, bundle_certs, judge_trusting};
 use crate::metrics::{CertMetrics, RotationLabel, StepLabel};
+use crate::secret::{KeptMeta, SecretStore, Unwritable, raw_of};
 
 /// What the manager is told.
 #[derive(Debug, Clone)]
@@ -58,12 +58,18 @@ impl<F: Fn(&Pair) -> Result<(), Error> + Send + Sync> Install for F {
     }
 }
 
-/// What `/readyz` shows of the certificates.
+/// What `/readyz` shows of the certificates; the webhook is ready only while `verified`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Status {
-    /// Whether the API server can verify what this replica serves: every configuration has
-    /// trusted the served certificate's CA for the propagation time.
+    /// Whether this replica's certificate is fit to serve: every configuration has trusted the
+    /// served certificate's CA for the propagation time, and the certificate is not past its
+    /// renewal point while renewal fails (`renewal_overdue`).
     pub verified: bool,
+    /// The served certificate is past its renewal point (two thirds of its life) and the
+    /// rounds that would renew it fail: not ready, so the failure is seen (a rollout stalls,
+    /// an alert on readiness fires) while a third of its life is left.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub renewal_overdue: bool,
     /// The served certificate's not-after, RFC 3339.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_after: Option<String>,
@@ -72,19 +78,58 @@ pub struct Status {
     pub waiting: Option<String>,
 }
 
+/// What the manager reports, as last set, and the failing renewal that makes it unready once
+/// the served certificate is due: read at each [`Handle::status`], so readiness turns at the
+/// due point itself, not at the next round.
+#[derive(Debug, Default)]
+struct Reported {
+    status: Status,
+    failing: Option<Failing>,
+}
+
+/// Rounds fail while a certificate is served.
+#[derive(Debug, Clone)]
+struct Failing {
+    /// The served certificate's renewal point.
+    due: SystemTime,
+    /// What failed last.
+    why: String,
+}
+
+impl Reported {
+    /// The status at `now`.
+    fn at(&self, now: SystemTime) -> Status {
+        let mut status = self.status.clone();
+        if let Some(failing) = self.failing.as_ref().filter(|f| now >= f.due) {
+            status.verified = false;
+            status.renewal_overdue = true;
+            status.waiting = Some(format!(
+                "the serving certificate is past its renewal point (not after {}) and renewal fails: {}",
+                status.not_after.as_deref().unwrap_or("unknown"),
+                failing.why
+            ));
+        }
+        status
+    }
+}
+
 /// The manager's handle: its status, and its task.
 #[derive(Debug, Clone)]
 pub struct Handle {
-    status: Arc<Mutex<Status>>,
+    reported: Arc<Mutex<Reported>>,
 }
 
 impl Handle {
     /// The status now.
     pub fn status(&self) -> Status {
-        match self.status.lock() {
-            Ok(s) => s.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
+        lock(&self.reported).at(SystemTime::now())
+    }
+}
+
+fn lock(reported: &Mutex<Reported>) -> MutexGuard<'_, Reported> {
+    match reported.lock() {
+        Ok(r) => r,
+        Err(p) => p.into_inner(),
     }
 }
 
@@ -93,45 +138,36 @@ struct Served {
     pair: Pair,
     ca: Cert,
     verified: bool,
+    /// The served certificate's renewal point ([`Cert::due`]).
+    due: SystemTime,
 }
 
 struct Manager {
     config: Config,
-    secrets: Api<Secret>,
+    client: kube::Client,
+    secrets: SecretStore,
     configurations: Configurations,
     install: Arc<dyn Install>,
     metrics: CertMetrics,
-    status: Arc<Mutex<Status>>,
+    reported: Arc<Mutex<Reported>>,
+    /// This webhook's identity, the Secret's [`WRITTEN_BY`](crate::material::WRITTEN_BY),
+    /// learnt in the first round that reaches the API server.
+    writer: Option<String>,
     served: Option<Served>,
     /// The CA every configuration trusts, and since when.
     trusted_since: Option<(Vec<u8>, Instant)>,
     /// The last error logged, so a repeating one is logged once.
     last_error: Option<String>,
+    /// Whether the overdue renewal was logged since the last good round.
+    overdue_logged: bool,
     /// Rounds failed in a row: the wait before the next doubles with each, up to [`AT_MOST`].
     failures: u32,
     /// When the CA or the serving certificate is next due for renewal: an idle loop wakes then,
     /// not only at the next resync.
     next_due: Option<SystemTime>,
-    /// The labels and annotations of the Secret last read. A Secret deleted to rotate comes
-    /// back with them: whoever installed it (Helm's release annotations, an owner's labels)
-    /// still owns it, so `helm uninstall` removes it too.
+    /// The labels and annotations of the Secret last read, which a Secret deleted to rotate
+    /// comes back with.
     kept_meta: KeptMeta,
-}
-
-/// Labels and annotations of the Secret, as last read.
-#[derive(Debug, Clone, Default)]
-struct KeptMeta {
-    labels: BTreeMap<String, String>,
-    annotations: BTreeMap<String, String>,
-}
-
-impl KeptMeta {
-    fn of(secret: &Secret) -> Self {
-        KeptMeta {
-            labels: secret.metadata.labels.clone().unwrap_or_default(),
-            annotations: secret.metadata.annotations.clone().unwrap_or_default(),
-        }
-    }
 }
 
 /// What the round asks of the loop.
@@ -155,20 +191,26 @@ pub async fn start(
     install: Arc<dyn Install>,
     metrics: CertMetrics,
 ) -> Handle {
-    let status = Arc::new(Mutex::new(Status {
-        waiting: Some("no certificate yet".into()),
-        ..Status::default()
+    let reported = Arc::new(Mutex::new(Reported {
+        status: Status {
+            waiting: Some("no certificate yet".into()),
+            ..Status::default()
+        },
+        failing: None,
     }));
     let mut manager = Manager {
-        secrets: Api::namespaced(client.clone(), &config.namespace),
-        configurations: Configurations::new(client),
+        secrets: SecretStore::new(client.clone(), &config.namespace, &config.secret),
+        configurations: Configurations::new(client.clone()),
+        client,
         config,
         install,
         metrics,
-        status: status.clone(),
+        reported: reported.clone(),
+        writer: None,
         served: None,
         trusted_since: None,
         last_error: None,
+        overdue_logged: false,
         failures: 0,
         next_due: None,
         kept_meta: KeptMeta::default(),
@@ -194,7 +236,7 @@ pub async fn start(
             }
         }
     });
-    Handle { status }
+    Handle { reported }
 }
 
 const SOON: Duration = Duration::from_secs(1);
@@ -210,7 +252,7 @@ impl Manager {
     /// Watches of the Secret and of each configuration, by name, that wake the loop.
     fn watch(&self, wake: Arc<Notify>) {
         let by_name = |name: &str| watcher::Config::default().fields(&format!("metadata.name={name}"));
-        spawn_trigger(self.secrets.clone(), by_name(&self.config.secret), wake.clone());
+        spawn_trigger(self.secrets.api(), by_name(&self.config.secret), wake.clone());
         for c in &self.config.configurations {
             match c.kind {
                 crate::inject::Kind::Validating => {
@@ -230,25 +272,46 @@ impl Manager {
             tracing::error!(error = %text, "webhook certificates: a step failed; retrying");
             self.last_error = Some(text.clone());
         }
-        self.set_status(Some(text));
+        let now = SystemTime::now();
+        let overdue = self.served.as_ref().is_some_and(|s| now >= s.due);
+        if overdue && !self.overdue_logged {
+            tracing::error!(
+                not_after = self.served_not_after().as_deref().unwrap_or("unknown"),
+                error = %text,
+                "webhook certificates: the serving certificate is past its renewal point and renewal fails; this replica reports not ready"
+            );
+            self.overdue_logged = true;
+        }
+        let failing = self.served.as_ref().map(|s| Failing {
+            due: s.due,
+            why: text.clone(),
+        });
+        self.set_status(Some(text), failing);
     }
 
-    fn set_status(&self, waiting: Option<String>) {
-        let verified = self.served.as_ref().is_some_and(|s| s.verified);
-        let not_after = self
-            .served
+    fn served_not_after(&self) -> Option<String> {
+        self.served
             .as_ref()
-            .map(|s| humantime::format_rfc3339_seconds(leaf_not_after(&s.pair)).to_string());
-        self.metrics.verified.set(i64::from(verified));
-        let mut status = match self.status.lock() {
-            Ok(s) => s,
-            Err(p) => p.into_inner(),
+            .map(|s| humantime::format_rfc3339_seconds(leaf_not_after(&s.pair)).to_string())
+    }
+
+    /// Sets what `/readyz` shows: `waiting` while not verified, and `failing` while rounds
+    /// fail (`None` after a good one).
+    fn set_status(&self, waiting: Option<String>, failing: Option<Failing>) {
+        let verified = self.served.as_ref().is_some_and(|s| s.verified);
+        let mut reported = lock(&self.reported);
+        *reported = Reported {
+            status: Status {
+                verified,
+                renewal_overdue: false,
+                not_after: self.served_not_after(),
+                waiting: if verified { None } else { waiting },
+            },
+            failing,
         };
-        *status = Status {
-            verified,
-            not_after,
-            waiting: if verified { None } else { waiting },
-        };
+        let now = reported.at(SystemTime::now());
+        self.metrics.verified.set(i64::from(now.verified));
+        self.metrics.renewal_overdue.set(i64::from(now.renewal_overdue));
     }
 
     async fn round(&mut self) -> Next {
@@ -265,14 +328,24 @@ impl Manager {
         }
     }
 
+    /// How long until the served certificate's renewal point; `None` when it has passed or
+    /// nothing is served.
+    fn until_served_due(&self) -> Option<Duration> {
+        let due = self.served.as_ref()?.due;
+        due.duration_since(SystemTime::now()).ok()
+    }
+
     /// How long to wait before the next round.
     fn wait(&self, next: Next) -> Duration {
         match next {
             Next::Now => Duration::ZERO,
             Next::Soon => SOON,
+            // Never past the served certificate's renewal point: the round after it sets the
+            // metrics of an overdue renewal (`/readyz` needs no round: it reads the time).
             Next::Retry => SOON
                 .saturating_mul(1 << self.failures.saturating_sub(1).min(5))
-                .min(AT_MOST),
+                .min(AT_MOST)
+                .min(self.until_served_due().unwrap_or(AT_MOST).max(SOON)),
             Next::Idle => {
                 let due = self
                     .next_due
@@ -284,29 +357,46 @@ impl Manager {
     }
 
     async fn try_round(&mut self) -> Result<Next, (&'static str, Error)> {
+        let writer = self.writer().await.map_err(|e| ("identity", e))?;
         let now = SystemTime::now();
-        let name = self.config.secret.clone();
-        let read = self.secrets.get_opt(&name).await.map_err(|e| {
-            (
-                "read",
-                Error::Api {
-                    what: format!("read Secret {}/{name}", self.config.namespace),
-                    why: api_words(&e),
-                },
-            )
-        })?;
+        let read = self.secrets.read().await.map_err(|e| ("read", e))?;
         if let Some(secret) = &read {
             self.kept_meta = KeptMeta::of(secret);
         }
         let raw = read.as_ref().map(raw_of).unwrap_or_default();
         let serving_ca = self.served.as_ref().map(|s| s.ca.clone());
-        let judged = judge(&raw, &self.config.wanted, now, serving_ca.as_ref()).map_err(|e| ("write", e))?;
-        if !judged.changes.is_empty() {
-            match self.write(read, &judged.contents).await {
-                Ok(true) => self.count(&judged.changes),
-                Ok(false) => return Ok(Next::Now),
-                Err(e) => return Err(("write", e)),
+        // Only a Secret another wrote needs to know what the configurations trust already.
+        let foreign = !raw.data.is_empty() && raw.written_by.as_deref() != Some(writer.as_str());
+        let trusted = if foreign {
+            self.trusted_everywhere().await.map_err(|e| ("read", e))?
+        } else {
+            Vec::new()
+        };
+        let judged = judge_trusting(
+            &raw,
+            &self.config.wanted,
+            now,
+            serving_ca.as_ref(),
+            &writer,
+            &trusted,
+        )
+        .map_err(|e| ("write", e))?;
+        // A Secret that cannot be updated is made writable now, not when a renewal needs it,
+        // so a refusal (RBAC without delete) is seen while there is time to fix it.
+        let unwritable = read.as_ref().is_some_and(|s| Unwritable::of(s).is_some());
+        if !judged.changes.is_empty() || unwritable {
+            let outcome = self
+                .secrets
+                .write(read, &judged.contents, &self.kept_meta)
+                .await
+                .map_err(|e| ("write", e))?;
+            if let Some(why) = &outcome.recreated {
+                self.recreated(why);
             }
+            if !outcome.written {
+                return Ok(Next::Now);
+            }
+            self.count(&judged.changes);
         }
         let contents = judged.contents;
         let ca = Cert::from_pem(contents.ca.cert_pem.as_bytes()).ok_or((
@@ -322,14 +412,42 @@ impl Manager {
         self.serve(&contents, ca, untrusted.is_none())
             .map_err(|e| ("serve", e))?;
         self.last_error = None;
+        self.overdue_logged = false;
         let waiting = self.waiting(untrusted);
-        self.set_status(waiting.clone());
+        self.set_status(waiting.clone(), None);
         let switching = self.served.as_ref().is_some_and(|s| s.pair != contents.leaf);
         Ok(if waiting.is_some() || switching {
             Next::Soon
         } else {
             Next::Idle
         })
+    }
+
+    /// This webhook's identity, asked of the API server once.
+    async fn writer(&mut self) -> Result<String, Error> {
+        if let Some(writer) = &self.writer {
+            return Ok(writer.clone());
+        }
+        let writer = crate::identity::learn(self.client.clone()).await?;
+        self.writer = Some(writer.clone());
+        Ok(writer)
+    }
+
+    /// Counts and logs a Secret deleted to be created again.
+    fn recreated(&self, why: &Unwritable) {
+        self.metrics
+            .rotations
+            .get_or_create(&RotationLabel {
+                what: "secret",
+                reason: why.as_str(),
+            })
+            .inc();
+        tracing::warn!(
+            reason = why.as_str(),
+            secret = %self.config.secret,
+            detail = %why.words(),
+            "webhook certificates: the Secret cannot be updated in place; deleted and created again"
+        );
     }
 
     fn waiting(&self, untrusted: Option<String>) -> Option<String> {
@@ -357,6 +475,12 @@ impl Manager {
                 .inc();
             match change {
                 Change::Bundle => tracing::info!(what, "webhook certificates: the CA bundle rewritten"),
+                Change::Ca(Why::Foreign) => tracing::warn!(
+                    what,
+                    reason,
+                    secret = %self.config.secret,
+                    "webhook certificates: the Secret holds data this webhook did not write; replaced, nothing of it kept"
+                ),
                 // A new install, or a planned renewal: nothing was wrong.
                 Change::Ca(Why::Missing | Why::Due) | Change::Serving(Why::Due | Why::NewCa) => {
                     tracing::info!(what, reason, secret = %self.config.secret, "webhook certificates: made");
@@ -368,53 +492,26 @@ impl Manager {
         }
     }
 
-    /// Writes `contents` over what was read: an update at the version read, or a create when
-    /// there was nothing. `Ok(false)`: another replica wrote first (read again).
-    async fn write(&self, read: Option<Secret>, contents: &Contents) -> Result<bool, Error> {
-        let data: BTreeMap<String, ByteString> = contents
-            .data()
-            .into_iter()
-            .map(|(k, v)| (k, ByteString(v)))
-            .collect();
-        let name = &self.config.secret;
-        let what = |verb: &str| format!("{verb} Secret {}/{name}", self.config.namespace);
-        let created = read.is_none();
-        let mut secret = read.unwrap_or_else(|| {
-            let mut labels = self.kept_meta.labels.clone();
-            labels.insert("app.kubernetes.io/part-of".to_string(), "miggate".to_string());
-            Secret {
-                metadata: ObjectMeta {
-                    name: Some(name.clone()),
-                    namespace: Some(self.config.namespace.clone()),
-                    labels: Some(labels),
-                    annotations: Some(self.kept_meta.annotations.clone()),
-                    ..ObjectMeta::default()
-                },
-                type_: Some("Opaque".into()),
-                ..Secret::default()
+    /// The CAs every webhook of every configuration trusts now (in each one's `caBundle`);
+    /// none when a configuration is missing.
+    async fn trusted_everywhere(&self) -> Result<Vec<Cert>, Error> {
+        let mut common: Option<Vec<Cert>> = None;
+        for at in &self.config.configurations {
+            let Some(webhooks) = self.configurations.read(at).await? else {
+                return Ok(Vec::new());
+            };
+            for w in &webhooks {
+                let cas = w.ca_bundle.as_deref().and_then(bundle_certs).unwrap_or_default();
+                common = Some(match common {
+                    None => cas,
+                    Some(kept) => kept
+                        .into_iter()
+                        .filter(|k| cas.iter().any(|c| c.der == k.der))
+                        .collect(),
+                });
             }
-        });
-        secret.data = Some(data);
-        secret.string_data = None;
-        let annotations = secret.meta_mut().annotations.get_or_insert_with(BTreeMap::new);
-        match contents.previous_until_text() {
-            Some(until) => annotations.insert(PREVIOUS_CA_UNTIL.to_string(), until),
-            None => annotations.remove(PREVIOUS_CA_UNTIL),
-        };
-        let params = PostParams::default();
-        let done = if created {
-            self.secrets.create(&params, &secret).await.map(|_| ())
-        } else {
-            self.secrets.replace(name, &params, &secret).await.map(|_| ())
-        };
-        match done {
-            Ok(()) => Ok(true),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-            Err(e) => Err(Error::Api {
-                what: what(if created { "create" } else { "update" }),
-                why: api_words(&e),
-            }),
         }
+        Ok(common.unwrap_or_default())
     }
 
     /// Patches every configuration whose webhooks lack the bundle. `Ok(None)` when every
@@ -463,10 +560,12 @@ impl Manager {
             current => {
                 self.install.install(&contents.leaf)?;
                 let first = current.is_none();
+                let due = Cert::from_pem(contents.leaf.cert_pem.as_bytes()).map_or(UNIX_EPOCH, |c| c.due());
                 *current = Some(Served {
                     pair: contents.leaf.clone(),
                     ca,
                     verified: settled,
+                    due,
                 });
                 if !first {
                     self.metrics.switches.inc();
@@ -484,24 +583,6 @@ impl Manager {
 
 fn leaf_not_after(pair: &Pair) -> SystemTime {
     Cert::from_pem(pair.cert_pem.as_bytes()).map_or(UNIX_EPOCH, |c| c.not_after)
-}
-
-/// The Secret's data and annotation, as [`judge`] reads them.
-fn raw_of(secret: &Secret) -> Raw {
-    Raw {
-        data: secret
-            .data
-            .iter()
-            .flatten()
-            .map(|(k, v)| (k.clone(), v.0.clone()))
-            .collect(),
-        previous_until: secret
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(PREVIOUS_CA_UNTIL))
-            .cloned(),
-    }
 }
 
 /// A watch of one object by name that wakes the loop on every event; failures back off and

@@ -5,7 +5,15 @@
 //! certificate the CA signed), and `ca-bundle.crt` (what every webhook configuration's
 //! `caBundle` carries: the CA, then, for a while after a CA rotation, the CA before it, so a
 //! replica still serving a certificate of the old CA is trusted until it switches). The
-//! annotation [`PREVIOUS_CA_UNTIL`] says until when that previous CA is kept.
+//! annotation [`PREVIOUS_CA_UNTIL`] says until when that previous CA is kept, and
+//! [`WRITTEN_BY`] who wrote the Secret.
+//!
+//! Only what this webhook's own account wrote is trusted: a Secret whose data another wrote
+//! (someone who planted a CA before the install, or won the race to create it) is replaced
+//! whole, nothing of it kept, so a CA planted there never reaches a `caBundle`. What a
+//! Secret of ours may keep is bounded too ([`MAX_VALUE_BYTES`], [`KEPT_PREVIOUS_CAS`], the cap
+//! on [`PREVIOUS_CA_UNTIL`]): whoever could write a little into it cannot make the bundle trust
+//! more, or longer, than one rotation needs.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -32,14 +40,31 @@ pub const TLS_KEY: &str = "tls.key";
 pub const CA_BUNDLE: &str = "ca-bundle.crt";
 /// Until when (RFC 3339) `ca-bundle.crt` keeps the CA before the current one.
 pub const PREVIOUS_CA_UNTIL: &str = "miggate.io/previous-ca-until";
+/// Who wrote the Secret: the UID of the webhook's own account as the API server reports it
+/// (a service account's UID, which no one can know before the account exists, so no one can
+/// plant a Secret that carries it ahead of an install).
+pub const WRITTEN_BY: &str = "miggate.io/written-by";
 
-/// The Secret's data as read: each key's bytes where present, and the annotation.
+/// The most bytes a data value may hold to be read; a larger one is unreadable and replaced.
+/// What miggate writes is far smaller (a P-256 certificate is under 1 KiB, its key 250 bytes,
+/// a bundle of two CAs under 2 KiB; an RSA-4096 chain would still fit 30 times), and the
+/// bound keeps a value someone stuffed from being parsed on every round and, through the
+/// bundle, copied into every webhook configuration the API server loads.
+pub const MAX_VALUE_BYTES: usize = 64 * 1024;
+/// How many CAs besides the current one the bundle keeps: the one before the last rotation,
+/// so a replica still serving a certificate of it is trusted until it switches. Never more:
+/// every CA trusted is a key that can sign for the webhook's name.
+pub const KEPT_PREVIOUS_CAS: usize = 1;
+
+/// The Secret's data as read: each key's bytes where present, and the annotations.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Raw {
     /// Each data key's bytes.
     pub data: BTreeMap<String, Vec<u8>>,
     /// [`PREVIOUS_CA_UNTIL`], when set.
     pub previous_until: Option<String>,
+    /// [`WRITTEN_BY`], when set.
+    pub written_by: Option<String>,
 }
 
 /// What the Secret should hold: the CA, the serving pair, and the bundle.
@@ -53,6 +78,8 @@ pub struct Contents {
     pub bundle: String,
     /// Until when the bundle keeps CAs other than the current one.
     pub previous_until: Option<SystemTime>,
+    /// Who writes it: [`WRITTEN_BY`]'s value.
+    pub written_by: String,
 }
 
 impl std::fmt::Debug for Contents {
@@ -61,6 +88,7 @@ impl std::fmt::Debug for Contents {
             .field("ca", &self.ca)
             .field("leaf", &self.leaf)
             .field("previous_until", &self.previous_until)
+            .field("written_by", &self.written_by)
             .finish_non_exhaustive()
     }
 }
@@ -90,6 +118,7 @@ impl From<&Contents> for Raw {
         Raw {
             data: contents.data(),
             previous_until: contents.previous_until_text(),
+            written_by: Some(contents.written_by.clone()),
         }
     }
 }
@@ -99,6 +128,9 @@ impl From<&Contents> for Raw {
 pub enum Why {
     /// Nothing there (a new install, or the Secret deleted).
     Missing,
+    /// Data this webhook's account did not write ([`WRITTEN_BY`] missing or another's):
+    /// replaced whole, nothing of it kept or trusted.
+    Foreign,
     /// Not a PEM certificate or key, or not a CA where a CA belongs.
     Unreadable,
     /// Past its not-after (or before its not-before).
@@ -120,6 +152,7 @@ impl Why {
     pub fn as_str(self) -> &'static str {
         match self {
             Why::Missing => "missing",
+            Why::Foreign => "foreign",
             Why::Unreadable => "unreadable",
             Why::Expired => "expired",
             Why::KeyMismatch => "key-mismatch",
@@ -138,8 +171,9 @@ pub enum Change {
     Ca(Why),
     /// A new serving certificate from the same CA, and why.
     Serving(Why),
-    /// The bundle rewritten: it lacked the CA, held something else, or a previous CA's
-    /// overlap ended.
+    /// The bundle rewritten: it lacked the CA, held something else (more than one previous
+    /// CA, a certificate that is no CA, one expired), or a previous CA's overlap ended or was
+    /// set past its cap.
     Bundle,
 }
 
@@ -244,6 +278,9 @@ fn read_pair(raw: &Raw, crt: &str, key: &str, want_ca: bool, now: SystemTime) ->
     let (Some(cert_pem), Some(key_pem)) = (raw.data.get(crt), raw.data.get(key)) else {
         return Err(Why::Missing);
     };
+    if cert_pem.len() > MAX_VALUE_BYTES || key_pem.len() > MAX_VALUE_BYTES {
+        return Err(Why::Unreadable);
+    }
     let cert = Cert::from_pem(cert_pem).ok_or(Why::Unreadable)?;
     if want_ca && !cert.is_ca {
         return Err(Why::Unreadable);
@@ -319,34 +356,43 @@ pub struct Judged {
 
 /// Judges `raw` at `now`: keeps what is usable, replaces what is not, renews what is due.
 /// `serving_ca` is the CA of the certificate this replica serves now (it stays trusted through
-/// a CA rotation, even when the Secret that held it was deleted). Errors only when minting
-/// fails.
+/// a CA rotation, even when the Secret that held it was deleted or was another's). `writer` is
+/// this webhook's identity ([`WRITTEN_BY`]): data written by anyone else is replaced whole.
+/// Errors only when minting fails.
 pub fn judge(
     raw: &Raw,
     wanted: &Wanted,
     now: SystemTime,
     serving_ca: Option<&Cert>,
+    writer: &str,
+) -> Result<Judged, crate::Error> {
+    judge_trusting(raw, wanted, now, serving_ca, writer, &[])
+}
+
+/// [`judge`], where `trusted` are the CAs every webhook configuration's `caBundle` already
+/// holds. Of a Secret another wrote, only such a CA may be kept beside the new one, for the
+/// overlap: keeping it trusts nothing the API server does not trust already, and it lets
+/// replicas still serving a certificate of it (an older miggate, which wrote no
+/// [`WRITTEN_BY`], during an upgrade) be verified until they switch. A CA planted in the
+/// Secret is in no `caBundle`, and so never trusted.
+pub fn judge_trusting(
+    raw: &Raw,
+    wanted: &Wanted,
+    now: SystemTime,
+    serving_ca: Option<&Cert>,
+    writer: &str,
+    trusted: &[Cert],
 ) -> Result<Judged, crate::Error> {
     let mut changes = Vec::new();
-    let old_bundle = raw
-        .data
-        .get(CA_BUNDLE)
-        .and_then(|b| bundle_certs(b))
-        .unwrap_or_default();
-    let previous_until = raw
-        .previous_until
-        .as_deref()
-        .and_then(|t| humantime::parse_rfc3339(t).ok());
-    let (ca, ca_cert, previous, previous_until) = match read_ca(raw, now) {
+    let foreign = !raw.data.is_empty() && raw.written_by.as_deref() != Some(writer);
+    let read = if foreign {
+        Err(Why::Foreign)
+    } else {
+        read_ca(raw, now)
+    };
+    let (ca, ca_cert, previous, previous_until) = match read {
         Ok((ca, cert)) => {
-            let previous: Vec<Cert> = match previous_until {
-                Some(until) if now < until => old_bundle
-                    .into_iter()
-                    .filter(|c| c.der != cert.der && c.valid_at(now))
-                    .collect(),
-                _ => Vec::new(),
-            };
-            let until = (!previous.is_empty()).then_some(previous_until).flatten();
+            let (previous, until) = kept_previous(raw, &cert, wanted, now);
             (ca, cert, previous, until)
         }
         Err(why) => {
@@ -355,14 +401,18 @@ pub fn judge(
             let cert = Cert::from_pem(ca.cert_pem.as_bytes()).ok_or_else(|| crate::Error::Mint {
                 why: "the new CA does not read back".into(),
             })?;
-            // Keep trusting what may still be served: the old bundle's CAs and this
-            // replica's, while valid.
-            let mut previous: Vec<Cert> = Vec::new();
-            for c in old_bundle.into_iter().chain(serving_ca.cloned()) {
-                if c.is_ca && c.valid_at(now) && !previous.iter().any(|p| p.der == c.der) {
-                    previous.push(c);
-                }
-            }
+            // Keep trusting what may still be served: this replica's CA first (from memory,
+            // so trusted whoever wrote the Secret), then the old bundle's, but of a foreign
+            // Secret's only what every configuration trusts already.
+            let stored: Vec<Cert> = if foreign {
+                stored_bundle(raw)
+                    .into_iter()
+                    .filter(|c| trusted.iter().any(|t| t.der == c.der))
+                    .collect()
+            } else {
+                stored_bundle(raw)
+            };
+            let previous = previous_of(serving_ca.cloned().into_iter().chain(stored), &cert, now);
             let until = (!previous.is_empty()).then(|| now + wanted.overlap);
             (ca, cert, previous, until)
         }
@@ -398,6 +448,7 @@ pub fn judge(
         leaf,
         bundle,
         previous_until,
+        written_by: writer.to_string(),
     };
     if changes.is_empty()
         && (stored_bundle != Some(contents.bundle.as_bytes())
@@ -406,6 +457,65 @@ pub fn judge(
         changes.push(Change::Bundle);
     }
     Ok(Judged { contents, changes })
+}
+
+/// The certificates of the stored bundle; none when it is missing, unreadable or larger than
+/// [`MAX_VALUE_BYTES`].
+fn stored_bundle(raw: &Raw) -> Vec<Cert> {
+    raw.data
+        .get(CA_BUNDLE)
+        .filter(|b| b.len() <= MAX_VALUE_BYTES)
+        .and_then(|b| bundle_certs(b))
+        .unwrap_or_default()
+}
+
+/// The CAs, of `candidates` in order, that a bundle whose current CA is `current` may keep:
+/// each a CA (basic constraints), valid at `now`, not `current`, at most [`KEPT_PREVIOUS_CAS`].
+fn previous_of(candidates: impl IntoIterator<Item = Cert>, current: &Cert, now: SystemTime) -> Vec<Cert> {
+    let mut kept: Vec<Cert> = Vec::new();
+    for c in candidates {
+        if kept.len() == KEPT_PREVIOUS_CAS {
+            break;
+        }
+        if c.is_ca && c.valid_at(now) && c.der != current.der && !kept.iter().any(|k| k.der == c.der) {
+            kept.push(c);
+        }
+    }
+    kept
+}
+
+/// What a Secret whose CA stays keeps of its bundle: the previous CA while its
+/// [`PREVIOUS_CA_UNTIL`] lasts, that time capped ([`overlap_cap`]).
+fn kept_previous(
+    raw: &Raw,
+    current: &Cert,
+    wanted: &Wanted,
+    now: SystemTime,
+) -> (Vec<Cert>, Option<SystemTime>) {
+    let until = raw
+        .previous_until
+        .as_deref()
+        .and_then(|t| humantime::parse_rfc3339(t).ok())
+        .map(|until| until.min(overlap_cap(current, wanted, now)));
+    match until {
+        Some(until) if now < until => {
+            let previous = previous_of(stored_bundle(raw), current, now);
+            let until = (!previous.is_empty()).then_some(until);
+            (previous, until)
+        }
+        _ => (Vec::new(), None),
+    }
+}
+
+/// The latest [`PREVIOUS_CA_UNTIL`] a bundle whose current CA is `current` may carry: one
+/// overlap after that CA was made, and never more than one overlap from `now`. A previous CA
+/// is kept for one rotation, never longer, whatever the annotation says. When it was made is
+/// read from its not-before, which minting sets at most [`BACKDATE`](crate::mint::BACKDATE)
+/// earlier (so that bound, not the not-before itself: a 10-minute overlap would otherwise end
+/// 50 minutes before the rotation).
+fn overlap_cap(current: &Cert, wanted: &Wanted, now: SystemTime) -> SystemTime {
+    let made = current.not_before + crate::mint::BACKDATE;
+    (made + wanted.overlap).min(now + wanted.overlap)
 }
 
 /// One certificate as PEM, `\n` line endings as the rest of the Secret.

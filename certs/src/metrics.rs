@@ -1,5 +1,6 @@
 //! What the certificates export: the serving certificate's and the CA's not-after, rotations
-//! by what and why, `caBundle` injections, and failed steps.
+//! by what and why (a Secret deleted and created again among them), `caBundle` injections,
+//! failed steps, and whether renewal is overdue.
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -7,10 +8,12 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::{Registry, Unit};
 
-/// A rotation: `ca` or `serving`, and why (the [`Why`](crate::Why) label).
+/// A rotation: `ca` or `serving` and why (the [`Why`](crate::Why) label), `bundle`
+/// (`overlap`), or `secret`: the Secret deleted and created again because it could not be
+/// updated in place (`immutable`, `wrong-type`, `invalid`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RotationLabel {
-    /// `ca`, `serving` or `bundle`.
+    /// `ca`, `serving`, `bundle` or `secret`.
     pub what: &'static str,
     /// Why.
     pub reason: &'static str,
@@ -19,7 +22,7 @@ pub struct RotationLabel {
 /// A failed step.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StepLabel {
-    /// `read`, `write`, `inject` or `serve`.
+    /// `identity`, `read`, `write`, `inject` or `serve`.
     pub step: &'static str,
 }
 
@@ -38,8 +41,12 @@ pub struct CertMetrics {
     pub switches: Counter,
     /// Failed steps, by step.
     pub errors: Family<StepLabel, Counter>,
-    /// 1 while the API server can verify what this replica serves.
+    /// 1 while the API server can verify what this replica serves (and its renewal is not
+    /// overdue).
     pub verified: Gauge,
+    /// 1 while the served certificate is past its renewal point and renewal fails (as last
+    /// seen by a round: rounds retry at least every 30 s).
+    pub renewal_overdue: Gauge,
 }
 
 impl CertMetrics {
@@ -59,7 +66,7 @@ impl CertMetrics {
         );
         registry.register(
             "certificate_rotations",
-            "Changes this replica wrote to the certificate Secret, by what (ca, serving, bundle) and reason",
+            "Changes this replica wrote to the certificate Secret, by what (ca, serving, bundle, secret) and reason",
             self.rotations.clone(),
         );
         registry.register(
@@ -74,13 +81,18 @@ impl CertMetrics {
         );
         registry.register(
             "certificate_errors",
-            "Failed certificate steps, by step (read, write, inject, serve)",
+            "Failed certificate steps, by step (identity, read, write, inject, serve)",
             self.errors.clone(),
         );
         registry.register(
             "certificate_verified",
-            "1 while every webhook configuration's caBundle trusts the served certificate",
+            "1 while every webhook configuration's caBundle trusts the served certificate and its renewal is not overdue",
             self.verified.clone(),
+        );
+        registry.register(
+            "certificate_renewal_overdue",
+            "1 while the served certificate is past its renewal point (two thirds of its life) and renewal fails",
+            self.renewal_overdue.clone(),
         );
     }
 }

@@ -30,7 +30,7 @@ impl std::fmt::Debug for Pair {
 /// How far back a new certificate's validity starts, at most: nodes whose clocks run a little
 /// behind the writer's still accept it. Never more than a tenth of its lifetime, so a short one
 /// is not two thirds gone (due for renewal) when it is made.
-const BACKDATE: Duration = Duration::from_secs(3600);
+pub(crate) const BACKDATE: Duration = Duration::from_secs(3600);
 
 /// The common name of every CA miggate mints.
 pub const CA_COMMON_NAME: &str = "miggate-webhook-ca";

@@ -1,13 +1,16 @@
 //! The manager against the fake API server: a first start, replicas racing, a wiped
-//! `caBundle`, garbage in the Secret, and a rotation by deletion, each seen through what the
-//! API server holds and what each replica serves.
+//! `caBundle`, garbage in the Secret, a rotation by deletion, a Secret another wrote, one that
+//! cannot be updated in place, and a renewal that keeps failing, each seen through what the
+//! API server holds, what it was sent, and what each replica serves and reports.
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use kube_fake::FakeApiServer;
-use miggate_certs::material::{CA_BUNDLE, CA_CRT, Cert, TLS_CRT, bundle_certs};
+use miggate_certs::material::{
+    CA_BUNDLE, CA_CRT, Cert, PREVIOUS_CA_UNTIL, TLS_CRT, WRITTEN_BY, bundle_certs, pem_of,
+};
 use miggate_certs::{CertMetrics, Config, ConfigurationRef, Handle, Pair, Wanted};
 use serde_json::{Value, json};
 
@@ -384,4 +387,366 @@ async fn a_serving_certificate_is_renewed_ahead_of_expiry_from_the_same_ca() {
     assert_eq!(secret_data(&fake, CA_CRT).unwrap(), ca, "the same CA");
     let leaf = Cert::from_pem(renewed.cert_pem.as_bytes()).unwrap();
     assert!(leaf.valid_at(std::time::SystemTime::now()));
+}
+
+/// The Prometheus text of `metrics`.
+fn metrics_text(metrics: &CertMetrics) -> String {
+    let mut r = prometheus_client::registry::Registry::default();
+    metrics.register(&mut r);
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &r).unwrap();
+    out
+}
+
+/// Every `caBundle` the manager ever sent to a configuration, decoded: what the API server
+/// could have loaded at any moment.
+fn bundles_sent(fake: &FakeApiServer) -> Vec<Vec<u8>> {
+    fake.requests()
+        .iter()
+        .filter(|r| r.method == "PATCH" && r.path.contains("webhookconfigurations"))
+        .flat_map(|r| {
+            r.body
+                .clone()
+                .and_then(|b| b.as_array().cloned())
+                .unwrap_or_default()
+        })
+        .filter(|op| op["path"].as_str().is_some_and(|p| p.ends_with("/caBundle")))
+        .map(|op| {
+            serde_json::from_value::<k8s_openapi::ByteString>(op["value"].clone())
+                .unwrap()
+                .0
+        })
+        .collect()
+}
+
+fn secret_meta(fake: &FakeApiServer) -> Value {
+    fake.get("secrets", Some(NS), SECRET).unwrap()["metadata"].clone()
+}
+
+/// A Secret as someone other than the webhook's account would make it: a CA of theirs, a
+/// serving certificate of it for the webhook's name, every key in place.
+fn planted(marker: Option<&str>) -> (Value, Vec<u8>) {
+    let now = std::time::SystemTime::now();
+    let ca = miggate_certs::mint::authority(now, Duration::from_secs(3650 * 86_400)).unwrap();
+    let ca_cert = Cert::from_pem(ca.cert_pem.as_bytes()).unwrap();
+    let names = vec!["miggate-webhook.miggate-system.svc".to_string()];
+    let leaf = miggate_certs::mint::serving(&ca, &names, now, Duration::from_secs(86_400), ca_cert.not_after)
+        .unwrap();
+    let b64 = |s: &str| serde_json::to_value(k8s_openapi::ByteString(s.as_bytes().to_vec())).unwrap();
+    let mut secret = json!({"apiVersion": "v1", "kind": "Secret", "type": "Opaque",
+        "metadata": {"name": SECRET, "namespace": NS, "annotations": {}},
+        "data": {"ca.crt": b64(&ca.cert_pem), "ca.key": b64(&ca.key_pem), "tls.crt": b64(&leaf.cert_pem),
+            "tls.key": b64(&leaf.key_pem), "ca-bundle.crt": b64(&ca.cert_pem)}});
+    if let Some(m) = marker {
+        secret["metadata"]["annotations"][WRITTEN_BY] = json!(m);
+    }
+    (secret, ca_cert.der)
+}
+
+fn trusts(bundle: &[u8], der: &[u8]) -> bool {
+    bundle_certs(bundle).unwrap().iter().any(|c| c.der == der)
+}
+
+const UID: &str = "3b0e7f0c-6a51-4d0e-8f63-2f5f1f7e9c11";
+const USER: &str = "system:serviceaccount:miggate-system:miggate";
+
+/// A CA planted in the Secret before the install (with no marker, or with one anyone could
+/// guess) is never adopted: the Secret is rewritten with a new CA, marked with the account's
+/// UID, and no configuration is ever sent the planted CA.
+#[tokio::test]
+async fn a_secret_planted_before_the_start_is_replaced_and_its_ca_never_injected() {
+    for marker in [None, Some(USER)] {
+        let fake = FakeApiServer::start().await.unwrap();
+        fake.set_user(USER, Some(UID));
+        configurations(&fake);
+        let (secret, planted_ca) = planted(marker);
+        fake.apply(secret);
+        let (handle, served, metrics) = replica(&fake, Duration::ZERO).await;
+        let ca = secret_data(&fake, CA_CRT).unwrap();
+        assert_ne!(Cert::from_pem(&ca).unwrap().der, planted_ca);
+        assert_eq!(secret_meta(&fake)["annotations"][WRITTEN_BY], UID);
+        let bundle = secret_data(&fake, CA_BUNDLE).unwrap();
+        assert!(!trusts(&bundle, &planted_ca), "{marker:?}");
+        until("verified", || handle.status().verified).await;
+        assert!(ca_of(&served.last().unwrap(), &bundle));
+        let sent = bundles_sent(&fake);
+        assert!(!sent.is_empty());
+        assert!(
+            sent.iter().all(|b| !trusts(b, &planted_ca)),
+            "the planted CA was sent"
+        );
+        assert_eq!(all_bundles(&fake), vec![Some(bundle); 3]);
+        assert!(
+            metrics_text(&metrics).contains(r#"certificate_rotations_total{what="ca",reason="foreign"} 1"#),
+            "{}",
+            metrics_text(&metrics)
+        );
+    }
+}
+
+/// An upgrade from a miggate that wrote no marker: its Secret reads as another's and is
+/// replaced, but its CA, which every configuration trusts already, stays in the bundle for the
+/// overlap, so the older replicas still serving a certificate of it are verified until they
+/// switch. A planted CA no configuration trusts is never kept (the test above).
+#[tokio::test]
+async fn an_upgrade_from_an_unmarked_secret_keeps_the_trusted_ca_for_the_overlap() {
+    let fake = FakeApiServer::start().await.unwrap();
+    fake.set_user(USER, Some(UID));
+    configurations(&fake);
+    let (secret, old_ca) = planted(None);
+    let old_bundle = pem_of(&old_ca).into_bytes();
+    let b64 = serde_json::to_value(k8s_openapi::ByteString(old_bundle.clone())).unwrap();
+    for (kind, name, count) in [
+        ("ValidatingWebhookConfiguration", "miggate", 2),
+        ("MutatingWebhookConfiguration", "miggate-steer", 1),
+    ] {
+        let plural = if kind.starts_with('V') {
+            "validatingwebhookconfigurations"
+        } else {
+            "mutatingwebhookconfigurations"
+        };
+        let mut c = fake.get(plural, None, name).unwrap();
+        for i in 0..count {
+            c["webhooks"][i]["clientConfig"]["caBundle"] = b64.clone();
+        }
+        assert_eq!(c["kind"], kind);
+        fake.apply(c);
+    }
+    fake.apply(secret);
+    let (handle, _, metrics) = replica(&fake, Duration::ZERO).await;
+    until("verified", || handle.status().verified).await;
+    let bundle = secret_data(&fake, CA_BUNDLE).unwrap();
+    let new_ca = Cert::from_pem(&secret_data(&fake, CA_CRT).unwrap()).unwrap();
+    assert_ne!(new_ca.der, old_ca);
+    assert!(trusts(&bundle, &new_ca.der) && trusts(&bundle, &old_ca));
+    assert_eq!(bundle_certs(&bundle).unwrap().len(), 2);
+    assert!(secret_meta(&fake)["annotations"][PREVIOUS_CA_UNTIL].is_string());
+    assert_eq!(all_bundles(&fake), vec![Some(bundle); 3]);
+    assert!(metrics_text(&metrics).contains(r#"certificate_rotations_total{what="ca",reason="foreign"} 1"#));
+}
+
+/// Two writers race to create the Secret and the other wins: the create's `409` is followed by
+/// a read, and the foreign Secret is replaced by an update.
+#[tokio::test]
+async fn a_foreign_secret_that_wins_the_create_is_replaced() {
+    let fake = FakeApiServer::start().await.unwrap();
+    fake.set_user(USER, Some(UID));
+    configurations(&fake);
+    let (secret, planted_ca) = planted(None);
+    fake.race_next_create(secret);
+    let (handle, _, _) = replica(&fake, Duration::ZERO).await;
+    let secret_writes: Vec<(String, String)> = fake
+        .requests()
+        .iter()
+        .filter(|r| {
+            r.path.ends_with("/secrets") && r.method == "POST"
+                || r.path.ends_with(&format!("/secrets/{SECRET}")) && r.method == "PUT"
+        })
+        .map(|r| (r.method.clone(), r.path.clone()))
+        .collect();
+    assert_eq!(
+        secret_writes.iter().map(|(m, _)| m.as_str()).collect::<Vec<_>>(),
+        ["POST", "PUT"],
+        "a create that lost, then an update of what won"
+    );
+    assert_eq!(secret_meta(&fake)["annotations"][WRITTEN_BY], UID);
+    let bundle = secret_data(&fake, CA_BUNDLE).unwrap();
+    assert!(!trusts(&bundle, &planted_ca));
+    until("verified", || handle.status().verified).await;
+    assert!(bundles_sent(&fake).iter().all(|b| !trusts(b, &planted_ca)));
+}
+
+/// The Secret made immutable after the start is deleted at the version read and created again
+/// (same CA, its labels kept, no longer immutable), and the renewal that follows is an update.
+#[tokio::test]
+async fn an_immutable_secret_is_recreated_and_renewal_goes_on() {
+    let fake = FakeApiServer::start().await.unwrap();
+    configurations(&fake);
+    let served = Served::default();
+    let sink = served.clone();
+    let install = move |p: &Pair| -> Result<(), miggate_certs::Error> {
+        sink.0.lock().unwrap().push(p.clone());
+        Ok(())
+    };
+    let mut config = config(Duration::ZERO);
+    config.wanted.serving_lifetime = Duration::from_secs(4);
+    let metrics = CertMetrics::default();
+    let _handle =
+        miggate_certs::start(fake.client().unwrap(), config, Arc::new(install), metrics.clone()).await;
+    let ca = secret_data(&fake, CA_CRT).unwrap();
+    let mut secret = fake.get("secrets", Some(NS), SECRET).unwrap();
+    let uid = secret["metadata"]["uid"].clone();
+    secret["immutable"] = json!(true);
+    secret["metadata"]["labels"]["team"] = json!("gpu");
+    fake.apply(secret);
+    until("recreated", || {
+        fake.get("secrets", Some(NS), SECRET)
+            .is_some_and(|s| s["metadata"]["uid"] != uid && s.get("immutable").is_none())
+    })
+    .await;
+    assert_eq!(secret_data(&fake, CA_CRT).unwrap(), ca, "the same CA");
+    assert_eq!(secret_meta(&fake)["labels"]["team"], "gpu");
+    let deletes: Vec<Value> = fake
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "DELETE")
+        .filter_map(|r| r.body)
+        .collect();
+    assert_eq!(deletes.len(), 1);
+    assert_eq!(deletes[0]["preconditions"]["uid"], uid, "deleted only as read");
+    assert!(deletes[0]["preconditions"]["resourceVersion"].is_string());
+    let text = metrics_text(&metrics);
+    assert!(
+        text.contains(r#"certificate_rotations_total{what="secret",reason="immutable"} 1"#),
+        "{text}"
+    );
+    until("renewed", || served.count() >= 2).await;
+    assert_eq!(secret_data(&fake, CA_CRT).unwrap(), ca);
+}
+
+/// A Secret of another type (one installed as `kubernetes.io/tls`, one given a made-up type
+/// later) is made again as `Opaque` at the next round; an update the API server refuses as
+/// invalid is followed by the same.
+#[tokio::test]
+async fn a_secret_of_another_type_or_refused_as_invalid_is_recreated() {
+    let fake = FakeApiServer::start().await.unwrap();
+    configurations(&fake);
+    fake.apply(
+        json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": SECRET, "namespace": NS, "labels": {"app.kubernetes.io/managed-by": "Helm"}}}),
+    );
+    let (handle, _, metrics) = replica(&fake, Duration::ZERO).await;
+    let secret = fake.get("secrets", Some(NS), SECRET).unwrap();
+    assert_eq!(secret["type"], "Opaque");
+    assert_eq!(
+        secret["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "Helm"
+    );
+    assert!(
+        metrics_text(&metrics)
+            .contains(r#"certificate_rotations_total{what="secret",reason="wrong-type"} 1"#)
+    );
+    until("verified", || handle.status().verified).await;
+
+    // Given a made-up type later, with nothing in it to renew: made again at once, not when
+    // a renewal first needs a write, and with the same CA.
+    let ca = secret_data(&fake, CA_CRT).unwrap();
+    let mut retyped = fake.get("secrets", Some(NS), SECRET).unwrap();
+    retyped["type"] = json!("example.com/made-up");
+    fake.apply(retyped);
+    until("Opaque again", || {
+        fake.get("secrets", Some(NS), SECRET)
+            .is_some_and(|s| s["type"] == "Opaque")
+    })
+    .await;
+    assert_eq!(secret_data(&fake, CA_CRT).unwrap(), ca);
+    assert!(
+        metrics_text(&metrics)
+            .contains(r#"certificate_rotations_total{what="secret",reason="wrong-type"} 2"#)
+    );
+
+    // Every update refused as invalid (a rule of the cluster's own): the mended Secret is
+    // written by a delete and a create.
+    fake.refuse("update", "secrets", 422);
+    let mut broken = fake.get("secrets", Some(NS), SECRET).unwrap();
+    broken["data"]["tls.crt"] = json!("Z2FyYmFnZQ==");
+    fake.apply(broken);
+    until("mended", || {
+        secret_data(&fake, TLS_CRT).is_some_and(|c| c != b"garbage")
+    })
+    .await;
+    let text = metrics_text(&metrics);
+    assert!(
+        text.contains(r#"certificate_rotations_total{what="secret",reason="invalid"} 1"#),
+        "{text}"
+    );
+}
+
+/// A Secret that cannot be updated and may not be deleted (RBAC without delete): the replica
+/// keeps serving, and reports not ready once its certificate is past its renewal point, in
+/// words that say why; allowed to delete, it recovers.
+#[tokio::test]
+async fn a_renewal_that_keeps_failing_turns_the_replica_unready_past_the_due_point() {
+    let fake = FakeApiServer::start().await.unwrap();
+    configurations(&fake);
+    let mut config = config(Duration::ZERO);
+    config.wanted.serving_lifetime = Duration::from_secs(3);
+    let metrics = CertMetrics::default();
+    let install = |_: &Pair| -> Result<(), miggate_certs::Error> { Ok(()) };
+    let handle =
+        miggate_certs::start(fake.client().unwrap(), config, Arc::new(install), metrics.clone()).await;
+    until("verified", || handle.status().verified).await;
+    fake.refuse("delete", "secrets", 403);
+    let mut secret = fake.get("secrets", Some(NS), SECRET).unwrap();
+    secret["immutable"] = json!(true);
+    fake.apply(secret);
+    let leaf = Cert::from_pem(&secret_data(&fake, TLS_CRT).unwrap()).unwrap();
+    until("the write fails", || {
+        metrics_text(&metrics).contains(r#"certificate_errors_total{step="write"}"#)
+    })
+    .await;
+    let before = handle.status();
+    if std::time::SystemTime::now() < leaf.due() {
+        assert!(
+            before.verified,
+            "ready while the certificate is not due: {before:?}"
+        );
+    }
+    until("not ready past the due point", || !handle.status().verified).await;
+    assert!(std::time::SystemTime::now() >= leaf.due());
+    let status = handle.status();
+    assert!(status.renewal_overdue);
+    let waiting = status.waiting.unwrap();
+    assert!(
+        waiting.starts_with("the serving certificate is past its renewal point (not after ")
+            && waiting.contains(
+                "and renewal fails: cannot write Secret miggate-system/miggate-webhook-certs: it is immutable"
+            )
+            && waiting.contains("forbidden")
+            && waiting.contains("delete"),
+        "{waiting}"
+    );
+    // The metrics follow at the first round past the due point.
+    until("the metrics say so", || {
+        let text = metrics_text(&metrics);
+        text.contains("certificate_verified 0") && text.contains("certificate_renewal_overdue 1")
+    })
+    .await;
+
+    // Allowed (RBAC fixed): the next round recreates the Secret and renews. Rounds back off
+    // up to 30 s after failures; a write of the Secret wakes one at once.
+    fake.allow("delete", "secrets");
+    fake.apply(fake.get("secrets", Some(NS), SECRET).unwrap());
+    until("ready again", || handle.status().verified).await;
+    assert!(!handle.status().renewal_overdue);
+    assert!(
+        fake.get("secrets", Some(NS), SECRET)
+            .unwrap()
+            .get("immutable")
+            .is_none()
+    );
+}
+
+/// The identity is asked of the API server: a refused review is a failed round, retried; a
+/// user without a UID marks the Secret with its name.
+#[tokio::test]
+async fn the_identity_is_learnt_from_a_self_subject_review_and_retried() {
+    let fake = FakeApiServer::start().await.unwrap();
+    configurations(&fake);
+    fake.set_user("admin", None);
+    fake.fail_next("selfsubjectreviews", 403);
+    let (handle, _, metrics) = replica(&fake, Duration::ZERO).await;
+    until("verified", || handle.status().verified).await;
+    assert_eq!(secret_meta(&fake)["annotations"][WRITTEN_BY], "admin");
+    let text = metrics_text(&metrics);
+    assert!(
+        text.contains(r#"certificate_errors_total{step="identity"} 1"#),
+        "{text}"
+    );
+    let reviews = fake
+        .requests()
+        .iter()
+        .filter(|r| r.path == "/apis/authentication.k8s.io/v1/selfsubjectreviews")
+        .count();
+    assert_eq!(reviews, 2, "asked until answered, then never again");
 }

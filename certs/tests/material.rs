@@ -6,13 +6,15 @@ use std::time::{Duration, SystemTime};
 
 use miggate_certs::Pair;
 use miggate_certs::material::{
-    CA_BUNDLE, CA_CRT, CA_KEY, Cert, Change, PREVIOUS_CA_UNTIL, Raw, TLS_CRT, TLS_KEY, Wanted, Why,
-    bundle_certs, judge, pem_of,
+    CA_BUNDLE, CA_CRT, CA_KEY, Cert, Change, MAX_VALUE_BYTES, PREVIOUS_CA_UNTIL, Raw, TLS_CRT, TLS_KEY,
+    Wanted, Why, bundle_certs, judge, pem_of,
 };
 use miggate_certs::mint;
 use rstest::rstest;
 
 const DAY: Duration = Duration::from_secs(86_400);
+/// This webhook's identity: the UID of its service account.
+const WRITER: &str = "4f1c2a9e-5b7d-4c1e-9a3f-0d6e8b2c7a15";
 const NAMES: [&str; 2] = [
     "miggate-webhook.miggate-system.svc",
     "miggate-webhook.miggate-system.svc.cluster.local",
@@ -53,6 +55,7 @@ fn raw(ca: &Pair, leaf: &Pair) -> Raw {
     raw.data.insert(TLS_KEY.into(), leaf.key_pem.clone().into_bytes());
     raw.data
         .insert(CA_BUNDLE.into(), ca.cert_pem.clone().into_bytes());
+    raw.written_by = Some(WRITER.into());
     raw
 }
 
@@ -66,7 +69,7 @@ fn good() -> (Pair, Pair, Raw) {
 #[test]
 fn a_usable_secret_is_kept_as_it_is() {
     let (ca, leaf, raw) = good();
-    let judged = judge(&raw, &wanted(), now(), None).unwrap();
+    let judged = judge(&raw, &wanted(), now(), None, WRITER).unwrap();
     assert_eq!(judged.changes, vec![]);
     assert_eq!(judged.contents.ca, ca);
     assert_eq!(judged.contents.leaf, leaf);
@@ -87,11 +90,14 @@ fn a_usable_secret_is_kept_as_it_is() {
 fn a_broken_secret_is_mended(#[case] break_it: &dyn Fn(&mut Raw), #[case] change: Change) {
     let (_, _, mut raw) = good();
     break_it(&mut raw);
-    let judged = judge(&raw, &wanted(), now(), None).unwrap();
+    let judged = judge(&raw, &wanted(), now(), None, WRITER).unwrap();
     assert_eq!(judged.changes.first(), Some(&change), "{:?}", judged.changes);
     // Whatever was wrong, what is written judges clean.
     let written = Raw::from(&judged.contents);
-    assert_eq!(judge(&written, &wanted(), now(), None).unwrap().changes, vec![]);
+    assert_eq!(
+        judge(&written, &wanted(), now(), None, WRITER).unwrap().changes,
+        vec![]
+    );
 }
 
 #[rstest]
@@ -107,7 +113,7 @@ fn a_serving_certificate_is_reissued_from_the_same_ca(
 ) {
     let ca = ca();
     let leaf = leaf(&ca, names, now() - issued_days_ago * DAY, life_days * DAY);
-    let judged = judge(&raw(&ca, &leaf), &wanted(), now(), None).unwrap();
+    let judged = judge(&raw(&ca, &leaf), &wanted(), now(), None, WRITER).unwrap();
     assert_eq!(judged.changes, vec![Change::Serving(why)]);
     assert_eq!(judged.contents.ca, ca, "the CA stays");
     assert_ne!(judged.contents.leaf, leaf);
@@ -119,7 +125,7 @@ fn a_serving_certificate_of_another_ca_is_untrusted() {
     let foreign = leaf(&ca(), &NAMES, now(), 365 * DAY);
     raw.data.insert(TLS_CRT.into(), foreign.cert_pem.into_bytes());
     raw.data.insert(TLS_KEY.into(), foreign.key_pem.into_bytes());
-    let judged = judge(&raw, &wanted(), now(), None).unwrap();
+    let judged = judge(&raw, &wanted(), now(), None, WRITER).unwrap();
     assert_eq!(judged.changes, vec![Change::Serving(Why::Untrusted)]);
 }
 
@@ -129,7 +135,7 @@ fn a_serving_certificate_of_another_ca_is_untrusted() {
 fn an_old_ca_is_rotated_and_kept_in_the_bundle_while_valid(#[case] issued_days_ago: u32, #[case] why: Why) {
     let old = mint::authority(now() - issued_days_ago * DAY, 3650 * DAY).unwrap();
     let old_leaf = leaf(&old, &NAMES, now() - DAY, 300 * DAY);
-    let judged = judge(&raw(&old, &old_leaf), &wanted(), now(), None).unwrap();
+    let judged = judge(&raw(&old, &old_leaf), &wanted(), now(), None, WRITER).unwrap();
     assert_eq!(judged.changes, vec![Change::Ca(why)]);
     let bundle = bundle_certs(judged.contents.bundle.as_bytes()).unwrap();
     let new_ca = Cert::from_pem(judged.contents.ca.cert_pem.as_bytes()).unwrap();
@@ -149,7 +155,7 @@ fn a_deleted_secret_keeps_the_ca_this_replica_serves_until_the_overlap_ends() {
     let (old_ca, _, _) = good();
     let serving = Cert::from_pem(old_ca.cert_pem.as_bytes()).unwrap();
     let t0 = now();
-    let judged = judge(&Raw::default(), &wanted(), t0, Some(&serving)).unwrap();
+    let judged = judge(&Raw::default(), &wanted(), t0, Some(&serving), WRITER).unwrap();
     assert_eq!(judged.changes, vec![Change::Ca(Why::Missing)]);
     let bundle = bundle_certs(judged.contents.bundle.as_bytes()).unwrap();
     assert_eq!(bundle.len(), 2);
@@ -159,9 +165,9 @@ fn a_deleted_secret_keeps_the_ca_this_replica_serves_until_the_overlap_ends() {
 
     // Read back within the overlap: kept. After it: the bundle is the new CA alone.
     let written = Raw::from(&judged.contents);
-    let within = judge(&written, &wanted(), t0 + Duration::from_secs(60), None).unwrap();
+    let within = judge(&written, &wanted(), t0 + Duration::from_secs(60), None, WRITER).unwrap();
     assert_eq!(within.changes, vec![]);
-    let after = judge(&written, &wanted(), t0 + Duration::from_secs(601), None).unwrap();
+    let after = judge(&written, &wanted(), t0 + Duration::from_secs(601), None, WRITER).unwrap();
     assert_eq!(after.changes, vec![Change::Bundle]);
     assert_eq!(bundle_certs(after.contents.bundle.as_bytes()).unwrap().len(), 1);
     assert_eq!(after.contents.previous_until, None);
@@ -179,7 +185,7 @@ fn a_bundle_that_is_not_the_ca_is_rewritten(#[case] bundle: Option<Vec<u8>>, #[c
         None => raw.data.remove(CA_BUNDLE),
     };
     raw.previous_until = until;
-    let judged = judge(&raw, &wanted(), now(), None).unwrap();
+    let judged = judge(&raw, &wanted(), now(), None, WRITER).unwrap();
     assert_eq!(judged.changes, vec![Change::Bundle]);
     assert_eq!(
         judged.contents.bundle,
@@ -191,7 +197,7 @@ fn a_bundle_that_is_not_the_ca_is_rewritten(#[case] bundle: Option<Vec<u8>>, #[c
 #[test]
 fn the_debug_form_never_shows_a_key() {
     let (_, _, raw) = good();
-    let judged = judge(&raw, &wanted(), now(), None).unwrap();
+    let judged = judge(&raw, &wanted(), now(), None, WRITER).unwrap();
     let shown = format!("{:?}", judged.contents);
     assert!(!shown.contains("PRIVATE KEY"), "{shown}");
 }
@@ -210,4 +216,231 @@ fn a_new_certificate_is_due_only_with_two_thirds_of_its_life_gone(#[case] secs: 
     assert!(!cert.due_at(t0 + life / 2), "not due at half its life");
     assert!(cert.due_at(t0 + life * 7 / 10), "due past two thirds");
     assert!(cert.valid_at(t0));
+}
+
+fn cert(pair: &Pair) -> Cert {
+    Cert::from_pem(pair.cert_pem.as_bytes()).unwrap()
+}
+
+fn bundle_of(pairs: &[&Pair]) -> Vec<u8> {
+    pairs
+        .iter()
+        .map(|p| pem_of(&cert(p).der))
+        .collect::<String>()
+        .into_bytes()
+}
+
+fn until_text(t: SystemTime) -> String {
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
+/// A Secret whose data another wrote, however good it looks (a CA planted before the install,
+/// with a serving certificate for the right names and a bundle of its own), is replaced whole:
+/// nothing of it reaches the bundle, only the CA this replica serves from memory.
+#[rstest]
+#[case::no_marker(None, false)]
+#[case::another_marker(Some("miggate"), false)]
+#[case::no_marker_while_serving(None, true)]
+#[case::empty_marker_while_serving(Some(""), true)]
+fn a_foreign_secret_is_replaced_and_nothing_of_it_kept(#[case] marker: Option<&str>, #[case] serving: bool) {
+    let (planted, _, mut raw) = good();
+    let planted_too = ca();
+    raw.data
+        .insert(CA_BUNDLE.into(), bundle_of(&[&planted, &planted_too]));
+    raw.previous_until = Some(until_text(now() + Duration::from_secs(300)));
+    raw.written_by = marker.map(str::to_string);
+    let mine = ca();
+    let serving_ca = serving.then(|| cert(&mine));
+    let judged = judge(&raw, &wanted(), now(), serving_ca.as_ref(), WRITER).unwrap();
+    assert_eq!(judged.changes, vec![Change::Ca(Why::Foreign)]);
+    assert_eq!(Why::Foreign.as_str(), "foreign");
+    assert_ne!(judged.contents.ca, planted);
+    let bundle = bundle_certs(judged.contents.bundle.as_bytes()).unwrap();
+    assert!(
+        !bundle.contains(&cert(&planted)),
+        "the planted CA is never trusted"
+    );
+    assert!(!bundle.contains(&cert(&planted_too)), "nor any of its bundle");
+    let want: Vec<Cert> = [Some(cert(&judged.contents.ca)), serving_ca]
+        .into_iter()
+        .flatten()
+        .collect();
+    assert_eq!(bundle, want);
+    assert_eq!(judged.contents.previous_until.is_some(), serving);
+    assert_eq!(judged.contents.written_by, WRITER);
+    // Written, it is ours: judged clean.
+    let written = Raw::from(&judged.contents);
+    assert_eq!(written.written_by.as_deref(), Some(WRITER));
+    assert_eq!(
+        judge(&written, &wanted(), now(), None, WRITER).unwrap().changes,
+        vec![]
+    );
+}
+
+/// No data: nothing to adopt or distrust, whoever made the (empty) Secret, as Helm does.
+#[test]
+fn an_empty_secret_without_a_marker_is_missing_not_foreign() {
+    let judged = judge(&Raw::default(), &wanted(), now(), None, WRITER).unwrap();
+    assert_eq!(judged.changes, vec![Change::Ca(Why::Missing)]);
+}
+
+/// What a Secret of ours may keep in its bundle, within an overlap: the current CA and one
+/// earlier CA, valid, a CA by its basic constraints, never more.
+#[rstest]
+#[case::three_cas_cut_to_two(3, false, false, 2)]
+#[case::a_leaf_dropped(1, true, false, 1)]
+#[case::an_expired_ca_dropped(1, false, true, 1)]
+#[case::a_leaf_before_a_ca(2, true, false, 2)]
+fn the_kept_bundle_is_the_ca_and_at_most_one_earlier_ca(
+    #[case] earlier_cas: usize,
+    #[case] with_leaf: bool,
+    #[case] with_expired: bool,
+    #[case] kept: usize,
+) {
+    let (current, leaf, mut raw) = good();
+    let earlier: Vec<Pair> = (1..earlier_cas).map(|_| ca()).collect();
+    let expired = mint::authority(now() - 20 * DAY, 10 * DAY).unwrap();
+    let mut pairs: Vec<&Pair> = vec![&current];
+    if with_leaf {
+        pairs.push(&leaf);
+    }
+    if with_expired {
+        pairs.push(&expired);
+    }
+    pairs.extend(earlier.iter());
+    raw.data.insert(CA_BUNDLE.into(), bundle_of(&pairs));
+    raw.previous_until = Some(until_text(now() + Duration::from_secs(300)));
+    let judged = judge(&raw, &wanted(), now(), None, WRITER).unwrap();
+    assert_eq!(judged.changes, vec![Change::Bundle]);
+    let bundle = bundle_certs(judged.contents.bundle.as_bytes()).unwrap();
+    assert_eq!(bundle.len(), kept);
+    assert_eq!(bundle[0], cert(&current));
+    if let Some(first) = earlier.first() {
+        assert_eq!(bundle[1], cert(first), "the first earlier CA is the one kept");
+    }
+    assert!(bundle.iter().all(|c| c.is_ca));
+    assert_eq!(judged.contents.previous_until.is_some(), kept == 2);
+    let written = Raw::from(&judged.contents);
+    assert_eq!(
+        judge(&written, &wanted(), now(), None, WRITER).unwrap().changes,
+        vec![]
+    );
+}
+
+/// A CA rotation keeps one earlier CA too: the one this replica serves before the old
+/// bundle's.
+#[test]
+fn a_rotation_keeps_one_earlier_ca_the_served_one_first() {
+    let old = mint::authority(now() - 2500 * DAY, 3650 * DAY).unwrap();
+    let old_leaf = leaf(&old, &NAMES, now() - DAY, 300 * DAY);
+    let mut raw = raw(&old, &old_leaf);
+    let older = ca();
+    raw.data.insert(CA_BUNDLE.into(), bundle_of(&[&old, &older]));
+    let serving = ca();
+    let judged = judge(&raw, &wanted(), now(), Some(&cert(&serving)), WRITER).unwrap();
+    assert_eq!(judged.changes, vec![Change::Ca(Why::Due)]);
+    let bundle = bundle_certs(judged.contents.bundle.as_bytes()).unwrap();
+    assert_eq!(bundle, vec![cert(&judged.contents.ca), cert(&serving)]);
+}
+
+/// `previous-ca-until` set far ahead keeps the previous CA one overlap past the current CA's
+/// making, no longer; read back, the capped time is kept as it is.
+#[rstest]
+#[case::ten_years(3650 * DAY)]
+#[case::an_hour(Duration::from_secs(3600))]
+fn the_previous_ca_until_is_capped(#[case] ahead: Duration) {
+    let t0 = now();
+    let (current, _, mut raw) = good();
+    let earlier = ca();
+    raw.data
+        .insert(CA_BUNDLE.into(), bundle_of(&[&current, &earlier]));
+    raw.previous_until = Some(until_text(t0 + ahead));
+    let judged = judge(&raw, &wanted(), t0, None, WRITER).unwrap();
+    assert_eq!(judged.changes, vec![Change::Bundle]);
+    let until = judged.contents.previous_until.unwrap();
+    let overlap = wanted().overlap;
+    // Made at t0 (not-before an hour earlier, whole seconds): one overlap from then.
+    assert!(until <= t0 + overlap, "{until:?}");
+    assert!(until <= cert(&current).not_before + Duration::from_secs(3600) + overlap);
+    assert!(
+        until + Duration::from_secs(2) > t0 + overlap,
+        "not cut shorter than the overlap"
+    );
+    assert_eq!(bundle_certs(judged.contents.bundle.as_bytes()).unwrap().len(), 2);
+    let written = Raw::from(&judged.contents);
+    assert_eq!(
+        judge(&written, &wanted(), t0, None, WRITER).unwrap().changes,
+        vec![]
+    );
+    // Past the cap, whatever was written: the current CA alone.
+    let later = judge(
+        &written,
+        &wanted(),
+        t0 + overlap + Duration::from_secs(1),
+        None,
+        WRITER,
+    )
+    .unwrap();
+    assert_eq!(bundle_certs(later.contents.bundle.as_bytes()).unwrap().len(), 1);
+}
+
+/// A value over the bound is not read, however good what it starts with (a PEM reader skips
+/// what follows the block): the part it holds is replaced.
+#[rstest]
+#[case::ca_crt(CA_CRT, Change::Ca(Why::Unreadable))]
+#[case::ca_key(CA_KEY, Change::Ca(Why::Unreadable))]
+#[case::tls_crt(TLS_CRT, Change::Serving(Why::Unreadable))]
+#[case::tls_key(TLS_KEY, Change::Serving(Why::Unreadable))]
+#[case::bundle(CA_BUNDLE, Change::Bundle)]
+fn an_oversized_value_is_replaced(#[case] key: &str, #[case] change: Change) {
+    let (current, _, mut raw) = good();
+    raw.data.insert(CA_BUNDLE.into(), bundle_of(&[&current, &ca()]));
+    raw.previous_until = Some(until_text(now() + Duration::from_secs(300)));
+    let fitting = judge(&raw, &wanted(), now(), None, WRITER).unwrap();
+    assert_eq!(
+        fitting.changes,
+        vec![],
+        "the same Secret within the bound is kept"
+    );
+    let value = raw.data.get_mut(key).unwrap();
+    let pad = MAX_VALUE_BYTES + 1 - value.len();
+    value.extend(std::iter::repeat_n(b'\n', pad));
+    let judged = judge(&raw, &wanted(), now(), None, WRITER).unwrap();
+    assert_eq!(judged.changes.first(), Some(&change), "{:?}", judged.changes);
+    let bundle = bundle_certs(judged.contents.bundle.as_bytes()).unwrap();
+    if key == CA_BUNDLE {
+        assert_eq!(
+            bundle,
+            vec![cert(&current)],
+            "nothing of an unread bundle is kept"
+        );
+    }
+    assert!(
+        judged
+            .contents
+            .data()
+            .values()
+            .all(|v| v.len() <= MAX_VALUE_BYTES)
+    );
+}
+
+/// Of a Secret another wrote, the only CA kept beside the new one is one every configuration
+/// trusts already (an older miggate's, during an upgrade); a CA only the Secret names never is.
+#[rstest]
+#[case::trusted_everywhere(true, 2)]
+#[case::trusted_nowhere(false, 1)]
+fn a_foreign_secret_keeps_only_a_ca_already_trusted(#[case] trusted: bool, #[case] in_bundle: usize) {
+    let (ca, _, mut raw) = good();
+    raw.written_by = None;
+    let old = Cert::from_pem(ca.cert_pem.as_bytes()).unwrap();
+    let trusting: Vec<Cert> = if trusted { vec![old.clone()] } else { Vec::new() };
+    let judged =
+        miggate_certs::material::judge_trusting(&raw, &wanted(), now(), None, WRITER, &trusting).unwrap();
+    assert_eq!(judged.changes.first(), Some(&Change::Ca(Why::Foreign)));
+    let bundle = bundle_certs(judged.contents.bundle.as_bytes()).unwrap();
+    assert_eq!(bundle.len(), in_bundle);
+    assert_ne!(bundle[0].der, old.der);
+    assert_eq!(bundle.iter().any(|c| c.der == old.der), trusted);
+    assert_eq!(judged.contents.previous_until.is_some(), trusted);
+    assert_eq!(judged.contents.written_by, WRITER);
 }

@@ -2,7 +2,8 @@
 //! caches filled from an in-process API server (kube-fake): `/mutate-binding` adds the
 //! `miggate.io/device-map` annotation (patch pinned) once the pod's claim is allocated, even
 //! when the allocation arrives a moment after the binding; `/validate` refuses a binding
-//! whose allocated devices fail the exact check. Neither mutation ever refuses.
+//! whose allocated devices fail the exact check. Neither mutation ever refuses. A map a
+//! Binding already carries never passes: replaced by the webhook's, or removed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -132,4 +133,41 @@ async fn the_binary_maps_an_allocated_claim_s_devices_at_binding() {
     // A binding of a pod the webhook does not know as a restore pod is left alone.
     let r = post(&webhook, "/mutate-binding", binding("web-0")).await;
     assert_eq!((r["allowed"].clone(), r.get("patch")), (json!(true), None), "{r}");
+
+    // ...unless it carries a device map: only miggate writes one, so the binder's is removed
+    // (whoever the pod), or replaced where the webhook maps the pod itself.
+    let carrying = |pod: &str| {
+        let mut review: Value = serde_json::from_str(&binding(pod)).unwrap();
+        review["request"]["object"]["metadata"]["annotations"] =
+            json!({"miggate.io/device-map": "GPU-a=GPU-b"});
+        review.to_string()
+    };
+    let r = post(&webhook, "/mutate-binding", carrying("web-0")).await;
+    assert_eq!(r["allowed"], true, "{r}");
+    assert_eq!(
+        support::patch_of(&r),
+        Some(json!([{"op": "remove", "path": "/metadata/annotations/miggate.io~1device-map"}]))
+    );
+    assert_eq!(
+        r["warnings"],
+        json!([
+            "miggate: removed annotation miggate.io/device-map from the Binding of pod ml/web-0: only miggate writes it, from the devices the pod was allocated"
+        ])
+    );
+    assert_eq!(
+        r["auditAnnotations"]["device-map-removed"],
+        "system:kube-scheduler"
+    );
+    let r = post(&webhook, "/mutate-binding", carrying("fits")).await;
+    assert_eq!(
+        support::patch_of(&r),
+        Some(json!([{"op": "add", "path": "/metadata/annotations/miggate.io~1device-map", "value": map}])),
+        "{r}"
+    );
+    assert!(
+        webhook
+            .metric("miggate_admission_decisions_total{outcome=\"map-removed\"}")
+            .await
+            >= 1
+    );
 }

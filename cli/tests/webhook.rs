@@ -358,6 +358,67 @@ fn start_up_errors_name_what_failed_and_exit_2() {
     ]);
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("/nonexistent/store"), "{err}");
+
+    // A selector the API server would not read is refused before anything starts.
+    let (code, err) = run(&[
+        "--tls-cert",
+        cert,
+        "--tls-key",
+        cert,
+        "--store=kube",
+        "--restore-pod-selector",
+        "tier in (gold",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--restore-pod-selector")
+            && err.contains("at byte 13: found the end, expected `,` or `)`"),
+        "{err}"
+    );
+}
+
+/// `--restore-pod-selector` through the real binary over HTTPS: the pod watch asks the API
+/// server for the selected pods only, and a restore pod created without the selector's labels
+/// is refused, naming them, while one with them is judged as ever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unselected_restore_pod_is_refused_at_creation() {
+    let fake = kube_fake::FakeApiServer::start().await.unwrap();
+    let checkpoint: serde_json::Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(testdata("webhook-store/checkpoints/ml/vllm-ckpt.yaml")).unwrap(),
+    )
+    .unwrap();
+    fake.apply(checkpoint);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, fake.kubeconfig()).unwrap();
+    let webhook =
+        support::Webhook::start_kube(&kubeconfig, &["--restore-pod-selector=miggate.io/restore==true"]).await;
+    let list = fake
+        .requests()
+        .into_iter()
+        .find(|r| r.path == "/api/v1/pods")
+        .unwrap();
+    assert_eq!(list.query["labelSelector"], "miggate.io/restore=true");
+
+    let mut review: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(testdata("admission/pod-create-restore-allowed.json")).unwrap(),
+    )
+    .unwrap();
+    let r = support::post_review(&webhook, "/validate", review.to_string()).await;
+    assert_eq!(r["allowed"], false, "{r}");
+    assert_eq!(
+        r["status"]["message"],
+        "miggate: restore pod ml/vllm-restore-0 lacks the labels of the webhook's --restore-pod-selector (miggate.io/restore=true): the webhook checks the binding only of pods it selects; add them to the pod's labels"
+    );
+    review["request"]["object"]["metadata"]["labels"]["miggate.io/restore"] = "true".into();
+    let r = support::post_review(&webhook, "/validate", review.to_string()).await;
+    assert_eq!(r["allowed"], true, "{r}");
+    assert_eq!(
+        webhook
+            .metric("miggate_admission_refusals_total{check=\"pod-not-selected\"}")
+            .await,
+        1
+    );
 }
 
 /// `--store kube` in the real binary: its client comes from `KUBECONFIG`, pointed at an

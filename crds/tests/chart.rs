@@ -8,6 +8,8 @@
 //! CI, where `.ci/run` installs it and a missing SDK fails.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, missing_docs)]
 
+mod support;
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -202,6 +204,11 @@ fn the_chart_renders_what_miggate_deploy_writes(#[case] sets: &[&str], #[case] c
 )]
 #[case::smi_path_relative("publisher.nvidiaSmiHostPath=opt/smi", "/publisher/nvidiaSmiHostPath")]
 #[case::smi_path_ending_a_cel_literal("publisher.nvidiaSmiHostPath=/opt/a'b", "/publisher/nvidiaSmiHostPath")]
+#[case::selector_value_ending_a_cel_literal(
+    "admission.restorePodSelector.team=a'b",
+    "/admission/restorePodSelector"
+)]
+#[case::selector_key_with_a_space("admission.restorePodSelector.a b=c", "/admission/restorePodSelector")]
 #[case::client_ca_not_a_pem("admission.clientCA=not a certificate", "/admission/clientCA")]
 #[case::smi_path_over_recovery_state(
     "publisher.nvidiaSmiHostPath=/run/miggate",
@@ -425,4 +432,57 @@ fn an_object_selector_never_reaches_the_binding_webhooks() {
         ]
         .map(|(n, s)| (n.to_string(), s))
     );
+}
+
+/// `admission.restorePodSelector`: the webhook watches (and checks) restore pods by those
+/// labels, and a restore pod keeps them once it exists, while any other label, and a pod that
+/// never had them, stays writable (a kubelet's status update of an older pod included).
+#[rstest]
+#[case::label_kept(&[("miggate.io/restore", "true"), ("team", "ml")], &[("miggate.io/restore", "true"), ("team", "ml"), ("x", "y")], true, false)]
+#[case::label_removed(&[("miggate.io/restore", "true"), ("team", "ml")], &[("team", "ml")], true, true)]
+#[case::label_changed(&[("miggate.io/restore", "true"), ("team", "ml")], &[("miggate.io/restore", "false"), ("team", "ml")], true, true)]
+#[case::second_label_removed(&[("miggate.io/restore", "true"), ("team", "ml")], &[("miggate.io/restore", "true")], true, true)]
+#[case::never_had_them(&[], &[("x", "y")], true, false)]
+#[case::not_a_restore_pod(&[("miggate.io/restore", "true")], &[], false, false)]
+fn restore_pods_keep_the_selected_labels(
+    #[case] old: &[(&str, &str)],
+    #[case] new: &[(&str, &str)],
+    #[case] restore: bool,
+    #[case] refused: bool,
+) {
+    let Some(chart) = template_of(&[
+        "admission.restorePodSelector.miggate\\.io/restore=true",
+        "admission.restorePodSelector.team=ml",
+    ]) else {
+        return;
+    };
+    let args =
+        object(&chart, "Deployment", "miggate-webhook").unwrap()["spec"]["template"]["spec"]["containers"][0]
+            ["args"]
+            .clone();
+    assert!(
+        args.as_array()
+            .unwrap()
+            .contains(&json!("--restore-pod-selector=miggate.io/restore=true,team=ml")),
+        "{args}"
+    );
+    let policy = object(&chart, "ValidatingAdmissionPolicy", "miggate-restore-pod-labels").unwrap();
+    let pod = |labels: &[(&str, &str)]| {
+        let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "r1", "namespace": "ml",
+            "labels": labels.iter().map(|(k, v)| ((*k).to_string(), json!(v))).collect::<serde_json::Map<_, _>>()}});
+        if restore {
+            p["metadata"]["annotations"] = json!({"miggate.io/restore-from": "ckpt"});
+        }
+        p
+    };
+    let req = support::admission("UPDATE", "pods", "ml", "alice", None, pod(new), Some(pod(old)));
+    let verdict = support::policy_verdict(policy, &req);
+    if !restore {
+        assert_eq!(verdict, None);
+        return;
+    }
+    let failed = verdict.unwrap();
+    assert_eq!(!failed.is_empty(), refused, "{failed:?}");
+    let Some(none) = template_of(&[]) else { return };
+    assert!(object(&none, "ValidatingAdmissionPolicy", "miggate-restore-pod-labels").is_none());
 }

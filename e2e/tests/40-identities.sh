@@ -175,20 +175,29 @@ test_a_listed_binder_cannot_plant_a_device_map() {
     kubectl -n "$TENANT_NS" delete pod planted-map --wait=false >/dev/null
 }
 
+# admission.restorePodSelector: the webhook watches only restore pods with those labels, so one
+# without them is refused at creation (its binding could not be checked), and one that has them
+# keeps them (policy miggate-restore-pod-labels).
 test_a_restore_pod_outside_the_watched_selector_is_refused() {
     local out
     helm upgrade "$RELEASE" charts/miggate -n "$RELEASE_NS" --reuse-values \
-        --set 'webhook.extraArgs={--restore-pod-selector=miggate.io/restore=true}' --wait --timeout 5m >/dev/null ||
-        fail "helm upgrade with --restore-pod-selector failed"
+        --set-string 'admission.restorePodSelector.miggate\.io/restore=true' --wait --timeout 5m >/dev/null ||
+        fail "helm upgrade with admission.restorePodSelector failed"
     until_ok 120 "the old replicas gone" bash -c "[ \$(kubectl -n $RELEASE_NS get pods -l app.kubernetes.io/name=miggate-webhook -o name | wc -l) -eq 2 ]"
     out=$(fixture restore-pod.yaml NAME=unlabelled CHECKPOINT=fits MEMORY=64Mi |
         kubectl create --dry-run=server -f - 2>&1) && fail "an unlabelled restore pod was admitted: $out"
     expect_contains "$out" "--restore-pod-selector" "miggate.io/restore=true"
+    kubectl -n "$TENANT_NS" delete pod labelled --ignore-not-found --wait=true >/dev/null
     out=$(fixture restore-pod.yaml NAME=labelled CHECKPOINT=fits MEMORY=64Mi |
         kubectl label --local -f - miggate.io/restore=true -o yaml |
-        kubectl create --dry-run=server -f - 2>&1) || fail "a labelled restore pod was refused: $out"
-    helm upgrade "$RELEASE" charts/miggate -n "$RELEASE_NS" --reuse-values --set 'webhook.extraArgs=null' \
+        kubectl create -f - 2>&1) || fail "a labelled restore pod was refused: $out"
+    refused "the selected label taken off a restore pod" "a restore pod keeps the labels miggate selects restore pods by" \
+        kubectl -n "$TENANT_NS" label pod labelled miggate.io/restore-
+    kubectl -n "$TENANT_NS" label pod labelled team=ml >/dev/null || fail "another label refused on a restore pod"
+    kubectl -n "$TENANT_NS" delete pod labelled --wait=false >/dev/null
+    helm upgrade "$RELEASE" charts/miggate -n "$RELEASE_NS" --reuse-values --set admission.restorePodSelector=null \
         --wait --timeout 5m >/dev/null || fail "helm upgrade back failed"
+    until_ok 120 "the old replicas gone" bash -c "[ \$(kubectl -n $RELEASE_NS get pods -l app.kubernetes.io/name=miggate-webhook -o name | wc -l) -eq 2 ]"
 }
 
 test_the_node_namespace_runs_only_restricted_daemonset_pods() {

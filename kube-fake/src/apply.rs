@@ -192,8 +192,22 @@ pub(crate) fn patch(shared: &Arc<Shared>, target: &Target, name: &str, req: &Rec
     let maps = inner.list_maps.get(&target.plural).cloned().unwrap_or_default();
     let owner = (target.plural.clone(), k.clone(), manager);
     let mut owned = inner.owned.remove(&owner).unwrap_or_default();
+    let before = existing.clone();
+    let owned_before = owned.clone();
     let next = applied(target, name, body, existing, &maps, &mut owned);
-    inner.owned.insert(owner, owned);
+    // A refused update leaves what each manager owns as it was.
+    let refused = match &next {
+        Ok(next) => before
+            .as_ref()
+            .and_then(|old| crate::write::secret_update_refused(&target.plural, name, old, next)),
+        Err(_) => None,
+    };
+    inner
+        .owned
+        .insert(owner, if refused.is_some() { owned_before } else { owned });
+    if let Some(refused) = refused {
+        return refused;
+    }
     let next = match next {
         Ok(next) => next,
         Err(refused) => return *refused,

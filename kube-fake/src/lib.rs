@@ -9,7 +9,10 @@
 //! objects and their `status` subresource, and the other writes as the real server answers
 //! them: `POST` (`409 AlreadyExists`), `PUT` at a `resourceVersion` (`409 Conflict` when it is
 //! stale), JSON patches (`application/json-patch+json`; a failed `test` refuses the patch with
-//! `422`) and `DELETE`. Plain HTTP on `127.0.0.1:0`.
+//! `422`) and `DELETE` (`409 Conflict` when its `preconditions` name another UID or version).
+//! A Secret is validated on update as the real server validates it: its `type` never changes,
+//! and once `immutable` is set neither it nor `data` does (`422 Invalid`). A `SelfSubjectReview`
+//! is answered with the user a test set (the `access` module). Plain HTTP on `127.0.0.1:0`.
 //!
 //! The test drives it: [`FakeApiServer::apply`] and [`FakeApiServer::delete`] change objects
 //! (and notify watches), [`FakeApiServer::drop_watches`] ends open watch streams,
@@ -22,6 +25,8 @@
 //!
 //! - [`FakeApiServer::fail_next`]: the next request of a plural is answered with an error
 //!   `Status` (with the reason the real server gives that code: `403` `Forbidden`, …);
+//!   [`FakeApiServer::refuse`]: every request of one verb of a plural, as RBAC refuses it;
+//!   [`FakeApiServer::race_next_create`]: another client's create lands first;
 //!   [`FakeApiServer::fail_next_watch`]: the same for its next watch only;
 //!   [`FakeApiServer::serve`]: a plural is not served at all (`404`).
 //! - [`FakeApiServer::stop`], [`FakeApiServer::start_again`] and [`FakeApiServer::restart`]:
@@ -83,9 +88,13 @@ use serde_json::{Value, json};
 use tokio::sync::{broadcast, mpsc, oneshot};
 use tokio::task::{JoinHandle, JoinSet};
 
+mod access;
 mod apply;
 mod collections;
+mod kinds;
 mod write;
+
+use kinds::{json_response, kind_of, not_found, plural_of, reason_of, status};
 
 /// One request as the fake received it, for assertions.
 #[derive(Debug, Clone, PartialEq)]
@@ -187,6 +196,12 @@ struct Inner {
     /// What each field manager applied to each object's list-maps, by
     /// `(plural, object key, manager)`.
     owned: BTreeMap<(String, String, String), apply::Owned>,
+    /// The user requests are made as (`None`: the default), by [`FakeApiServer::set_user`].
+    user: Option<Value>,
+    /// Status codes answering a verb on a plural, by `(verb, plural)` ([`FakeApiServer::refuse`]).
+    refused: BTreeMap<(String, String), u16>,
+    /// Objects created just before the next create of their plural.
+    races: BTreeMap<String, Vec<Value>>,
 }
 
 #[derive(Debug)]
@@ -289,62 +304,6 @@ async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
             }
             other => return other,
         }
-    }
-}
-
-/// The `kind` of a resource, from its plural (the resources miggate reads and writes).
-fn kind_of(plural: &str) -> &'static str {
-    match plural {
-        "pods" => "Pod",
-        "nodes" => "Node",
-        "gpunodes" => "GpuNode",
-        "gpucheckpoints" => "GpuCheckpoint",
-        "resourceslices" => "ResourceSlice",
-        "resourceclaims" => "ResourceClaim",
-        "namespaces" => "Namespace",
-        "podsnapshots" => "PodSnapshot",
-        "podsnapshotcontents" => "PodSnapshotContent",
-        "secrets" => "Secret",
-        "validatingwebhookconfigurations" => "ValidatingWebhookConfiguration",
-        "mutatingwebhookconfigurations" => "MutatingWebhookConfiguration",
-        _ => "Unknown",
-    }
-}
-
-/// The plural of a kind, the inverse of [`kind_of`].
-fn plural_of(kind: &str) -> Option<&'static str> {
-    Some(match kind {
-        "Pod" => "pods",
-        "Node" => "nodes",
-        "GpuNode" => "gpunodes",
-        "GpuCheckpoint" => "gpucheckpoints",
-        "ResourceSlice" => "resourceslices",
-        "ResourceClaim" => "resourceclaims",
-        "Namespace" => "namespaces",
-        "PodSnapshot" => "podsnapshots",
-        "PodSnapshotContent" => "podsnapshotcontents",
-        "Secret" => "secrets",
-        "ValidatingWebhookConfiguration" => "validatingwebhookconfigurations",
-        "MutatingWebhookConfiguration" => "mutatingwebhookconfigurations",
-        _ => return None,
-    })
-}
-
-/// The `reason` a real API server gives with `code`, so clients that read the reason
-/// (kube's `Status::is_forbidden`, `is_not_found`) classify an injected failure as the real one.
-fn reason_of(code: u16) -> &'static str {
-    match code {
-        400 => "BadRequest",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "NotFound",
-        409 => "Conflict",
-        410 => "Expired",
-        422 => "Invalid",
-        429 => "TooManyRequests",
-        503 => "ServiceUnavailable",
-        504 => "Timeout",
-        _ => "InternalError",
     }
 }
 
@@ -721,29 +680,6 @@ fn parse_path(path: &str) -> Option<Target> {
     })
 }
 
-fn status(code: u16, reason: &str, message: &str) -> Response {
-    let body = json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {},
-        "status": "Failure", "message": message, "reason": reason, "code": code,
-    });
-    let code = StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (
-        code,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
-}
-
-fn json_response(code: StatusCode, body: &Value) -> Response {
-    (
-        code,
-        [(header::CONTENT_TYPE, "application/json")],
-        body.to_string(),
-    )
-        .into_response()
-}
-
 /// The faults asked for the next list of `plural`: its delay, and whether it is cut (the cut
 /// counted off).
 fn list_faults(shared: &Shared, plural: &str) -> (Option<Duration>, bool) {
@@ -775,6 +711,7 @@ async fn handle(
         return refused;
     }
     match (method, &target.name) {
+        (Method::POST, None) if target.plural == "selfsubjectreviews" => access::self_subject_review(&shared),
         (Method::GET, None) if recorded.is_watch() => collections::watch(&shared, &target, &recorded.query),
         (Method::GET, None) if recorded.is_streaming_list() => {
             streaming_list(&shared, &target, &recorded).await
@@ -789,7 +726,7 @@ async fn handle(
         (Method::PATCH, Some(name)) => apply::patch(&shared, &target, name, &recorded),
         (Method::POST, None) => write::create(&shared, &target, &recorded),
         (Method::PUT, Some(name)) => write::replace(&shared, &target, name, &recorded),
-        (Method::DELETE, Some(name)) => write::delete(&shared, &target, name),
+        (Method::DELETE, Some(name)) => write::delete(&shared, &target, name, &recorded),
         _ => status(405, "MethodNotAllowed", "not supported by the fake"),
     }
 }
@@ -829,21 +766,15 @@ fn record(
     recorded
 }
 
-/// The answer for a path the server does not serve.
-fn not_found() -> Response {
-    status(
-        404,
-        "NotFound",
-        "the server could not find the requested resource",
-    )
-}
-
 /// The answer a test set up for this request instead of the real one: `404` for a kind the
-/// server does not serve, or the next injected failure (a watch's own first).
+/// server does not serve, a verb refused, or the next injected failure (a watch's own first).
 fn injected(shared: &Shared, target: &Target, recorded: &Recorded) -> Option<Response> {
     let mut inner = shared.lock();
     if inner.unserved.contains(&target.plural) {
         return Some(not_found());
+    }
+    if let Some(refused) = access::refused(&inner, target, recorded) {
+        return Some(refused);
     }
     let watch_failure = if recorded.is_watch() {
         inner

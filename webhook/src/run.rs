@@ -162,6 +162,12 @@ pub async fn serve(
     let mut state = AppState::with_store(store, metrics);
     state.certs = certs;
     state.binders.clone_from(&config.binders);
+    // The decision asks of a restore pod what the pod watch selects: the same parsed value.
+    if let StoreConfig::Kube(options) = &config.store {
+        state
+            .restore_pod_selector
+            .clone_from(&options.restore_pod_selector);
+    }
     state.deadline = config.deadline;
     state.body = BodyLimits::new(config.min_body_rate, config.body_budget);
     let (gate, handshakes) = connection_limits(&config, &state.metrics);

@@ -17,7 +17,7 @@ use miggate_compat::escape::escape_within;
 
 use crate::body::{BodyError, BodyLimits, read_body};
 use crate::metrics::{Metrics, Outcome};
-use miggate_admission::decide::{self, RefusedBy, Verdict};
+use miggate_admission::decide::{self, RefusedBy, RestorePodSelector, Verdict};
 use miggate_admission::lookup::Lookup;
 use miggate_admission::review;
 use miggate_store::file_store::FileStore;
@@ -55,6 +55,9 @@ pub struct AppState {
     pub certs: Option<miggate_certs::Handle>,
     /// The user names whose Bindings may carry the device map (`--binder`).
     pub binders: Vec<String>,
+    /// `--restore-pod-selector`: the pods the kube store watches, and so the labels every
+    /// restore pod must carry at creation.
+    pub restore_pod_selector: Option<RestorePodSelector>,
 }
 
 impl AppState {
@@ -73,6 +76,7 @@ impl AppState {
             body: BodyLimits::default(),
             certs: None,
             binders: vec![miggate_wire::webhook::DEFAULT_BINDER.to_string()],
+            restore_pod_selector: None,
         }
     }
 }
@@ -383,9 +387,10 @@ fn render_response(response: &kube::core::admission::AdmissionResponse) -> Respo
 }
 
 fn answer(state: &AppState, review: &review::Review<'_>) -> Answer {
+    let selector = state.restore_pod_selector.as_ref();
     let decision = match &state.store {
-        Store::File(files) => decide::decide_review(review, &*files.snapshot()),
-        Store::Kube(kube) => decide::decide_review(review, &**kube),
+        Store::File(files) => decide::decide_review_with(review, &*files.snapshot(), selector),
+        Store::Kube(kube) => decide::decide_review_with(review, &**kube, selector),
     };
     log_decision(review, &decision);
     let response = render_response(&decision.response);

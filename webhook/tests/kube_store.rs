@@ -495,7 +495,7 @@ async fn a_restore_pod_selector_is_sent_to_the_server() {
     let h = harness(
         fake,
         KubeOptions {
-            restore_pod_selector: Some("miggate.io/restore=true".into()),
+            restore_pod_selector: Some("miggate.io/restore=true".parse().unwrap()),
             ..KubeOptions::default()
         },
     )

@@ -186,3 +186,64 @@ impl http_body::Body for Stall {
         std::task::Poll::Pending
     }
 }
+
+/// `--restore-pod-selector` reaches the decision from the state (as `serve` sets it from the
+/// kube store's options): the recorded restore pod, which lacks the label, is refused and
+/// counted by its reason.
+#[tokio::test]
+async fn the_restore_pod_selector_reaches_the_decision() {
+    let mut state = AppState::new(Arc::new(recorded_store()));
+    state.restore_pod_selector = Some("miggate.io/restore=true".parse().unwrap());
+    let state = Arc::new(state);
+    let review = std::fs::read_to_string(support::testdata_path(
+        "admission/pod-create-restore-allowed.json",
+    ))
+    .unwrap();
+    let (status, body) = post(&state, review).await;
+    assert_eq!(status, StatusCode::OK);
+    let body: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(body["response"]["allowed"], false, "{body}");
+    assert!(
+        body["response"]["status"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("lacks the labels of the webhook's --restore-pod-selector (miggate.io/restore=true)"),
+        "{body}"
+    );
+    let (_, metrics) = get(&state, "/metrics").await;
+    assert!(
+        metrics.contains("miggate_admission_refusals_total{check=\"pod-not-selected\"} 1"),
+        "{metrics}"
+    );
+}
+
+/// A Binding carrying a device map the webhook does not write gets it removed through
+/// `/mutate-binding`, counted as `map-removed`.
+#[tokio::test]
+async fn a_device_map_the_webhook_did_not_write_is_removed() {
+    let state = state();
+    let mut review: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(support::testdata_path("admission/binding-create.json")).unwrap(),
+    )
+    .unwrap();
+    review["request"]["object"]["metadata"]["annotations"] =
+        serde_json::json!({"miggate.io/device-map": "x=y"});
+    let req = Request::post("/mutate-binding")
+        .header("content-type", "application/json")
+        .body(Body::from(review.to_string()))
+        .unwrap();
+    let resp = admission_service(state.clone()).oneshot(req).await.unwrap();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(body["response"]["allowed"], true, "{body}");
+    assert_eq!(body["response"]["patchType"], "JSONPatch", "{body}");
+    assert_eq!(
+        body["response"]["auditAnnotations"]["device-map-removed"],
+        "system:kube-scheduler"
+    );
+    let (_, metrics) = get(&state, "/metrics").await;
+    assert!(
+        metrics.contains("miggate_admission_decisions_total{outcome=\"map-removed\"} 1"),
+        "{metrics}"
+    );
+}

@@ -30,6 +30,7 @@ pub use crate::pod::{Container, Spec as PodSpec};
 pub use crate::refusal::{Reason, Refusal, RefusedBy};
 use crate::resolve::{self, Kind, Reference, Resolved};
 use crate::review::{Review, Text};
+pub use crate::selector::RestorePodSelector;
 
 pub use miggate_wire::annotations::{RESTORE_FROM, SKIP_CHECKS};
 pub use parse::parse;
@@ -85,17 +86,42 @@ pub struct Decision {
     pub inventory_source: Option<Source>,
 }
 
-/// Decides one admission request, decoded with kube's types, against a store's lookups.
+/// Decides one admission request, decoded with kube's types, against a store's lookups, with
+/// no `--restore-pod-selector`.
 pub fn decide(req: &AdmissionRequest<DynamicObject>, store: &(impl Lookup + ?Sized)) -> Decision {
-    decide_review(&Review::from(req), store)
+    decide_with(req, store, None)
 }
 
-/// Decides one admission request, read in place from its body ([`crate::review::parse`]).
+/// [`decide`] under `--restore-pod-selector` (`None`: every pod is watched).
+pub fn decide_with(
+    req: &AdmissionRequest<DynamicObject>,
+    store: &(impl Lookup + ?Sized),
+    selector: Option<&RestorePodSelector>,
+) -> Decision {
+    decide_review_with(&Review::from(req), store, selector)
+}
+
+/// Decides one admission request, read in place from its body ([`crate::review::parse`]),
+/// with no `--restore-pod-selector`.
 pub fn decide_review(review: &Review<'_>, store: &(impl Lookup + ?Sized)) -> Decision {
+    decide_review_with(review, store, None)
+}
+
+/// [`decide_review`] under `--restore-pod-selector` (`None`: every pod is watched): a restore
+/// pod's creation the selector does not select is refused, since the pod watch would never
+/// send it and its binding would pass unchecked.
+pub fn decide_review_with(
+    review: &Review<'_>,
+    store: &(impl Lookup + ?Sized),
+    selector: Option<&RestorePodSelector>,
+) -> Decision {
     let judgement = match parse(review, store) {
         Ok(Parsed::Ignored) => return render(review, None),
         Ok(Parsed::Unchecked(warnings)) => Judgement::unchecked(warnings),
-        Ok(Parsed::Restore(restore)) => evaluate(&restore, store),
+        Ok(Parsed::Restore(restore)) => match parse::unselected(&restore, selector) {
+            Some(refusal) => Judgement::refused(refusal, Vec::new()),
+            None => evaluate(&restore, store),
+        },
         Err(refusal) => Judgement::refused(refusal, Vec::new()),
     };
     render(review, Some(judgement))

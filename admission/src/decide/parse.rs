@@ -4,6 +4,7 @@
 //! container map. The mutating paths read a binding through here too.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use miggate_compat::escape::escape_within;
@@ -16,6 +17,7 @@ use crate::refusal::{Refusal, SpecUnreadable, WaivesNothing};
 use crate::resolve::{self, Kind, Reference, ReferenceError};
 use crate::restore_annotations::RestoreAnnotations;
 use crate::review::{Object, Operation, Review, Spec};
+use crate::selector::RestorePodSelector;
 
 impl Waiver {
     /// The waiver a pod's annotations give: `miggate.io/skip-checks` (read strictly) for any
@@ -113,6 +115,29 @@ pub fn parse<'a>(review: &'a Review<'a>, store: &(impl Lookup + ?Sized)) -> Resu
         node,
         container_map,
     }))
+}
+
+/// The refusal of a restore pod's creation that `selector` does not select: the pod watch
+/// sends only the pods it selects, so the binding check would never see this one. `None` for
+/// a selected pod, for a binding (its pod came from that watch), and without a selector.
+pub(crate) fn unselected(
+    restore: &RestoreRequest<'_>,
+    selector: Option<&RestorePodSelector>,
+) -> Option<Refusal> {
+    let selector = selector.filter(|s| !s.selects_all())?;
+    if !matches!(restore.subject, Subject::Pod(_)) {
+        return None;
+    }
+    // Read only here: a restore pod's creation under a selector. Labels that are not a map
+    // of strings never come from the API server; such a pod is not taken as selected.
+    let selected = match restore.review.object.as_ref().and_then(|o| o.meta.labels) {
+        None => selector.matches(&BTreeMap::new()),
+        Some(labels) => labels.decode().is_ok_and(|labels| selector.matches(&labels)),
+    };
+    (!selected).then(|| Refusal::NotSelected {
+        pod: restore.pod(),
+        selector: escape_within(selector.as_str(), 1024).into_owned(),
+    })
 }
 
 /// The object of a pod's own CREATE (not a subresource): how a restore pod's creation

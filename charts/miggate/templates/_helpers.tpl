@@ -84,3 +84,9 @@ runAsUser: 65532
 seccompProfile:
   type: RuntimeDefault
 {{- end }}
+
+{{/* matchLabels as selector text, keys sorted: a=1,b=2. */}}
+{{- define "miggate.matchLabels" -}}
+{{- $labels := . -}}
+{{- range $i, $k := keys $labels | sortAlpha }}{{ if $i }},{{ end }}{{ $k }}={{ get $labels $k }}{{ end }}
+{{- end }}

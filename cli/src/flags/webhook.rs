@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use miggate_admission::selector::RestorePodSelector;
 use miggate_store::StoreConfig;
 use miggate_wire::webhook as defaults;
 
@@ -75,10 +76,11 @@ pub struct WebhookArgs {
     #[arg(long, value_name = "kube|dir:PATH", value_parser = store_arg)]
     pub store: Option<StoreConfig>,
     /// With `--store kube`: a label selector restore pods carry (e.g.
-    /// `miggate.io/restore=true`), so only they are watched. Without it every pod is watched
-    /// and all but those annotated `miggate.io/restore-from` are dropped on arrival.
+    /// `miggate.io/restore=true`), so only they are watched; a restore pod created without
+    /// its labels is refused, since its binding would go unchecked. Without it every pod is
+    /// watched and all but those annotated `miggate.io/restore-from` are dropped on arrival.
     #[arg(long, value_name = "SELECTOR")]
-    pub restore_pod_selector: Option<String>,
+    pub restore_pod_selector: Option<RestorePodSelector>,
     /// With `--store kube`: how long a watch cache may be behind the API server (its watch
     /// failing: the server restarting, unreachable, or refusing) before `/readyz` reports not
     /// ready and restores are refused; until then decisions are answered from the caches

@@ -80,10 +80,11 @@ use watch::feed;
 /// How the caches select what they watch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KubeOptions {
-    /// A label selector for restore pods (`--restore-pod-selector`). Annotations cannot be
-    /// selected by the API server, so without one every pod is watched and all but restore
-    /// pods are dropped on arrival; with one, only matching pods are sent at all.
-    pub restore_pod_selector: Option<String>,
+    /// A label selector for restore pods (`--restore-pod-selector`), parsed. Annotations
+    /// cannot be selected by the API server, so without one every pod is watched and all but
+    /// restore pods are dropped on arrival; with one, only matching pods are sent at all (the
+    /// decision refuses a restore pod it does not select, with this same value).
+    pub restore_pod_selector: Option<miggate_admission::selector::RestorePodSelector>,
     /// The kubeconfig file (`--kubeconfig`); `None`: the environment's cluster.
     pub kubeconfig: Option<std::path::PathBuf>,
     /// The kubeconfig context (`--context`); `None`: its current context.
@@ -185,8 +186,8 @@ impl KubeStore {
         let store = KubeStore::empty(&tracking, counters);
         let base = watcher::Config::default();
         let mut pods = watcher::Config::default();
-        if let Some(sel) = options.restore_pod_selector.as_deref().filter(|s| !s.is_empty()) {
-            pods = pods.labels(sel);
+        if let Some(sel) = options.restore_pod_selector.as_ref().filter(|s| !s.selects_all()) {
+            pods = pods.labels(sel.as_str());
         }
         let slices = base.clone().fields(&format!("spec.driver={NVIDIA_DRA_DRIVER}"));
         let tasks = vec![
