@@ -15,6 +15,18 @@ install_values() {
     printf '%s\n' --set "publisher.nvidiaSmiHostPath=$E2E_SMI_DIR"
 }
 
+# upgrade_with [HELM ARGS...]: the release upgraded to the suite's values plus ARGS, every
+# other value back to the chart's default (never --reuse-values, which keeps a map value that
+# a later --set of null or {} does not take back), waiting for the rollout.
+upgrade_with() {
+    local values out
+    mapfile -t values < <(install_values)
+    out=$(helm upgrade "$RELEASE" charts/miggate -n "$RELEASE_NS" --wait --timeout 5m "${values[@]}" "$@" 2>&1) ||
+        fail "helm upgrade $*: $out"
+    until_ok 120 "only the new replicas left" bash -c \
+        "[ \$(kubectl -n $RELEASE_NS get pods -l app.kubernetes.io/name=miggate-webhook -o name | wc -l) -eq 2 ]"
+}
+
 fail() {
     printf '    %s\n' "$*" >&2
     exit 1
