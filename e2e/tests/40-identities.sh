@@ -159,6 +159,77 @@ test_the_kept_bundle_is_bounded() {
     [ "$n" -gt 0 ] || fail "no caBundle left"
 }
 
+# served_not_after POD: the not-after of the certificate POD serves, as its /readyz says.
+served_not_after() {
+    local ip
+    ip=$(kubectl -n "$RELEASE_NS" get pod "$1" -o jsonpath='{.status.podIP}')
+    curl -s --max-time 5 "http://$ip:8080/readyz" | jq -r '.certificates.not_after // ""'
+}
+
+# Every replica serves the serving certificate the Secret holds now.
+serving_the_secrets_certificate() {
+    local want pod
+    want=$(secret_key tls.crt | openssl x509 -noout -enddate | cut -d= -f2)
+    want=$(date -u -d "$want" +%Y-%m-%dT%H:%M:%SZ)
+    for pod in $(kubectl -n "$RELEASE_NS" get pods -l app.kubernetes.io/name=miggate-webhook -o name); do
+        [ "$(served_not_after "${pod#pod/}")" = "$want" ] || return 1
+    done
+}
+
+# The issue's own trial: 90-second certificates, the Secret made immutable, and the webhook's
+# account not allowed to delete it (here a policy of the test's refuses it). Before, /readyz
+# said ready while the served certificate ran out. Now each replica turns not ready at the
+# renewal point, saying why, and, once it may delete, makes the Secret again and is ready.
+test_a_secret_that_cannot_be_renewed_turns_the_replicas_unready_before_expiry() {
+    trap 'kubectl delete -f "$E2E_WORK/no-delete.yaml" --ignore-not-found >/dev/null 2>&1 || true; upgrade_with' EXIT
+    cat > "$E2E_WORK/no-delete.yaml" <<YAML
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: e2e-webhook-may-not-delete
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - {apiGroups: [""], apiVersions: [v1], operations: [DELETE], resources: [secrets]}
+  validations:
+  - expression: "request.userInfo.username != '$WEBHOOK_USER'"
+    message: "e2e: the webhook's account may not delete Secrets"
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: e2e-webhook-may-not-delete
+spec:
+  policyName: e2e-webhook-may-not-delete
+  validationActions: [Deny]
+YAML
+    upgrade_with --set 'webhook.extraArgs={--cert-lifetime=90s}'
+    kubectl -n "$RELEASE_NS" delete secret "$CERTS" --wait=true >/dev/null
+    until_ok 60 "a 90-second certificate in the Secret" bash -c \
+        "kubectl -n $RELEASE_NS get secret $CERTS -o jsonpath='{.data.tls\\.crt}' | base64 -d | openssl x509 -noout -checkend 100 | grep -q 'will expire'"
+    until_ok 60 "every replica serving it" serving_the_secrets_certificate
+    kubectl create -f "$E2E_WORK/no-delete.yaml" >/dev/null
+    until_ok 30 "the webhook's account refused a delete" bash -c \
+        "! kubectl --kubeconfig=/dev/null --server=https://$E2E_NODE_IP:$E2E_API_PORT --certificate-authority=$E2E_STATE/pki/ca.crt --token=\$(kubectl -n $RELEASE_NS create token miggate-webhook --duration 10m) -n $RELEASE_NS delete secret $CERTS --dry-run=server"
+    as_webhook -n "$RELEASE_NS" get secret "$CERTS" -o json | jq '.immutable = true' |
+        as_webhook replace -f - >/dev/null || fail "the webhook's account could not make its Secret immutable"
+    # Due at two thirds of 90 s; the readiness probe (every 5 s, twice) follows.
+    until_ok 90 "every replica unready" bash -c "! kubectl -n $RELEASE_NS get pods -l app.kubernetes.io/name=miggate-webhook -o jsonpath='{.items[*].status.conditions[?(@.type==\"Ready\")].status}' | grep -q True"
+    local pod ip ready
+    pod=$(kubectl -n "$RELEASE_NS" get pods -l app.kubernetes.io/name=miggate-webhook -o jsonpath='{.items[0].metadata.name}')
+    ip=$(kubectl -n "$RELEASE_NS" get pod "$pod" -o jsonpath='{.status.podIP}')
+    ready=$(curl -s --max-time 5 "http://$ip:8080/readyz")
+    expect_contains "$ready" '"renewal_overdue": true' "past its renewal point" "immutable" "delete"
+    # The replicas said so before the certificate expired.
+    secret_key tls.crt | openssl x509 -noout -checkend 0 >/dev/null ||
+        fail "the certificate expired before the replicas turned unready"
+    kubectl delete -f "$E2E_WORK/no-delete.yaml" >/dev/null
+    until_ok 90 "both replicas Ready again" webhook_pods_ready 2
+    [ "$(kubectl -n "$RELEASE_NS" get secret "$CERTS" -o jsonpath='{.immutable}')" != true ] ||
+        fail "the Secret is still immutable"
+}
+
 # A Binding from a listed binder (the scheduler's name) carrying a device map it made up: the
 # pod is bound without it.
 test_a_listed_binder_cannot_plant_a_device_map() {
