@@ -238,10 +238,11 @@ test_a_listed_binder_cannot_plant_a_device_map() {
     kubectl -n "$TENANT_NS" run planted-map --image="$E2E_PAUSE_IMAGE" --image-pull-policy=Never \
         --overrides='{"spec":{"schedulerName":"nobody"}}' >/dev/null
     printf '{"apiVersion":"v1","kind":"Binding","metadata":{"name":"planted-map","annotations":{"miggate.io/device-map":"GPU-00000000-0000-0000-0000-000000000000=GPU-11111111-1111-1111-1111-111111111111"}},"target":{"apiVersion":"v1","kind":"Node","name":"%s"}}' "$E2E_NODE" > "$E2E_WORK/binding.json"
-    kubectl create --as=system:kube-scheduler --as-group=system:authenticated \
-        --raw "/api/v1/namespaces/$TENANT_NS/pods/planted-map/binding" -f "$E2E_WORK/binding.json" >/dev/null ||
-        fail "the scheduler's Binding refused"
-    local map
+    local out map
+    out=$(kubectl create --as=system:kube-scheduler --as-group=system:authenticated \
+        --raw "/api/v1/namespaces/$TENANT_NS/pods/planted-map/binding" -f "$E2E_WORK/binding.json" 2>&1) ||
+        fail "the scheduler's Binding refused: $out"
+    expect_contains "$out" "removed annotation miggate.io/device-map from the Binding of pod $TENANT_NS/planted-map: only miggate writes it"
     map=$(kubectl -n "$TENANT_NS" get pod planted-map -o jsonpath='{.metadata.annotations.miggate\.io/device-map}')
     [ -z "$map" ] || fail "the pod carries a device map miggate did not write: $map"
     [ "$(kubectl -n "$TENANT_NS" get pod planted-map -o jsonpath='{.spec.nodeName}')" = "$E2E_NODE" ] ||
