@@ -5,6 +5,7 @@
 #   e2e/cluster.sh up       build (cached), start, wait until a pod reaches the API server
 #   e2e/cluster.sh down     stop what `up` started, unmount, remove the cluster's data
 #   e2e/cluster.sh status   say what runs; exit 0 only when the node is Ready
+#   e2e/cluster.sh tools    only build (cached) the binaries: the chart's tests run this helm
 #
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy and kubectl of one
 # release, etcd and helm are built from their Go modules, pinned in e2e/tools/*/go.mod, into
@@ -696,8 +697,13 @@ main() {
         up) up ;;
         down) down ;;
         status) status ;;
+        tools)
+            command -v go >/dev/null || die "go is not installed: the binaries build from Go modules (apt-get install golang-go)"
+            build_tools
+            say "built: $E2E_OUT/bin/helm, $E2E_OUT/bin/kubectl (and the cluster's, in $E2E_CACHE/bin)"
+            ;;
         *)
-            echo "usage: e2e/cluster.sh up | down | status" >&2
+            echo "usage: e2e/cluster.sh up | down | status | tools" >&2
             exit 2
             ;;
     esac
