@@ -36,7 +36,10 @@ fn helm_binary() -> Option<PathBuf> {
         "CI needs helm at {} (.ci/run builds it with e2e/cluster.sh tools)",
         path.display()
     );
-    eprintln!("skipped: no helm at {} (run e2e/cluster.sh tools)", path.display());
+    eprintln!(
+        "skipped: no helm at {} (run e2e/cluster.sh tools)",
+        path.display()
+    );
     None
 }
 
