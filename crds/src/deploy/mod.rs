@@ -58,8 +58,9 @@ pub struct Config {
     /// The container image of `miggate` (webhook and publisher).
     pub image: String,
     /// The namespace of the checkpoint agent's service account (created by the install; the
-    /// namespace must exist). By default the node namespace, since a checkpointing agent runs
-    /// CRIU with host access, which the webhook's `restricted` namespace would refuse.
+    /// namespace must exist). By default the node namespace, where its pods are DaemonSets'
+    /// held to the restricted profile plus the read-only recovery state (`miggate-node-pods`);
+    /// an agent that runs CRIU itself, with host access, needs a namespace of its own.
     pub checkpoint_agent_namespace: String,
     /// The name of the checkpoint agent's service account: the only writer of GpuCheckpoints.
     pub checkpoint_agent_name: String,
