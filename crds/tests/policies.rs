@@ -1055,3 +1055,49 @@ fn the_webhook_account_writes_no_other_secret() {
         Vec::<String>::new()
     );
 }
+
+fn token_secret(namespace: &str, account: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+        "metadata": {"name": "forever", "namespace": namespace,
+            "annotations": {"kubernetes.io/service-account.name": account}}})
+}
+
+/// Attack: a Secret of type `kubernetes.io/service-account-token` naming one of the install's
+/// accounts, which the token controller fills with a token that never expires and is bound to
+/// nothing (no node for the agent's policy, the webhook's power for good).
+#[rstest]
+#[case::the_agents(
+    "miggate-node",
+    token_secret("miggate-node", "miggate-checkpoint-agent"),
+    Some(true)
+)]
+#[case::the_publishers("miggate-node", token_secret("miggate-node", "miggate-publish"), Some(true))]
+#[case::the_webhooks(
+    "miggate-system",
+    token_secret("miggate-system", "miggate-webhook"),
+    Some(true)
+)]
+#[case::a_tenants_own("ml", token_secret("ml", "builder"), Some(false))]
+#[case::an_account_of_that_name_elsewhere("ml", token_secret("ml", "miggate-webhook"), Some(false))]
+#[case::an_opaque_secret("miggate-node", { let mut s = token_secret("miggate-node", "miggate-publish"); s["type"] = json!("Opaque"); s }, None)]
+fn no_token_secret_of_the_installs_accounts(
+    #[case] namespace: &str,
+    #[case] secret: Value,
+    #[case] refused: Option<bool>,
+) {
+    let p = policy(&objects(&Config::default()), "miggate-token-secrets");
+    let req = admission(
+        "CREATE",
+        "secrets",
+        namespace,
+        "kubernetes-admin",
+        None,
+        secret,
+        None,
+    );
+    let failed = policy_verdict(&p, &req);
+    assert_eq!(failed.as_ref().map(|f| !f.is_empty()), refused, "{failed:?}");
+    if refused == Some(true) {
+        assert!(failed.unwrap()[0].starts_with(&format!("a token Secret of {namespace}/")));
+    }
+}

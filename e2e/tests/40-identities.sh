@@ -287,6 +287,19 @@ test_the_node_namespace_runs_only_restricted_daemonset_pods() {
         kubectl -n "$NODE_NS" create token miggate-checkpoint-agent --bound-object-kind Node --bound-object-name "$E2E_NODE"
     refused "a token of the publisher's account" "only a kubelet takes one" \
         kubectl -n "$NODE_NS" create token miggate-publish
+    local account
+    for account in "$NODE_NS/miggate-checkpoint-agent" "$RELEASE_NS/miggate-webhook"; do
+        refused "a token Secret of $account" "a token Secret of $account is refused" kubectl create --dry-run=server -f - <<YAML
+apiVersion: v1
+kind: Secret
+type: kubernetes.io/service-account-token
+metadata:
+  name: forever
+  namespace: ${account%/*}
+  annotations:
+    kubernetes.io/service-account.name: ${account#*/}
+YAML
+    done
     out=$(fixture checkpoint.yaml NAME=elsewhere NODE=another-node KERNEL="$(node_kernel)" MEMORY=64Mi MOUNTS='[]' |
         as_agent apply --server-side --field-manager miggate-checkpoint-agent -f - 2>&1) &&
         fail "the agent wrote another node's checkpoint: $out"

@@ -25,7 +25,7 @@ use miggate_wire::annotations::{DEVICE_MAP, RESTORE_FROM, SKIP_CHECKS, STEER, ST
 use miggate_wire::peer;
 use serde_json::{Value, json};
 
-use super::names::{NODE_NAMESPACE, PUBLISHER, RECOVERY_HOST_PATH};
+use super::names::{NAMESPACE, NODE_NAMESPACE, PUBLISHER, RECOVERY_HOST_PATH, WEBHOOK};
 use super::{Config, Object, typed};
 use crate::error::{DeployProblem, Error};
 
@@ -114,6 +114,7 @@ pub(super) fn all(config: &Config) -> Result<Vec<Object>, Error> {
     out.extend(bindings(config)?);
     out.extend(node_pods(config)?);
     out.extend(node_tokens(config)?);
+    out.extend(token_secrets(config)?);
     Ok(out)
 }
 
@@ -303,6 +304,47 @@ pub fn node_tokens(config: &Config) -> Result<Vec<Object>, Error> {
             "validations": [{
                 "expression": "request.userInfo.username.startsWith('system:node:') && has(object.spec.boundObjectRef) && object.spec.boundObjectRef.kind == 'Pod'",
                 "messageExpression": "'a token of ' + request.namespace + '/' + request.name + ' says which node it was taken on, and miggate trusts it for that node: only a kubelet takes one, for a pod bound to it, not ' + request.userInfo.username",
+                "reason": "Forbidden"}],
+        }),
+    )
+}
+
+/// `miggate-token-secrets`: no long-lived token Secret (`kubernetes.io/service-account-token`,
+/// which the token controller fills with a token that never expires) of the install's own
+/// accounts. The node accounts' would carry no node, and the webhook's would be its power for
+/// whoever can write Secrets in its namespace, for good.
+pub fn token_secrets(config: &Config) -> Result<Vec<Object>, Error> {
+    let accounts = [
+        (NODE_NAMESPACE, PUBLISHER),
+        (
+            config.checkpoint_agent_namespace.as_str(),
+            config.checkpoint_agent_name.as_str(),
+        ),
+        (NAMESPACE, WEBHOOK),
+    ];
+    let named = accounts
+        .iter()
+        .map(|(ns, name)| {
+            format!(
+                "(request.namespace == {} && object.metadata.annotations['kubernetes.io/service-account.name'] == {})",
+                cel_string(ns),
+                cel_string(name)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(" || ");
+    policy(
+        "miggate-token-secrets",
+        json!({
+            "failurePolicy": "Fail",
+            "matchConditions": [{"name": "service-account-token-secrets",
+                "expression": "has(object.type) && object.type == 'kubernetes.io/service-account-token'"}],
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                "resources": ["secrets"]}]},
+            "validations": [{
+                "expression": format!("!(has(object.metadata.annotations) && 'kubernetes.io/service-account.name' in object.metadata.annotations) || !({named})"),
+                "messageExpression": "'a token Secret of ' + request.namespace + '/' + object.metadata.annotations['kubernetes.io/service-account.name'] + ' is refused: the accounts miggate installs take only the short-lived tokens their kubelet binds to their pods, which a token Secret, never expiring and bound to nothing, would get around'",
                 "reason": "Forbidden"}],
         }),
     )
