@@ -1,12 +1,12 @@
 //! The loop that keeps the Secret, the configurations and the served certificate in step.
 //!
 //! Each round learns, once, who this webhook is (`identity.rs`: what it marks the Secret
-//! with), reads the Secret, judges it ([`judge`]: data another wrote is replaced whole),
-//! writes what changed (`secret.rs`: create, update at the version read, or delete and create
-//! when it cannot be updated), patches every configuration whose `caBundle` differs, and
-//! only then switches what this replica serves: a
-//! new certificate is served once every configuration has trusted its CA for `propagation`,
-//! so no API server call meets a certificate it cannot verify. Watches of the Secret and of
+//! with), reads the Secret, judges it ([`judge_trusting`]: data another wrote is replaced
+//! whole), writes what changed (`secret.rs`: create, update at the version read, or delete
+//! and create when it cannot be updated), patches every configuration whose `caBundle`
+//! differs, and only then switches what this replica serves: a new certificate is served once
+//! every configuration has trusted its CA for `propagation`, so no API server call meets a
+//! certificate it cannot verify. Watches of the Secret and of
 //! each configuration start a round at once (a deleted Secret, a wiped `caBundle`); a timer
 //! starts one every `resync` (renewal ahead of expiry), and every second while waiting.
 //!
