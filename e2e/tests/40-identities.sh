@@ -56,7 +56,20 @@ foreign_ca() {
     sed -n 2p "$dir/ca.crt" > "$dir/marker"
 }
 
-trusts_foreign() { ca_bundles | grep -qF -f "$E2E_WORK/foreign/marker"; }
+# Whether any caBundle holds the foreign CA. (Read whole before grep -q searches it: under
+# pipefail, a writer cut off by grep's early exit would turn a match into a miss.)
+trusts_foreign() {
+    local bundles
+    bundles=$(ca_bundles)
+    grep -qF -f "$E2E_WORK/foreign/marker" <<< "$bundles"
+}
+
+# Whether the Secret still holds the foreign CA.
+holds_foreign() {
+    local ca
+    ca=$(secret_key ca.crt 2>/dev/null) || return 1
+    grep -qF -f "$E2E_WORK/foreign/marker" <<< "$ca"
+}
 
 test_the_webhook_account_changes_nothing_but_ca_bundles() {
     local needle="$WEBHOOK_USER changes nothing of a webhook configuration but each webhook's clientConfig.caBundle"
@@ -125,7 +138,7 @@ test_a_planted_certificate_secret_is_replaced_never_trusted() {
     kubectl -n "$RELEASE_NS" scale deployment miggate-webhook --replicas=2 >/dev/null
     started=$SECONDS
     # Until the Secret holds another CA, no bundle may carry the planted one.
-    while secret_key ca.crt 2>/dev/null | grep -qF -f "$E2E_WORK/foreign/marker"; do
+    while holds_foreign; do
         trusts_foreign && fail "a configuration trusts the planted CA"
         ((SECONDS - started > 120)) && fail "the planted Secret still there after 120 s"
         sleep 0.5
@@ -155,7 +168,9 @@ test_the_kept_bundle_is_bounded() {
     n=$(ca_bundles | grep -c 'BEGIN CERTIFICATE')
     until=$(kubectl -n "$RELEASE_NS" get secret "$CERTS" -o jsonpath='{.metadata.annotations.miggate\.io/previous-ca-until}')
     [[ "$until" != 2099* ]] || fail "previous-ca-until kept at $until"
-    secret_key ca-bundle.crt | grep -qF "$(sed -n 2p "$E2E_WORK/foreign/tls.crt")" && fail "a serving certificate kept in the bundle"
+    local kept
+    kept=$(secret_key ca-bundle.crt)
+    grep -qF "$(sed -n 2p "$E2E_WORK/foreign/tls.crt")" <<< "$kept" && fail "a serving certificate kept in the bundle"
     [ "$n" -gt 0 ] || fail "no caBundle left"
 }
 
