@@ -7,8 +7,8 @@
 //! NVIDIA's tools print, each rewritten the same way and matched exactly. A label that matches
 //! none leaves the model unknown rather than guessed: `gpu-model` then admits with a warning.
 
-/// Product names `nvidia-smi` and NVML print (`../shared/reference/mig-profiles.md`, the GFD
-/// and DRA driver docs), MIG-capable parts first. Extend when a new part ships.
+/// Product names `nvidia-smi` and NVML print (NVIDIA's MIG User Guide, "Supported MIG
+/// Profiles", and the GFD and DRA driver docs), MIG-capable parts first. Extend when a new part ships.
 const KNOWN_PRODUCTS: &[&str] = &[
     "NVIDIA H100 80GB HBM3",
     "NVIDIA H100 PCIe",
