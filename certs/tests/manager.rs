@@ -77,6 +77,11 @@ impl Served {
 }
 
 async fn replica(fake: &FakeApiServer, propagation: Duration) -> (Handle, Served, CertMetrics) {
+    replica_with(fake, config(propagation)).await
+}
+
+/// A replica started with `config`, recording what it serves.
+async fn replica_with(fake: &FakeApiServer, config: Config) -> (Handle, Served, CertMetrics) {
     let served = Served::default();
     let sink = served.clone();
     let install = move |p: &Pair| -> Result<(), miggate_certs::Error> {
@@ -84,13 +89,8 @@ async fn replica(fake: &FakeApiServer, propagation: Duration) -> (Handle, Served
         Ok(())
     };
     let metrics = CertMetrics::default();
-    let handle = miggate_certs::start(
-        fake.client().unwrap(),
-        config(propagation),
-        Arc::new(install),
-        metrics.clone(),
-    )
-    .await;
+    let handle =
+        miggate_certs::start(fake.client().unwrap(), config, Arc::new(install), metrics.clone()).await;
     (handle, served, metrics)
 }
 
@@ -363,21 +363,9 @@ async fn a_refused_read_is_retried_until_it_goes_through() {
 async fn a_serving_certificate_is_renewed_ahead_of_expiry_from_the_same_ca() {
     let fake = FakeApiServer::start().await.unwrap();
     configurations(&fake);
-    let served = Served::default();
-    let sink = served.clone();
-    let install = move |p: &Pair| -> Result<(), miggate_certs::Error> {
-        sink.0.lock().unwrap().push(p.clone());
-        Ok(())
-    };
     let mut config = config(Duration::ZERO);
     config.wanted.serving_lifetime = Duration::from_secs(4);
-    let _handle = miggate_certs::start(
-        fake.client().unwrap(),
-        config,
-        Arc::new(install),
-        CertMetrics::default(),
-    )
-    .await;
+    let (_handle, served, _) = replica_with(&fake, config).await;
     let ca = secret_data(&fake, CA_CRT).unwrap();
     let first = served.last().unwrap();
     // Due with two thirds gone (about 2.7 s), the loop wakes then, not at the 30 s resync.
@@ -562,17 +550,9 @@ async fn a_foreign_secret_that_wins_the_create_is_replaced() {
 async fn an_immutable_secret_is_recreated_and_renewal_goes_on() {
     let fake = FakeApiServer::start().await.unwrap();
     configurations(&fake);
-    let served = Served::default();
-    let sink = served.clone();
-    let install = move |p: &Pair| -> Result<(), miggate_certs::Error> {
-        sink.0.lock().unwrap().push(p.clone());
-        Ok(())
-    };
     let mut config = config(Duration::ZERO);
     config.wanted.serving_lifetime = Duration::from_secs(4);
-    let metrics = CertMetrics::default();
-    let _handle =
-        miggate_certs::start(fake.client().unwrap(), config, Arc::new(install), metrics.clone()).await;
+    let (_handle, served, metrics) = replica_with(&fake, config).await;
     let ca = secret_data(&fake, CA_CRT).unwrap();
     let mut secret = fake.get("secrets", Some(NS), SECRET).unwrap();
     let uid = secret["metadata"]["uid"].clone();
@@ -671,10 +651,7 @@ async fn a_renewal_that_keeps_failing_turns_the_replica_unready_past_the_due_poi
     configurations(&fake);
     let mut config = config(Duration::ZERO);
     config.wanted.serving_lifetime = Duration::from_secs(3);
-    let metrics = CertMetrics::default();
-    let install = |_: &Pair| -> Result<(), miggate_certs::Error> { Ok(()) };
-    let handle =
-        miggate_certs::start(fake.client().unwrap(), config, Arc::new(install), metrics.clone()).await;
+    let (handle, _, metrics) = replica_with(&fake, config).await;
     until("verified", || handle.status().verified).await;
     fake.refuse("delete", "secrets", 403);
     let mut secret = fake.get("secrets", Some(NS), SECRET).unwrap();

@@ -7,31 +7,10 @@
 
 mod support;
 
-use miggate_crds::deploy::{self, Config, Object};
+use miggate_crds::deploy::Config;
 use rstest::rstest;
 use serde_json::{Value, json};
-use support::{admission, policy_verdict};
-
-fn objects(config: &Config) -> Vec<Object> {
-    deploy::objects(config).unwrap()
-}
-
-/// A policy of the install, checked bound to deny.
-fn policy(objects: &[Object], name: &str) -> Value {
-    let found = |kind: &str| {
-        objects
-            .iter()
-            .find(|o| o.kind().1 == kind && o.name() == name)
-            .unwrap_or_else(|| panic!("no {kind} {name}"))
-            .value
-            .clone()
-    };
-    assert_eq!(
-        found("ValidatingAdmissionPolicyBinding")["spec"],
-        json!({"policyName": name, "validationActions": ["Deny"]})
-    );
-    found("ValidatingAdmissionPolicy")
-}
+use support::{admission, objects, policy, policy_verdict};
 
 /// The publisher's pod as its DaemonSet makes it.
 fn publisher_pod() -> Value {

@@ -10,10 +10,10 @@ use miggate_crds::deploy::policies::{self, LOCKED_ANNOTATIONS, cel_string};
 use miggate_crds::deploy::waivers::{
     TEMPLATE_POLICIES, WAIVE_RESOURCE, WAIVE_VERB, WAIVER_ROLE, WAIVER_RULE, WORKLOADS,
 };
-use miggate_crds::deploy::{self, Config, Object};
+use miggate_crds::deploy::{self, Config};
 use rstest::rstest;
 use serde_json::{Value, json};
-use support::{admission, message, policy_applies, policy_verdict};
+use support::{admission, message, objects, policy, policy_applies, policy_verdict};
 
 const TENANT: &str = "system:serviceaccount:ml:editor";
 const SCHEDULER: &str = "system:kube-scheduler";
@@ -21,27 +21,6 @@ const AGENT: &str = "system:serviceaccount:miggate-node:miggate-checkpoint-agent
 const RESTORE: &str = "miggate.io/restore-from";
 const PEER_RESTORE: &str = "nvidia.com/restore-from";
 const MAP: &str = "miggate.io/device-map";
-
-fn objects(config: &Config) -> Vec<Object> {
-    deploy::objects(config).unwrap()
-}
-
-fn policy(objects: &[Object], name: &str) -> Value {
-    let found = |kind: &str| {
-        objects
-            .iter()
-            .find(|o| o.kind().1 == kind && o.name() == name)
-            .unwrap_or_else(|| panic!("no {kind} {name}"))
-            .value
-            .clone()
-    };
-    // Every policy is bound, to deny.
-    assert_eq!(
-        found("ValidatingAdmissionPolicyBinding")["spec"],
-        json!({"policyName": name, "validationActions": ["Deny"]})
-    );
-    found("ValidatingAdmissionPolicy")
-}
 
 fn pod(annotations: &[(&str, &str)]) -> Value {
     let mut p = json!({"apiVersion": "v1", "kind": "Pod",

@@ -44,6 +44,28 @@ pub fn deploy_docs() -> Vec<(String, Value)> {
     docs
 }
 
+/// The install's objects for `config`.
+pub fn objects(config: &miggate_crds::deploy::Config) -> Vec<miggate_crds::deploy::Object> {
+    miggate_crds::deploy::objects(config).unwrap()
+}
+
+/// The ValidatingAdmissionPolicy `name` of `objects`, checked bound to deny.
+pub fn policy(objects: &[miggate_crds::deploy::Object], name: &str) -> Value {
+    let found = |kind: &str| {
+        objects
+            .iter()
+            .find(|o| o.kind().1 == kind && o.name() == name)
+            .unwrap_or_else(|| panic!("no {kind} {name}"))
+            .value
+            .clone()
+    };
+    assert_eq!(
+        found("ValidatingAdmissionPolicyBinding")["spec"],
+        serde_json::json!({"policyName": name, "validationActions": ["Deny"]})
+    );
+    found("ValidatingAdmissionPolicy")
+}
+
 /// Runs one CEL expression of a policy or webhook configuration with `vars` bound (`object`,
 /// `oldObject`, `request`), returning what it evaluates to.
 fn run(expression: &str, vars: &[(&str, &Value)]) -> Result<kube::core::cel::cel::Value, String> {
