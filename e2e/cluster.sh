@@ -220,6 +220,7 @@ make_pki() {
     done
     install -m 0600 "$E2E_STATE/conf/admin.kubeconfig" "$E2E_OUT/kubeconfig"
     webhook_client
+    audit_policy
 }
 
 # The client certificate the API server presents to admission webhooks in the release
@@ -262,6 +263,24 @@ plugins:
     apiVersion: apiserver.config.k8s.io/v1
     kind: WebhookAdmissionConfiguration
     kubeConfigFile: $E2E_STATE/conf/admission-webhooks.kubeconfig
+EOF2
+}
+
+# The API server's audit policy: restore pods' creations and bindings at Metadata, the level
+# that keeps admission webhooks' audit annotations (docs/webhook.md shows the same policy),
+# into $E2E_AUDIT_LOG; nothing else is logged.
+audit_policy() {
+    put "$E2E_STATE/conf/audit-policy.yaml" <<EOF2
+apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+- level: Metadata
+  verbs: [create]
+  resources:
+  - group: ""
+    resources: [pods, pods/binding, bindings]
+- level: None
 EOF2
 }
 
@@ -418,6 +437,8 @@ start_apiserver() {
         --authorization-mode=Node,RBAC \
         --enable-admission-plugins=NodeRestriction \
         --admission-control-config-file="$E2E_STATE/conf/admission.yaml" \
+        --audit-policy-file="$E2E_STATE/conf/audit-policy.yaml" \
+        --audit-log-path="$E2E_AUDIT_LOG" --audit-log-maxsize=100 --audit-log-maxbackup=1 \
         --allow-privileged=true \
         --profiling=false
     wait_for kube-apiserver 120 kubectl get --raw /readyz

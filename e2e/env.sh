@@ -14,6 +14,8 @@ E2E_STATE=${MIGGATE_E2E_STATE:-/var/lib/miggate-e2e}
 E2E_RUN=/run/miggate-e2e
 # What a user and the tests take: the admin kubeconfig, helm, kubectl, the components' logs.
 E2E_OUT=$E2E_REPO/target/e2e
+# The API server's audit log (restore pods' creations and bindings, with miggate's annotations).
+E2E_AUDIT_LOG=$E2E_OUT/logs/audit.log
 
 E2E_K8S_VERSION=v1.36.3
 E2E_NODE=miggate-e2e

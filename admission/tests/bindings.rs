@@ -380,3 +380,52 @@ fn the_node_s_mig_strategy_judges_the_requests_at_binding(
         );
     }
 }
+
+/// What the API server's audit log keeps of each binding's decision: the verdict, what refused,
+/// what could not run, the waiver, the checkpoint and the node, one line per annotation.
+#[test]
+fn every_decision_on_a_restore_is_in_the_audit_annotations() {
+    let store = memory();
+    let mut table = String::new();
+    for (pod, node) in [
+        ("web-0", "short"),
+        ("restore", "fits"),
+        ("restore", "short"),
+        ("restore", "nowhere"),
+        ("restore", "dra"),
+        ("orphan", "fits"),
+        ("waives", "short"),
+        ("typo", "fits"),
+    ] {
+        let d = decide(&binding(pod, node), &store);
+        let mut lines: Vec<String> = d
+            .response
+            .audit_annotations
+            .iter()
+            .map(|(k, v)| format!("  {k}={v}"))
+            .collect();
+        lines.sort();
+        table.push_str(&format!("{pod} -> {node}:\n{}\n", lines.join("\n")));
+    }
+    insta::assert_snapshot!(table);
+}
+
+/// A node's name reaches the audit log escaped and cut, whatever the binder sent.
+#[test]
+fn audit_values_are_escaped_and_bounded() {
+    let node = format!("evil\u{1b}[31m\n{}", "n".repeat(4000));
+    let d = decide(&binding("restore", &node), &memory());
+    let value = &d.response.audit_annotations["node"];
+    assert!(!value.contains('\u{1b}') && !value.contains('\n'), "{value:?}");
+    // The bound, plus the "… [N more bytes cut]" that says so.
+    assert!(
+        value.len() <= miggate_admission::decide::audit::MAX_AUDIT_VALUE_BYTES + 32,
+        "{}",
+        value.len()
+    );
+    assert_eq!(d.response.audit_annotations["verdict"], "warned");
+    assert_eq!(
+        d.response.audit_annotations["not-run"],
+        "all: no-inventory"
+    );
+}

@@ -13,7 +13,9 @@
 //! missing changes: 0 while its watch is open, else since the watch failed, until it catches
 //! up), `miggate_watch_failing{kind}` (1 while that exceeds `--max-staleness`: `/readyz`
 //! is then not ready and restores are refused) and `miggate_cache_served{kind}` (0 while the server does not serve
-//! the kind's API: ResourceSlices before Kubernetes 1.34). On the admission port:
+//! the kind's API: ResourceSlices before Kubernetes 1.34) and `miggate_gpu_nodes_without_inventory`
+//! (Nodes with GPUs by their labels or capacity that no inventory source describes: their
+//! restores' bindings pass unchecked). On the admission port:
 //! `miggate_connections_open` (past their TLS handshake, now), `miggate_connections_max` (the cap),
 //! `miggate_connections_shed_total` (closed because the cap was reached),
 //! `miggate_connections_per_source_max` (the cap per source address),
@@ -107,6 +109,8 @@ pub struct Metrics {
     pub cache_stale: Family<KindLabel, Gauge<f64, AtomicU64>>,
     /// Whether the server serves a cached kind's API (1) or not (0), per kind.
     pub cache_served: Family<KindLabel, Gauge>,
+    /// Nodes with GPUs (labels or capacity) that no inventory source describes.
+    pub gpu_nodes_without_inventory: Gauge,
     /// Admission connections open now past their TLS handshake.
     pub connections_open: Gauge,
     /// Admission connections in their TLS handshake now.
@@ -176,6 +180,7 @@ impl Metrics {
             watch_failing: Family::default(),
             cache_stale: Family::default(),
             cache_served: Family::default(),
+            gpu_nodes_without_inventory: Gauge::default(),
             connections_open: Gauge::default(),
             connections_handshaking: Gauge::default(),
             connections_handshaking_max: Gauge::default(),
@@ -299,6 +304,12 @@ impl Metrics {
         );
         register(
             r,
+            "gpu_nodes_without_inventory",
+            "Nodes with GPUs (labels or capacity) that no inventory source describes (with --store kube)",
+            &self.gpu_nodes_without_inventory,
+        );
+        register(
+            r,
             "watch_restarts",
             "Watch cache re-lists after the first, by kind",
             &self.watch.restarts,
@@ -405,8 +416,11 @@ impl Metrics {
         self.duration.observe(took.as_secs_f64());
     }
 
-    /// The text exposition, with the watch-cache gauges read from `caches` now.
-    pub fn encode_kube(&self, caches: &[CacheStatus]) -> String {
+    /// The text exposition, with the watch-cache gauges read from `caches` now, and the GPU
+    /// nodes no inventory source describes.
+    pub fn encode_kube(&self, caches: &[CacheStatus], gpu_nodes_without_inventory: usize) -> String {
+        self.gpu_nodes_without_inventory
+            .set(i64::try_from(gpu_nodes_without_inventory).unwrap_or(i64::MAX));
         for c in caches {
             let kind = KindLabel { kind: c.kind.clone() };
             self.cache_age

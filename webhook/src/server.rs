@@ -529,7 +529,9 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
     let text = match &state.store {
         Store::File(files) => state.metrics.encode(&files.snapshot()),
-        Store::Kube(kube) => state.metrics.encode_kube(&kube.status()),
+        Store::Kube(kube) => state
+            .metrics
+            .encode_kube(&kube.status(), kube.gpu_nodes_without_inventory()),
     };
     (
         StatusCode::OK,

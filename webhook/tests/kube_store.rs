@@ -1202,3 +1202,29 @@ async fn fat_claims_and_snapshots_are_listed_one_at_a_time_and_kept_lean(#[case]
         miggate_admission::lookup::SnapshotLookup::ContentMissing(c) if c == "c"
     ));
 }
+
+/// `miggate_gpu_nodes_without_inventory` counts the Nodes with GPUs that no source describes:
+/// a labelled GPU node with no GpuNode, GFD labels or slices counts until its GpuNode arrives;
+/// a node without GPUs never counts.
+#[tokio::test]
+async fn gpu_nodes_without_inventory_are_counted_in_the_metrics() {
+    let fake = fake_with_checkpoint().await;
+    let mut bare = node("bare-gpu");
+    bare.metadata.labels = Some([("nvidia.com/gpu.present".to_string(), "true".to_string())].into());
+    fake.apply(bare);
+    fake.apply(node("cpu-only"));
+    let h = harness(fake, KubeOptions::default()).await;
+    h.synced().await;
+    let gauge = |text: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix("miggate_gpu_nodes_without_inventory "))
+            .map(str::to_string)
+    };
+    let (_, text) = h.get("/metrics").await;
+    assert_eq!(gauge(&text).as_deref(), Some("1"), "{text}");
+
+    h.fake.apply(gpu_node("bare-gpu", fits()));
+    tokio_wait(|| (h.store.gpu_nodes_without_inventory() == 0).then_some(())).await;
+    let (_, text) = h.get("/metrics").await;
+    assert_eq!(gauge(&text).as_deref(), Some("0"), "{text}");
+}

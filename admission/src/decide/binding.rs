@@ -8,6 +8,7 @@ use std::sync::Arc;
 use miggate_compat::escape::escape_within;
 use miggate_compat::{CheckName, Mode, Options, Outcome, Report, Scope, Target, evaluate_target};
 
+use super::audit;
 use super::warnings::{Warning, inventory_warnings, passed_over_warnings, report_warnings, waived_warning};
 use super::{Judgement, RestoreRequest};
 use crate::allocation::AtBinding;
@@ -81,6 +82,7 @@ pub(super) fn evaluate(
         warnings,
         source: Some(inventory.source),
         exact_on,
+        subject: audit::Subject::default(),
     }
 }
 

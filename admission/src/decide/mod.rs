@@ -37,6 +37,7 @@ pub use parse::parse;
 pub use render::render;
 pub use warnings::Warning;
 
+pub mod audit;
 mod binding;
 pub(crate) mod parse;
 mod pod;
@@ -118,10 +119,14 @@ pub fn decide_review_with(
     let judgement = match parse(review, store) {
         Ok(Parsed::Ignored) => return render(review, None),
         Ok(Parsed::Unchecked(warnings)) => Judgement::unchecked(warnings),
-        Ok(Parsed::Restore(restore)) => match parse::unselected(&restore, selector) {
-            Some(refusal) => Judgement::refused(refusal, Vec::new()),
-            None => evaluate(&restore, store),
-        },
+        Ok(Parsed::Restore(restore)) => {
+            let mut judgement = match parse::unselected(&restore, selector) {
+                Some(refusal) => Judgement::refused(refusal, Vec::new()),
+                None => evaluate(&restore, store),
+            };
+            judgement.subject = audit::Subject::of(&restore);
+            judgement
+        }
         Err(refusal) => Judgement::refused(refusal, Vec::new()),
     };
     render(review, Some(judgement))
@@ -224,6 +229,8 @@ pub struct Judgement {
     /// A DRA pod's binding judged in exact mode: the allocated devices (`pool/device`, …),
     /// for the `exact-on-allocated` audit annotation.
     pub exact_on: Option<String>,
+    /// The checkpoint and node the request names, for the audit annotations.
+    pub subject: audit::Subject,
 }
 
 impl Judgement {
@@ -234,6 +241,7 @@ impl Judgement {
             warnings,
             source: None,
             exact_on: None,
+            subject: audit::Subject::default(),
         }
     }
 
@@ -244,6 +252,7 @@ impl Judgement {
             warnings,
             source: None,
             exact_on: None,
+            subject: audit::Subject::default(),
         }
     }
 }

@@ -10,6 +10,7 @@ use miggate_compat::{
     CheckName, Mode, Options, Outcome, Report, Scope, Target, evaluate_target, reduce_digest,
 };
 
+use super::audit;
 use super::warnings::{Warning, inventory_warnings, passed_over_warnings, report_warnings, waived_warning};
 use super::{Judgement, PodSpec, RestoreRequest};
 use crate::lookup::Checkpoint;
@@ -89,6 +90,7 @@ pub(super) fn evaluate(
         warnings,
         source: node.as_ref().map(|n| n.source),
         exact_on: None,
+        subject: audit::Subject::default(),
     }
 }
 

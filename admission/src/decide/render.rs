@@ -1,10 +1,12 @@
 //! Stage three: a [`Judgement`] as kube's `AdmissionResponse`: the refusal's message (cut to
 //! [`MAX_MESSAGE_BYTES`]) with a 403, the warnings escaped and bounded, and the audit
-//! annotations naming the inventory source and the devices an exact check ran on.
+//! annotations: the verdict and what it rests on ([`audit`]), the inventory source and the
+//! devices an exact check ran on.
 
 use kube::core::response::Status;
 use miggate_compat::escape::escape_within;
 
+use super::audit;
 use super::warnings::Warning;
 use super::{
     Decision, INVENTORY_SOURCE, Judgement, MAX_MESSAGE_BYTES, MAX_WARNING_BYTES, MAX_WARNINGS, Verdict,
@@ -42,6 +44,13 @@ pub fn render(review: &Review<'_>, judgement: Option<Judgement>) -> Decision {
             .insert(INVENTORY_SOURCE.to_string(), src.as_str().to_string());
     }
     crate::allocation::audit(&mut response, judgement.exact_on.as_deref());
+    audit::annotate(
+        &mut response.audit_annotations,
+        verdict,
+        &refused_by,
+        &judgement.warnings,
+        &judgement.subject,
+    );
     Decision {
         response,
         verdict,

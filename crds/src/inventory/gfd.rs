@@ -59,6 +59,27 @@ const GFD_OWN: [&str; 11] = [
     "cuda.driver-version.full",
 ];
 
+/// Whether `node` has NVIDIA GPUs by what it says of itself: the GPU Operator's
+/// `nvidia.com/gpu.present=true`, a label only GFD writes, or device-plugin capacity of
+/// `nvidia.com/gpu` or a `nvidia.com/mig-<profile>` slice. Such a node should have an
+/// inventory source; one without is what `miggate doctor` and the
+/// `miggate_gpu_nodes_without_inventory` gauge name.
+pub fn is_gpu_node(node: &Node) -> bool {
+    let labels = node.metadata.labels.iter().flatten();
+    let labelled = labels.filter_map(|(k, v)| Some((k.strip_prefix(PREFIX)?, v))).any(|(k, v)| {
+        (k == "gpu.present" && v == "true")
+            || GFD_OWN.contains(&k)
+            || (k.starts_with("mig-") && k.ends_with(".count"))
+    });
+    let capacity = node
+        .status
+        .iter()
+        .flat_map(|s| s.capacity.iter().flatten())
+        .filter_map(|(k, v)| Some((k.strip_prefix(PREFIX)?, v)))
+        .any(|(k, v)| (k == "gpu" || k.starts_with("mig-")) && v.0.trim() != "0");
+    labelled || capacity
+}
+
 /// The inventory GFD's labels on `node` describe: devices counted per profile and whole GPUs,
 /// product names mapped back, the driver version, the MIG strategy; kernel and architecture
 /// from `status.nodeInfo`.
@@ -798,5 +819,37 @@ mod tests {
     #[case("7g.80gb", "7g.80gb")]
     fn profiles_get_their_plus_back(#[case] label: &str, #[case] profile: &str) {
         assert_eq!(unmangle(label), profile);
+    }
+
+    /// A node is a GPU node by its labels or its capacity, never by a label that merely
+    /// mentions NVIDIA.
+    #[rstest]
+    #[case::operator_label(&[("nvidia.com/gpu.present", "true")], &[], true)]
+    #[case::operator_label_false(&[("nvidia.com/gpu.present", "false")], &[], false)]
+    #[case::gfd_product(&[("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3")], &[], true)]
+    #[case::gfd_slice_count(&[("nvidia.com/mig-1g.10gb.count", "7")], &[], true)]
+    #[case::deploy_only(&[("nvidia.com/gpu.deploy.driver", "true")], &[], false)]
+    #[case::capacity(&[], &[("nvidia.com/gpu", "8")], true)]
+    #[case::slice_capacity(&[], &[("nvidia.com/mig-1g.10gb", "7")], true)]
+    #[case::zero_capacity(&[], &[("nvidia.com/gpu", "0")], false)]
+    #[case::cpu_only(&[("kubernetes.io/os", "linux")], &[("cpu", "8")], false)]
+    fn gpu_nodes_by_labels_or_capacity(
+        #[case] labels: &[(&str, &str)],
+        #[case] capacity: &[(&str, &str)],
+        #[case] gpu: bool,
+    ) {
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let mut node = Node::default();
+        node.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+        node.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+            capacity: Some(
+                capacity
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+                    .collect(),
+            ),
+            ..Default::default()
+        });
+        assert_eq!(is_gpu_node(&node), gpu);
     }
 }

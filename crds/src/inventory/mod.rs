@@ -39,7 +39,7 @@ use crate::error::{Error, Unreadable};
 use crate::node::GpuNode;
 
 pub use allocation::{Allocated, AllocatedDevice, MAX_RESULTS, allocated, device_names, restricted};
-pub use gfd::{MAX_GFD_LABELS, from_gfd_labels};
+pub use gfd::{MAX_GFD_LABELS, from_gfd_labels, is_gpu_node};
 
 pub use gpu_node::from_gpu_node;
 pub use note::{MigOff, Note, PassedOver};

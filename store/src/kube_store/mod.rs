@@ -301,6 +301,24 @@ impl KubeStore {
     pub fn checkpoint_count(&self) -> usize {
         self.checkpoints.len()
     }
+
+    /// How many Nodes that have GPUs by their labels or capacity
+    /// ([`miggate_crds::inventory::is_gpu_node`]) no inventory source describes: restores
+    /// bound there pass unchecked. The `miggate_gpu_nodes_without_inventory` gauge.
+    pub fn gpu_nodes_without_inventory(&self) -> usize {
+        let gpu_nodes: Vec<String> = self
+            .nodes
+            .read()
+            .items
+            .iter()
+            .filter(|(_, node)| miggate_crds::inventory::is_gpu_node(node))
+            .map(|(name, _)| name.clone())
+            .collect();
+        gpu_nodes
+            .iter()
+            .filter(|name| self.inventory(name).is_err())
+            .count()
+    }
 }
 
 impl Lookup for KubeStore {
