@@ -6,15 +6,18 @@
 #   e2e/cluster.sh down     stop what `up` started, unmount, remove the cluster's data
 #   e2e/cluster.sh status   say what runs; exit 0 only when the node is Ready
 #   e2e/cluster.sh tools    only build (cached) the binaries: the chart's tests run this helm
+#                           and promtool
 #
 # kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy and kubectl of one
-# release, etcd and helm are built from their Go modules, pinned in e2e/tools/*/go.mod, into
-# $MIGGATE_E2E_CACHE (default ~/.cache/miggate-e2e); containerd, runc and the CNI plugins come
-# from Debian. The pause image is built from e2e/images/pause.c, and miggate's image by
-# image/build.sh; both are imported into the node's containerd, as nothing can be pulled.
+# release, etcd, helm and promtool are built from their Go modules, pinned in
+# e2e/tools/*/go.mod, into $MIGGATE_E2E_CACHE (default ~/.cache/miggate-e2e); containerd, runc
+# and the CNI plugins come from Debian. The pause image is built from e2e/images/pause.c, and
+# miggate's image by image/build.sh; both are imported into the node's containerd, as nothing
+# can be pulled.
 #
-# `up` leaves target/e2e/kubeconfig (cluster-admin), target/e2e/bin/{helm,kubectl} and the
-# components' logs in target/e2e/logs. It is idempotent: what runs is left running. Needs root.
+# `up` leaves target/e2e/kubeconfig (cluster-admin), target/e2e/bin/{helm,kubectl,promtool} and
+# the components' logs in target/e2e/logs. It is idempotent: what runs is left running. Needs
+# root.
 set -euo pipefail
 # shellcheck source=e2e/env.sh
 . "$(dirname "$0")/env.sh"
@@ -65,6 +68,13 @@ version_flags() {
             v=$(cd "$dir" && go list -m -f '{{.Version}}' helm.sh/helm/v4)
             printf -- '-X helm.sh/helm/v4/internal/version.version=%s' "$v"
             ;;
+        prometheus)
+            # The module's v0.MMM.P is Prometheus M.MM.P (v0.316.0 is 3.16.0).
+            v=$(cd "$dir" && go list -m -f '{{.Version}}' github.com/prometheus/prometheus)
+            v=${v#v0.}
+            printf -- '-X github.com/prometheus/common/version.Version=%s.%s.%s' \
+                $((10#${v%%.*} / 100)) $((10#${v%%.*} % 100)) "${v#*.}"
+            ;;
     esac
 }
 
@@ -99,6 +109,7 @@ build_tools() {
     mkdir -p "$E2E_OUT/bin"
     ln -sf "$E2E_CACHE/bin/helm" "$E2E_OUT/bin/helm"
     ln -sf "$E2E_CACHE/bin/kubectl" "$E2E_OUT/bin/kubectl"
+    ln -sf "$E2E_CACHE/bin/promtool" "$E2E_OUT/bin/promtool"
 }
 
 # --- images ---------------------------------------------------------------------------------
@@ -721,7 +732,7 @@ main() {
         tools)
             command -v go >/dev/null || die "go is not installed: the binaries build from Go modules (apt-get install golang-go)"
             build_tools
-            say "built: $E2E_OUT/bin/helm, $E2E_OUT/bin/kubectl (and the cluster's, in $E2E_CACHE/bin)"
+            say "built: $E2E_OUT/bin/helm, $E2E_OUT/bin/kubectl, $E2E_OUT/bin/promtool (and the cluster's, in $E2E_CACHE/bin)"
             ;;
         *)
             echo "usage: e2e/cluster.sh up | down | status | tools" >&2

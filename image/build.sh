@@ -42,6 +42,9 @@ mkdir -p "$rootfs/usr/bin" "$rootfs/etc"
 # panic's backtrace still names functions.
 strip --strip-debug -o "$rootfs/usr/bin/miggate" "$binary"
 chmod 0755 "$rootfs/usr/bin/miggate"
+# The kubectl plugin's name for the same binary: `kubectl miggate …` where the image's /usr/bin
+# is on PATH (a debug container, a CI job's image); its help then reads `kubectl miggate`.
+ln -s miggate "$rootfs/usr/bin/kubectl-miggate"
 # The binary's shared libraries and the dynamic loader, at the paths the binary asks for.
 ldd "$binary" | awk '/=>/ { if ($3 ~ /^\//) print $3; next } $1 ~ /^\// { print $1 }' | sort -u |
     while read -r lib; do
@@ -73,4 +76,7 @@ if $check; then
     printed=$(chroot --userspec=65532:65532 "$out/bundle/rootfs" /usr/bin/miggate --version)
     echo "$printed"
     [[ "$printed" == "miggate $version" ]] || { echo "image/build.sh: expected 'miggate $version'" >&2; exit 1; }
+    usage=$(chroot --userspec=65532:65532 "$out/bundle/rootfs" /usr/bin/kubectl-miggate --help | grep '^Usage:')
+    echo "$usage"
+    [[ "$usage" == "Usage: kubectl miggate "* ]] || { echo "image/build.sh: kubectl-miggate's help does not read 'kubectl miggate'" >&2; exit 1; }
 fi

@@ -611,15 +611,27 @@ pub fn render(response: &AdmissionResponse) -> Result<Vec<u8>, serde_json::Error
         kind: &'static str,
         response: &'a AdmissionResponse,
     }
+    let out_value = Out {
+        api_version: API_VERSION,
+        kind: KIND,
+        response,
+    };
     let mut out = Vec::with_capacity(256);
-    serde_json::to_writer(
-        &mut out,
-        &Out {
-            api_version: API_VERSION,
-            kind: KIND,
-            response,
-        },
-    )?;
+    if response.audit_annotations.len() > 1 {
+        // kube keeps the audit annotations in a HashMap, whose order is its hasher's: sorted,
+        // the same answer is the same bytes (logs, snapshots). Only restore decisions carry
+        // several; every other answer is written directly.
+        let mut value = serde_json::to_value(&out_value)?;
+        if let Some(annotations) = value
+            .pointer_mut("/response/auditAnnotations")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            annotations.sort_keys();
+        }
+        serde_json::to_writer(&mut out, &value)?;
+    } else {
+        serde_json::to_writer(&mut out, &out_value)?;
+    }
     Ok(out)
 }
 

@@ -424,8 +424,5 @@ fn audit_values_are_escaped_and_bounded() {
         value.len()
     );
     assert_eq!(d.response.audit_annotations["verdict"], "warned");
-    assert_eq!(
-        d.response.audit_annotations["not-run"],
-        "all: no-inventory"
-    );
+    assert_eq!(d.response.audit_annotations["not-run"], "all: no-inventory");
 }

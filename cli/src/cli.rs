@@ -57,6 +57,14 @@ enum Command {
     /// write it with `--out DIR` as the files of deploy/ (`kubectl apply -k DIR`). The same
     /// objects as the Helm chart's defaults (charts/miggate).
     Deploy(crate::flags::deploy::DeployArgs),
+    /// Walk the install on the cluster and say what is wrong and how to fix it.
+    ///
+    /// One line per check (✔ passes, ⚠ at risk, ✖ fails, each with a hint): the CRDs, the
+    /// webhook's replicas and their readiness, every webhook configuration's caBundle against the
+    /// served certificate, the certificate's dates, the caches, a dry-run restore the API server
+    /// must send to the webhook, every GPU node's inventory source, the policies and the
+    /// namespaces the gate covers. Exit status: 0 nothing fails, 1 something fails, 2 bad input.
+    Doctor(crate::flags::doctor::DoctorArgs),
     /// Serve the admission webhook (HTTPS) that refuses incompatible restore pods.
     ///
     /// Runs until SIGTERM, then drains in-flight requests. Exit status: 0 stopped, 2 cannot start.
@@ -87,5 +95,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Crds => crate::crds::run(),
         Command::Deploy(args) => crate::deploy::run(&args),
         Command::Recover(args) => crate::recover::run(&args),
+        Command::Doctor(args) => crate::doctor::run(&args),
     }
 }

@@ -10,6 +10,7 @@ mod cluster_read;
 mod convert;
 mod crds;
 mod deploy;
+mod doctor;
 mod duration;
 mod flags;
 mod input;

@@ -21,7 +21,12 @@ const LAYERS: &[&[&str]] = &[
     &["miggate-compat"],
     &["miggate-smi", "miggate-crds", "miggate-certs"],
     &["miggate-capture", "miggate-admission"],
-    &["miggate-store", "miggate-recovery", "miggate-publish"],
+    &[
+        "miggate-store",
+        "miggate-recovery",
+        "miggate-publish",
+        "miggate-doctor",
+    ],
     &["miggate-webhook"],
     &["miggate"],
 ];

@@ -436,6 +436,7 @@ fn cluster_errors_are_in_kubectl_words(#[case] flags: &[&str], #[case] expected:
         .replace("<home>", home.to_str().unwrap());
     for command in [
         &["publish", "--node", "n", "--nvidia-smi", "/nonexistent"][..],
+        &["doctor"][..],
         &[
             "webhook",
             "--store",

@@ -11,82 +11,12 @@
 
 mod support;
 
-use std::path::PathBuf;
-use std::process::Command;
-
 use miggate_crds::deploy::{self, Certificates, Config};
 use rstest::rstest;
 use serde_json::{Value, json};
-
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The helm binary: `MIGGATE_HELM`, else the one `e2e/cluster.sh tools` links; `None` when
-/// neither exists, outside CI.
-fn helm_binary() -> Option<PathBuf> {
-    let path = std::env::var_os("MIGGATE_HELM")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target/e2e/bin/helm"));
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "CI needs helm at {} (.ci/run builds it with e2e/cluster.sh tools)",
-        path.display()
-    );
-    eprintln!(
-        "skipped: no helm at {} (run e2e/cluster.sh tools)",
-        path.display()
-    );
-    None
-}
-
-/// `helm ARGS` in the workspace: stdout, or the error text; `None` when there is no helm
-/// outside CI.
-fn helm(args: &[&str]) -> Option<Result<String, String>> {
-    let out = Command::new(helm_binary()?)
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("helm runs");
-    Some(if out.status.success() {
-        Ok(String::from_utf8(out.stdout).unwrap())
-    } else {
-        Err(String::from_utf8_lossy(&out.stderr).into_owned())
-    })
-}
-
-fn template(sets: &[&str]) -> Option<Result<Vec<Value>, String>> {
-    let mut args = vec![
-        "template",
-        "miggate",
-        "charts/miggate",
-        "--namespace",
-        "miggate-system",
-        "--include-crds",
-    ];
-    for s in sets {
-        args.extend(["--set", s]);
-    }
-    Some(helm(&args)?.map(|text| {
-        serde_saphyr::from_str_multiple::<Value, Vec<Value>>(&text)
-            .unwrap()
-            .into_iter()
-            .filter(|v| !v.is_null())
-            .collect()
-    }))
-}
+use support::chart::{helm, object, template};
 
 /// Helm's own labels go; numbers compare by value; empty maps and lists as absent.
-/// The rendered object of `kind` named `name`.
-fn object<'a>(chart: &'a [Value], kind: &str, name: &str) -> Option<&'a Value> {
-    chart
-        .iter()
-        .find(|v| v["kind"] == kind && v["metadata"]["name"] == name)
-}
-
 fn normal(v: &Value) -> Value {
     match v {
         Value::Object(m) => {

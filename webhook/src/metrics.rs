@@ -156,6 +156,10 @@ impl Metrics {
         m.register_answers();
         m.register_store();
         m.certificates.register(&mut m.registry);
+        // Exported at 0 from the start, so an alert's increase() counts the first failure.
+        for result in ["ok", "error"] {
+            drop(m.tls_reloads.get_or_create(&ResultLabel { result }));
+        }
         m
     }
 

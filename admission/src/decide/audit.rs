@@ -18,8 +18,9 @@ pub const VERDICT: &str = "verdict";
 /// The checks that refused, or the reason the restore was refused before any check
 /// (`checkpoint-not-found`, …), comma-separated.
 pub const REFUSED_BY: &str = "refused-by";
-/// The checks whose outcome is unknown, or `all` with why none ran (`caches-not-synced`, …),
-/// comma-separated.
+/// The checks whose outcome is unknown (`image-digest` when the pod pins no digest the
+/// checkpoint's matches), `pod: container-unknown` when no pod check could run, or `all: <why>`
+/// when none ran (`caches-not-synced`, …), comma-separated.
 pub const NOT_RUN: &str = "not-run";
 /// The checks a waiver skipped, comma-separated; `all` for the Go peer's skip annotation.
 pub const WAIVED: &str = "waived";
@@ -49,10 +50,7 @@ impl Subject {
             Kind::PodSnapshot => "PodSnapshot",
         };
         Subject {
-            checkpoint: Some(format!(
-                "{kind} {}/{}",
-                restore.namespace, restore.reference.name
-            )),
+            checkpoint: Some(format!("{kind} {}/{}", restore.namespace, restore.reference.name)),
             node: restore.node.as_deref().map(str::to_string),
         }
     }
@@ -97,6 +95,11 @@ pub(super) fn annotate(
         match warning {
             Warning::Unknown(result) => not_run.push(result.check.as_str().to_string()),
             Warning::ExactCheckNotRun { .. } => not_run.push("exact-on-allocated".to_string()),
+            // The node agent compares the runtime's image id; the pod's facts are its too.
+            Warning::ImageUnpinned | Warning::DigestsDiffer { .. } => {
+                not_run.push(miggate_compat::CheckName::IMAGE_DIGEST.as_str().to_string());
+            }
+            Warning::ContainerUnknown { .. } => not_run.push("pod: container-unknown".to_string()),
             Warning::Waived { checks } => waived.extend(checks.iter().map(|c| c.as_str().to_string())),
             Warning::AllWaivedByPeer { .. } => waived.push("all".to_string()),
             _ => {}

@@ -10,6 +10,7 @@ pub mod claim;
 pub mod cluster;
 pub mod convert;
 pub mod deploy;
+pub mod doctor;
 pub mod place;
 pub mod policy;
 pub mod publish;

@@ -66,11 +66,13 @@ const GFD_OWN: [&str; 11] = [
 /// `miggate_gpu_nodes_without_inventory` gauge name.
 pub fn is_gpu_node(node: &Node) -> bool {
     let labels = node.metadata.labels.iter().flatten();
-    let labelled = labels.filter_map(|(k, v)| Some((k.strip_prefix(PREFIX)?, v))).any(|(k, v)| {
-        (k == "gpu.present" && v == "true")
-            || GFD_OWN.contains(&k)
-            || (k.starts_with("mig-") && k.ends_with(".count"))
-    });
+    let labelled = labels
+        .filter_map(|(k, v)| Some((k.strip_prefix(PREFIX)?, v)))
+        .any(|(k, v)| {
+            (k == "gpu.present" && v == "true")
+                || GFD_OWN.contains(&k)
+                || (k.starts_with("mig-") && k.ends_with(".count"))
+        });
     let capacity = node
         .status
         .iter()
@@ -840,7 +842,12 @@ mod tests {
     ) {
         use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
         let mut node = Node::default();
-        node.metadata.labels = Some(labels.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect());
+        node.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
         node.status = Some(k8s_openapi::api::core::v1::NodeStatus {
             capacity: Some(
                 capacity

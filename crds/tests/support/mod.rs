@@ -1,11 +1,14 @@
 //! What several test files of this crate read (`mod support;`): the recorded files under the
-//! workspace's `testdata/`, and the checked-in install, `deploy/`.
+//! workspace's `testdata/`, the checked-in install, `deploy/`, and the Helm chart rendered by
+//! the real `helm` ([`chart`]).
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::PathBuf;
 
 use serde_json::Value;
+
+pub mod chart;
 
 /// `rel` under the workspace's `testdata/`.
 pub fn testdata_path(rel: &str) -> PathBuf {

@@ -120,7 +120,7 @@ impl<V: Entry> Cache<V> {
         tracking: &Tracking,
         counters: &WatchCounters,
     ) -> Arc<Self> {
-        Arc::new(Cache::new::<K>(false, tracking, counters))
+        Arc::new(Cache::new::<K>(false, tracking, counters).counted_from_zero())
     }
 
     /// The cache of a kind a cluster may not serve: DRA's before Kubernetes 1.34, the Go
@@ -131,7 +131,17 @@ impl<V: Entry> Cache<V> {
         tracking: &Tracking,
         counters: &WatchCounters,
     ) -> Arc<Self> {
-        Arc::new(Cache::new::<K>(true, tracking, counters))
+        Arc::new(Cache::new::<K>(true, tracking, counters).counted_from_zero())
+    }
+
+    /// The cache's counters exported at 0 from the start: a series that appears only with its
+    /// first count is one `increase()` never counts, so an alert on the first re-list or
+    /// error would not fire.
+    fn counted_from_zero(self) -> Self {
+        let label = self.label();
+        drop(self.restarts.get_or_create(&label));
+        drop(self.error_count.get_or_create(&label));
+        self
     }
 
     fn new<K: Resource<DynamicType = ()>>(
@@ -338,18 +348,21 @@ impl<V: Entry> Cache<V> {
     }
 
     /// One failed list or watch (`what`): counted, the cache marked behind, and said in the
-    /// log; a kind the server does not serve (`not_found`) counts as such, and an optional one
-    /// retries without a warning each time.
+    /// log. An optional kind the server does not serve (`not_found`) is not a failure: it is
+    /// `miggate_cache_served` 0, and it retries without a warning or a count each time (a
+    /// cluster without the Go peer's CRDs would otherwise count an error every backoff, for
+    /// ever, and an alert on watch errors would fire on a healthy install).
     pub(super) fn failed(&self, what: &str, e: &dyn std::fmt::Display, not_found: bool) {
+        if not_found && self.optional {
+            self.not_served();
+            tracing::debug!(kind = %self.kind, error = %e, "API not served; retrying after a backoff");
+            return;
+        }
         if not_found {
             self.not_served();
         }
         self.error();
-        if not_found && self.optional {
-            tracing::debug!(kind = %self.kind, error = %e, "API not served; retrying after a backoff");
-        } else {
-            tracing::warn!(kind = %self.kind, error = %e, "{what} failed; retrying after a backoff");
-        }
+        tracing::warn!(kind = %self.kind, error = %e, "{what} failed; retrying after a backoff");
     }
 
     pub(super) fn error(&self) {
