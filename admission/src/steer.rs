@@ -31,13 +31,10 @@ use crate::selector::is_label_value;
 pub use miggate_wire::annotations::{STEER, STEERED};
 /// The audit annotation steering writes, with the same text.
 pub const STEERED_AUDIT: &str = "steered";
-/// GFD's product label.
-pub const PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
 /// GFD's driver-major labels, newer and older: a node carries one of them.
-pub const DRIVER_MAJOR_LABELS: [&str; 2] = [
-    "nvidia.com/cuda.driver-version.major",
-    "nvidia.com/cuda.driver.major",
-];
+pub use miggate_wire::nvidia::DRIVER_MAJOR_LABELS;
+/// GFD's product label.
+pub use miggate_wire::nvidia::GPU_PRODUCT as PRODUCT_LABEL;
 /// The kubelet's architecture label.
 pub const ARCH_LABEL: &str = "kubernetes.io/arch";
 /// At most this many node selector terms after steering: a pod's own terms are crossed with

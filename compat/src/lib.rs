@@ -38,7 +38,7 @@ pub use error::Error;
 pub use field_path::{PathSegment, render_path};
 pub use manifest::{
     API_VERSION, ApiVersion, CapturedBy, Device, Gpu, GpuManifest, Host, KIND, Kind, MigMode, MigStrategy,
-    Nvidia, Pod, UnknownField, UnknownFields,
+    Nvidia, Pod, UnknownField, UnknownFields, UnknownMigStrategy,
 };
 pub use profile::MigProfile;
 pub use quantity::Quantity;

@@ -353,6 +353,26 @@ pub enum MigStrategy {
     Mixed,
 }
 
+/// A label value that is not one of the device plugin's MIG strategies.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("not a MIG strategy (none, single or mixed)")]
+pub struct UnknownMigStrategy;
+
+/// GFD's `nvidia.com/mig.strategy` (`miggate_wire::nvidia::MIG_STRATEGY`) read, exactly: the
+/// one reader of the label, so every source of it agrees on what a value means.
+impl std::str::FromStr for MigStrategy {
+    type Err = UnknownMigStrategy;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "none" => Ok(MigStrategy::None),
+            "single" => Ok(MigStrategy::Single),
+            "mixed" => Ok(MigStrategy::Mixed),
+            _ => Err(UnknownMigStrategy),
+        }
+    }
+}
+
 /// A physical GPU.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -446,4 +466,23 @@ pub struct Device {
     #[serde(flatten)]
     #[schemars(skip)]
     pub unknown: UnknownFields,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// GFD's label values are the manifest's own spelling of the strategy, read exactly: no
+    /// other case, no padding.
+    #[test]
+    fn the_strategy_label_reads_as_the_manifest_writes_it() {
+        for text in miggate_wire::nvidia::MIG_STRATEGIES {
+            let strategy: MigStrategy = text.parse().unwrap();
+            assert_eq!(serde_json::to_value(strategy).unwrap(), text);
+        }
+        for bad in ["Mixed", " mixed", "", "mixed,single"] {
+            assert_eq!(bad.parse::<MigStrategy>(), Err(UnknownMigStrategy), "{bad:?}");
+        }
+    }
 }

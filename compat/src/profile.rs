@@ -97,7 +97,11 @@ impl MigProfile {
         if self.is_compute_instance() {
             return None;
         }
-        Some(format!("nvidia.com/mig-{}", self.text.replace('+', ".")))
+        Some(format!(
+            "{}{}",
+            miggate_wire::nvidia::MIG_RESOURCE_PREFIX,
+            self.text.replace('+', ".")
+        ))
     }
 }
 

@@ -28,6 +28,7 @@ mod log_gate;
 pub mod metrics;
 mod run;
 pub mod server;
+pub mod store;
 pub mod tls;
 
 pub use error::{Error, TlsProblem};

@@ -18,24 +18,15 @@ use miggate_compat::escape::escape_within;
 use crate::body::{BodyError, BodyLimits, read_body};
 use crate::metrics::{Metrics, Outcome};
 use miggate_admission::decide::{self, RefusedBy, RestorePodSelector, Verdict};
-use miggate_admission::lookup::Lookup;
 use miggate_admission::review;
 use miggate_store::file_store::FileStore;
-use miggate_store::kube_store::KubeStore;
+
+pub use crate::store::Store;
 
 pub use crate::body::MAX_BODY_BYTES;
 /// How long one admission request may take by default, well under the apiserver's 5 s
 /// `timeoutSeconds` so the webhook answers before the apiserver gives up on it.
 pub const DEFAULT_DEADLINE: Duration = miggate_wire::webhook::REQUEST_DEADLINE;
-
-/// Where decisions read their facts from.
-#[derive(Debug, Clone)]
-pub enum Store {
-    /// A directory, loaded into memory (`--store dir:PATH`).
-    File(Arc<FileStore>),
-    /// Watch caches over the API server (`--store kube`).
-    Kube(Arc<KubeStore>),
-}
 
 /// What every handler shares.
 #[derive(Debug)]
@@ -272,10 +263,9 @@ fn mutate(state: &AppState, body: &[u8], started: Instant) -> Response {
         Ok(r) => r,
         Err(response) => return *response,
     };
-    let steering = match &state.store {
-        Store::File(files) => miggate_admission::steer::steer_review(&review, &*files.snapshot()),
-        Store::Kube(kube) => miggate_admission::steer::steer_review(&review, &**kube),
-    };
+    let steering = state
+        .store
+        .with_lookup(|store| miggate_admission::steer::steer_review(&review, store));
     let outcome = Outcome::from(steering.outcome);
     if steering.outcome != miggate_admission::steer::Outcome::Ignored {
         tracing::info!(
@@ -287,8 +277,7 @@ fn mutate(state: &AppState, body: &[u8], started: Instant) -> Response {
             "steering"
         );
     }
-    state.metrics.record(outcome, &[], started.elapsed());
-    render_response(&steering.response)
+    mutated(state, outcome, started, &steering.response)
 }
 
 /// The review in `body`, or the 400 answering it (counted as `bad-request`), for the mutating
@@ -313,7 +302,7 @@ pub const CLAIM_WAIT: Duration = Duration::from_secs(1);
 /// the Binding's UID) is in the kube store's cache and allocated. Returns at once for anything
 /// else.
 async fn settle_claims(state: &AppState, review: &review::Review<'_>) {
-    let (Store::Kube(kube), Some((namespace, name))) = (&state.store, review.bound_pod()) else {
+    let (Some(kube), Some((namespace, name))) = (state.store.kube(), review.bound_pod()) else {
         return;
     };
     let uid = review.bound_uid();
@@ -331,12 +320,9 @@ async fn mutate_binding(state: &AppState, body: &[u8], started: Instant) -> Resp
         Err(response) => return *response,
     };
     settle_claims(state, &review).await;
-    let mapping = match &state.store {
-        Store::File(files) => {
-            miggate_admission::device_map::map_review(&review, &*files.snapshot(), &state.binders)
-        }
-        Store::Kube(kube) => miggate_admission::device_map::map_review(&review, &**kube, &state.binders),
-    };
+    let mapping = state
+        .store
+        .with_lookup(|store| miggate_admission::device_map::map_review(&review, store, &state.binders));
     let outcome = Outcome::from(mapping.outcome);
     if mapping.outcome != miggate_admission::device_map::Outcome::Ignored {
         tracing::info!(
@@ -349,8 +335,7 @@ async fn mutate_binding(state: &AppState, body: &[u8], started: Instant) -> Resp
             "device map"
         );
     }
-    state.metrics.record(outcome, &[], started.elapsed());
-    render_response(&mapping.response)
+    mutated(state, outcome, started, &mapping.response)
 }
 
 /// `POST /mutate-summary`: a GpuCheckpoint's or GpuNode's `spec.summary` derived from its
@@ -372,8 +357,19 @@ fn mutate_summary(state: &AppState, body: &[u8], started: Instant) -> Response {
             "summary"
         );
     }
+    mutated(state, outcome, started, &response)
+}
+
+/// The one way a mutating handler answers: its outcome counted with the time taken, and the
+/// response written.
+fn mutated(
+    state: &AppState,
+    outcome: impl Into<Outcome>,
+    started: Instant,
+    response: &kube::core::admission::AdmissionResponse,
+) -> Response {
     state.metrics.record(outcome, &[], started.elapsed());
-    render_response(&response)
+    render_response(response)
 }
 
 /// The answer's JSON, or a 500 naming why it cannot be written.
@@ -389,10 +385,9 @@ fn render_response(response: &kube::core::admission::AdmissionResponse) -> Respo
 
 fn answer(state: &AppState, review: &review::Review<'_>) -> Answer {
     let selector = state.restore_pod_selector.as_ref();
-    let decision = match &state.store {
-        Store::File(files) => decide::decide_review_with(review, &*files.snapshot(), selector),
-        Store::Kube(kube) => decide::decide_review_with(review, &**kube, selector),
-    };
+    let decision = state
+        .store
+        .with_lookup(|store| decide::decide_review_with(review, store, selector));
     log_decision(review, &decision);
     let response = render_response(&decision.response);
     Answer {
@@ -475,36 +470,9 @@ pub fn deadline_response(deadline: Duration) -> Response {
 
 async fn readyz(State(state): State<Arc<AppState>>) -> Response {
     let listening = state.ready.load(Ordering::Acquire);
-    let (ready, body) = match &state.store {
-        Store::File(files) => {
-            let snapshot = files.snapshot();
-            let ready = listening && snapshot.loaded_at.is_some();
-            (
-                ready,
-                serde_json::json!({
-                    "ready": ready,
-                    "store": {
-                        "root": files.root().display().to_string(),
-                        "checkpoints": snapshot.checkpoint_count(),
-                        "nodes": snapshot.node_count(),
-                        "unreadable": snapshot.problems,
-                    }
-                }),
-            )
-        }
-        Store::Kube(kube) => {
-            // Ready only once every cache has listed: before that, "absent" means "not seen".
-            // Not ready while a watch keeps failing: its cache may be stale.
-            let ready = listening && kube.synced() && !kube.failing();
-            (
-                ready,
-                serde_json::json!({
-                    "ready": ready,
-                    "store": {"kube": kube.status()},
-                }),
-            )
-        }
-    };
+    let (store_ready, store) = state.store.readiness();
+    let ready = listening && store_ready;
+    let body = serde_json::json!({"ready": ready, "store": store});
     let (ready, body) = match &state.certs {
         None => (ready, body),
         Some(certs) => {
@@ -527,12 +495,7 @@ async fn readyz(State(state): State<Arc<AppState>>) -> Response {
 }
 
 async fn metrics(State(state): State<Arc<AppState>>) -> Response {
-    let text = match &state.store {
-        Store::File(files) => state.metrics.encode(&files.snapshot()),
-        Store::Kube(kube) => state
-            .metrics
-            .encode_kube(&kube.status(), kube.gpu_nodes_without_inventory()),
-    };
+    let text = state.store.exposition(&state.metrics);
     (
         StatusCode::OK,
         [(

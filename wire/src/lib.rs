@@ -55,12 +55,13 @@ pub mod peer {
     pub const POD_SNAPSHOT_CONTENTS: &str = "podsnapshotcontents";
 }
 
+pub mod nvidia;
 pub mod store;
 pub mod webhook;
 
 /// The prefix of every extended resource NVIDIA's device plugin advertises (`nvidia.com/gpu`,
 /// `nvidia.com/mig-1g.10gb`, …): a container's GPU asks are its resources under it.
-pub const NVIDIA_RESOURCE_PREFIX: &str = "nvidia.com/";
+pub const NVIDIA_RESOURCE_PREFIX: &str = nvidia::PREFIX;
 
 /// The NVIDIA DRA driver's names.
 pub mod dra {

@@ -14,8 +14,7 @@ use crate::quantity::Quantity;
 use crate::report::CheckResult;
 use crate::vocab::Outcome;
 
-const GPU: &str = "nvidia.com/gpu";
-const MIG_PREFIX: &str = "nvidia.com/mig-";
+use miggate_wire::nvidia::{GPU_RESOURCE as GPU, MIG_RESOURCE_PREFIX as MIG_PREFIX};
 
 /// What the source's devices are called as device-plugin resources. `shown` names every
 /// device (a resource name where there is one, the profile of a compute-instance slice, or

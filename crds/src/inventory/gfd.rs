@@ -31,6 +31,7 @@
 
 use k8s_openapi::api::core::v1::Node;
 use miggate_compat::{Device, DeviceKind, GpuManifest, MigProfile, MigStrategy, Nvidia, VersionText};
+use miggate_wire::nvidia::{self, PREFIX};
 
 use super::product::known_product;
 use super::slices::MAX_DEVICES;
@@ -40,8 +41,6 @@ use crate::error::{Error, LabelProblem};
 /// The most `nvidia.com/` labels read from one node; GFD writes a few dozen (about twelve per
 /// MIG profile). A node past this is refused as a source, not read in part.
 pub const MAX_GFD_LABELS: usize = 512;
-
-const PREFIX: &str = "nvidia.com/";
 
 /// Labels (without `nvidia.com/`) only GFD writes, any of which marks a node GFD labelled:
 /// a listing cut short may have lost the product and the count and kept these.
@@ -69,7 +68,7 @@ pub fn is_gpu_node(node: &Node) -> bool {
     let labelled = labels
         .filter_map(|(k, v)| Some((k.strip_prefix(PREFIX)?, v)))
         .any(|(k, v)| {
-            (k == "gpu.present" && v == "true")
+            (Some(k) == nvidia::GPU_PRESENT.strip_prefix(PREFIX) && v == "true")
                 || GFD_OWN.contains(&k)
                 || (k.starts_with("mig-") && k.ends_with(".count"))
         });
@@ -103,7 +102,7 @@ pub fn from_gfd_labels(node: &Node) -> Result<Option<Inventory>, Error> {
     }
     let mig = MigFacts::read(&labels)?;
     let mut notes = vec![Note::CountsOnly];
-    if mig.has_mig() && labels.get("mig.config.state").is_none() {
+    if mig.has_mig() && labels.label(nvidia::MIG_CONFIG_STATE).is_none() {
         // No mig-manager on the node (MIG made by hand, `nvidia-smi mig` or mig-parted run on
         // the host): nothing is in flux, the counts are GFD's reading of the device plugin's.
         notes.push(Note::NoMigManager);
@@ -111,7 +110,7 @@ pub fn from_gfd_labels(node: &Node) -> Result<Option<Inventory>, Error> {
     model_from_profiles_note(&labels, &mig, &mut notes);
     // The one reading of MIG off that no label states outright (it follows from a product
     // without `-MIG-`): named, so a slice refused there says which labels ruled it out.
-    if mig.off == Some(MigOff::Uncut) && labels.get("gpu.count").is_some() {
+    if mig.off == Some(MigOff::Uncut) && labels.label(nvidia::GPU_COUNT).is_some() {
         notes.push(Note::WholeOff { off: MigOff::Uncut });
     }
     let shown = read_devices(node, &labels, &mig, &mut notes)?;
@@ -188,6 +187,11 @@ impl<'a> GfdLabels<'a> {
 
     /// A label's value, trimmed. The keys are in order (a map's range with one prefix cut
     /// off), so a lookup is a binary search, not a walk of up to [`MAX_GFD_LABELS`].
+    /// A label by its full name (`miggate_wire::nvidia`'s).
+    fn label(&self, name: &str) -> Option<&'a str> {
+        self.get(name.strip_prefix(PREFIX).unwrap_or(name))
+    }
+
     fn get(&self, key: &str) -> Option<&'a str> {
         self.labels
             .binary_search_by(|(k, _)| (*k).cmp(key))
@@ -263,18 +267,15 @@ impl<'a> MigFacts<'a> {
     /// The strategy, the product and the counts per profile; an unknown strategy or a count
     /// that is not one is an error.
     fn read(labels: &GfdLabels<'a>) -> Result<Self, Error> {
-        let strategy = match labels.get("mig.strategy") {
+        let strategy = match labels.label(nvidia::MIG_STRATEGY) {
             None => None,
-            Some("none") => Some(MigStrategy::None),
-            Some("single") => Some(MigStrategy::Single),
-            Some("mixed") => Some(MigStrategy::Mixed),
-            Some(other) => {
-                return Err(labels.bad(LabelProblem::UnknownStrategy {
-                    value: other.to_string(),
-                }));
-            }
+            Some(value) => Some(value.parse::<MigStrategy>().map_err(|_| {
+                labels.bad(LabelProblem::UnknownStrategy {
+                    value: value.to_string(),
+                })
+            })?),
         };
-        let product_label = labels.get("gpu.product");
+        let product_label = labels.label(nvidia::GPU_PRODUCT);
         let single_mig = product_label.and_then(|p| p.rsplit_once("-MIG-"));
         let mut profiles = Vec::new();
         for (key, value) in &labels.labels {
@@ -293,19 +294,19 @@ impl<'a> MigFacts<'a> {
             == Some(false);
         let off = if whole_only_part {
             Some(MigOff::Part)
-        } else if labels.get("mig.capable") == Some("false") {
+        } else if labels.label(nvidia::MIG_CAPABLE) == Some("false") {
             Some(MigOff::NotCapable)
-        } else if labels.get("mig.config") == Some("all-disabled")
-            && labels.get("mig.config.state") == Some("success")
+        } else if labels.label(nvidia::MIG_CONFIG) == Some("all-disabled")
+            && labels.label(nvidia::MIG_CONFIG_STATE) == Some("success")
         {
             Some(MigOff::Disabled)
         } else if strategy == Some(MigStrategy::Single)
-            && labels.get("mig.capable") == Some("true")
+            && labels.label(nvidia::MIG_CAPABLE) == Some("true")
             && product_label.is_some()
             && single_mig.is_none()
             && profiles.is_empty()
-            && labels.get("mig.config").is_none()
-            && labels.get("mig.config.state").is_none()
+            && labels.label(nvidia::MIG_CONFIG).is_none()
+            && labels.label(nvidia::MIG_CONFIG_STATE).is_none()
         {
             // GFD names a cut GPU `<model>-MIG-<profile>` under the single strategy; a plain
             // product with no layout asked of mig-manager is a GPU no one has cut.
@@ -481,7 +482,7 @@ fn single_without_count(
     notes: &mut Vec<Note>,
 ) -> Result<Shown, Error> {
     let mut counted = Counted::default();
-    let product = labels.get("gpu.product").unwrap_or_default();
+    let product = labels.label(nvidia::GPU_PRODUCT).unwrap_or_default();
     if let Some(n) = advertised(node, labels) {
         single_strategy_slices(labels, model, profile, n, &mut counted, notes)?;
         notes.push(Note::SingleCounted {
@@ -800,7 +801,12 @@ fn mig_profile(text: &str, notes: &mut Vec<Note>) -> Option<MigProfile> {
 /// Whole GPUs from the node's `nvidia.com/gpu` capacity (what the device plugin advertises
 /// under the mixed strategy: uncut GPUs times their replicas), when it divides evenly.
 fn whole_from_capacity(node: &Node, replicas: Option<&str>) -> Option<usize> {
-    let capacity = node.status.as_ref()?.capacity.as_ref()?.get("nvidia.com/gpu")?;
+    let capacity = node
+        .status
+        .as_ref()?
+        .capacity
+        .as_ref()?
+        .get(nvidia::GPU_RESOURCE)?;
     let advertised: usize = capacity.0.trim().parse().ok()?;
     let replicas: usize = replicas.unwrap_or("1").parse().ok().filter(|r| *r > 0)?;
     advertised

@@ -270,22 +270,18 @@ pub fn reconfiguring(node: &Node) -> Option<&str> {
 }
 
 /// mig-manager's label for where it stands.
-pub const MIG_CONFIG_STATE: &str = "nvidia.com/mig.config.state";
+pub use miggate_wire::nvidia::MIG_CONFIG_STATE;
 
-/// The device plugin's MIG strategy as GFD labels it, when it is one of the three.
+/// The device plugin's MIG strategy as GFD labels it, when it is one of the three (read as
+/// the GFD source reads it).
 fn label_strategy(node: &Node) -> Option<MigStrategy> {
-    match node
-        .metadata
+    node.metadata
         .labels
         .as_ref()?
-        .get("nvidia.com/mig.strategy")?
+        .get(miggate_wire::nvidia::MIG_STRATEGY)?
         .trim()
-    {
-        "none" => Some(MigStrategy::None),
-        "single" => Some(MigStrategy::Single),
-        "mixed" => Some(MigStrategy::Mixed),
-        _ => None,
-    }
+        .parse()
+        .ok()
 }
 
 /// An inventory of a node being reconfigured: its node name and nothing else, so every check

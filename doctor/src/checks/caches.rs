@@ -13,11 +13,19 @@ pub(super) fn check(cluster: &Cluster, out: &mut Vec<Finding>) {
     let mut read = 0;
     for replica in replicas {
         let Ok(body) = &replica.readyz else { continue };
-        let Some(caches) = body.pointer("/store/kube").and_then(Value::as_array) else {
-            continue;
-        };
         read += 1;
-        out.push(judge(&quoted(&replica.name), caches, &ns));
+        let pod = quoted(&replica.name);
+        match body.pointer("/store/kube").and_then(Value::as_array) {
+            Some(caches) => out.push(judge(&pod, caches, &ns)),
+            // `--store dir:PATH`: no caches, a directory read into memory.
+            None => out.push(Finding::pass(
+                Area::Caches,
+                format!(
+                    "pod {pod}: no watch caches (a file store at {})",
+                    quoted(body.pointer("/store/root").and_then(Value::as_str).unwrap_or("?"))
+                ),
+            )),
+        }
     }
     if read == 0 && !replicas.is_empty() {
         out.push(Finding::warn(
@@ -96,5 +104,22 @@ mod tests {
         let finding = judge("p", &[cache], "ns");
         assert_eq!(finding.status, status);
         assert!(finding.message.contains(says), "{finding:?}");
+    }
+
+    #[test]
+    fn a_file_store_has_no_caches_and_says_so() {
+        let cluster = Cluster {
+            replicas: Ok(vec![crate::Replica {
+                name: "w-1".into(),
+                ready: true,
+                readyz: Ok(json!({"ready": true, "store": {"root": "/store", "checkpoints": 3}})),
+            }]),
+            ..Cluster::bare()
+        };
+        let mut out = Vec::new();
+        check(&cluster, &mut out);
+        assert_eq!(out.len(), 1, "{out:?}");
+        assert_eq!(out[0].status, Status::Pass);
+        assert_eq!(out[0].message, "pod w-1: no watch caches (a file store at /store)");
     }
 }

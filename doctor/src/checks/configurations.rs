@@ -102,7 +102,7 @@ fn judge(cluster: &Cluster, what: &str, hooks: &[Hook<'_>], gate: bool, out: &mu
     for hook in hooks {
         let name = quoted(hook.name);
         if let Some(url) = &hook.client.url {
-            problems.push(Finding::warn(
+            risks.push(Finding::warn(
                 Area::Configurations,
                 format!("{what}: webhook {name} calls {} instead of the Service", quoted(url)),
                 "an admin's choice (certificates.extraDnsNames names its host); else helm upgrade puts the Service back",
@@ -144,28 +144,8 @@ fn judge(cluster: &Cluster, what: &str, hooks: &[Hook<'_>], gate: bool, out: &mu
             },
             (Some(_), None) => {}
         }
-        // The binding webhook fails open by design (a replica down must not stop every pod's
-        // scheduling); the restore webhook's policy is the admin's to choose.
-        let gate = gate && hook.name == super::RESTORE_WEBHOOK;
-        if gate && hook.failure_policy == Some("Ignore") {
-            risks.push(Finding::warn(
-                Area::Configurations,
-                format!("{what}: webhook {name} has failure policy Ignore: while no replica answers, restores pass unchecked"),
-                "admission.failurePolicy=Fail (the default)",
-            ));
-        }
-        if gate
-            && let Some(selector) = hook.object_selector
-            && *selector != LabelSelector::default()
-        {
-            risks.push(Finding::warn(
-                Area::Configurations,
-                format!(
-                    "{what}: webhook {name} checks only pods its objectSelector selects ({}): pod authors set their own labels",
-                    quoted(&serde_json::to_string(selector).unwrap_or_default())
-                ),
-                "admission.restorePodSelector keeps the labels on restore pods; admission.objectSelector={} checks every pod",
-            ));
+        if gate && hook.name == super::RESTORE_WEBHOOK {
+            gate_risks(what, hook, &mut risks);
         }
     }
     if problems.is_empty() {
@@ -187,6 +167,32 @@ fn judge(cluster: &Cluster, what: &str, hooks: &[Hook<'_>], gate: bool, out: &mu
     }
     out.append(&mut problems);
     out.append(&mut risks);
+}
+
+/// What the restore webhook's own settings leave unchecked: failure policy `Ignore`, an
+/// objectSelector. (The binding webhook fails open by design: a replica down must not stop
+/// every pod's scheduling.)
+fn gate_risks(what: &str, hook: &Hook<'_>, risks: &mut Vec<Finding>) {
+    let name = quoted(hook.name);
+    if hook.failure_policy == Some("Ignore") {
+        risks.push(Finding::warn(
+            Area::Configurations,
+            format!("{what}: webhook {name} has failure policy Ignore: while no replica answers, restores pass unchecked"),
+            "admission.failurePolicy=Fail (the default)",
+        ));
+    }
+    if let Some(selector) = hook.object_selector
+        && *selector != LabelSelector::default()
+    {
+        risks.push(Finding::warn(
+            Area::Configurations,
+            format!(
+                "{what}: webhook {name} checks only pods its objectSelector selects ({}): pod authors set their own labels",
+                quoted(&serde_json::to_string(selector).unwrap_or_default())
+            ),
+            "admission.restorePodSelector keeps the labels on restore pods; admission.objectSelector={} checks every pod",
+        ));
+    }
 }
 
 #[cfg(test)]

@@ -247,7 +247,7 @@ impl WatchedNode {
 const NVIDIA: &str = "nvidia.com/";
 
 /// Keys kept past the bound: the inventory reads them on every source, not only GFD's.
-const ALWAYS_KEPT: [&str; 2] = [MIG_CONFIG_STATE, "nvidia.com/mig.strategy"];
+const ALWAYS_KEPT: [&str; 2] = [MIG_CONFIG_STATE, miggate_wire::nvidia::MIG_STRATEGY];
 
 /// A map of which only the `nvidia.com/` keys are kept, at most [`MAX_GFD_LABELS`] + 1 of them
 /// (enough for the GFD reader to refuse a node past its bound, as it would the whole map),
