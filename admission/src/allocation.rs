@@ -79,8 +79,27 @@ pub fn at_binding(
     }
 }
 
+/// Why the exact check on a DRA pod's allocated devices could not run at its binding: the
+/// offer check against the whole node stands, and a warning says this.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ExactNotRun {
+    /// A claim's allocation is not known.
+    #[error(transparent)]
+    NotAllocated(NotAllocated),
+    /// The allocation cannot be matched to the node's devices.
+    #[error(transparent)]
+    Unmatched(std::sync::Arc<miggate_crds::Error>),
+}
+
+/// As their words: the crds error is not comparable, and a warning is judged by what it says.
+impl PartialEq for ExactNotRun {
+    fn eq(&self, other: &Self) -> bool {
+        self.to_string() == other.to_string()
+    }
+}
+
 /// A pod's claim whose allocation the webhook does not know.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NotAllocated {
     /// The claim is not in the webhook's cache.
     #[error("ResourceClaim {} is not in the webhook's cache", claim_name(namespace, name))]

@@ -4,9 +4,10 @@
 
 /// How one admission answer ended: the `outcome` label of
 /// `miggate_admission_decisions_total`, every value in one place. The decision's
-/// [`Verdict`](crate::decide::Verdict) and each mutation's outcome convert into it; the
-/// answers no handler reaches (`bad-request`, `body-timeout`, `busy`, `deadline`) are the
-/// server's. docs/webhook.md lists each value (a test holds it to [`Outcome::ALL`]).
+/// [`Verdict`](crate::decide::Verdict) and each mutation's outcome convert into it, and
+/// `bad-request` is a review that cannot be read. What ends a request before or past any
+/// answer (a body too slow, the body budget spent, the deadline) is the server's own, and the
+/// webhook's label adds it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Outcome {
     /// Not a restore pod's creation or binding: allowed without a look.
@@ -19,12 +20,6 @@ pub enum Outcome {
     Refused,
     /// A review that cannot be read, or a body too large (400/413).
     BadRequest,
-    /// The body did not arrive in time (408).
-    BodyTimeout,
-    /// The body budget was spent (503).
-    Busy,
-    /// The answer ran past the deadline.
-    Deadline,
     /// Steering: node affinity or a claim added.
     Steered,
     /// Steering asked for, the pod left unchanged with a warning.
@@ -51,16 +46,14 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    /// Every outcome, in the order docs/webhook.md lists them.
-    pub const ALL: [Outcome; 19] = [
+    /// Every outcome, in the order docs/webhook.md lists them (the server's own between
+    /// `bad-request` and `steered`).
+    pub const ALL: [Outcome; 16] = [
         Outcome::Ignored,
         Outcome::Allowed,
         Outcome::Warned,
         Outcome::Refused,
         Outcome::BadRequest,
-        Outcome::BodyTimeout,
-        Outcome::Busy,
-        Outcome::Deadline,
         Outcome::Steered,
         Outcome::NotSteered,
         Outcome::SteerIgnored,
@@ -82,9 +75,6 @@ impl Outcome {
             Outcome::Warned => "warned",
             Outcome::Refused => "refused",
             Outcome::BadRequest => "bad-request",
-            Outcome::BodyTimeout => "body-timeout",
-            Outcome::Busy => "busy",
-            Outcome::Deadline => "deadline",
             Outcome::Steered => "steered",
             Outcome::NotSteered => "not-steered",
             Outcome::SteerIgnored => "steer-ignored",

@@ -47,7 +47,95 @@ pub use miggate_store::kube_store::KindLabel;
 use miggate_store::kube_store::WatchCounters;
 
 use miggate_admission::decide::RefusedBy;
-pub use miggate_admission::outcome::Outcome;
+use miggate_admission::outcome::Outcome as Answer;
+
+/// How one admission answer ended: the `outcome` label of
+/// `miggate_admission_decisions_total`. What a handler answered is admission's
+/// ([`Outcome::Answered`]: a verdict, a mutation's outcome, `bad-request`); what ends a
+/// request before or past any answer is the server's own. docs/webhook.md lists each value
+/// (a test holds it to [`Outcome::ALL`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// What a handler answered.
+    Answered(Answer),
+    /// The body did not arrive in time (408).
+    BodyTimeout,
+    /// The body budget was spent (503).
+    Busy,
+    /// The answer ran past the deadline.
+    Deadline,
+}
+
+impl Outcome {
+    /// A review that cannot be read, or a body too large (400/413).
+    pub const BAD_REQUEST: Outcome = Outcome::Answered(Answer::BadRequest);
+
+    /// Every outcome, in the order docs/webhook.md lists them.
+    pub const ALL: [Outcome; 19] = {
+        let a = Answer::ALL;
+        [
+            Outcome::Answered(a[0]),
+            Outcome::Answered(a[1]),
+            Outcome::Answered(a[2]),
+            Outcome::Answered(a[3]),
+            Outcome::Answered(a[4]),
+            Outcome::BodyTimeout,
+            Outcome::Busy,
+            Outcome::Deadline,
+            Outcome::Answered(a[5]),
+            Outcome::Answered(a[6]),
+            Outcome::Answered(a[7]),
+            Outcome::Answered(a[8]),
+            Outcome::Answered(a[9]),
+            Outcome::Answered(a[10]),
+            Outcome::Answered(a[11]),
+            Outcome::Answered(a[12]),
+            Outcome::Answered(a[13]),
+            Outcome::Answered(a[14]),
+            Outcome::Answered(a[15]),
+        ]
+    };
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Answered(answer) => answer.as_str(),
+            Outcome::BodyTimeout => "body-timeout",
+            Outcome::Busy => "busy",
+            Outcome::Deadline => "deadline",
+        }
+    }
+}
+
+impl From<Answer> for Outcome {
+    fn from(answer: Answer) -> Self {
+        Outcome::Answered(answer)
+    }
+}
+
+impl From<miggate_admission::decide::Verdict> for Outcome {
+    fn from(verdict: miggate_admission::decide::Verdict) -> Self {
+        Outcome::Answered(verdict.into())
+    }
+}
+
+impl From<miggate_admission::steer::Outcome> for Outcome {
+    fn from(outcome: miggate_admission::steer::Outcome) -> Self {
+        Outcome::Answered(outcome.into())
+    }
+}
+
+impl From<miggate_admission::device_map::Outcome> for Outcome {
+    fn from(outcome: miggate_admission::device_map::Outcome) -> Self {
+        Outcome::Answered(outcome.into())
+    }
+}
+
+impl From<miggate_admission::summary::Outcome> for Outcome {
+    fn from(outcome: miggate_admission::summary::Outcome) -> Self {
+        Outcome::Answered(outcome.into())
+    }
+}
 
 /// A label set of one string.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]

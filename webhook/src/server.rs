@@ -251,7 +251,7 @@ fn bad_request(message: String) -> Answer {
     tracing::warn!("bad admission request: {message}");
     Answer {
         response: plain(StatusCode::BAD_REQUEST, format!("{message}\n")),
-        outcome: Outcome::BadRequest,
+        outcome: Outcome::BAD_REQUEST,
         refused_by: Vec::new(),
     }
 }
@@ -288,7 +288,7 @@ fn read_review<'b>(
     started: Instant,
 ) -> Result<review::Review<'b>, Box<Response>> {
     review::parse(body).map_err(|bad| {
-        state.metrics.record(Outcome::BadRequest, &[], started.elapsed());
+        state.metrics.record(Outcome::BAD_REQUEST, &[], started.elapsed());
         Box::new(bad_request(bad.to_string()).response)
     })
 }
@@ -438,12 +438,12 @@ fn log_decision(review: &review::Review<'_>, decision: &decide::Decision) {
 /// what is left of the body cannot be told from a next request.
 fn body_refused(state: &AppState, e: &BodyError, started: Instant) -> Response {
     let (status, outcome) = match e {
-        BodyError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, Outcome::BadRequest),
+        BodyError::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, Outcome::BAD_REQUEST),
         BodyError::Deadline { .. } | BodyError::TooSlow { .. } => {
             (StatusCode::REQUEST_TIMEOUT, Outcome::BodyTimeout)
         }
         BodyError::Busy { .. } => (StatusCode::SERVICE_UNAVAILABLE, Outcome::Busy),
-        BodyError::Read(_) => (StatusCode::BAD_REQUEST, Outcome::BadRequest),
+        BodyError::Read(_) => (StatusCode::BAD_REQUEST, Outcome::BAD_REQUEST),
     };
     state.metrics.record(outcome, &[], started.elapsed());
     let text = e.to_string();

@@ -94,7 +94,7 @@ pub(super) fn annotate(
         }
         match warning {
             Warning::Unknown(result) => not_run.push(result.check.as_str().to_string()),
-            Warning::ExactCheckNotRun { .. } => not_run.push("exact-on-allocated".to_string()),
+            Warning::ExactCheckNotRun(_) => not_run.push("exact-on-allocated".to_string()),
             // The node agent compares the runtime's image id; the pod's facts are its too.
             Warning::ImageUnpinned | Warning::DigestsDiffer { .. } => {
                 not_run.push(miggate_compat::CheckName::IMAGE_DIGEST.as_str().to_string());

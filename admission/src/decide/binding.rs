@@ -11,7 +11,7 @@ use miggate_compat::{CheckName, Mode, Options, Outcome, Report, Scope, Target, e
 use super::audit;
 use super::warnings::{Warning, inventory_warnings, passed_over_warnings, report_warnings, waived_warning};
 use super::{Judgement, RestoreRequest};
-use crate::allocation::AtBinding;
+use crate::allocation::{AtBinding, ExactNotRun};
 use crate::lookup::Checkpoint;
 use crate::lookup::{GpuAsk, Inventory, Lookup, NoInventory, RestorePod};
 use crate::refusal::{Place, Refusal};
@@ -97,18 +97,18 @@ fn binding_report(
     match at {
         AtBinding::Judged { report, devices } => (report, Some(devices)),
         AtBinding::NoClaims => (offer(), None),
-        AtBinding::NotAllocated(why) => not_run(why.to_string(), offer, warnings),
-        AtBinding::Unmatched(why) => not_run(why.to_string(), offer, warnings),
+        AtBinding::NotAllocated(why) => not_run(ExactNotRun::NotAllocated(why), offer, warnings),
+        AtBinding::Unmatched(why) => not_run(ExactNotRun::Unmatched(Arc::new(why)), offer, warnings),
     }
 }
 
 /// The offer report, with a warning saying why the exact check did not run.
 fn not_run(
-    why: String,
+    why: ExactNotRun,
     offer: impl FnOnce() -> Report,
     warnings: &mut Vec<Warning>,
 ) -> (Report, Option<String>) {
-    warnings.push(Warning::ExactCheckNotRun { why });
+    warnings.push(Warning::ExactCheckNotRun(why));
     (offer(), None)
 }
 

@@ -103,10 +103,7 @@ pub enum Warning {
     },
     /// A DRA pod's binding judged against the whole node: the exact check on its allocated
     /// devices could not run.
-    ExactCheckNotRun {
-        /// Why not.
-        why: String,
-    },
+    ExactCheckNotRun(crate::allocation::ExactNotRun),
     /// The last warning when the list was cut.
     MoreNotShown(usize),
 }
@@ -189,7 +186,7 @@ impl fmt::Display for Warning {
                     source.as_str()
                 )
             }
-            Warning::ExactCheckNotRun { why } => write!(
+            Warning::ExactCheckNotRun(why) => write!(
                 f,
                 "miggate: exact check on the allocated devices not run: {why}; judged against the whole node in offer mode"
             ),

@@ -271,7 +271,10 @@ impl fmt::Display for Note {
                 }
             }
             Note::NoKernel(source) => {
-                write!(f, "{source}: no Node.status.nodeInfo kernelVersion; kernel checks are unknown")
+                write!(
+                    f,
+                    "{source}: no Node.status.nodeInfo kernelVersion; kernel checks are unknown"
+                )
             }
             Note::DevicesUnread { node } => write!(
                 f,
@@ -306,6 +309,30 @@ impl fmt::Display for Note {
                 f,
                 "ResourceSlice: {n} device(s) that are neither a GPU nor a MIG slice (vfio) left out"
             ),
+            Note::CountsOnly
+            | Note::NoMigManager
+            | Note::ModelFromProfile { .. }
+            | Note::NoGpuCount
+            | Note::SingleCounted { .. }
+            | Note::SingleUncounted { .. }
+            | Note::SlicesNoneWhole
+            | Note::SlicesWholeUnknown
+            | Note::WholeCounted { .. }
+            | Note::WholeUncounted { .. }
+            | Note::WholeOff { .. }
+            | Note::ModelOnly { .. }
+            | Note::WholeAtMost(..)
+            | Note::Vgpu { .. }
+            | Note::UnknownProduct { .. }
+            | Note::UnknownProfile { .. } => self.fmt_gfd(f),
+        }
+    }
+}
+
+impl Note {
+    /// The words of a note GFD's labels give ([`Display`](fmt::Display) sends only those here).
+    fn fmt_gfd(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             Note::CountsOnly => f.write_str("GFD labels: counts per node only; device UUIDs and parent GPUs unknown"),
             Note::NoMigManager => f.write_str(
                 "GFD labels: no mig-manager state (nvidia.com/mig.config.state): the MIG layout is read as GFD counted it",
@@ -384,6 +411,8 @@ impl fmt::Display for Note {
                 "GFD labels: MIG profile {} is not one miggate reads; its shape is unknown",
                 quote(text)
             ),
+            // Display writes every other note itself.
+            _ => Ok(()),
         }
     }
 }

@@ -120,6 +120,9 @@ mod tests {
         check(&cluster, &mut out);
         assert_eq!(out.len(), 1, "{out:?}");
         assert_eq!(out[0].status, Status::Pass);
-        assert_eq!(out[0].message, "pod w-1: no watch caches (a file store at /store)");
+        assert_eq!(
+            out[0].message,
+            "pod w-1: no watch caches (a file store at /store)"
+        );
     }
 }
