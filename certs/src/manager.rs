@@ -140,6 +140,8 @@ struct Served {
     verified: bool,
     /// The served certificate's renewal point ([`Cert::due`]).
     due: SystemTime,
+    /// The served certificate's not-after.
+    not_after: SystemTime,
 }
 
 struct Manager {
@@ -292,7 +294,7 @@ impl Manager {
     fn served_not_after(&self) -> Option<String> {
         self.served
             .as_ref()
-            .map(|s| humantime::format_rfc3339_seconds(leaf_not_after(&s.pair)).to_string())
+            .map(|s| humantime::format_rfc3339_seconds(s.not_after).to_string())
     }
 
     /// Sets what `/readyz` shows: `waiting` while not verified, and `failing` while rounds
@@ -399,15 +401,9 @@ impl Manager {
             self.count(&judged.changes);
         }
         let contents = judged.contents;
-        let ca = Cert::from_pem(contents.ca.cert_pem.as_bytes()).ok_or((
-            "serve",
-            Error::Install {
-                why: "the CA does not read back".into(),
-            },
-        ))?;
+        let ca = contents.ca_cert.clone();
         self.metrics.ca_not_after.set(unix(ca.not_after));
-        self.next_due =
-            Cert::from_pem(contents.leaf.cert_pem.as_bytes()).map(|leaf| leaf.due().min(ca.due()));
+        self.next_due = Some(contents.leaf_cert.due().min(ca.due()));
         let untrusted = self.inject(&contents, &ca).await.map_err(|e| ("inject", e))?;
         self.serve(&contents, ca, untrusted.is_none())
             .map_err(|e| ("serve", e))?;
@@ -560,29 +556,26 @@ impl Manager {
             current => {
                 self.install.install(&contents.leaf)?;
                 let first = current.is_none();
-                let due = Cert::from_pem(contents.leaf.cert_pem.as_bytes()).map_or(UNIX_EPOCH, |c| c.due());
+                let due = contents.leaf_cert.due();
                 *current = Some(Served {
                     pair: contents.leaf.clone(),
                     ca,
                     verified: settled,
                     due,
+                    not_after: contents.leaf_cert.not_after,
                 });
                 if !first {
                     self.metrics.switches.inc();
                 }
-                self.metrics.not_after.set(unix(leaf_not_after(&contents.leaf)));
+                self.metrics.not_after.set(unix(contents.leaf_cert.not_after));
                 tracing::info!(
-                    not_after = %humantime::format_rfc3339_seconds(leaf_not_after(&contents.leaf)),
+                    not_after = %humantime::format_rfc3339_seconds(contents.leaf_cert.not_after),
                     "webhook certificates: serving a new certificate"
                 );
             }
         }
         Ok(())
     }
-}
-
-fn leaf_not_after(pair: &Pair) -> SystemTime {
-    Cert::from_pem(pair.cert_pem.as_bytes()).map_or(UNIX_EPOCH, |c| c.not_after)
 }
 
 /// A watch of one object by name that wakes the loop on every event; failures back off and

@@ -67,13 +67,18 @@ pub struct Raw {
     pub written_by: Option<String>,
 }
 
-/// What the Secret should hold: the CA, the serving pair, and the bundle.
+/// What the Secret should hold: the CA, the serving pair, and the bundle, each certificate
+/// read once, here, into what the manager judges and serves by.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Contents {
     /// The CA.
     pub ca: Pair,
+    /// The CA, read.
+    pub ca_cert: Cert,
     /// The serving certificate and key.
     pub leaf: Pair,
+    /// The serving certificate, read.
+    pub leaf_cert: Cert,
     /// The CAs to trust, PEM, the current CA first.
     pub bundle: String,
     /// Until when the bundle keeps CAs other than the current one.
@@ -190,6 +195,26 @@ pub struct Wanted {
     pub overlap: Duration,
 }
 
+/// Why bytes are not a certificate.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CertError {
+    /// No `-----BEGIN CERTIFICATE-----` block.
+    #[error("no PEM certificate")]
+    NoPem,
+    /// A PEM block that cannot be decoded.
+    #[error("PEM that cannot be decoded: {0}")]
+    Pem(String),
+    /// DER that is not an X.509 certificate.
+    #[error("not an X.509 certificate: {0}")]
+    Der(String),
+    /// Bytes after the certificate.
+    #[error("{0} bytes after the certificate")]
+    Trailing(usize),
+    /// A validity date this system cannot hold.
+    #[error("a validity date out of range")]
+    Validity,
+}
+
 /// A certificate read: its DER, and the facts judged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cert {
@@ -205,16 +230,20 @@ pub struct Cert {
 
 impl Cert {
     /// Reads one PEM certificate (the first, when there are several).
-    pub fn from_pem(pem: &[u8]) -> Option<Cert> {
-        let der = CertificateDer::pem_slice_iter(pem).next()?.ok()?;
+    pub fn from_pem(pem: &[u8]) -> Result<Cert, CertError> {
+        let der = CertificateDer::pem_slice_iter(pem)
+            .next()
+            .ok_or(CertError::NoPem)?
+            .map_err(|e| CertError::Pem(format!("{e:?}")))?;
         Cert::from_der(der.as_ref())
     }
 
     /// Reads a DER certificate.
-    pub fn from_der(der: &[u8]) -> Option<Cert> {
-        let (rest, x509) = x509_parser::parse_x509_certificate(der).ok()?;
+    pub fn from_der(der: &[u8]) -> Result<Cert, CertError> {
+        let (rest, x509) =
+            x509_parser::parse_x509_certificate(der).map_err(|e| CertError::Der(e.to_string()))?;
         if !rest.is_empty() {
-            return None;
+            return Err(CertError::Trailing(rest.len()));
         }
         let at = |t: x509_parser::time::ASN1Time| {
             let secs = t.timestamp();
@@ -223,6 +252,7 @@ impl Cert {
             } else {
                 UNIX_EPOCH.checked_sub(Duration::from_secs(secs.unsigned_abs()))
             }
+            .ok_or(CertError::Validity)
         };
         let validity = x509.validity();
         let is_ca = x509
@@ -230,7 +260,7 @@ impl Cert {
             .ok()
             .flatten()
             .is_some_and(|bc| bc.value.ca);
-        Some(Cert {
+        Ok(Cert {
             der: der.to_vec(),
             not_before: at(validity.not_before)?,
             not_after: at(validity.not_after)?,
@@ -259,7 +289,7 @@ impl Cert {
 pub fn bundle_certs(pem: &[u8]) -> Option<Vec<Cert>> {
     let mut out = Vec::new();
     for der in CertificateDer::pem_slice_iter(pem) {
-        out.push(Cert::from_der(der.ok()?.as_ref())?);
+        out.push(Cert::from_der(der.ok()?.as_ref()).ok()?);
     }
     Some(out)
 }
@@ -281,7 +311,7 @@ fn read_pair(raw: &Raw, crt: &str, key: &str, want_ca: bool, now: SystemTime) ->
     if cert_pem.len() > MAX_VALUE_BYTES || key_pem.len() > MAX_VALUE_BYTES {
         return Err(Why::Unreadable);
     }
-    let cert = Cert::from_pem(cert_pem).ok_or(Why::Unreadable)?;
+    let cert = Cert::from_pem(cert_pem).map_err(|_| Why::Unreadable)?;
     if want_ca && !cert.is_ca {
         return Err(Why::Unreadable);
     }
@@ -311,7 +341,7 @@ fn read_ca(raw: &Raw, now: SystemTime) -> Result<(Pair, Cert), Why> {
 }
 
 /// The serving pair the Secret holds, judged against `ca` and the names wanted.
-fn read_serving(raw: &Raw, ca: &Cert, names: &[String], now: SystemTime) -> Result<Pair, Why> {
+fn read_serving(raw: &Raw, ca: &Cert, names: &[String], now: SystemTime) -> Result<(Pair, Cert), Why> {
     let (pair, cert) = read_pair(raw, TLS_CRT, TLS_KEY, false, now)?;
     let verifier = verifier(ca).ok_or(Why::Unreadable)?;
     let leaf = CertificateDer::from(cert.der.clone());
@@ -332,7 +362,7 @@ fn read_serving(raw: &Raw, ca: &Cert, names: &[String], now: SystemTime) -> Resu
     if cert.due_at(now) {
         return Err(Why::Due);
     }
-    Ok(pair)
+    Ok((pair, cert))
 }
 
 /// A verifier trusting `ca` alone, as the API server does with a `caBundle` of one CA.
@@ -398,8 +428,8 @@ pub fn judge_trusting(
         Err(why) => {
             changes.push(Change::Ca(why));
             let ca = crate::mint::authority(now, wanted.ca_lifetime)?;
-            let cert = Cert::from_pem(ca.cert_pem.as_bytes()).ok_or_else(|| crate::Error::Mint {
-                why: "the new CA does not read back".into(),
+            let cert = Cert::from_pem(ca.cert_pem.as_bytes()).map_err(|e| crate::Error::Mint {
+                why: format!("the new CA does not read back: {e}"),
             })?;
             // Keep trusting what may still be served: this replica's CA first (from memory,
             // so trusted whoever wrote the Secret), then the old bundle's, but of a foreign
@@ -427,15 +457,21 @@ pub fn judge_trusting(
             }
         },
     };
-    let leaf = match leaf {
+    let (leaf, leaf_cert) = match leaf {
         Some(leaf) => leaf,
-        None => crate::mint::serving(
-            &ca,
-            &wanted.names,
-            now,
-            wanted.serving_lifetime,
-            ca_cert.not_after,
-        )?,
+        None => {
+            let leaf = crate::mint::serving(
+                &ca,
+                &wanted.names,
+                now,
+                wanted.serving_lifetime,
+                ca_cert.not_after,
+            )?;
+            let cert = Cert::from_pem(leaf.cert_pem.as_bytes()).map_err(|e| crate::Error::Mint {
+                why: format!("the new serving certificate does not read back: {e}"),
+            })?;
+            (leaf, cert)
+        }
     };
     let mut bundle = pem_of(&ca_cert.der);
     for c in &previous {
@@ -445,7 +481,9 @@ pub fn judge_trusting(
     let stored_until = raw.previous_until.as_deref();
     let contents = Contents {
         ca,
+        ca_cert,
         leaf,
+        leaf_cert,
         bundle,
         previous_until,
         written_by: writer.to_string(),

@@ -174,8 +174,8 @@ impl Reloader {
         client_ca: Option<PathBuf>,
     ) -> Result<Self, Error> {
         let paths = CertPaths {
-            cert: PathBuf::from(format!("{source} ({})", "tls.crt")),
-            key: PathBuf::from(format!("{source} ({})", "tls.key")),
+            cert: PathBuf::from(format!("{source} ({})", miggate_certs::material::TLS_CRT)),
+            key: PathBuf::from(format!("{source} ({})", miggate_certs::material::TLS_KEY)),
             client_ca,
         };
         let pems = Pems {

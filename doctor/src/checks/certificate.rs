@@ -26,12 +26,15 @@ pub(super) fn check(cluster: &Cluster, out: &mut Vec<Finding>) {
             "mode self: the webhook writes it once a replica runs; cert-manager: kubectl describe certificate; secret: put tls.crt and tls.key in it",
         ));
     };
-    let Some(cert) = Cert::from_pem(pem) else {
-        return out.push(Finding::fail(
-            Area::Certificate,
-            format!("Secret {secret}: tls.crt is not a PEM certificate"),
-            "mode self: delete the Secret, the webhook makes a new one; else replace tls.crt",
-        ));
+    let cert = match Cert::from_pem(pem) {
+        Ok(cert) => cert,
+        Err(e) => {
+            return out.push(Finding::fail(
+                Area::Certificate,
+                format!("Secret {secret}: tls.crt cannot be read: {e}"),
+                "mode self: delete the Secret, the webhook makes a new one; else replace tls.crt",
+            ));
+        }
     };
     out.push(judge(&secret, &cert, cluster.now));
 }
@@ -98,7 +101,7 @@ pub(super) fn trust(bundle: &[u8], leaf_pem: &[u8], host: &str, now: SystemTime)
     let Some(cas) = bundle_certs(bundle).filter(|c| !c.is_empty()) else {
         return Trust::Unreadable;
     };
-    let Some(leaf) = Cert::from_pem(leaf_pem) else {
+    let Ok(leaf) = Cert::from_pem(leaf_pem) else {
         return Trust::Unreadable;
     };
     let Ok(server) = ServerName::try_from(host.to_string()) else {
