@@ -12,7 +12,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use miggate_capture::assemble;
 use miggate_smi::{list, query};
 
-const H100: &str = "NVIDIA H100 80GB HBM3";
+use miggate_compat::H100_NAME as H100;
 const GPUS: u32 = 8;
 const SLICES: u32 = 7;
 

@@ -489,7 +489,7 @@ mod tests {
 
     use super::*;
 
-    const H100: &str = "NVIDIA H100 80GB HBM3";
+    use miggate_compat::H100_NAME as H100;
 
     #[test]
     fn profile_follows_the_parent_name() {

@@ -15,7 +15,7 @@ use miggate_smi::{list, query};
 mod support;
 use support::fake_nvml;
 
-const H100: &str = "NVIDIA H100 80GB HBM3";
+use miggate_compat::H100_NAME as H100;
 const GPU_A: &str = "GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f";
 const ROW_A: &str = "0, GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f, NVIDIA H100 80GB HBM3, 00000000:18:00.0, 81559, 9.0, 580.82.07, Disabled, Disabled";
 

@@ -11,7 +11,7 @@ use miggate_capture::Error;
 use miggate_capture::{NvidiaFacts, read_nvml};
 use miggate_compat::{Device, GpuManifest, MigMode, Options, evaluate};
 
-const H100: &str = "NVIDIA H100 80GB HBM3";
+use miggate_compat::H100_NAME as H100;
 const GPU0: &str = "GPU-5c89852c-d268-c3f3-1b07-005d5ae1dc3f";
 const GPU1: &str = "GPU-c08d91cb-e324-655c-71ba-7570956445bc";
 

@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use rstest::rstest;
 use support::workspace_root;
 
-const H100: &str = "NVIDIA H100 80GB HBM3";
+use miggate_compat::H100_NAME as H100;
 
 fn miggate(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_miggate"))

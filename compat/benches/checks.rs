@@ -11,7 +11,7 @@ use miggate_compat::{
     evaluate, evaluate_target, from_str,
 };
 
-const H100: &str = "NVIDIA H100 80GB HBM3";
+use miggate_compat::H100_NAME as H100;
 
 /// A node-sized manifest: 8 GPUs × 7 `1g.10gb` slices. `seed` varies the UUIDs so the two sides
 /// need a real device map.

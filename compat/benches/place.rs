@@ -10,7 +10,7 @@ use miggate_compat::{
     Device, GpuManifest, Host, MigStrategy, Nvidia, Options, VersionText, from_str, rank_nodes,
 };
 
-const H100: &str = "NVIDIA H100 80GB HBM3";
+use miggate_compat::H100_NAME as H100;
 
 fn slice(node: usize, gpu: usize, k: usize, profile: &str) -> Device {
     Device {

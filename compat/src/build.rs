@@ -27,6 +27,10 @@
 //! # Ok::<(), miggate_compat::Error>(())
 //! ```
 
+/// The product name nvidia-smi and NVML give an H100 SXM 80 GB: [`Gpu::h100`]'s model, and the
+/// one name every test that speaks of an H100 takes.
+pub const H100_NAME: &str = "NVIDIA H100 80GB HBM3";
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::Error;
@@ -267,9 +271,9 @@ impl Gpu {
             .mig(mig)
     }
 
-    /// An H100 SXM 80 GB (`NVIDIA H100 80GB HBM3`), whole until cut.
+    /// An H100 SXM 80 GB ([`H100_NAME`]), whole until cut.
     pub fn h100() -> GpuBuilder {
-        Gpu::model("NVIDIA H100 80GB HBM3", 81559, "9.0", true)
+        Gpu::model(H100_NAME, 81559, "9.0", true)
     }
 
     /// An H200 141 GB (`NVIDIA H200`), whole until cut.

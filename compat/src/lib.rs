@@ -28,7 +28,7 @@ mod uuid;
 mod validation;
 mod vocab;
 
-pub use build::{GpuBuilder, ManifestBuilder, PodBuilder};
+pub use build::{GpuBuilder, H100_NAME, ManifestBuilder, PodBuilder};
 pub use checks::{
     DEFAULT_MIN_DRIVER, DEFAULT_MIN_KERNEL, DriverFloor, Options, Target, evaluate, evaluate_target,
     parse_min_driver, parse_min_kernel, parse_skip, reduce_digest,

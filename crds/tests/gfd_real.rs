@@ -89,7 +89,7 @@ fn table(r: &Report) -> String {
         .join("\n")
 }
 
-const H100: &str = "NVIDIA H100 80GB HBM3";
+use miggate_compat::H100_NAME as H100;
 const A100_40: &str = "NVIDIA A100-SXM4-40GB";
 
 #[rstest]

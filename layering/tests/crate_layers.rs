@@ -17,7 +17,7 @@ use serde_json::Value;
 /// Bottom to top. A crate may use a crate of a lower layer, never one of its own or a higher
 /// one; its tests may use its own layer's test helpers (`kube-fake`) too.
 const LAYERS: &[&[&str]] = &[
-    &["miggate-wire", "kube-fake"],
+    &["miggate-wire", "kube-fake", "miggate-testkit"],
     &["miggate-compat"],
     &["miggate-smi", "miggate-crds", "miggate-certs"],
     &["miggate-capture", "miggate-admission"],

@@ -11,6 +11,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// `rel` under the workspace's `testdata/`.
+#[allow(unused_imports)] // Not every test binary that includes this module reads testdata.
+pub use miggate_testkit::testdata_path as testdata;
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
 use rustls::pki_types::pem::PemObject;
 use tokio::io::AsyncWriteExt;
@@ -55,13 +58,6 @@ pub fn workspace_root() -> PathBuf {
         .parent()
         .unwrap()
         .to_path_buf()
-}
-
-/// `rel` under the workspace's `testdata/`.
-pub fn testdata(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../testdata")
-        .join(rel)
 }
 
 /// The running binary; killed when dropped. Its log is kept in a file, shown on failure.

@@ -9,7 +9,8 @@ use miggate_compat::{
     VersionText, evaluate,
 };
 
-pub const H100: &str = "NVIDIA H100 80GB HBM3";
+#[allow(unused_imports)] // Not every test file that includes this module names an H100.
+pub use miggate_compat::H100_NAME as H100;
 pub const A100_80: &str = "NVIDIA A100-SXM4-80GB";
 pub const L4: &str = "NVIDIA L4";
 pub const T4: &str = "Tesla T4";

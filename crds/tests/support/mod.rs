@@ -6,22 +6,11 @@
 
 use std::path::PathBuf;
 
+#[allow(unused_imports)] // Not every test binary that includes this module reads testdata.
+pub use miggate_testkit::{testdata, testdata_path};
 use serde_json::Value;
 
 pub mod chart;
-
-/// `rel` under the workspace's `testdata/`.
-pub fn testdata_path(rel: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../testdata")
-        .join(rel)
-}
-
-/// The text of `rel` under `testdata/`; a file that cannot be read fails the test, naming it.
-pub fn testdata(rel: &str) -> String {
-    let path = testdata_path(rel);
-    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
 
 /// Every document of every YAML file of `deploy/`, in file-name order, with its file's name.
 pub fn deploy_docs() -> Vec<(String, Value)> {

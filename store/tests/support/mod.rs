@@ -3,16 +3,9 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::path::{Path, PathBuf};
-
 use miggate_store::file_store::FileStore;
-
-/// `rel` under the workspace's `testdata/`.
-pub fn testdata_path(rel: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../testdata")
-        .join(rel)
-}
+#[allow(unused_imports)] // Not every test binary that includes this module reads testdata.
+pub use miggate_testkit::testdata_path;
 
 /// The recorded file store, `testdata/webhook-store`.
 pub fn recorded_store() -> FileStore {
