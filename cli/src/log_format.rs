@@ -2,7 +2,7 @@
 //! writes them without colours, at less cost per line.
 //!
 //! The webhook logs a line per decided request. Under load (`perf` under wrk, beside
-//! a bare axum + rustls echo; docs/webhook.md, Throughput) the default format spent a third
+//! a bare axum + rustls echo; bench/webhook/FINDINGS.md) the default format spent a third
 //! of that line in wrappers that only matter on a terminal: each field's name and `=` went
 //! through an empty colour style's `Display`, and the timestamp through nine padded integer
 //! formats. [`PlainFields`] writes `name=value` directly and [`Rfc3339Micros`] writes the

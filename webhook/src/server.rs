@@ -78,8 +78,8 @@ impl AppState {
 /// A plain service rather than a router of extractors and middleware: every request takes the
 /// same path (the head's route, the body read under [`read_body`]'s limits, one handler
 /// bounded by the deadline), and on a busy two-core node the per-request layers cost more
-/// than the decision (measured beside a bare axum + rustls echo under wrk: docs/webhook.md,
-/// Throughput).
+/// than the decision (measured beside a bare axum + rustls echo under wrk:
+/// bench/webhook/FINDINGS.md).
 pub fn admission_service(state: Arc<AppState>) -> AdmissionService {
     AdmissionService { state }
 }
