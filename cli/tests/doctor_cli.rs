@@ -5,14 +5,11 @@
 
 use std::process::{Command, Output};
 
+mod support;
+
 fn doctor(args: &[&str]) -> Output {
     let dir = tempfile::tempdir().unwrap();
-    let kc = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kc,
-        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\ncontexts: [{name: a, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\ncurrent-context: a\n",
-    )
-    .unwrap();
+    let kc = support::unreachable_kubeconfig(dir.path());
     Command::new(env!("CARGO_BIN_EXE_miggate"))
         .arg("doctor")
         .arg("--kubeconfig")

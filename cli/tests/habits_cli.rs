@@ -422,12 +422,7 @@ fn publish_once_prints_the_gpunode_and_writes_nothing() {
 #[case::missing_context(&["--kubeconfig", "<kc>", "--context", "nope"], "miggate: no context `nope` in the kubeconfig <kc>")]
 fn cluster_errors_are_in_kubectl_words(#[case] flags: &[&str], #[case] expected: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let kc = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kc,
-        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\ncontexts: [{name: a, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\ncurrent-context: a\n",
-    )
-    .unwrap();
+    let kc = support::unreachable_kubeconfig(dir.path());
     let kc = kc.to_str().unwrap();
     let flags: Vec<&str> = flags.iter().map(|f| if *f == "<kc>" { kc } else { f }).collect();
     let home = dir.path().join("home");

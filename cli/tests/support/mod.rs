@@ -323,3 +323,15 @@ pub fn https(webhook: &Webhook) -> reqwest::Client {
         .build()
         .unwrap()
 }
+
+/// A kubeconfig in `dir` whose one cluster answers nowhere (`https://127.0.0.1:1`), with a
+/// token user and a current context: loading it succeeds, every request fails to connect.
+pub fn unreachable_kubeconfig(dir: &Path) -> PathBuf {
+    let kc = dir.join("kubeconfig");
+    std::fs::write(
+        &kc,
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: \"https://127.0.0.1:1\"}}]\ncontexts: [{name: a, context: {cluster: c, user: u}}]\nusers: [{name: u, user: {token: t}}]\ncurrent-context: a\n",
+    )
+    .unwrap();
+    kc
+}

@@ -2,7 +2,7 @@
 //! `url`), each `caBundle` verifying the certificate the replicas serve, and the failure
 //! policies and selectors that decide what goes unchecked.
 
-use k8s_openapi::api::admissionregistration::v1::WebhookClientConfig;
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhook, ValidatingWebhook, WebhookClientConfig};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 use super::certificate::{Trust, trust};
@@ -16,6 +16,28 @@ struct Hook<'a> {
     client: &'a WebhookClientConfig,
     failure_policy: Option<&'a str>,
     object_selector: Option<&'a LabelSelector>,
+}
+
+impl<'a> From<&'a ValidatingWebhook> for Hook<'a> {
+    fn from(w: &'a ValidatingWebhook) -> Self {
+        Hook {
+            name: &w.name,
+            client: &w.client_config,
+            failure_policy: w.failure_policy.as_deref(),
+            object_selector: w.object_selector.as_ref(),
+        }
+    }
+}
+
+impl<'a> From<&'a MutatingWebhook> for Hook<'a> {
+    fn from(w: &'a MutatingWebhook) -> Self {
+        Hook {
+            name: &w.name,
+            client: &w.client_config,
+            failure_policy: w.failure_policy.as_deref(),
+            object_selector: w.object_selector.as_ref(),
+        }
+    }
 }
 
 pub(super) fn check(cluster: &Cluster, out: &mut Vec<Finding>) {
@@ -34,17 +56,7 @@ pub(super) fn check(cluster: &Cluster, out: &mut Vec<Finding>) {
             "helm upgrade --install miggate charts/miggate (or kubectl apply -f deploy/)",
         )),
         Ok(Some(config)) => {
-            let hooks: Vec<Hook<'_>> = config
-                .webhooks
-                .iter()
-                .flatten()
-                .map(|w| Hook {
-                    name: &w.name,
-                    client: &w.client_config,
-                    failure_policy: w.failure_policy.as_deref(),
-                    object_selector: w.object_selector.as_ref(),
-                })
-                .collect();
+            let hooks: Vec<Hook<'_>> = config.webhooks.iter().flatten().map(Hook::from).collect();
             judge(
                 cluster,
                 &format!(
@@ -52,7 +64,6 @@ pub(super) fn check(cluster: &Cluster, out: &mut Vec<Finding>) {
                     names::VALIDATING_CONFIGURATION
                 ),
                 &hooks,
-                true,
                 out,
             );
         }
@@ -67,26 +78,16 @@ pub(super) fn check(cluster: &Cluster, out: &mut Vec<Finding>) {
                 "an install with that part turned off (steering.enabled) has none; else helm upgrade restores it",
             )),
             Ok(Some(config)) => {
-                let hooks: Vec<Hook<'_>> = config
-                    .webhooks
-                    .iter()
-                    .flatten()
-                    .map(|w| Hook {
-                        name: &w.name,
-                        client: &w.client_config,
-                        failure_policy: w.failure_policy.as_deref(),
-                        object_selector: w.object_selector.as_ref(),
-                    })
-                    .collect();
-                judge(cluster, &what, &hooks, false, out);
+                let hooks: Vec<Hook<'_>> = config.webhooks.iter().flatten().map(Hook::from).collect();
+                judge(cluster, &what, &hooks, out);
             }
         }
     }
 }
 
 /// One configuration's webhooks: where they call, what trusts the serving certificate, and
-/// (for the validating one) what their policies leave unchecked.
-fn judge(cluster: &Cluster, what: &str, hooks: &[Hook<'_>], gate: bool, out: &mut Vec<Finding>) {
+/// (for the restore webhook) what its settings leave unchecked.
+fn judge(cluster: &Cluster, what: &str, hooks: &[Hook<'_>], out: &mut Vec<Finding>) {
     let ns = &cluster.namespace;
     let host = format!("{}.{ns}.svc", names::WEBHOOK);
     let leaf = cluster
@@ -144,7 +145,7 @@ fn judge(cluster: &Cluster, what: &str, hooks: &[Hook<'_>], gate: bool, out: &mu
             },
             (Some(_), None) => {}
         }
-        if gate && hook.name == super::RESTORE_WEBHOOK {
+        if hook.name == super::RESTORE_WEBHOOK {
             gate_risks(what, hook, &mut risks);
         }
     }
