@@ -54,13 +54,17 @@ test_a_restore_the_node_is_short_of_is_held_at_binding() {
     kubectl -n "$TENANT_NS" delete pod short --wait=false >/dev/null
 }
 
-# audit_event VERB-SUBRESOURCE NAME: the API server's audit event (e2e/cluster.sh's policy) of
-# the last creation of pod NAME in the tenant namespace, or of its binding, as JSON.
+# audit_event SUBRESOURCE NAME CODE: the API server's audit event (e2e/cluster.sh's policy) of
+# the last creation of pod NAME in the tenant namespace, or of its binding, answered with HTTP
+# status CODE, as JSON. The code matters for bindings: the scheduler may try once more while a
+# refused pod is being deleted, and the webhook rightly ignores the binding of a pod it no
+# longer has, so only the answered attempts say what the webhook decided.
 audit_event() {
-    local subresource=$1 name=$2
-    jq -c --arg ns "$TENANT_NS" --arg name "$name" --arg sub "$subresource" \
+    local subresource=$1 name=$2 code=$3
+    jq -c --arg ns "$TENANT_NS" --arg name "$name" --arg sub "$subresource" --argjson code "$code" \
         'select(.stage == "ResponseComplete" and .verb == "create" and .objectRef.namespace == $ns
-                and .objectRef.name == $name and (.objectRef.subresource // "") == $sub)' \
+                and .objectRef.name == $name and (.objectRef.subresource // "") == $sub
+                and .responseStatus.code == $code)' \
         "$E2E_AUDIT_LOG" | tail -n 1
 }
 
@@ -69,18 +73,19 @@ audit_event() {
 test_the_audit_log_records_each_decision_on_a_restore() {
     [ -f "$E2E_AUDIT_LOG" ] || fail "no audit log at $E2E_AUDIT_LOG (e2e/cluster.sh up starts the API server with one)"
     local event
-    event=$(audit_event "" too-small)
+    event=$(audit_event "" too-small 403)
     [ -n "$event" ] || fail "no audit event of the refused creation of pod too-small"
     expect_contains "$(jq -r '.responseStatus.code, (.annotations | to_entries[] | "\(.key)=\(.value)")' <<< "$event")" \
         403 "restore.miggate.io/verdict=refused" "restore.miggate.io/refused-by=" "memory-limit" "mount" \
         "restore.miggate.io/checkpoint=GpuCheckpoint $TENANT_NS/big"
-    event=$(audit_event binding short)
-    [ -n "$event" ] || fail "no audit event of the binding of pod short"
+    event=$(audit_event binding short 403)
+    [ -n "$event" ] || fail "no audit event of the refused binding of pod short"
     expect_contains "$(jq -r '.annotations | to_entries[] | "\(.key)=\(.value)"' <<< "$event")" \
         "binding.miggate.io/verdict=refused" "binding.miggate.io/refused-by=driver-version" \
         "binding.miggate.io/checkpoint=GpuCheckpoint $TENANT_NS/short" "binding.miggate.io/node=$E2E_NODE" \
         "binding.miggate.io/inventory-source=GpuNode"
-    event=$(audit_event binding fits)
+    event=$(audit_event binding fits 201)
+    [ -n "$event" ] || fail "no audit event of the binding of pod fits"
     expect_contains "$(jq -r '.annotations | to_entries[] | "\(.key)=\(.value)"' <<< "$event")" \
         "binding.miggate.io/verdict=allowed" "binding.miggate.io/node=$E2E_NODE"
 }
