@@ -1,9 +1,9 @@
-//! The Helm chart (`charts/miggate`) rendered by the real `helm` (v4, built from its Go module
-//! by `e2e/cluster.sh tools`, the one the e2e suite installs with) against the objects `miggate
-//! deploy` writes: with the default values they are the same objects, and each value that
-//! `miggate deploy` also has a flag for renders what that flag writes. The only differences
-//! allowed are Helm's own labels and the release namespace, which `helm install
-//! --create-namespace` makes.
+//! The Helm chart (`charts/miggate`), the install's one source, rendered by the real `helm` (v4,
+//! built from its Go module by `e2e/cluster.sh tools`, the one the e2e suite installs with):
+//! `deploy/` is what it renders with its defaults, the schema refuses typos, and each value
+//! lands where it must.
+//!
+//! `UPDATE_DEPLOY=1 cargo test -p miggate-crds --test chart` renders `deploy/` again.
 //!
 //! The binary is `MIGGATE_HELM`, else `target/e2e/bin/helm`. Without one these tests say so and
 //! pass, except under CI, where `.ci/run` builds it first and a missing one fails.
@@ -11,94 +11,162 @@
 
 mod support;
 
-use miggate_crds::deploy::{self, Certificates, Config};
+use std::path::{Path, PathBuf};
+
 use rstest::rstest;
 use serde_json::{Value, json};
-use support::chart::{helm, object, template};
+use support::chart::{helm, object, rendered, root, template};
 
-/// Helm's own labels go; numbers compare by value; empty maps and lists as absent.
-fn normal(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => {
-            let mut out = serde_json::Map::new();
-            for (k, v) in m {
-                if [
-                    "app.kubernetes.io/managed-by",
-                    "app.kubernetes.io/instance",
-                    "helm.sh/chart",
-                ]
-                .contains(&k.as_str())
-                {
-                    continue;
+/// Helm's own labels, which an install without Helm must not claim.
+const HELM_LABELS: [&str; 3] = [
+    "app.kubernetes.io/managed-by",
+    "app.kubernetes.io/instance",
+    "helm.sh/chart",
+];
+
+/// What `deploy/` is rendered with: the chart's defaults, and the release namespace made by the
+/// chart (an install without Helm has no `--create-namespace`).
+const DEPLOY_SETS: [&str; 1] = ["createNamespace=true"];
+
+const DEPLOY_HEADER: &str = "# Rendered from charts/miggate with its defaults by `helm template`; do not edit \
+(UPDATE_DEPLOY=1 cargo test -p miggate-crds --test chart, docs/deploy.md).\n";
+
+/// Drops Helm's own labels from every `labels` map of `value`, at any depth (pod templates'
+/// too), walking with a stack.
+fn without_helm_labels(mut value: Value) -> Value {
+    let mut stack = vec![&mut value];
+    while let Some(v) = stack.pop() {
+        match v {
+            Value::Object(map) => {
+                if let Some(Value::Object(labels)) = map.get_mut("labels") {
+                    labels.retain(|k, _| !HELM_LABELS.contains(&k.as_str()));
                 }
-                out.insert(k.clone(), normal(v));
+                stack.extend(map.values_mut());
             }
-            Value::Object(out)
+            Value::Array(items) => stack.extend(items.iter_mut()),
+            _ => {}
         }
-        Value::Array(a) => Value::Array(a.iter().map(normal).collect()),
-        Value::Number(n) => json!(n.as_f64()),
-        other => other.clone(),
     }
+    value
 }
 
-fn key(v: &Value) -> String {
-    format!(
-        "{} {}/{}",
-        v["kind"].as_str().unwrap_or("?"),
-        v["metadata"]["namespace"].as_str().unwrap_or(""),
-        v["metadata"]["name"].as_str().unwrap_or("?")
-    )
-}
-
-fn sorted(objects: impl IntoIterator<Item = Value>) -> Vec<(String, Value)> {
-    let mut out: Vec<(String, Value)> = objects.into_iter().map(|v| (key(&v), normal(&v))).collect();
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+/// The files of `deploy/` from `helm template`'s output: each template's objects in the file of
+/// its name (the CRDs in `crds.yaml`), without Helm's labels, in the order helm installs
+/// them, and `kustomization.yaml` listing them (`kubectl apply -k deploy/`).
+fn deploy_files(stream: &str) -> Vec<(String, String)> {
+    let mut files: Vec<(String, Vec<Value>)> = Vec::new();
+    let mut source = String::new();
+    let mut text = String::new();
+    let mut flush = |source: &str, text: &mut String| {
+        let doc: Value = serde_saphyr::from_str(text).unwrap();
+        text.clear();
+        if doc.is_null() {
+            return;
+        }
+        let file = match Path::new(source).file_name() {
+            Some(_) if source.contains("/crds/") => "crds.yaml".to_string(),
+            Some(name) => name.to_string_lossy().into_owned(),
+            None => panic!("a document of helm template with no # Source: {doc}"),
+        };
+        let doc = without_helm_labels(doc);
+        match files.iter_mut().find(|(f, _)| *f == file) {
+            Some((_, docs)) => docs.push(doc),
+            None => files.push((file, vec![doc])),
+        }
+    };
+    for line in stream.lines() {
+        if line == "---" {
+            flush(&source, &mut text);
+            continue;
+        }
+        if let Some(s) = line.strip_prefix("# Source: ") {
+            source = s.to_string();
+        }
+        text.push_str(line);
+        text.push('\n');
+    }
+    flush(&source, &mut text);
+    let yaml = |v: &Value| serde_saphyr::to_string(v).unwrap();
+    let mut out: Vec<(String, String)> = files
+        .iter()
+        .map(|(file, docs)| {
+            let docs: Vec<String> = docs.iter().map(yaml).collect();
+            (file.clone(), format!("{DEPLOY_HEADER}{}", docs.join("---\n")))
+        })
+        .collect();
+    let kustomization = json!({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": files.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>(),
+    });
+    out.push(("kustomization.yaml".into(), format!("{DEPLOY_HEADER}{}", yaml(&kustomization))));
     out
 }
 
-/// `miggate deploy`'s objects for `config`, less the release namespace.
-fn deployed(config: &Config) -> Vec<(String, Value)> {
-    sorted(
-        deploy::objects(config)
-            .unwrap()
-            .into_iter()
-            .map(|o| o.value)
-            .filter(|v| !(v["kind"] == "Namespace" && v["metadata"]["name"] == deploy::NAMESPACE)),
-    )
+fn deploy_dir() -> PathBuf {
+    root().join("deploy")
 }
 
-fn assert_same(chart: Vec<(String, Value)>, deploy: Vec<(String, Value)>) {
-    let names = |v: &[(String, Value)]| v.iter().map(|(k, _)| k.clone()).collect::<Vec<_>>();
-    assert_eq!(names(&chart), names(&deploy), "the same objects");
-    for ((k, c), (_, d)) in chart.iter().zip(&deploy) {
-        assert_eq!(c, d, "{k} differs between the chart and miggate deploy");
+/// `deploy/` is the chart rendered with its defaults: a value, template or CRD changed without
+/// rendering it again fails here, and so does a file left over from an older render (`kubectl
+/// apply -k` would still apply what its kustomization lists, `-f deploy/` every file).
+#[test]
+fn the_checked_in_install_is_the_chart_rendered_with_its_defaults() {
+    let mut args = vec![
+        "template",
+        "miggate",
+        "charts/miggate",
+        "--namespace",
+        "miggate-system",
+        "--include-crds",
+    ];
+    for s in DEPLOY_SETS {
+        args.extend(["--set", s]);
     }
+    let Some(stream) = helm(&args) else { return };
+    let files = deploy_files(&stream.unwrap());
+    let update = std::env::var_os("UPDATE_DEPLOY").is_some_and(|v| v == "1");
+    let mut drifted = Vec::new();
+    for entry in std::fs::read_dir(deploy_dir()).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        if path.is_file() && !files.iter().any(|(f, _)| *f == name) {
+            if update {
+                std::fs::remove_file(&path).unwrap();
+            } else {
+                drifted.push(format!("{name} (not rendered)"));
+            }
+        }
+    }
+    for (file, content) in &files {
+        let path = deploy_dir().join(file);
+        if update {
+            std::fs::write(&path, content).unwrap();
+        } else if std::fs::read_to_string(&path).unwrap_or_default() != *content {
+            drifted.push(file.clone());
+        }
+    }
+    assert!(
+        drifted.is_empty(),
+        "deploy/ {drifted:?} differ from the chart rendered with its defaults; run \
+         `UPDATE_DEPLOY=1 cargo test -p miggate-crds --test chart` and review the diff"
+    );
 }
 
-#[rstest]
-#[case::defaults(&[], Config::default())]
-#[case::image(&["image.repository=registry.example.com/miggate", "image.tag=0.1.0-rc1"], Config {
-    image: "registry.example.com/miggate:0.1.0-rc1".into(), ..Config::default() })]
-#[case::binders_waivers_and_agent(
-    &["binders={system:kube-scheduler,system:serviceaccount:kai-scheduler:kai-scheduler}",
-      "waivers.needPermission=true", "checkpointAgent.namespace=snapshot", "checkpointAgent.name=snapshot-agent"],
-    Config {
-        binders: vec!["system:kube-scheduler".into(), "system:serviceaccount:kai-scheduler:kai-scheduler".into()],
-        waivers_need_permission: true,
-        checkpoint_agent_namespace: "snapshot".into(),
-        checkpoint_agent_name: "snapshot-agent".into(),
-        ..Config::default()
-    })]
-#[case::api_server_cidrs(&["networkPolicy.apiServerCIDRs={10.0.0.0/24,192.168.7.3/32,fd00:10::/64}"], Config {
-    api_server_cidrs: ["10.0.0.0/24", "192.168.7.3/32", "fd00:10::/64"].iter().map(|c| c.parse().unwrap()).collect(),
-    ..Config::default() })]
-#[case::cert_manager(&["certificates.mode=cert-manager"], Config {
-    certificates: Certificates::CertManager, ..Config::default() })]
-#[case::brought_secret(&["certificates.mode=secret", "certificates.secretName=my-tls", "certificates.caBundle=PEM"], Config {
-    certificates: Certificates::Provided { secret: "my-tls".into(), ca_bundle: Some("PEM".into()) }, ..Config::default() })]
-fn the_chart_renders_what_miggate_deploy_writes(#[case] sets: &[&str], #[case] config: Config) {
-    let Some(chart) = template(sets) else { return };
-    assert_same(sorted(chart.unwrap()), deployed(&config));
+/// What an install without Helm applies is every object `helm install` makes, the release
+/// namespace included, and nothing else: the same names, Helm's labels aside.
+#[test]
+fn the_rendered_install_has_every_object_of_the_chart() {
+    let Some(chart) = rendered(&[]) else { return };
+    let key = |v: &Value| format!("{} {}/{}", v["kind"], v["metadata"]["namespace"], v["metadata"]["name"]);
+    let mut from_chart: Vec<String> = chart.iter().map(key).collect();
+    from_chart.push(key(&json!({"kind": "Namespace", "metadata": {"name": "miggate-system"}})));
+    from_chart.sort();
+    let mut deployed: Vec<String> = support::installed().iter().map(key).collect();
+    deployed.sort();
+    assert_eq!(deployed, from_chart);
+    let namespace = support::find(&support::installed(), "Namespace", "miggate-system").clone();
+    assert_eq!(namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted");
 }
 
 /// A misspelt or mistyped value is refused by the chart's schema, as a misspelt field is

@@ -17,7 +17,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{ListParams, ObjectMeta, PostParams};
 use kube::{Api, Client};
 use miggate_crds::GpuNode;
-use miggate_crds::deploy as names;
+use miggate_wire::install as names;
 
 use crate::install::{PROBE_CHECKPOINT, PROBE_POD, restore_webhook};
 

@@ -1,4 +1,4 @@
-//! What the doctor knows of an install beyond its names (`miggate_crds::deploy`): the webhook
+//! What the doctor knows of an install beyond its names (`miggate_wire::install`): the webhook
 //! that gates restores, and the probe's pod and the checkpoint it names. Both the reads and the
 //! checks use them.
 

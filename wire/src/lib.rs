@@ -12,6 +12,7 @@ pub const VERSION: &str = "v1alpha1";
 pub const API_VERSION: &str = "miggate.io/v1alpha1";
 
 pub mod dns;
+pub mod install;
 pub mod recovery;
 
 /// Annotations a restore pod carries or is given.

@@ -86,6 +86,12 @@ pub fn template(sets: &[&str]) -> Option<Result<Vec<Value>, String>> {
     }))
 }
 
+/// The chart rendered with each of `sets` (see [`template`]): its objects; `None` when there is
+/// no helm outside CI; panics with helm's words when it refuses the values.
+pub fn rendered(sets: &[&str]) -> Option<Vec<Value>> {
+    Some(template(sets)?.unwrap_or_else(|e| panic!("helm template --set {sets:?}: {e}")))
+}
+
 /// The rendered object of `kind` named `name`.
 pub fn object<'a>(chart: &'a [Value], kind: &str, name: &str) -> Option<&'a Value> {
     chart

@@ -29,33 +29,53 @@ pub fn deploy_docs() -> Vec<(String, Value)> {
         docs.extend(
             values
                 .into_iter()
-                .filter(|v| v.get("kind").is_some())
+                // kustomization.yaml lists the files; it is no cluster object.
+                .filter(|v| v.get("kind").is_some_and(|k| k != "Kustomization"))
                 .map(|v| (name.clone(), v)),
         );
     }
     docs
 }
 
-/// The install's objects for `config`.
-pub fn objects(config: &miggate_crds::deploy::Config) -> Vec<miggate_crds::deploy::Object> {
-    miggate_crds::deploy::objects(config).unwrap()
+/// The install with the chart's defaults: every object of `deploy/`, which is the chart rendered
+/// by `helm template` (crds/tests/chart.rs holds it current), read with no helm at hand.
+pub fn installed() -> Vec<Value> {
+    deploy_docs().into_iter().map(|(_, v)| v).collect()
+}
+
+/// The object of `kind` named `name` among `objects`; panics naming it when there is none.
+pub fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name}"))
 }
 
 /// The ValidatingAdmissionPolicy `name` of `objects`, checked bound to deny.
-pub fn policy(objects: &[miggate_crds::deploy::Object], name: &str) -> Value {
-    let found = |kind: &str| {
-        objects
-            .iter()
-            .find(|o| o.kind().1 == kind && o.name() == name)
-            .unwrap_or_else(|| panic!("no {kind} {name}"))
-            .value
-            .clone()
-    };
+pub fn policy(objects: &[Value], name: &str) -> Value {
     assert_eq!(
-        found("ValidatingAdmissionPolicyBinding")["spec"],
+        find(objects, "ValidatingAdmissionPolicyBinding", name)["spec"],
         serde_json::json!({"policyName": name, "validationActions": ["Deny"]})
     );
-    found("ValidatingAdmissionPolicy")
+    find(objects, "ValidatingAdmissionPolicy", name).clone()
+}
+
+/// `value` read as its typed kind `T` (k8s-openapi's), checked to lose nothing on the way: a
+/// field the kind does not have would be pruned by the API server, silently.
+pub fn typed<T: serde::de::DeserializeOwned + serde::Serialize>(value: &Value) -> T {
+    let read: T = serde_json::from_value(value.clone()).unwrap_or_else(|e| {
+        panic!(
+            "{} {}: not of its kind: {e}",
+            value["kind"], value["metadata"]["name"]
+        )
+    });
+    let written = serde_json::to_value(&read).unwrap();
+    assert_eq!(
+        &written, value,
+        "{} {}: fields its kind does not have",
+        value["kind"], value["metadata"]["name"]
+    );
+    read
 }
 
 /// Runs one CEL expression of a policy or webhook configuration with `vars` bound (`object`,

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use super::certificate::{Trust, trust};
 use super::unreadable;
 use crate::{Area, Cluster, Finding, quoted};
-use miggate_crds::deploy as names;
+use miggate_wire::install as names;
 
 /// What the checks read of one webhook, validating or mutating.
 struct Hook<'a> {

@@ -4,7 +4,7 @@ use serde_json::Value;
 
 use super::unreadable;
 use crate::{Area, Cluster, Finding, Replica, quoted};
-use miggate_crds::deploy as names;
+use miggate_wire::install as names;
 
 pub(super) fn check(cluster: &Cluster, out: &mut Vec<Finding>) {
     let ns = quoted(&cluster.namespace);
