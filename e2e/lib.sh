@@ -84,8 +84,7 @@ remove_miggate() {
     if helm status "$RELEASE" -n "$RELEASE_NS" >/dev/null 2>&1; then
         helm uninstall "$RELEASE" -n "$RELEASE_NS" --wait --timeout 3m >/dev/null
     fi
-    "$E2E_REPO/target/release/miggate" deploy |
-        kubectl delete --ignore-not-found --wait=true -f - >/dev/null 2>&1 || true
+    kubectl delete -k "$E2E_REPO/deploy" --ignore-not-found --wait=true >/dev/null 2>&1 || true
     kubectl delete namespace "$TENANT_NS" "$RELEASE_NS" "$NODE_NS" --ignore-not-found --wait=true >/dev/null
     kubectl delete crd -l app.kubernetes.io/part-of=miggate --ignore-not-found --wait=true >/dev/null
 }

@@ -24,7 +24,7 @@ if ! bash e2e/cluster.sh status >/dev/null 2>&1; then
     exit 0
 fi
 if [ ! -x target/release/miggate ]; then
-    # `miggate claim` and `miggate deploy` run on this machine, beside the image's binary.
+    # `miggate claim` and `miggate doctor` run on this machine, beside the image's binary.
     echo "e2e: target/release/miggate is missing; run: cargo build --release -p miggate (image/build.sh does)" >&2
     exit 1
 fi

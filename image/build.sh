@@ -6,7 +6,7 @@
 #
 #   image/build.sh [--check] [TAG]
 #
-# TAG defaults to localhost/miggate:<version>, the reference `miggate deploy` names. The image
+# TAG defaults to localhost/miggate:<version>, the reference the chart's defaults (and deploy/) name. The image
 # is left in buildah's local storage and written as an OCI archive, target/image/miggate.oci.tar
 # (`buildah push TAG docker://REGISTRY/miggate:<version>` or `skopeo copy oci-archive:...`
 # pushes it). --check then unpacks the image with umoci and runs `miggate --version` from its

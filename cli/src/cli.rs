@@ -53,10 +53,9 @@ enum Command {
     Schema,
     /// Print the CRDs of GpuCheckpoint and GpuNode (`miggate crds | kubectl apply -f -`).
     Crds,
-    /// Print the Kubernetes install (`miggate deploy | kubectl apply --server-side -f -`), or
-    /// write it with `--out DIR` as the files of deploy/ (`kubectl apply -k DIR`). The same
-    /// objects as the Helm chart's defaults (charts/miggate).
-    Deploy(crate::flags::deploy::DeployArgs),
+    /// Retired: says where the install went (the Helm chart, or `kubectl apply -k deploy/`).
+    #[command(hide = true, disable_help_flag = true)]
+    Deploy(crate::flags::deploy::RetiredArgs),
     /// Walk the install on the cluster and say what is wrong and how to fix it.
     ///
     /// One line per check (✔ passes, ⚠ at risk, ✖ fails, each with a hint): the CRDs, the
@@ -93,7 +92,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Crds => crate::crds::run(),
-        Command::Deploy(args) => crate::deploy::run(&args),
+        Command::Deploy(_) => crate::deploy::run(),
         Command::Recover(args) => crate::recover::run(&args),
         Command::Doctor(args) => crate::doctor::run(&args),
     }

@@ -177,6 +177,7 @@ fn the_rendered_install_has_every_object_of_the_chart() {
 #[case::wrong_mode("certificates.mode=selfsigned", "/certificates/mode")]
 #[case::secret_without_name("certificates.mode=secret", "/certificates/secretName")]
 #[case::binder_that_would_end_a_cel_literal("binders[0]=a'b", "/binders/0")]
+#[case::binders_removed("binders=null", "missing property 'binders'")]
 #[case::failure_policy("admission.failurePolicy=Open", "/admission/failurePolicy")]
 #[case::zero_replicas("webhook.replicas=0", "/webhook/replicas")]
 #[case::a_cidr_without_its_length(
@@ -491,4 +492,79 @@ fn restore_pods_keep_the_selected_labels(
     assert_eq!(!failed.is_empty(), refused, "{failed:?}");
     let Some(none) = template_of(&[]) else { return };
     assert!(object(&none, "ValidatingAdmissionPolicy", "miggate-restore-pod-labels").is_none());
+}
+
+/// Every `miggate.io/…` and `nvidia.com/…` key the templates spell (annotations the policies
+/// lock, labels, the webhooks' match conditions) is one `miggate_wire` owns, so a key renamed
+/// there cannot leave the chart guarding the old one.
+#[test]
+fn every_key_the_templates_spell_is_one_wire_owns() {
+    use miggate_wire::{annotations, install, nvidia, peer};
+    let owned = [
+        annotations::RESTORE_FROM,
+        annotations::SKIP_CHECKS,
+        annotations::STEER,
+        annotations::STEERED,
+        annotations::DEVICE_MAP,
+        peer::RESTORE_FROM,
+        peer::RESTORE_CONTAINER_MAP,
+        peer::SKIP_COMPAT_CHECK,
+        install::CLIENT_CA_DIGEST,
+        nvidia::GPU_RESOURCE,
+        nvidia::GPU_PRESENT,
+        nvidia::GPU_PRODUCT,
+        nvidia::GPU_COUNT,
+        nvidia::MIG_STRATEGY,
+        nvidia::MIG_CAPABLE,
+        nvidia::MIG_CONFIG,
+        nvidia::MIG_CONFIG_STATE,
+    ];
+    let key = regex::Regex::new(r"\b(?:miggate\.io|nvidia\.com)/[A-Za-z0-9][A-Za-z0-9._-]*").unwrap();
+    let mut spelt = Vec::new();
+    for entry in std::fs::read_dir(root().join("charts/miggate/templates")).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap();
+        for m in key.find_iter(&text) {
+            // A MIG resource names its profile after the prefix wire owns.
+            let known = owned.contains(&m.as_str()) || m.as_str().starts_with(nvidia::MIG_RESOURCE_PREFIX);
+            assert!(known, "{} spells {}, which miggate_wire does not own", path.display(), m.as_str());
+            spelt.push(m.as_str().to_string());
+        }
+    }
+    // The policies lock every restore annotation, miggate's and the peer's.
+    for k in [annotations::RESTORE_FROM, annotations::SKIP_CHECKS, annotations::DEVICE_MAP, peer::RESTORE_FROM] {
+        assert!(spelt.iter().any(|s| s == k), "no template spells {k}");
+    }
+}
+
+/// The objects miggate's own code looks for (the webhook its configurations and Secret, the
+/// doctor all of them) are rendered under the names `miggate_wire::install` gives.
+#[test]
+fn the_install_has_the_names_wire_gives() {
+    use miggate_wire::install;
+    let objects = support::installed();
+    let namespaced = |kind: &str, ns: &str, name: &str| {
+        assert_eq!(support::find(&objects, kind, name)["metadata"]["namespace"], ns, "{kind} {name}");
+    };
+    namespaced("Deployment", install::NAMESPACE, install::WEBHOOK);
+    namespaced("Service", install::NAMESPACE, install::WEBHOOK);
+    namespaced("Secret", install::NAMESPACE, install::CERT_SECRET);
+    namespaced("DaemonSet", install::NODE_NAMESPACE, install::PUBLISHER);
+    support::find(&objects, "Namespace", install::NAMESPACE);
+    support::find(&objects, "Namespace", install::NODE_NAMESPACE);
+    support::find(&objects, "ValidatingWebhookConfiguration", install::VALIDATING_CONFIGURATION);
+    for name in install::MUTATING_CONFIGURATIONS {
+        support::find(&objects, "MutatingWebhookConfiguration", name);
+    }
+    let publisher = support::find(&objects, "DaemonSet", install::PUBLISHER);
+    assert!(
+        publisher.to_string().contains(install::RECOVERY_HOST_PATH),
+        "the publisher mounts {}",
+        install::RECOVERY_HOST_PATH
+    );
+    let Some(cert_manager) = rendered(&["certificates.mode=cert-manager"]) else { return };
+    assert_eq!(
+        object(&cert_manager, "Certificate", install::WEBHOOK).unwrap()["spec"]["secretName"],
+        install::CERT_MANAGER_SECRET
+    );
 }

@@ -1,29 +1,30 @@
-//! The policies that hold the install's own identities, run as the API server runs them
-//! (crds/tests/support): the node namespace's pods (restricted, DaemonSets only) and its
-//! accounts' tokens, the webhook's account on its configurations and its certificate Secret,
-//! and token Secrets of any of them. Each attack row names what got around the install before
-//! these policies; each everyday row, what must stay allowed.
+//! The policies that hold the install's own identities, as the chart installs them with its
+//! defaults (`deploy/`), run as the API server runs them (crds/tests/support): the node
+//! namespace's pods (restricted, DaemonSets only) and its accounts' tokens, the webhook's
+//! account on its configurations and its certificate Secret, and token Secrets of any of them.
+//! Each attack row names what got around the install before these policies; each everyday row,
+//! what must stay allowed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
 
-use miggate_crds::deploy::Config;
+use std::sync::LazyLock;
+
+use miggate_wire::install::{NODE_NAMESPACE, PUBLISHER, VALIDATING_CONFIGURATION};
 use rstest::rstest;
 use serde_json::{Value, json};
-use support::{admission, objects, policy, policy_verdict};
+use support::{admission, find, policy, policy_verdict};
+
+/// The install with the chart's defaults (`deploy/`).
+static INSTALLED: LazyLock<Vec<Value>> = LazyLock::new(support::installed);
 
 /// The publisher's pod as its DaemonSet makes it.
 fn publisher_pod() -> Value {
-    let objects = objects(&Config::default());
-    let ds = objects
-        .iter()
-        .find(|o| o.kind().1 == "DaemonSet" && o.name() == "miggate-publish")
-        .unwrap();
-    let mut p = ds.value["spec"]["template"].clone();
+    let mut p = find(&INSTALLED, "DaemonSet", PUBLISHER)["spec"]["template"].clone();
     p["apiVersion"] = json!("v1");
     p["kind"] = json!("Pod");
     p["metadata"]["name"] = json!("miggate-publish-x7k2p");
-    p["metadata"]["namespace"] = json!("miggate-node");
+    p["metadata"]["namespace"] = json!(NODE_NAMESPACE);
     p
 }
 
@@ -51,7 +52,7 @@ fn node_pod_verdict_by(
     resource: &str,
     pod: Value,
 ) -> Option<Vec<String>> {
-    let p = policy(&objects(&Config::default()), "miggate-node-pods");
+    let p = policy(&INSTALLED, "miggate-node-pods");
     let old = (operation == "UPDATE").then(|| pod.clone());
     policy_verdict(
         &p,
@@ -221,7 +222,7 @@ fn only_a_kubelet_takes_a_node_accounts_token(
     #[case] mut request: Value,
     #[case] refused: Option<bool>,
 ) {
-    let p = policy(&objects(&Config::default()), "miggate-node-tokens");
+    let p = policy(&INSTALLED, "miggate-node-tokens");
     request["metadata"] = json!({"name": account, "namespace": "miggate-node"});
     let req = admission(
         "CREATE",
@@ -250,13 +251,12 @@ const WEBHOOK_ACCOUNT: &str = "system:serviceaccount:miggate-system:miggate-webh
 
 /// miggate's ValidatingWebhookConfiguration as installed, with a CA injected.
 fn configuration() -> Value {
-    let objects = objects(&Config::default());
-    let mut c = objects
-        .iter()
-        .find(|o| o.kind().1 == "ValidatingWebhookConfiguration")
-        .unwrap()
-        .value
-        .clone();
+    let mut c = find(
+        &INSTALLED,
+        "ValidatingWebhookConfiguration",
+        VALIDATING_CONFIGURATION,
+    )
+    .clone();
     for w in c["webhooks"].as_array_mut().unwrap() {
         w["clientConfig"]["caBundle"] = json!("Q0EtMQ==");
     }
@@ -270,7 +270,7 @@ fn edited(f: impl FnOnce(&mut Value)) -> Value {
 }
 
 fn configuration_verdict(user: &str, new: Value) -> Option<Vec<String>> {
-    let p = policy(&objects(&Config::default()), "miggate-webhook-configurations");
+    let p = policy(&INSTALLED, "miggate-webhook-configurations");
     let req = admission(
         "UPDATE",
         "validatingwebhookconfigurations.admissionregistration.k8s.io",
@@ -332,7 +332,7 @@ fn written() -> Value {
 }
 
 fn certs_verdict(user: &str, operation: &str, object: Value, old: Option<Value>) -> Option<Vec<String>> {
-    let p = policy(&objects(&Config::default()), "miggate-webhook-certs");
+    let p = policy(&INSTALLED, "miggate-webhook-certs");
     let req = admission(operation, "secrets", "miggate-system", user, None, object, old);
     policy_verdict(&p, &req)
 }
@@ -421,7 +421,7 @@ fn no_token_secret_of_the_installs_accounts(
     #[case] secret: Value,
     #[case] refused: Option<bool>,
 ) {
-    let p = policy(&objects(&Config::default()), "miggate-token-secrets");
+    let p = policy(&INSTALLED, "miggate-token-secrets");
     let req = admission(
         "CREATE",
         "secrets",

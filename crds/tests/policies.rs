@@ -1,19 +1,28 @@
-//! The tenant policies of `deploy/`, run as the API server runs them (resource rules,
+//! The tenant policies of the install, run as the API server runs them (resource rules,
 //! namespace selector, match conditions, then every validation), one row per write a tenant,
-//! a node agent or the scheduler makes. Each attack row names the write that got around the
-//! gate before these policies existed; on the install without them it is allowed.
+//! a node agent or the scheduler makes. The install is the chart: `deploy/` for its defaults,
+//! `helm template` for other values (other binders, `waivers.needPermission`). Each attack row
+//! names the write that got around the gate before these policies existed; on the install
+//! without them it is allowed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
 
-use miggate_crds::deploy::policies::{self, LOCKED_ANNOTATIONS, cel_string};
-use miggate_crds::deploy::waivers::{
-    TEMPLATE_POLICIES, WAIVE_RESOURCE, WAIVE_VERB, WAIVER_ROLE, WAIVER_RULE, WORKLOADS,
-};
-use miggate_crds::deploy::{self, Config};
+use std::sync::LazyLock;
+
 use rstest::rstest;
 use serde_json::{Value, json};
-use support::{admission, message, objects, policy, policy_applies, policy_verdict};
+use support::chart::{helm, rendered};
+use support::{admission, find, message, policy, policy_applies, policy_verdict};
+
+/// The install with the chart's defaults (`deploy/`).
+static INSTALLED: LazyLock<Vec<Value>> = LazyLock::new(support::installed);
+
+/// The chart rendered with `waivers.needPermission=true`; `None` without helm (outside CI).
+static WAIVING: LazyLock<Option<Vec<Value>>> = LazyLock::new(|| rendered(&["waivers.needPermission=true"]));
+
+/// The ClusterRole that grants the waiver permission, to bind per namespace.
+const WAIVER_ROLE: &str = "miggate-waiver";
 
 const TENANT: &str = "system:serviceaccount:ml:editor";
 const SCHEDULER: &str = "system:kube-scheduler";
@@ -46,7 +55,7 @@ fn update(old: Value, new: Value) -> Value {
 
 /// The annotation policy's verdict: `None` allowed, else the first refusal's message.
 fn annotation_verdict(req: &Value) -> Option<String> {
-    let p = policy(&objects(&Config::default()), "miggate-restore-annotations");
+    let p = policy(&INSTALLED, "miggate-restore-annotations");
     policy_verdict(&p, req).unwrap_or_default().into_iter().next()
 }
 
@@ -104,11 +113,14 @@ fn the_refusals_say_what_to_do() {
 }
 
 /// Every annotation miggate defines for pods is fixed at creation, so a new one cannot be
-/// added to `wire` and forgotten here.
+/// added to `wire` and forgotten in the chart: adding it to a pod, or removing it, is refused
+/// naming it; and no Binding carries it onto a pod (the device map aside: the schedulers'
+/// Bindings carry it, [`bindings_carry_only_the_schedulers_device_map`]).
 #[test]
 fn every_pod_annotation_of_the_wire_is_locked() {
     use miggate_wire::annotations::{DEVICE_MAP, RESTORE_FROM, SKIP_CHECKS, STEER, STEERED};
     use miggate_wire::peer;
+    let bindings = policy(&INSTALLED, "miggate-binding-annotations");
     for key in [
         RESTORE_FROM,
         SKIP_CHECKS,
@@ -118,7 +130,29 @@ fn every_pod_annotation_of_the_wire_is_locked() {
         peer::RESTORE_FROM,
         peer::RESTORE_CONTAINER_MAP,
     ] {
-        assert!(LOCKED_ANNOTATIONS.contains(&key), "{key}");
+        let team = ("team", "a");
+        for req in [
+            update(pod(&[team]), pod(&[team, (key, "x")])),
+            update(pod(&[team, (key, "x")]), pod(&[team])),
+        ] {
+            let message = annotation_verdict(&req).unwrap_or_else(|| panic!("{key}: allowed"));
+            assert!(
+                message.starts_with(&format!("{key} cannot be added, changed or removed")),
+                "{message}"
+            );
+        }
+        if key != DEVICE_MAP {
+            let req = admission(
+                "CREATE",
+                "pods/binding",
+                "ml",
+                SCHEDULER,
+                None,
+                binding(Some(json!({key: "x"}))),
+                None,
+            );
+            assert!(!policy_verdict(&bindings, &req).unwrap().is_empty(), "{key}");
+        }
     }
 }
 
@@ -148,19 +182,23 @@ fn bindings_carry_only_the_schedulers_device_map(
     #[case] annotations: Option<Value>,
     #[case] denied: bool,
 ) {
-    let p = policy(&objects(&Config::default()), "miggate-binding-annotations");
+    let p = policy(&INSTALLED, "miggate-binding-annotations");
     let req = admission("CREATE", resource, "ml", user, None, binding(annotations), None);
     let failed = policy_verdict(&p, &req).unwrap();
     assert_eq!(!failed.is_empty(), denied, "{failed:?}");
 }
 
+const VOLCANO: &str = "system:serviceaccount:kube-system:volcano";
+const KAI: &str = "system:serviceaccount:kai-scheduler:kai-scheduler";
+
+/// The chart's `binders` replace the default scheduler: exactly those listed bind with a
+/// device map, and the refusal names them. A list of none is refused.
 #[test]
-fn the_binders_are_configurable_and_quoted() {
-    let config = Config {
-        binders: vec!["system:serviceaccount:kube-system:volcano' || true || '".into()],
-        ..Config::default()
+fn the_binders_are_configurable() {
+    let Some(objects) = rendered(&[&format!("binders={{{VOLCANO},{KAI}}}")]) else {
+        return;
     };
-    let p = policy(&objects(&config), "miggate-binding-annotations");
+    let p = policy(&objects, "miggate-binding-annotations");
     let map = Some(json!({MAP: "{}"}));
     let as_user = |user: &str| {
         let req = admission(
@@ -174,18 +212,35 @@ fn the_binders_are_configurable_and_quoted() {
         );
         policy_verdict(&p, &req).unwrap().is_empty()
     };
-    // The quote does not end the literal: only that exact (odd) name may bind with a map.
-    assert!(as_user("system:serviceaccount:kube-system:volcano' || true || '"));
+    assert!(as_user(VOLCANO));
+    assert!(as_user(KAI));
     assert!(!as_user(SCHEDULER));
     assert!(!as_user(TENANT));
-    assert_eq!(cel_string("a'b\\c\n"), "'a\\'b\\\\c\\u000a'");
-    assert!(
-        deploy::objects(&Config {
-            binders: vec![],
-            ..Config::default()
-        })
-        .is_err()
+    let req = admission(
+        "CREATE",
+        "pods/binding",
+        "ml",
+        SCHEDULER,
+        None,
+        binding(map),
+        None,
     );
+    assert_eq!(
+        policy_verdict(&p, &req).unwrap(),
+        [format!(
+            "only the schedulers miggate lists ({VOLCANO}, {KAI}) bind a pod with {MAP}: miggate writes it into their Bindings; list another scheduler in the chart's binders value"
+        )]
+    );
+    let none = helm(&[
+        "template",
+        "miggate",
+        "charts/miggate",
+        "--set-json",
+        "binders=[]",
+    ])
+    .unwrap()
+    .unwrap_err();
+    assert!(none.contains("/binders"), "{none}");
 }
 
 fn checkpoint(node: Option<&str>) -> Value {
@@ -362,7 +417,7 @@ fn the_checkpoint_agent_writes_and_deletes_only_its_own_nodes_checkpoints(
     #[case] req: Value,
     #[case] refused: Option<&str>,
 ) {
-    let p = policy(&objects(&Config::default()), "miggate-checkpoint-writers");
+    let p = policy(&INSTALLED, "miggate-checkpoint-writers");
     let failed = policy_verdict(&p, &req).unwrap_or_default();
     match refused {
         None => assert_eq!(failed, Vec::<String>::new()),
@@ -377,7 +432,7 @@ fn the_checkpoint_agent_writes_and_deletes_only_its_own_nodes_checkpoints(
 
 #[test]
 fn the_checkpoint_refusals_name_both_nodes() {
-    let p = policy(&objects(&Config::default()), "miggate-checkpoint-writers");
+    let p = policy(&INSTALLED, "miggate-checkpoint-writers");
     let req = checkpoint_write("DELETE", CKPT, AGENT, Some("node-a"), Some(Some("node-b")), None);
     insta::assert_snapshot!(policy_verdict(&p, &req).unwrap().join("\n"), @"the checkpoint agent writes and deletes only checkpoints recorded on its own node (spec.manifest.host.nodeName), with a token bound to a pod there; this token is bound to node node-a, the checkpoint is recorded on node node-b");
     let req = checkpoint_write(
@@ -398,13 +453,9 @@ fn the_checkpoint_refusals_name_both_nodes() {
 /// it to its own node's), and nothing on any other resource.
 #[test]
 fn the_agent_holds_what_the_policy_judges() {
-    let objects = objects(&Config::default());
-    let role = objects
-        .iter()
-        .find(|o| o.kind().1 == "ClusterRole" && o.name() == "miggate-checkpoint-writer")
-        .unwrap();
+    let role = find(&INSTALLED, "ClusterRole", "miggate-checkpoint-writer");
     assert_eq!(
-        role.value["rules"],
+        role["rules"],
         json!([
             {"apiGroups": ["miggate.io"], "resources": ["gpucheckpoints"],
              "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
@@ -413,7 +464,7 @@ fn the_agent_holds_what_the_policy_judges() {
         ])
     );
     // Every write the role allows is one the policy judges.
-    let p = policy(&objects, "miggate-checkpoint-writers");
+    let p = policy(&INSTALLED, "miggate-checkpoint-writers");
     assert_eq!(
         p["spec"]["matchConstraints"]["resourceRules"][0]["operations"],
         json!(["CREATE", "UPDATE", "DELETE"])
@@ -422,9 +473,13 @@ fn the_agent_holds_what_the_policy_judges() {
 
 #[test]
 fn waivers_are_open_by_default() {
-    let objects = objects(&Config::default());
-    assert!(!objects.iter().any(|o| o.name().starts_with("miggate-waivers")));
-    assert!(!objects.iter().any(|o| o.name() == WAIVER_ROLE));
+    let name = |o: &Value| o["metadata"]["name"].as_str().unwrap().to_string();
+    assert!(!INSTALLED.iter().any(|o| name(o).starts_with("miggate-waivers")));
+    assert!(!INSTALLED.iter().any(|o| name(o) == WAIVER_ROLE));
+    // The names looked for are those the option installs.
+    let Some(objects) = WAIVING.as_ref() else { return };
+    assert!(objects.iter().any(|o| name(o).starts_with("miggate-waivers")));
+    find(objects, "ClusterRole", WAIVER_ROLE);
 }
 
 const KCM: &str = "system:kube-controller-manager";
@@ -475,25 +530,41 @@ fn tenant_writes(operation: &str, kind: &str, old: Option<&[(&str, &str)]>, new:
     write_by(TENANT, operation, kind, old.map(build), build(new))
 }
 
-/// Which waiver policy asks the authorizer about `req` (the writer's `waive`), if any. The
-/// validation itself is the authorizer's answer for the writer, which only the API server
-/// gives (the real-server walk in docs/deploy.md); here, that the right writes reach it.
-fn asked_by(req: &Value) -> Vec<String> {
-    let config = Config {
-        waivers_need_permission: true,
-        ..Config::default()
-    };
-    let objects = objects(&config);
+/// The waiver rule: the authorizer's answer, for the request's user in the request's
+/// namespace, to the one permission the [`WAIVER_ROLE`] of `objects` grants.
+fn waiver_rule(objects: &[Value]) -> String {
+    let rule = &find(objects, "ClusterRole", WAIVER_ROLE)["rules"][0];
+    let (group, resource, verb) = (
+        rule["apiGroups"][0].as_str().unwrap(),
+        rule["resources"][0].as_str().unwrap(),
+        rule["verbs"][0].as_str().unwrap(),
+    );
+    format!(
+        "authorizer.group('{group}').resource('{resource}').namespace(request.namespace).check('{verb}').allowed()"
+    )
+}
+
+/// Which waiver policy of `objects` asks the authorizer about `req` (the writer's `waive`), if
+/// any. The validation itself is the authorizer's answer for the writer, which only the API
+/// server gives (the real-server walk in docs/deploy.md); here, that the right writes reach it.
+fn asked_by(objects: &[Value], req: &Value) -> Vec<String> {
+    let rule = waiver_rule(objects);
     objects
         .iter()
-        .filter(|o| o.kind().1 == "ValidatingAdmissionPolicy" && o.name().starts_with("miggate-waivers"))
         .filter(|o| {
-            let p = policy(&objects, o.name());
-            assert_eq!(p["spec"]["validations"][0]["expression"], WAIVER_RULE);
+            o["kind"] == "ValidatingAdmissionPolicy"
+                && o["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("miggate-waivers")
+        })
+        .filter(|o| {
+            let p = policy(objects, o["metadata"]["name"].as_str().unwrap());
+            assert_eq!(p["spec"]["validations"][0]["expression"], rule.as_str());
             assert_eq!(p["spec"]["validations"].as_array().unwrap().len(), 1);
             policy_applies(&p, req)
         })
-        .map(|o| o.name().to_string())
+        .map(|o| o["metadata"]["name"].as_str().unwrap().to_string())
         .collect()
 }
 
@@ -562,23 +633,34 @@ fn with_the_option_a_waiver_asks_the_authorizer_about_its_author(
     #[case] req: Value,
     #[case] asked: Option<&str>,
 ) {
+    let Some(objects) = WAIVING.as_ref() else { return };
     assert_eq!(
-        asked_by(&req),
+        asked_by(objects, &req),
         asked.into_iter().map(String::from).collect::<Vec<_>>()
     );
 }
+
+/// Every workload kind of Kubernetes whose controller makes pods from a template: its API
+/// group, its resource, and the waiver policy of the place it keeps its template (one policy
+/// per shape of object, since the API server type-checks a policy's CEL against every kind it
+/// matches).
+const WORKLOADS: [(&str, &str, &str); 7] = [
+    ("apps", "deployments", "miggate-waivers-workloads"),
+    ("apps", "statefulsets", "miggate-waivers-workloads"),
+    ("apps", "daemonsets", "miggate-waivers-workloads"),
+    ("apps", "replicasets", "miggate-waivers-workloads"),
+    ("", "replicationcontrollers", "miggate-waivers-workloads"),
+    ("batch", "jobs", "miggate-waivers-workloads"),
+    ("batch", "cronjobs", "miggate-waivers-cronjobs"),
+];
 
 /// Every workload kind of [`WORKLOADS`] is matched by the policy of its template's place, on
 /// create and update, and nothing else is.
 #[test]
 fn every_workload_kind_is_matched_where_its_template_is() {
-    let config = Config {
-        waivers_need_permission: true,
-        ..Config::default()
-    };
-    let objects = objects(&config);
-    for (template, name) in TEMPLATE_POLICIES {
-        let p = policy(&objects, name);
+    let Some(objects) = WAIVING.as_ref() else { return };
+    for name in ["miggate-waivers-workloads", "miggate-waivers-cronjobs"] {
+        let p = policy(objects, name);
         let mut matched: Vec<(String, String)> = Vec::new();
         for rule in p["spec"]["matchConstraints"]["resourceRules"].as_array().unwrap() {
             assert_eq!(rule["operations"], json!(["CREATE", "UPDATE"]));
@@ -590,27 +672,21 @@ fn every_workload_kind_is_matched_where_its_template_is() {
                 ));
             }
         }
-        let expected: Vec<(String, String)> = WORKLOADS
+        let mut expected: Vec<(String, String)> = WORKLOADS
             .iter()
-            .filter(|w| w.template == template)
-            .map(|w| (w.group.to_string(), w.resource.to_string()))
+            .filter(|(_, _, policy)| *policy == name)
+            .map(|(group, resource, _)| (group.to_string(), resource.to_string()))
             .collect();
         matched.sort();
-        let mut expected = expected;
         expected.sort();
         assert_eq!(matched, expected, "{name}");
     }
-    assert_eq!(WORKLOADS.len(), 7);
 }
 
 #[test]
 fn the_waiver_refusals_name_the_permission_and_who_lacks_it() {
-    let config = Config {
-        waivers_need_permission: true,
-        ..Config::default()
-    };
-    let objects = objects(&config);
-    let refusal = |name: &str, req: Value| message(&policy(&objects, name)["spec"]["validations"][0], &req);
+    let Some(objects) = WAIVING.as_ref() else { return };
+    let refusal = |name: &str, req: Value| message(&policy(objects, name)["spec"]["validations"][0], &req);
     insta::assert_snapshot!(
         refusal("miggate-waivers", tenant_writes("CREATE", "Pod", None, &[A, WAIVER])),
         @r#"waiving checks (miggate.io/skip-checks or nvidia.com/snapshot-skip-compat-check) needs permission: system:serviceaccount:ml:editor may not "waive" checks.miggate.io in namespace ml (an admin grants it to people and groups, never to a service account, with a RoleBinding of the ClusterRole miggate-waiver)"#
@@ -627,21 +703,12 @@ fn the_waiver_refusals_name_the_permission_and_who_lacks_it() {
 
 #[test]
 fn the_waiver_role_grants_what_the_rule_asks() {
-    let config = Config {
-        waivers_need_permission: true,
-        ..Config::default()
-    };
-    let objects = objects(&config);
-    let role = objects
-        .iter()
-        .find(|o| o.kind().1 == "ClusterRole" && o.name() == WAIVER_ROLE)
-        .unwrap();
+    let Some(objects) = WAIVING.as_ref() else { return };
     assert_eq!(
-        role.value["rules"],
-        json!([{"apiGroups": ["miggate.io"], "resources": [WAIVE_RESOURCE], "verbs": [WAIVE_VERB]}])
+        find(objects, "ClusterRole", WAIVER_ROLE)["rules"],
+        json!([{"apiGroups": ["miggate.io"], "resources": ["checks"], "verbs": ["waive"]}])
     );
-    assert!(WAIVER_RULE.contains(&format!(".check('{WAIVE_VERB}')")));
-    assert_eq!(policies::FILE, role.file);
+    let rule = waiver_rule(objects);
     // Every waiver policy is bound, to deny, and each asks the one rule.
     for name in [
         "miggate-waivers",
@@ -649,8 +716,8 @@ fn the_waiver_role_grants_what_the_rule_asks() {
         "miggate-waivers-cronjobs",
     ] {
         assert_eq!(
-            policy(&objects, name)["spec"]["validations"][0]["expression"],
-            WAIVER_RULE
+            policy(objects, name)["spec"]["validations"][0]["expression"],
+            rule.as_str()
         );
     }
 }

@@ -33,14 +33,15 @@ test_helm_uninstall_leaves_only_the_crds() {
 test_without_helm_kubectl_apply_reaches_the_same_state() {
     # A fresh start: no CRDs, no namespaces of a previous install.
     remove_miggate
-    "$E2E_REPO/target/release/miggate" deploy > "$E2E_WORK/deploy.yaml"
-    kubectl apply --server-side -f "$E2E_WORK/deploy.yaml" >/dev/null 2>"$E2E_WORK/apply.err" ||
+    # deploy/ is the chart rendered with its defaults; kustomize applies it in kind order
+    # (namespaces and CRDs first, the webhook configurations last).
+    kubectl apply --server-side -k "$E2E_REPO/deploy" >/dev/null 2>"$E2E_WORK/apply.err" ||
         fail "kubectl apply: $(cat "$E2E_WORK/apply.err")"
     kubectl -n "$RELEASE_NS" rollout status deployment/miggate-webhook --timeout=180s >/dev/null ||
         fail "the webhook Deployment did not become available"
     until_ok 60 "the replicas Ready" webhook_pods_ready 2
-    # The same objects as the chart's defaults made (Helm's own labels aside).
-    # (`helm install --create-namespace` makes the release namespace unlabelled.)
+    # The same objects as the chart's defaults made (Helm's own labels aside), and the release
+    # namespace, which deploy/ makes and `helm install --create-namespace` made unlabelled.
     installed_objects | grep -vx "namespaces /$RELEASE_NS" > "$E2E_WORK/objects-apply.txt"
     local differ
     differ=$(diff "$E2E_WORK/objects-helm.txt" "$E2E_WORK/objects-apply.txt" || true)
@@ -53,7 +54,7 @@ test_without_helm_kubectl_apply_reaches_the_same_state() {
     out=$(fixture restore-pod.yaml NAME=too-small CHECKPOINT=big MEMORY=64Mi | kubectl create -f - 2>&1) &&
         fail "created: $out"
     expect_contains "$out" "memory-limit: source 64Gi, target 64Mi"
-    kubectl delete -f "$E2E_WORK/deploy.yaml" --wait=true >/dev/null 2>&1 || true
+    kubectl delete -k "$E2E_REPO/deploy" --wait=true >/dev/null 2>&1 || true
     until_ok 120 "every miggate pod gone" bash -c \
         "[ -z \"\$(kubectl get pods -A -l app.kubernetes.io/part-of=miggate -o name)\" ]"
 }

@@ -155,8 +155,8 @@ fn main() {
     let (bound_tx, bound_rx) = std::sync::mpsc::channel::<SocketAddr>();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let mut config = miggate_webhook::Config::new(paths.clone(), miggate_store::StoreConfig::Dir(store));
-    config.listen = "127.0.0.1:0".parse().unwrap();
-    config.health_listen = "127.0.0.1:0".parse().unwrap();
+    config.settings.listen = "127.0.0.1:0".parse().unwrap();
+    config.settings.health_listen = "127.0.0.1:0".parse().unwrap();
     let webhook = servers.spawn(miggate_webhook::serve(
         config,
         move |b| bound_tx.send(b.admission).unwrap(),

@@ -32,4 +32,4 @@ pub mod store;
 pub mod tls;
 
 pub use error::{Error, TlsProblem};
-pub use run::{Bound, Config, ManagedTls, Tls, serve};
+pub use run::{Bound, Config, ManagedTls, Settings, Tls, serve};

@@ -22,17 +22,26 @@ use miggate_store::StoreConfig;
 use miggate_store::file_store::FileStore;
 use miggate_store::kube_store::KubeStore;
 
-/// Everything `miggate webhook` is told.
+/// Everything `miggate webhook` is told: its certificate, its store, and the rest
+/// ([`Settings`]).
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The HTTPS admission address.
-    pub listen: SocketAddr,
-    /// The plain-HTTP health and metrics address.
-    pub health_listen: SocketAddr,
     /// Where the admission port's certificate comes from.
     pub tls: Tls,
     /// Where facts come from.
     pub store: StoreConfig,
+    /// Addresses, limits and binders.
+    pub settings: Settings,
+}
+
+/// What `miggate webhook` is told besides its certificate and store. [`Default`] gives each the
+/// value of its constant in `miggate_wire::webhook`, which the CLI's flags default to as well.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// The HTTPS admission address.
+    pub listen: SocketAddr,
+    /// The plain-HTTP health and metrics address.
+    pub health_listen: SocketAddr,
     /// How often the certificate files and the store are re-read.
     pub poll_interval: Duration,
     /// The per-request deadline (under the apiserver's `timeoutSeconds`).
@@ -59,6 +68,26 @@ pub struct Config {
     pub body_budget: usize,
     /// The user names whose Bindings may carry the device map (`--binder`).
     pub binders: Vec<String>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            listen: miggate_wire::webhook::LISTEN,
+            health_listen: miggate_wire::webhook::HEALTH_LISTEN,
+            poll_interval: miggate_wire::webhook::POLL_INTERVAL,
+            deadline: DEFAULT_DEADLINE,
+            drain: miggate_wire::webhook::DRAIN,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_source: DEFAULT_MAX_CONNECTIONS_PER_SOURCE,
+            max_connection_age: DEFAULT_MAX_CONNECTION_AGE,
+            max_handshakes: DEFAULT_MAX_HANDSHAKES,
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            min_body_rate: DEFAULT_MIN_BODY_RATE,
+            body_budget: DEFAULT_BODY_BUDGET_BYTES,
+            binders: vec![miggate_wire::webhook::DEFAULT_BINDER.to_string()],
+        }
+    }
 }
 
 /// Where the admission port's certificate comes from.
@@ -91,24 +120,12 @@ pub struct ManagedTls {
 }
 
 impl Config {
-    /// A configuration with the defaults for everything but the files and the store.
+    /// A configuration with the default [`Settings`].
     pub fn new(tls: impl Into<Tls>, store: StoreConfig) -> Self {
         Config {
-            listen: miggate_wire::webhook::LISTEN,
-            health_listen: miggate_wire::webhook::HEALTH_LISTEN,
             tls: tls.into(),
             store,
-            poll_interval: miggate_wire::webhook::POLL_INTERVAL,
-            deadline: DEFAULT_DEADLINE,
-            drain: miggate_wire::webhook::DRAIN,
-            max_connections: DEFAULT_MAX_CONNECTIONS,
-            max_connections_per_source: DEFAULT_MAX_CONNECTIONS_PER_SOURCE,
-            max_connection_age: DEFAULT_MAX_CONNECTION_AGE,
-            max_handshakes: DEFAULT_MAX_HANDSHAKES,
-            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
-            min_body_rate: DEFAULT_MIN_BODY_RATE,
-            body_budget: DEFAULT_BODY_BUDGET_BYTES,
-            binders: vec![miggate_wire::webhook::DEFAULT_BINDER.to_string()],
+            settings: Settings::default(),
         }
     }
 }
@@ -161,36 +178,36 @@ pub async fn serve(
     };
     let mut state = AppState::with_store(store, metrics);
     state.certs = certs;
-    state.binders.clone_from(&config.binders);
+    state.binders.clone_from(&config.settings.binders);
     // The decision asks of a restore pod what the pod watch selects: the same parsed value.
     if let StoreConfig::Kube(options) = &config.store {
         state
             .restore_pod_selector
             .clone_from(&options.restore_pod_selector);
     }
-    state.deadline = config.deadline;
-    state.body = BodyLimits::new(config.min_body_rate, config.body_budget);
+    state.deadline = config.settings.deadline;
+    state.body = BodyLimits::new(config.settings.min_body_rate, config.settings.body_budget);
     let (gate, handshakes) = connection_limits(&config, &state.metrics);
     let state = Arc::new(state);
 
-    let (admission_listener, admission_addr) = bind(config.listen)?;
-    let (health_listener, health_addr) = bind(config.health_listen)?;
+    let (admission_listener, admission_addr) = bind(config.settings.listen)?;
+    let (health_listener, health_addr) = bind(config.settings.health_listen)?;
     let bound = Bound {
         admission: admission_addr,
         health: health_addr,
     };
 
     let acceptor = CappedTls::new(reloader.clone(), gate, handshakes)
-        .timeout(config.handshake_timeout)
+        .timeout(config.settings.handshake_timeout)
         .counting_failures(state.metrics.handshake_failures.clone());
     let stop = Stop::new();
     let admission = tokio::spawn(http1::serve(
         admission_listener,
         acceptor,
         admission_service(state.clone()),
-        http1::Options::new(config.deadline, config.drain, MAX_CONNECTION_BUFFER)
+        http1::Options::new(config.settings.deadline, config.settings.drain, MAX_CONNECTION_BUFFER)
             .max_age(
-                config.max_connection_age,
+                config.settings.max_connection_age,
                 state.metrics.connections_retired.clone(),
             )
             .accept_errors(state.metrics.accept_errors.clone()),
@@ -204,11 +221,11 @@ pub async fn serve(
         health_listener,
         http1::Plain,
         health_router(state.clone()),
-        http1::Options::new(config.deadline, HEALTH_DRAIN, MAX_CONNECTION_BUFFER),
+        http1::Options::new(config.settings.deadline, HEALTH_DRAIN, MAX_CONNECTION_BUFFER),
         health_stop.clone(),
     ));
 
-    let poller = tokio::spawn(poll(files, reloader, state.clone(), config.poll_interval));
+    let poller = tokio::spawn(poll(files, reloader, state.clone(), config.settings.poll_interval));
 
     state.ready.store(true, Ordering::Release);
     tracing::info!(admission = %bound.admission, health = %bound.health, "miggate webhook serving");
@@ -216,7 +233,7 @@ pub async fn serve(
 
     shutdown.await;
     tracing::info!(
-        drain_s = config.drain.as_secs(),
+        drain_s = config.settings.drain.as_secs(),
         "stopping: draining in-flight admission requests"
     );
     state.ready.store(false, Ordering::Release);
@@ -235,25 +252,25 @@ pub async fn serve(
 /// handshake pool, counting into `metrics`, which show the caps too.
 fn connection_limits(config: &Config, metrics: &Metrics) -> (ConnectionGate, HandshakePool) {
     let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-    metrics.connections_max.set(gauge(config.max_connections));
+    metrics.connections_max.set(gauge(config.settings.max_connections));
     metrics
         .connections_per_source_max
-        .set(gauge(config.max_connections_per_source));
+        .set(gauge(config.settings.max_connections_per_source));
     let gate = ConnectionGate::new(
-        config.max_connections,
+        config.settings.max_connections,
         metrics.connections_open.clone(),
         metrics.connections_shed.clone(),
     )
     .per_source(
-        config.max_connections_per_source,
+        config.settings.max_connections_per_source,
         metrics.connections_shed_per_source.clone(),
     )
     .making_room(metrics.connections_evicted.clone());
     metrics
         .connections_handshaking_max
-        .set(gauge(config.max_handshakes));
+        .set(gauge(config.settings.max_handshakes));
     let handshakes = HandshakePool::new(
-        config.max_handshakes,
+        config.settings.max_handshakes,
         metrics.connections_handshaking.clone(),
         metrics.handshakes_dropped.clone(),
     );

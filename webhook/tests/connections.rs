@@ -90,11 +90,11 @@ impl Server {
             std::fs::write(path, pem).unwrap();
         }
         let mut config = Config::new(paths, StoreConfig::Dir(testdata_path("webhook-store")));
-        config.listen = "127.0.0.1:0".parse().unwrap();
-        config.health_listen = "127.0.0.1:0".parse().unwrap();
+        config.settings.listen = "127.0.0.1:0".parse().unwrap();
+        config.settings.health_listen = "127.0.0.1:0".parse().unwrap();
         // Held connections are not closed by the head deadline while a test runs.
-        config.deadline = Duration::from_secs(20);
-        config.min_body_rate = 0;
+        config.settings.deadline = Duration::from_secs(20);
+        config.settings.min_body_rate = 0;
         tweak(&mut config);
         let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -194,8 +194,8 @@ const THERE: IpAddr = IpAddr::V4(std::net::Ipv4Addr::new(127, 0, 0, 2));
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_source_at_its_cap_leaves_room_for_another_source() {
     let server = Server::start(None, |c| {
-        c.max_connections = 6;
-        c.max_connections_per_source = 3;
+        c.settings.max_connections = 6;
+        c.settings.max_connections_per_source = 3;
     })
     .await;
     // One source asks for the whole global cap, each connection kept alive after its answer.
@@ -253,7 +253,7 @@ async fn until_closed<S: tokio::io::AsyncRead + Unpin>(stream: &mut S, within: D
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_past_its_age_is_closed_after_its_answer() {
     let age = Duration::from_millis(500);
-    let server = Server::start(None, |c| c.max_connection_age = age).await;
+    let server = Server::start(None, |c| c.settings.max_connection_age = age).await;
     let body = review();
     let (first, rest) = body.split_at(body.len() / 2);
     let started = Instant::now();
@@ -455,11 +455,11 @@ async fn unfinished_handshakes_from_many_addresses_do_not_keep_an_authenticated_
     let server = Server::start(Some(&clients.pem), |c| {
         // Caps the flood would fill many times over had it places among the established
         // connections: 8 addresses x 32 connections, against 64 in all and 16 per address.
-        c.max_connections = 64;
-        c.max_connections_per_source = 16;
-        c.max_handshakes = 32;
+        c.settings.max_connections = 64;
+        c.settings.max_connections_per_source = 16;
+        c.settings.max_handshakes = 32;
         // Only the pool's rule frees a place: no held handshake times out while the test runs.
-        c.handshake_timeout = Duration::from_secs(30);
+        c.settings.handshake_timeout = Duration::from_secs(30);
     })
     .await;
     let (stop, opened) = hold_unfinished_handshakes(server.bound.admission, &flood_sources(8), 32);
@@ -512,10 +512,10 @@ async fn unfinished_handshakes_from_many_addresses_do_not_keep_an_authenticated_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_client_ca_unfinished_handshakes_do_not_keep_a_client_out_either() {
     let server = Server::start(None, |c| {
-        c.max_connections = 64;
-        c.max_connections_per_source = 16;
-        c.max_handshakes = 32;
-        c.handshake_timeout = Duration::from_secs(30);
+        c.settings.max_connections = 64;
+        c.settings.max_connections_per_source = 16;
+        c.settings.max_handshakes = 32;
+        c.settings.handshake_timeout = Duration::from_secs(30);
     })
     .await;
     let (stop, _) = hold_unfinished_handshakes(server.bound.admission, &flood_sources(4), 32);
@@ -540,7 +540,7 @@ async fn without_a_client_ca_unfinished_handshakes_do_not_keep_a_client_out_eith
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handshake_not_done_within_the_timeout_is_closed() {
-    let server = Server::start(None, |c| c.handshake_timeout = Duration::from_millis(300)).await;
+    let server = Server::start(None, |c| c.settings.handshake_timeout = Duration::from_millis(300)).await;
     let mut tcp = tokio::net::TcpStream::connect(server.bound.admission)
         .await
         .unwrap();
@@ -583,8 +583,8 @@ impl Server {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_the_cap_a_client_holding_none_takes_a_place_from_the_address_holding_most() {
     let server = Server::start(None, |c| {
-        c.max_connections = 6;
-        c.max_connections_per_source = 4;
+        c.settings.max_connections = 6;
+        c.settings.max_connections_per_source = 4;
     })
     .await;
     // Every place held: four idle connections from one address, two from another.

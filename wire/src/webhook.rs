@@ -1,6 +1,6 @@
 //! The admission webhook's defaults, written once: what `miggate webhook` starts with when a
-//! flag is not given, and what `miggate deploy`'s Deployment, Service and probes name. The
-//! webhook's library reads the same values, so a default changed here changes all three.
+//! flag is not given, and what the chart's Deployment, Service and probes name (a test holds
+//! the chart to them). The webhook's library reads the same values.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::time::Duration;

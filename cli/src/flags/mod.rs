@@ -1,8 +1,8 @@
 //! Every command's flags, one file per command, and the flag groups and value parsers several
 //! commands share (as ripgrep keeps its flags in one place). A leaf for the commands: each
 //! command's module reads its flags from here, and nothing here imports a command. Defaults
-//! that another process must agree with (the webhook's, which `miggate deploy` writes into its
-//! Deployment) are `miggate_wire::webhook`'s constants, not literals here.
+//! that another process must agree with (the webhook's, which the chart's Deployment passes)
+//! are `miggate_wire::webhook`'s constants, not literals here.
 
 pub mod capture;
 pub mod check;

@@ -1,5 +1,5 @@
-//! Flags of `miggate webhook`. Their defaults are `miggate_wire::webhook`'s, which
-//! `miggate deploy`'s Deployment reads too.
+//! Flags of `miggate webhook`. Their defaults are `miggate_wire::webhook`'s, which the chart's
+//! Deployment is held to (crds/tests/chart.rs).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -101,16 +101,14 @@ pub struct WebhookArgs {
     /// takes the place of that address's oldest connection (closed at its next idle moment);
     /// any other is closed, those open carry on. The default fits the Deployment's 256 MiB
     /// memory limit; scale it with the limit.
-    #[arg(long, value_name = "N", default_value_t = defaults::MAX_CONNECTIONS as u64,
-          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub max_connections: u64,
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_CONNECTIONS, value_parser = count())]
+    pub max_connections: usize,
     /// Most admission connections open at once past their TLS handshake from one source
     /// address; one more from it is closed, so one client cannot take every place under
     /// `--max-connections`. Keep it above what one API server replica opens (one connection
     /// per call in flight).
-    #[arg(long, value_name = "N", default_value_t = defaults::MAX_CONNECTIONS_PER_SOURCE as u64,
-          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub max_connections_per_source: u64,
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_CONNECTIONS_PER_SOURCE, value_parser = count())]
+    pub max_connections_per_source: usize,
     /// Age after which an admission connection is closed at its next idle moment (the request
     /// in flight answered with `connection: close`), so every client reconnects and passes the
     /// connection caps again (`5m`, `90s`; a bare number is seconds).
@@ -121,9 +119,8 @@ pub struct WebhookArgs {
     /// `--max-connections`. A full pool never turns a newcomer away: the source address
     /// holding the most handshakes gives up its oldest, so connections that never finish a
     /// handshake cannot keep out one that does.
-    #[arg(long, value_name = "N", default_value_t = defaults::MAX_HANDSHAKES as u64,
-          value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub max_handshakes: u64,
+    #[arg(long, value_name = "N", default_value_t = defaults::MAX_HANDSHAKES, value_parser = count())]
+    pub max_handshakes: usize,
     /// How long a TLS handshake may take before its connection is closed (`1s`, `500ms`; a
     /// bare number is seconds).
     #[arg(long, value_name = "DURATION", default_value = shown(defaults::HANDSHAKE_TIMEOUT),
@@ -157,6 +154,15 @@ const HANDSHAKE_TIMEOUT_RANGE: crate::duration::DurationParser = crate::duration
     min: Duration::from_millis(100),
     max: Duration::from_secs(30),
 };
+
+/// A count of connections or handshakes: 1 to a million, read as a `usize` (a platform whose
+/// `usize` cannot hold it refuses it as out of range).
+fn count() -> impl clap::builder::TypedValueParser<Value = usize> {
+    use clap::builder::TypedValueParser;
+    clap::value_parser!(u64)
+        .range(1..=1_000_000)
+        .try_map(usize::try_from)
+}
 
 /// `NAMESPACE/NAME`: a namespace (a DNS label) and a Secret's name (a DNS subdomain), as the API
 /// server requires them.
