@@ -25,7 +25,6 @@
 
 mod checkpoint;
 pub mod claim;
-pub mod deploy;
 pub mod error;
 pub mod inventory;
 mod node;

@@ -1,13 +1,14 @@
-//! What the Kubernetes API server, not a Rust reader, makes of the install's schemas and rules:
-//! every regular expression compiled by Go's own `regexp` (the API server compiles a CRD's
-//! `pattern` and CEL's `matches()` with it), and every `format` one the server knows.
+//! What the Kubernetes API server, not a Rust reader, makes of the install's (`deploy/`, the
+//! chart rendered with its defaults) schemas and rules: every regular expression compiled by
+//! Go's own `regexp` (the API server compiles a CRD's `pattern` and CEL's `matches()` with it),
+//! and every `format` one the server knows.
 //!
-//! Both CRDs were once refused by a real API server (`invalid escape sequence: \u`) and warned
-//! on (`unrecognized format "uint32"`) while every Rust-side test passed: Rust's `regex`
-//! accepts escapes RE2 does not. The expressions are sent to `tests/go/regexp_check.go`, which
-//! uses only Go's standard library. Without a `go` on PATH the check says so and passes,
-//! except under CI (`CI` set), where `.ci/run` installs Debian's golang-go and a missing Go
-//! fails the test.
+//! Rust's `regex` accepts escapes RE2 does not, so a CRD every Rust-side test passes can still
+//! be refused by the API server (`invalid escape sequence: \u`), and a format it does not know
+//! is warned on at every apply (`unrecognized format "uint32"`). The expressions are sent to
+//! `tests/go/regexp_check.go`, which uses only Go's standard library. Without a `go` on PATH
+//! the check says so and passes, except under CI (`CI` set), where `.ci/run` installs Debian's
+//! golang-go and a missing Go fails the test.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;

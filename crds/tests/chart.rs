@@ -99,7 +99,10 @@ fn deploy_files(stream: &str) -> Vec<(String, String)> {
         "kind": "Kustomization",
         "resources": files.iter().map(|(f, _)| f.as_str()).collect::<Vec<_>>(),
     });
-    out.push(("kustomization.yaml".into(), format!("{DEPLOY_HEADER}{}", yaml(&kustomization))));
+    out.push((
+        "kustomization.yaml".into(),
+        format!("{DEPLOY_HEADER}{}", yaml(&kustomization)),
+    ));
     out
 }
 
@@ -158,15 +161,25 @@ fn the_checked_in_install_is_the_chart_rendered_with_its_defaults() {
 #[test]
 fn the_rendered_install_has_every_object_of_the_chart() {
     let Some(chart) = rendered(&[]) else { return };
-    let key = |v: &Value| format!("{} {}/{}", v["kind"], v["metadata"]["namespace"], v["metadata"]["name"]);
+    let key = |v: &Value| {
+        format!(
+            "{} {}/{}",
+            v["kind"], v["metadata"]["namespace"], v["metadata"]["name"]
+        )
+    };
     let mut from_chart: Vec<String> = chart.iter().map(key).collect();
-    from_chart.push(key(&json!({"kind": "Namespace", "metadata": {"name": "miggate-system"}})));
+    from_chart.push(key(
+        &json!({"kind": "Namespace", "metadata": {"name": "miggate-system"}}),
+    ));
     from_chart.sort();
     let mut deployed: Vec<String> = support::installed().iter().map(key).collect();
     deployed.sort();
     assert_eq!(deployed, from_chart);
     let namespace = support::find(&support::installed(), "Namespace", "miggate-system").clone();
-    assert_eq!(namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"], "restricted");
+    assert_eq!(
+        namespace["metadata"]["labels"]["pod-security.kubernetes.io/enforce"],
+        "restricted"
+    );
 }
 
 /// A misspelt or mistyped value is refused by the chart's schema, as a misspelt field is
@@ -199,6 +212,35 @@ fn the_rendered_install_has_every_object_of_the_chart() {
 #[case::a_range_named_twice(
     "networkPolicy.apiServerCIDRs={10.0.0.0/24,10.0.0.0/24}",
     "/networkPolicy/apiServerCIDRs"
+)]
+#[case::host_bits_set(
+    "networkPolicy.apiServerCIDRs[0]=10.0.0.7/24",
+    "10.0.0.7/24 has host bits set: its network is 10.0.0.0/24; for the one address write 10.0.0.7/32"
+)]
+#[case::ipv6_host_bits(
+    "networkPolicy.apiServerCIDRs[0]=fd00:10::7/64",
+    "fd00:10::7/64 has host bits set: its network is fd00:10::/64; for the one address write fd00:10::7/128"
+)]
+#[case::ipv6_spelt_long(
+    "networkPolicy.apiServerCIDRs[0]=fd00:0010:0000::/64",
+    "fd00:0010:0000::/64 is not in canonical form: write fd00:10::/64"
+)]
+#[case::ipv6_zeros_not_compressed(
+    "networkPolicy.apiServerCIDRs[0]=1:0:0:2:0:0:0:3/128",
+    "is not in canonical form: write 1:0:0:2::3/128"
+)]
+#[case::ipv6_shorter_run_compressed(
+    "networkPolicy.apiServerCIDRs[0]=1::2:0:0:0:3/128",
+    "is not in canonical form: write 1:0:0:2::3/128"
+)]
+#[case::ipv4_mapped(
+    "networkPolicy.apiServerCIDRs[0]=::ffff:a00:0/120",
+    "is an IPv4-mapped IPv6 range, which Kubernetes does not take"
+)]
+#[case::two_compressions("networkPolicy.apiServerCIDRs[0]=a::b::c/64", "a::b::c/64 is not a CIDR")]
+#[case::a_cidr_after_a_good_one(
+    "networkPolicy.apiServerCIDRs={10.0.0.0/24,192.168.7.3/24}",
+    "192.168.7.3/24 has host bits set"
 )]
 #[case::misspelt_cidrs(
     "networkPolicy.apiServerCidrs[0]=10.0.0.0/24",
@@ -527,12 +569,22 @@ fn every_key_the_templates_spell_is_one_wire_owns() {
         for m in key.find_iter(&text) {
             // A MIG resource names its profile after the prefix wire owns.
             let known = owned.contains(&m.as_str()) || m.as_str().starts_with(nvidia::MIG_RESOURCE_PREFIX);
-            assert!(known, "{} spells {}, which miggate_wire does not own", path.display(), m.as_str());
+            assert!(
+                known,
+                "{} spells {}, which miggate_wire does not own",
+                path.display(),
+                m.as_str()
+            );
             spelt.push(m.as_str().to_string());
         }
     }
     // The policies lock every restore annotation, miggate's and the peer's.
-    for k in [annotations::RESTORE_FROM, annotations::SKIP_CHECKS, annotations::DEVICE_MAP, peer::RESTORE_FROM] {
+    for k in [
+        annotations::RESTORE_FROM,
+        annotations::SKIP_CHECKS,
+        annotations::DEVICE_MAP,
+        peer::RESTORE_FROM,
+    ] {
         assert!(spelt.iter().any(|s| s == k), "no template spells {k}");
     }
 }
@@ -544,7 +596,11 @@ fn the_install_has_the_names_wire_gives() {
     use miggate_wire::install;
     let objects = support::installed();
     let namespaced = |kind: &str, ns: &str, name: &str| {
-        assert_eq!(support::find(&objects, kind, name)["metadata"]["namespace"], ns, "{kind} {name}");
+        assert_eq!(
+            support::find(&objects, kind, name)["metadata"]["namespace"],
+            ns,
+            "{kind} {name}"
+        );
     };
     namespaced("Deployment", install::NAMESPACE, install::WEBHOOK);
     namespaced("Service", install::NAMESPACE, install::WEBHOOK);
@@ -552,7 +608,11 @@ fn the_install_has_the_names_wire_gives() {
     namespaced("DaemonSet", install::NODE_NAMESPACE, install::PUBLISHER);
     support::find(&objects, "Namespace", install::NAMESPACE);
     support::find(&objects, "Namespace", install::NODE_NAMESPACE);
-    support::find(&objects, "ValidatingWebhookConfiguration", install::VALIDATING_CONFIGURATION);
+    support::find(
+        &objects,
+        "ValidatingWebhookConfiguration",
+        install::VALIDATING_CONFIGURATION,
+    );
     for name in install::MUTATING_CONFIGURATIONS {
         support::find(&objects, "MutatingWebhookConfiguration", name);
     }
@@ -562,7 +622,9 @@ fn the_install_has_the_names_wire_gives() {
         "the publisher mounts {}",
         install::RECOVERY_HOST_PATH
     );
-    let Some(cert_manager) = rendered(&["certificates.mode=cert-manager"]) else { return };
+    let Some(cert_manager) = rendered(&["certificates.mode=cert-manager"]) else {
+        return;
+    };
     assert_eq!(
         object(&cert_manager, "Certificate", install::WEBHOOK).unwrap()["spec"]["secretName"],
         install::CERT_MANAGER_SECRET

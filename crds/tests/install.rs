@@ -1,314 +1,245 @@
-//! The generated install (`deploy/`): checked in and current, every object its kind's valid
-//! shape, the webhook configuration selecting only restore pods and bindings, the policies'
-//! CEL allowing only what they are for, and RBAC least privilege.
-//! `UPDATE_DEPLOY=1 cargo test -p miggate-crds --test deploy` rewrites `deploy/`.
+//! The install the chart (`charts/miggate`) renders: every object its kind's valid shape in each
+//! certificate mode, what each certificate mode installs and where the CA goes, the identity
+//! policies' CEL allowing only their writers, RBAC least privilege, the workloads locked down
+//! with their real flags, and the CRDs the crate's. Which requests each webhook configuration
+//! selects: tests/webhook_selection.rs.
+//!
+//! The chart's defaults are read from `deploy/` (`support::installed`, no helm needed;
+//! tests/chart.rs holds it to `helm template`); other values are rendered by the real `helm`
+//! (`support::chart::rendered`), and those tests say so and pass where there is none, outside CI.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod support;
 
-use std::path::PathBuf;
+use std::collections::BTreeSet;
 
 use k8s_openapi::api::admissionregistration::v1::{
-    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding, ValidatingWebhookConfiguration,
+    MutatingWebhookConfiguration, ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::{Namespace, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Secret, Service, ServiceAccount};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use miggate_crds::CustomResourceDefinition;
-use miggate_crds::deploy::cert_manager::{Certificate, Issuer};
-use miggate_crds::deploy::{self, Certificates, Config, Object};
+use miggate_wire::install::{
+    CERT_MANAGER_SECRET, CERT_SECRET, MUTATING_CONFIGURATIONS, NAMESPACE, NODE_NAMESPACE, PUBLISHER,
+    VALIDATING_CONFIGURATION, WEBHOOK,
+};
 use rstest::rstest;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use support::{find, typed};
 
-fn deploy_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../deploy")
+/// The chart's defaults: `deploy/`.
+fn objects() -> Vec<Value> {
+    support::installed()
 }
 
-fn objects() -> Vec<Object> {
-    deploy::objects(&Config::default()).unwrap()
+const CERT_MANAGER: [&str; 1] = ["certificates.mode=cert-manager"];
+const BROUGHT_SECRET: [&str; 3] = [
+    "certificates.mode=secret",
+    "certificates.secretName=my-tls",
+    "certificates.caBundle=PEM",
+];
+
+/// A cert-manager (`cert-manager.io/v1`) object, a kind k8s-openapi lacks: the fields the chart
+/// sets, any other refused, so a misspelt field fails here instead of being dropped.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CertManager<Spec> {
+    api_version: String,
+    kind: String,
+    metadata: ObjectMeta,
+    spec: Spec,
 }
 
-#[test]
-fn the_checked_in_deploy_files_are_the_generated_ones() {
-    let update = std::env::var_os("UPDATE_DEPLOY").is_some_and(|v| v == "1");
-    let mut drifted = Vec::new();
-    let files = deploy::files(&Config::default()).unwrap();
-    // A file the generator no longer writes is drift too (it would still be applied).
-    for entry in std::fs::read_dir(deploy_dir()).unwrap() {
-        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
-        if name.ends_with(".yaml") && !files.iter().any(|(f, _)| *f == name) {
-            drifted.push(format!("{name} (not generated)"));
+/// An `Issuer`: self-signed (the root) or a CA's (a Secret with its certificate and key).
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct IssuerSpec {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    self_signed: Option<serde_json::Map<String, Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ca: Option<SecretName>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SecretName {
+    secret_name: String,
+}
+
+/// A `Certificate`: what to issue, into which Secret, by which issuer.
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct CertificateSpec {
+    #[serde(default, rename = "isCA", skip_serializing_if = "Option::is_none")]
+    is_ca: Option<bool>,
+    common_name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    dns_names: Option<Vec<String>>,
+    secret_name: String,
+    duration: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    renew_before: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    usages: Option<Vec<String>>,
+    private_key: PrivateKey,
+    issuer_ref: IssuerRef,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PrivateKey {
+    algorithm: String,
+    size: u32,
+    rotation_policy: String,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct IssuerRef {
+    name: String,
+    kind: String,
+    group: String,
+}
+
+/// `doc` read as `T` and written again, the same (see [`typed`]).
+fn check<T: serde::de::DeserializeOwned + Serialize>(doc: &Value) {
+    typed::<T>(doc);
+}
+
+/// `doc` read as its typed kind and written again: panics where it is of no known kind or has
+/// a field its kind does not have (which the API server would prune).
+fn round_trip(doc: &Value) {
+    let api = doc["apiVersion"].as_str().unwrap();
+    let kind = doc["kind"].as_str().unwrap();
+    match (api, kind) {
+        ("v1", "Namespace") => check::<Namespace>(doc),
+        ("v1", "ServiceAccount") => check::<ServiceAccount>(doc),
+        ("v1", "Service") => check::<Service>(doc),
+        ("v1", "Secret") => check::<Secret>(doc),
+        ("apps/v1", "Deployment") => check::<Deployment>(doc),
+        ("apps/v1", "DaemonSet") => check::<DaemonSet>(doc),
+        ("policy/v1", "PodDisruptionBudget") => check::<PodDisruptionBudget>(doc),
+        ("networking.k8s.io/v1", "NetworkPolicy") => check::<NetworkPolicy>(doc),
+        ("rbac.authorization.k8s.io/v1", "ClusterRole") => check::<ClusterRole>(doc),
+        ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => check::<ClusterRoleBinding>(doc),
+        ("rbac.authorization.k8s.io/v1", "Role") => check::<Role>(doc),
+        ("rbac.authorization.k8s.io/v1", "RoleBinding") => check::<RoleBinding>(doc),
+        ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
+            check::<ValidatingWebhookConfiguration>(doc)
         }
-    }
-    // The chart's CRDs are the same, under the chart's own header (charts/miggate/crds/).
-    let crds = files
-        .iter()
-        .find(|(f, _)| *f == "crds.yaml")
-        .map(|(_, c)| c.clone())
-        .unwrap();
-    let chart_crds = crds.replacen(
-        "# Generated by `miggate deploy`; do not edit (see docs/deploy.md).",
-        "# Generated by `miggate deploy` (its crds.yaml); do not edit (see docs/deploy.md).",
-        1,
-    );
-    let chart_path = deploy_dir().join("../charts/miggate/crds/crds.yaml");
-    if update {
-        std::fs::write(&chart_path, &chart_crds).unwrap();
-    } else if std::fs::read_to_string(&chart_path).unwrap_or_default() != chart_crds {
-        drifted.push("charts/miggate/crds/crds.yaml".to_string());
-    }
-    for (file, content) in files {
-        let path = deploy_dir().join(file);
-        if update {
-            std::fs::write(&path, &content).unwrap();
-            continue;
+        ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration") => {
+            check::<MutatingWebhookConfiguration>(doc)
         }
-        if std::fs::read_to_string(&path).unwrap_or_default() != content {
-            drifted.push(file.to_string());
+        ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy") => {
+            check::<ValidatingAdmissionPolicy>(doc)
         }
-    }
-    assert!(
-        drifted.is_empty(),
-        "{drifted:?} differ from the generated install; run `UPDATE_DEPLOY=1 cargo test -p miggate-crds --test deploy` and review the diff"
-    );
-}
-
-#[test]
-fn the_stream_is_snapshotted() {
-    insta::assert_snapshot!("deploy_stream", deploy::stream(&Config::default()).unwrap());
-}
-
-fn round_trip<K: Serialize + DeserializeOwned>(doc: &Value) -> Value {
-    let typed: K = serde_json::from_value(doc.clone()).unwrap();
-    serde_json::to_value(&typed).unwrap()
-}
-
-/// Every document of the stream, read back as its Kubernetes kind and written again, is the
-/// document: no field unknown to the kind's schema (which the API server would prune).
-#[test]
-fn every_object_round_trips_through_its_typed_kind() {
-    let stream = deploy::stream(&Config::default()).unwrap();
-    let docs: Vec<Value> = serde_saphyr::from_multiple(&stream).unwrap();
-    assert_eq!(docs.len(), objects().len());
-    let mut kinds = std::collections::BTreeSet::new();
-    for doc in &docs {
-        let api = doc["apiVersion"].as_str().unwrap();
-        let kind = doc["kind"].as_str().unwrap();
-        let back = match (api, kind) {
-            ("v1", "Namespace") => round_trip::<Namespace>(doc),
-            ("v1", "ServiceAccount") => round_trip::<ServiceAccount>(doc),
-            ("v1", "Service") => round_trip::<Service>(doc),
-            ("apps/v1", "Deployment") => round_trip::<Deployment>(doc),
-            ("apps/v1", "DaemonSet") => round_trip::<DaemonSet>(doc),
-            ("policy/v1", "PodDisruptionBudget") => round_trip::<PodDisruptionBudget>(doc),
-            ("networking.k8s.io/v1", "NetworkPolicy") => round_trip::<NetworkPolicy>(doc),
-            ("rbac.authorization.k8s.io/v1", "ClusterRole") => round_trip::<ClusterRole>(doc),
-            ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding") => round_trip::<ClusterRoleBinding>(doc),
-            ("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration") => {
-                round_trip::<ValidatingWebhookConfiguration>(doc)
-            }
-            ("admissionregistration.k8s.io/v1", "MutatingWebhookConfiguration") => {
-                round_trip::<k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration>(doc)
-            }
-            ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy") => {
-                round_trip::<ValidatingAdmissionPolicy>(doc)
-            }
-            ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding") => {
-                round_trip::<ValidatingAdmissionPolicyBinding>(doc)
-            }
-            ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => {
-                round_trip::<CustomResourceDefinition>(doc)
-            }
-            ("v1", "Secret") => round_trip::<k8s_openapi::api::core::v1::Secret>(doc),
-            ("rbac.authorization.k8s.io/v1", "Role") => round_trip::<k8s_openapi::api::rbac::v1::Role>(doc),
-            ("rbac.authorization.k8s.io/v1", "RoleBinding") => {
-                round_trip::<k8s_openapi::api::rbac::v1::RoleBinding>(doc)
-            }
-            ("cert-manager.io/v1", "Issuer") => round_trip::<Issuer>(doc),
-            ("cert-manager.io/v1", "Certificate") => round_trip::<Certificate>(doc),
-            other => panic!("no typed kind for {other:?}"),
-        };
-        // YAML numbers come back as integers or floats by their text; compare by value.
-        assert_eq!(
-            floats(&back),
-            floats(doc),
-            "{api} {kind} {}",
-            doc["metadata"]["name"]
-        );
-        kinds.insert(kind.to_string());
-    }
-    assert_eq!(kinds.len(), 17, "{kinds:?}");
-}
-
-fn floats(v: &Value) -> Value {
-    match v {
-        Value::Number(n) => json!(n.as_f64().unwrap()),
-        Value::Array(a) => Value::Array(a.iter().map(floats).collect()),
-        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), floats(v))).collect()),
-        other => other.clone(),
+        ("admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicyBinding") => {
+            check::<ValidatingAdmissionPolicyBinding>(doc)
+        }
+        ("apiextensions.k8s.io/v1", "CustomResourceDefinition") => check::<CustomResourceDefinition>(doc),
+        ("cert-manager.io/v1", "Issuer") => check::<CertManager<IssuerSpec>>(doc),
+        ("cert-manager.io/v1", "Certificate") => check::<CertManager<CertificateSpec>>(doc),
+        other => panic!("no typed kind for {other:?}"),
     }
 }
 
+/// The kinds every certificate mode installs; each mode adds its own.
+const KINDS: [&str; 14] = [
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "DaemonSet",
+    "Deployment",
+    "MutatingWebhookConfiguration",
+    "Namespace",
+    "NetworkPolicy",
+    "PodDisruptionBudget",
+    "Service",
+    "ServiceAccount",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+    "ValidatingWebhookConfiguration",
+];
+
+/// Every object of the install, in each certificate mode, read as its Kubernetes kind and
+/// written again, is the object: no field unknown to the kind's schema.
+#[rstest]
+#[case::self_managed(&[], &["Role", "RoleBinding", "Secret"])]
+#[case::cert_manager(&CERT_MANAGER, &["Certificate", "Issuer"])]
+#[case::brought_secret(&BROUGHT_SECRET, &[])]
+fn every_object_round_trips_through_its_typed_kind(#[case] sets: &[&str], #[case] own: &[&str]) {
+    let Some(objects) = support::chart::install(sets) else {
+        return;
+    };
+    let mut kinds = BTreeSet::new();
+    for doc in &objects {
+        round_trip(doc);
+        kinds.insert(doc["kind"].as_str().unwrap());
+    }
+    let want: BTreeSet<&str> = KINDS.iter().chain(own).copied().collect();
+    assert_eq!(kinds, want);
+}
+
+/// The round trip catches a field the kind does not have: k8s-openapi drops it, cert-manager's
+/// kinds here refuse it.
 #[test]
 fn a_field_the_kind_does_not_have_is_refused_not_dropped() {
-    let err = deploy::objects(&Config {
-        image: "x".into(),
-        ..Config::default()
-    });
-    assert!(err.is_ok());
-    // The same check the generator runs, on a misspelt field.
     let misspelt = json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "a"}, "automountToken": false});
-    let typed: ServiceAccount = serde_json::from_value(misspelt.clone()).unwrap();
-    assert_ne!(
-        serde_json::to_value(typed).unwrap(),
-        misspelt,
-        "k8s-openapi drops unknown fields"
-    );
+    assert!(std::panic::catch_unwind(|| round_trip(&misspelt)).is_err());
+    let mut account = misspelt.clone();
+    account.as_object_mut().unwrap().remove("automountToken");
+    round_trip(&account);
+    let issuer = |spec: Value| json!({"apiVersion": "cert-manager.io/v1", "kind": "Issuer", "metadata": {"name": "i"}, "spec": spec});
+    round_trip(&issuer(json!({"selfSigned": {}})));
+    assert!(std::panic::catch_unwind(|| round_trip(&issuer(json!({"selfsigned": {}})))).is_err());
 }
 
-fn find<'a>(objects: &'a [Object], kind: &str, name: &str) -> &'a Value {
-    &objects
-        .iter()
-        .find(|o| o.kind().1 == kind && o.name() == name)
-        .unwrap_or_else(|| panic!("no {kind} {name}"))
-        .value
+/// The image named is the one both workloads run.
+#[test]
+fn the_named_image_is_the_one_run() {
+    let Some(objects) = support::chart::install(&[
+        "image.repository=registry.example.com/miggate",
+        "image.tag=0.1.0-rc1",
+    ]) else {
+        return;
+    };
+    for (kind, name) in [("Deployment", WEBHOOK), ("DaemonSet", PUBLISHER)] {
+        let pod = &find(&objects, kind, name)["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["containers"][0]["image"], "registry.example.com/miggate:0.1.0-rc1",
+            "{kind} {name}"
+        );
+    }
 }
 
+/// A CEL expression of a policy, evaluated as the API server does.
 fn eval(expression: &str, vars: &[(&str, &Value)]) -> bool {
     support::eval(expression, vars).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// An AdmissionReview request as the API server builds it, reduced to what rules and CEL read.
-fn request(resource: &str, sub: &str, operation: &str, namespace: &str, object: Value) -> Value {
-    json!({
-        "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-        "kind": object.get("kind").cloned().unwrap_or(json!("")),
-        "resource": {"group": "", "version": "v1", "resource": resource},
-        "subResource": sub,
-        "operation": operation,
-        "namespace": namespace,
-        "name": object.pointer("/metadata/name").cloned().unwrap_or(json!("")),
-        "userInfo": {"username": "system:serviceaccount:kube-system:replicaset-controller", "groups": ["system:serviceaccounts"]},
-        "object": object,
-    })
-}
-
-/// Whether one webhook of the configuration is called for `req`: its rules (operation,
-/// resource with subresource, scope), its namespace selector (on the namespace name label) and
-/// its match conditions, as the API server applies them.
-fn webhook_called(webhook: &Value, req: &Value) -> bool {
-    let resource = match req["subResource"].as_str().unwrap() {
-        "" => req["resource"]["resource"].as_str().unwrap().to_string(),
-        sub => format!("{}/{sub}", req["resource"]["resource"].as_str().unwrap()),
-    };
-    let rule_matches = webhook["rules"].as_array().unwrap().iter().any(|r| {
-        r["apiGroups"]
-            .as_array()
-            .unwrap()
-            .contains(&req["resource"]["group"])
-            && r["operations"].as_array().unwrap().contains(&req["operation"])
-            && r["resources"].as_array().unwrap().contains(&json!(resource))
-    });
-    let excluded = webhook["namespaceSelector"]["matchExpressions"][0]["values"]
-        .as_array()
-        .unwrap()
-        .contains(&req["namespace"]);
-    rule_matches
-        && !excluded
-        && webhook["matchConditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .all(|c| {
-                eval(
-                    c["expression"].as_str().unwrap(),
-                    &[("object", &req["object"]), ("request", req)],
-                )
-            })
-}
-
-fn pod(annotations: Option<Value>) -> Value {
-    let mut metadata = json!({"name": "vllm-restore-0", "namespace": "ml"});
-    if let Some(a) = annotations {
-        metadata["annotations"] = a;
-    }
-    json!({"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
-        "spec": {"containers": [{"name": "vllm", "image": "vllm:1"}]}})
-}
-
-fn binding() -> Value {
-    json!({"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "vllm-restore-0", "namespace": "ml"},
-        "target": {"apiVersion": "v1", "kind": "Node", "name": "gpu-node-7"}})
-}
-
-#[rstest]
-#[case::restore_pod(request("pods", "", "CREATE", "ml", pod(Some(json!({"miggate.io/restore-from": "vllm-ckpt"})))), Some("restore.miggate.io"))]
-#[case::plain_pod(request("pods", "", "CREATE", "ml", pod(None)), None)]
-#[case::pod_with_other_annotations(request("pods", "", "CREATE", "ml", pod(Some(json!({"prometheus.io/scrape": "true"})))), None)]
-#[case::restore_pod_update(request("pods", "", "UPDATE", "ml", pod(Some(json!({"miggate.io/restore-from": "vllm-ckpt"})))), None)]
-#[case::restore_pod_in_kube_system(request("pods", "", "CREATE", "kube-system", pod(Some(json!({"miggate.io/restore-from": "x"})))), None)]
-#[case::binding(
-    request("pods", "binding", "CREATE", "ml", binding()),
-    Some("binding.miggate.io")
-)]
-// The legacy `bindings` resource (POST /api/v1/namespaces/NS/bindings) binds a pod too:
-// left out, any client could place a restore pod on a short node past the binding check.
-#[case::legacy_bindings_resource(
-    request("bindings", "", "CREATE", "ml", binding()),
-    Some("binding.miggate.io")
-)]
-#[case::pod_status(request("pods", "status", "UPDATE", "ml", pod(None)), None)]
-#[case::eviction(request("pods", "eviction", "CREATE", "ml", json!({"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "p"}})), None)]
-#[case::configmap(request("configmaps", "", "CREATE", "ml", json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "annotations": {"miggate.io/restore-from": "x"}}})), None)]
-fn the_webhook_configuration_selects_only_restore_pods_and_bindings(
-    #[case] req: Value,
-    #[case] called: Option<&str>,
-) {
-    let objects = objects();
-    let config = find(&objects, "ValidatingWebhookConfiguration", "miggate");
-    let hits: Vec<&str> = config["webhooks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|w| webhook_called(w, &req))
-        .map(|w| w["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(hits, called.into_iter().collect::<Vec<_>>());
-}
-
-#[test]
-fn the_webhook_configuration_has_the_settings_of_the_issue() {
-    let objects = objects();
-    let config = find(&objects, "ValidatingWebhookConfiguration", "miggate");
-    // The webhook injects its own CA: no cert-manager annotation, no caBundle shipped.
-    assert!(config["metadata"]["annotations"].is_null());
-    let hooks = config["webhooks"].as_array().unwrap();
-    let policies: Vec<(&str, &str)> = hooks
-        .iter()
-        .map(|w| (w["name"].as_str().unwrap(), w["failurePolicy"].as_str().unwrap()))
-        .collect();
-    assert_eq!(
-        policies,
-        [("restore.miggate.io", "Fail"), ("binding.miggate.io", "Ignore")]
-    );
-    for w in hooks {
-        assert_eq!(w["sideEffects"], "None");
-        assert_eq!(w["timeoutSeconds"], 5);
-        assert_eq!(w["admissionReviewVersions"], json!(["v1"]));
-        assert_eq!(w["clientConfig"]["service"]["path"], "/validate");
-        // The Service's port 443 goes to the container's 8443, where `--listen` binds.
-        assert_eq!(w["clientConfig"]["service"]["port"], 443);
-    }
-}
-
 /// The webhook's flags, from the install's Deployment.
-fn webhook_args(objects: &[Object]) -> Vec<String> {
-    let deployment = find(objects, "Deployment", "miggate-webhook");
+fn webhook_args(objects: &[Value]) -> Vec<String> {
+    let deployment = find(objects, "Deployment", WEBHOOK);
     serde_json::from_value(deployment["spec"]["template"]["spec"]["containers"][0]["args"].clone()).unwrap()
+}
+
+/// The install's webhook configurations, validating and mutating.
+fn webhook_configurations(objects: &[Value]) -> Vec<&Value> {
+    objects
+        .iter()
+        .filter(|o| o["kind"].as_str().unwrap().ends_with("WebhookConfiguration"))
+        .collect()
+}
+
+/// Whether `o` is one of cert-manager's objects.
+fn cert_manager_kind(o: &Value) -> bool {
+    o["apiVersion"].as_str().unwrap().starts_with("cert-manager.io/")
 }
 
 /// Every configuration of the install gets the CA (the four, validating and mutating alike:
@@ -325,15 +256,24 @@ fn self_managed_certificates_cover_every_configuration_and_the_service() {
     injected.sort();
     let mut configurations: Vec<String> = objects
         .iter()
-        .filter_map(|o| match o.kind().1 {
-            "ValidatingWebhookConfiguration" => Some(format!("validating/{}", o.name())),
-            "MutatingWebhookConfiguration" => Some(format!("mutating/{}", o.name())),
-            _ => None,
+        .filter_map(|o| {
+            let name = o["metadata"]["name"].as_str().unwrap();
+            match o["kind"].as_str().unwrap() {
+                "ValidatingWebhookConfiguration" => Some(format!("validating/{name}")),
+                "MutatingWebhookConfiguration" => Some(format!("mutating/{name}")),
+                _ => None,
+            }
         })
         .collect();
     configurations.sort();
     assert_eq!(injected, configurations);
-    assert_eq!(configurations.len(), 4);
+    let mut named: Vec<String> = MUTATING_CONFIGURATIONS
+        .iter()
+        .map(|m| format!("mutating/{m}"))
+        .collect();
+    named.push(format!("validating/{VALIDATING_CONFIGURATION}"));
+    named.sort();
+    assert_eq!(configurations, named);
     for name in [
         "--tls-dns-name=miggate-webhook.miggate-system.svc",
         "--tls-dns-name=miggate-webhook.miggate-system.svc.cluster.local",
@@ -341,48 +281,45 @@ fn self_managed_certificates_cover_every_configuration_and_the_service() {
     ] {
         assert!(args.iter().any(|a| a == name), "{name} in {args:?}");
     }
-    let secret = find(&objects, "Secret", "miggate-webhook-certs");
+    let secret = find(&objects, "Secret", CERT_SECRET);
     assert!(secret["data"].is_null(), "shipped empty");
     assert_eq!(secret["type"], "Opaque");
     // No volume: the webhook reads the Secret through the API.
-    let pod = &find(&objects, "Deployment", "miggate-webhook")["spec"]["template"]["spec"];
+    let pod = &find(&objects, "Deployment", WEBHOOK)["spec"]["template"]["spec"];
     assert!(pod["volumes"].is_null() && pod["containers"][0]["volumeMounts"].is_null());
-    assert!(!objects.iter().any(|o| o.kind().0.starts_with("cert-manager.io")));
+    assert!(!objects.iter().any(cert_manager_kind));
 }
 
 #[test]
 fn cert_manager_mode_issues_the_certificate_and_has_it_injected() {
-    let config = Config {
-        certificates: Certificates::CertManager,
-        ..Config::default()
+    let Some(objects) = support::chart::install(&CERT_MANAGER) else {
+        return;
     };
-    let objects = deploy::objects(&config).unwrap();
-    let cert = find(&objects, "Certificate", "miggate-webhook");
+    let cert = find(&objects, "Certificate", WEBHOOK);
     assert!(
         cert["spec"]["dnsNames"]
             .as_array()
             .unwrap()
             .contains(&json!("miggate-webhook.miggate-system.svc"))
     );
-    for o in objects
-        .iter()
-        .filter(|o| o.kind().1.ends_with("WebhookConfiguration"))
-    {
+    assert_eq!(cert["spec"]["secretName"], CERT_MANAGER_SECRET);
+    let configurations = webhook_configurations(&objects);
+    assert_eq!(configurations.len(), 4);
+    for o in configurations {
         assert_eq!(
-            o.value["metadata"]["annotations"]["cert-manager.io/inject-ca-from"],
-            "miggate-system/miggate-webhook",
+            o["metadata"]["annotations"]["cert-manager.io/inject-ca-from"], "miggate-system/miggate-webhook",
             "{}",
-            o.name()
+            o["metadata"]["name"]
         );
     }
     let args = webhook_args(&objects);
     assert!(args.contains(&"--tls-cert=/tls/tls.crt".to_string()), "{args:?}");
     assert!(!args.iter().any(|a| a.starts_with("--tls-secret")));
-    let pod = &find(&objects, "Deployment", "miggate-webhook")["spec"]["template"]["spec"];
-    assert_eq!(pod["volumes"][0]["secret"]["secretName"], "miggate-webhook-tls");
+    let pod = &find(&objects, "Deployment", WEBHOOK)["spec"]["template"]["spec"];
+    assert_eq!(pod["volumes"][0]["secret"]["secretName"], CERT_MANAGER_SECRET);
     // The webhook writes no Secret and no configuration in this mode.
-    assert!(!objects.iter().any(|o| o.kind().1 == "Role"));
-    let webhook = rules(&objects, "miggate-webhook");
+    assert!(!objects.iter().any(|o| o["kind"] == "Role"));
+    let webhook = rules(&objects, WEBHOOK);
     assert!(
         webhook
             .iter()
@@ -393,32 +330,24 @@ fn cert_manager_mode_issues_the_certificate_and_has_it_injected() {
 
 #[test]
 fn a_brought_secret_is_mounted_and_its_ca_put_in_every_configuration() {
-    let config = Config {
-        certificates: Certificates::Provided {
-            secret: "my-tls".into(),
-            ca_bundle: Some("PEM".into()),
-        },
-        ..Config::default()
+    let Some(objects) = support::chart::install(&BROUGHT_SECRET) else {
+        return;
     };
-    let objects = deploy::objects(&config).unwrap();
-    let pod = &find(&objects, "Deployment", "miggate-webhook")["spec"]["template"]["spec"];
+    let pod = &find(&objects, "Deployment", WEBHOOK)["spec"]["template"]["spec"];
     assert_eq!(pod["volumes"][0]["secret"]["secretName"], "my-tls");
     let mut webhooks = 0;
-    for o in objects
-        .iter()
-        .filter(|o| o.kind().1.ends_with("WebhookConfiguration"))
-    {
-        for w in o.value["webhooks"].as_array().unwrap() {
-            assert_eq!(w["clientConfig"]["caBundle"], "UEVN", "{}", o.name());
+    for o in webhook_configurations(&objects) {
+        for w in o["webhooks"].as_array().unwrap() {
+            assert_eq!(w["clientConfig"]["caBundle"], "UEVN", "{}", o["metadata"]["name"]);
             webhooks += 1;
         }
-        assert!(o.value["metadata"]["annotations"].is_null());
+        assert!(o["metadata"]["annotations"].is_null());
     }
     assert_eq!(webhooks, 5);
     assert!(
         !objects
             .iter()
-            .any(|o| o.kind().0.starts_with("cert-manager.io") || o.kind().1 == "Secret")
+            .any(|o| cert_manager_kind(o) || o["kind"] == "Secret")
     );
 }
 
@@ -469,20 +398,14 @@ fn the_publisher_writes_only_its_own_nodes_gpunode(
     #[case] object_name: &str,
     #[case] denied: bool,
 ) {
-    let objects = objects();
-    let policy = find(&objects, "ValidatingAdmissionPolicy", "miggate-publish-own-node");
+    // Bound to deny (support::policy checks its binding).
+    let policy = support::policy(&objects(), "miggate-publish-own-node");
     let object =
         json!({"apiVersion": "miggate.io/v1alpha1", "kind": "GpuNode", "metadata": {"name": object_name}});
     assert_eq!(
-        policy_denies(policy, &object, &vap_request(user, token_node)),
+        policy_denies(&policy, &object, &vap_request(user, token_node)),
         denied
     );
-    let binding = find(
-        &objects,
-        "ValidatingAdmissionPolicyBinding",
-        "miggate-publish-own-node",
-    );
-    assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]));
 }
 
 #[rstest]
@@ -495,34 +418,25 @@ fn the_publisher_writes_only_its_own_nodes_gpunode(
 #[case::a_user("alice@example.com", true)]
 #[case::the_garbage_collector("system:serviceaccount:kube-system:generic-garbage-collector", false)]
 fn only_the_checkpoint_agent_writes_gpucheckpoints(#[case] user: &str, #[case] denied: bool) {
-    let objects = objects();
-    let policy = find(
-        &objects,
-        "ValidatingAdmissionPolicy",
-        "miggate-checkpoint-writers",
-    );
+    let policy = support::policy(&objects(), "miggate-checkpoint-writers");
     // Recorded on the node the token is bound to (the node rule: tests/policies.rs).
     let object = json!({"apiVersion": "miggate.io/v1alpha1", "kind": "GpuCheckpoint", "metadata": {"name": "c", "namespace": "ml"},
         "spec": {"manifest": {"host": {"nodeName": "gpu-node-3"}}}});
     assert_eq!(
-        policy_denies(policy, &object, &vap_request(user, Some("gpu-node-3"))),
+        policy_denies(&policy, &object, &vap_request(user, Some("gpu-node-3"))),
         denied
     );
 }
 
 #[test]
 fn the_checkpoint_agent_is_configurable() {
-    let config = Config {
-        checkpoint_agent_namespace: "snapshot".into(),
-        checkpoint_agent_name: "snapshot-agent".into(),
-        ..Config::default()
+    let Some(objects) = support::chart::install(&[
+        "checkpointAgent.namespace=snapshot",
+        "checkpointAgent.name=snapshot-agent",
+    ]) else {
+        return;
     };
-    let objects = deploy::objects(&config).unwrap();
-    let policy = find(
-        &objects,
-        "ValidatingAdmissionPolicy",
-        "miggate-checkpoint-writers",
-    );
+    let policy = &support::policy(&objects, "miggate-checkpoint-writers");
     let object = json!({"metadata": {"name": "c"}, "spec": {"manifest": {"host": {"nodeName": "n"}}}});
     assert!(!policy_denies(
         policy,
@@ -544,8 +458,8 @@ fn the_checkpoint_agent_is_configurable() {
     );
 }
 
-fn rules(objects: &[Object], role: &str) -> Vec<(String, String, String)> {
-    let role: ClusterRole = serde_json::from_value(find(objects, "ClusterRole", role).clone()).unwrap();
+fn rules(objects: &[Value], role: &str) -> Vec<(String, String, String)> {
+    let role: ClusterRole = typed(find(objects, "ClusterRole", role));
     let mut out = Vec::new();
     for rule in role.rules.unwrap() {
         for group in rule.api_groups.clone().unwrap() {
@@ -562,12 +476,14 @@ fn rules(objects: &[Object], role: &str) -> Vec<(String, String, String)> {
 #[test]
 fn rbac_is_least_privilege() {
     let objects = objects();
-    for o in objects.iter().filter(|o| o.kind().1 == "ClusterRole") {
-        let text = o.value.to_string();
-        assert!(!text.contains("\"*\""), "{} grants *", o.name());
-        assert!(o.value["aggregationRule"].is_null());
+    let cluster_roles: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "ClusterRole").collect();
+    assert_eq!(cluster_roles.len(), 3);
+    for o in cluster_roles {
+        let text = o.to_string();
+        assert!(!text.contains("\"*\""), "{} grants *", o["metadata"]["name"]);
+        assert!(o["aggregationRule"].is_null());
     }
-    let webhook = rules(&objects, "miggate-webhook");
+    let webhook = rules(&objects, WEBHOOK);
     // Read-only, but for the caBundle of its own configurations.
     let configurations = ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"];
     assert!(
@@ -596,29 +512,21 @@ fn rbac_is_least_privilege() {
     );
     assert_eq!(webhook.len(), 32);
     // Its own configurations only, by name.
-    let role: ClusterRole =
-        serde_json::from_value(find(&objects, "ClusterRole", "miggate-webhook").clone()).unwrap();
+    let role: ClusterRole = typed(find(&objects, "ClusterRole", WEBHOOK));
     for rule in role.rules.unwrap() {
         let names = rule.resource_names.clone().unwrap_or_default();
         match rule.resources.unwrap()[0].as_str() {
-            "validatingwebhookconfigurations" => assert_eq!(names, ["miggate"]),
-            "mutatingwebhookconfigurations" => {
-                assert_eq!(names, ["miggate-summary", "miggate-steer", "miggate-device-map"]);
-            }
+            "validatingwebhookconfigurations" => assert_eq!(names, [VALIDATING_CONFIGURATION]),
+            "mutatingwebhookconfigurations" => assert_eq!(names, MUTATING_CONFIGURATIONS),
             _ => assert!(names.is_empty()),
         }
     }
     // Secrets: its own one by name (read, update, watch, and delete to make it again when it
     // cannot be written), and create in its namespace only, through a namespaced Role bound to
     // its account alone (policy miggate-webhook-certs holds create to that one name).
-    assert!(
-        !rules(&objects, "miggate-webhook")
-            .iter()
-            .any(|(_, r, _)| r == "secrets")
-    );
-    let secrets: k8s_openapi::api::rbac::v1::Role =
-        serde_json::from_value(find(&objects, "Role", "miggate-webhook-certs").clone()).unwrap();
-    assert_eq!(secrets.metadata.namespace.as_deref(), Some("miggate-system"));
+    assert!(!rules(&objects, WEBHOOK).iter().any(|(_, r, _)| r == "secrets"));
+    let secrets: Role = typed(find(&objects, "Role", CERT_SECRET));
+    assert_eq!(secrets.metadata.namespace.as_deref(), Some(NAMESPACE));
     let granted: Vec<(Vec<String>, Vec<String>, Vec<String>)> = secrets
         .rules
         .unwrap()
@@ -643,13 +551,13 @@ fn rbac_is_least_privilege() {
             (s(&["secrets"]), vec![], s(&["create"])),
         ]
     );
-    let binding = find(&objects, "RoleBinding", "miggate-webhook-certs");
+    let binding = find(&objects, "RoleBinding", CERT_SECRET);
     assert_eq!(
         binding["subjects"],
         json!([{"kind": "ServiceAccount", "name": "miggate-webhook", "namespace": "miggate-system"}])
     );
 
-    let publisher = rules(&objects, "miggate-publish");
+    let publisher = rules(&objects, PUBLISHER);
     assert!(
         publisher
             .iter()
@@ -678,17 +586,17 @@ fn rbac_is_least_privilege() {
         "{agent:?}"
     );
     // Nobody but the agent's role may write checkpoints.
-    for role in ["miggate-webhook", "miggate-publish"] {
+    for role in [WEBHOOK, PUBLISHER] {
         assert!(
             rules(&objects, role)
                 .iter()
-                .all(|(_, r, _)| !r.starts_with("gpucheckpoints") || role == "miggate-webhook")
+                .all(|(_, r, _)| !r.starts_with("gpucheckpoints") || role == WEBHOOK)
         );
     }
     // Each role is bound to exactly its service account.
     for (binding, sa, namespace) in [
-        ("miggate-webhook", "miggate-webhook", "miggate-system"),
-        ("miggate-publish", "miggate-publish", "miggate-node"),
+        (WEBHOOK, WEBHOOK, NAMESPACE),
+        (PUBLISHER, PUBLISHER, NODE_NAMESPACE),
         (
             "miggate-checkpoint-writer",
             "miggate-checkpoint-agent",
@@ -707,8 +615,7 @@ fn rbac_is_least_privilege() {
 #[test]
 fn the_workloads_run_locked_down_with_the_real_flags() {
     let objects = objects();
-    let deployment: Deployment =
-        serde_json::from_value(find(&objects, "Deployment", "miggate-webhook").clone()).unwrap();
+    let deployment: Deployment = typed(find(&objects, "Deployment", WEBHOOK));
     let spec = deployment.spec.unwrap();
     assert_eq!(spec.replicas, Some(2));
     let pod = spec.template.spec.unwrap();
@@ -758,8 +665,7 @@ fn the_workloads_run_locked_down_with_the_real_flags() {
     assert_eq!(probe_path(&c.liveness_probe), "/healthz");
     assert_eq!(probe_path(&c.readiness_probe), "/readyz");
 
-    let daemonset: DaemonSet =
-        serde_json::from_value(find(&objects, "DaemonSet", "miggate-publish").clone()).unwrap();
+    let daemonset: DaemonSet = typed(find(&objects, "DaemonSet", PUBLISHER));
     let pod_ds = daemonset.spec.unwrap().template.spec.unwrap();
     let p = &pod_ds.containers[0];
     assert_eq!(p.args.clone().unwrap(), ["publish", "--node", "$(NODE_NAME)"]);
@@ -793,97 +699,21 @@ fn the_workloads_run_locked_down_with_the_real_flags() {
         );
         assert_eq!(s.seccomp_profile.unwrap().type_, "RuntimeDefault", "{name}");
     }
-    let pdb = find(&objects, "PodDisruptionBudget", "miggate-webhook");
+    let pdb = find(&objects, "PodDisruptionBudget", WEBHOOK);
     assert_eq!(pdb["spec"]["minAvailable"], 1);
 }
 
+/// `deploy/crds.yaml` holds the crate's CRDs, field for field, and nothing else.
 #[test]
 fn the_crds_are_the_crates() {
-    let objects = objects();
-    let crds: Vec<CustomResourceDefinition> = objects
-        .iter()
-        .filter(|o| o.kind().1 == "CustomResourceDefinition")
-        .map(|o| serde_json::from_value(o.value.clone()).unwrap())
+    let installed: Vec<Value> = support::deploy_docs()
+        .into_iter()
+        .filter(|(file, _)| file == "crds.yaml")
+        .map(|(_, doc)| doc)
         .collect();
-    assert_eq!(crds, miggate_crds::crds());
-}
-
-#[rstest]
-#[case::asks(pod(Some(json!({"miggate.io/restore-from": "vllm-ckpt", "miggate.io/steer": "true"}))), "ml", true)]
-#[case::restore_pod_not_asking(pod(Some(json!({"miggate.io/restore-from": "vllm-ckpt"}))), "ml", false)]
-#[case::asks_with_another_word(pod(Some(json!({"miggate.io/restore-from": "vllm-ckpt", "miggate.io/steer": "yes"}))), "ml", false)]
-#[case::not_a_restore_pod(pod(Some(json!({"miggate.io/steer": "true"}))), "ml", false)]
-#[case::plain_pod(pod(None), "ml", false)]
-#[case::in_miggate_node(pod(Some(json!({"miggate.io/restore-from": "x", "miggate.io/steer": "true"}))), "miggate-node", false)]
-fn steering_is_sent_only_restore_pods_that_ask(
-    #[case] object: Value,
-    #[case] namespace: &str,
-    #[case] called: bool,
-) {
-    let objects = objects();
-    let config = find(&objects, "MutatingWebhookConfiguration", "miggate-steer");
-    let webhook = &config["webhooks"][0];
-    assert_eq!(
-        webhook_called(webhook, &request("pods", "", "CREATE", namespace, object)),
-        called
-    );
-    // A convenience: never blocks a pod, never runs twice, never writes anything else.
-    assert_eq!(webhook["failurePolicy"], "Ignore");
-    assert_eq!(webhook["reinvocationPolicy"], "Never");
-    assert_eq!(webhook["sideEffects"], "None");
-    assert_eq!(webhook["clientConfig"]["service"]["path"], "/mutate");
-}
-
-/// The summary mutation sees every create and update of miggate's two kinds, and nothing else.
-#[rstest]
-#[case::checkpoint_created("gpucheckpoints", "CREATE", "ml", true)]
-#[case::checkpoint_updated("gpucheckpoints", "UPDATE", "ml", true)]
-#[case::node_created("gpunodes", "CREATE", "", true)]
-#[case::node_updated("gpunodes", "UPDATE", "", true)]
-#[case::checkpoint_deleted("gpucheckpoints", "DELETE", "ml", false)]
-#[case::a_pod("pods", "CREATE", "ml", false)]
-fn the_summary_is_derived_for_every_writer(
-    #[case] resource: &str,
-    #[case] operation: &str,
-    #[case] namespace: &str,
-    #[case] called: bool,
-) {
-    let objects = objects();
-    let config = find(&objects, "MutatingWebhookConfiguration", "miggate-summary");
-    let webhook = &config["webhooks"][0];
-    let mut req = request(
-        resource,
-        "",
-        operation,
-        namespace,
-        json!({"metadata": {"name": "x"}}),
-    );
-    if resource != "pods" {
-        req["resource"]["group"] = json!("miggate.io");
-    }
-    assert_eq!(webhook_called(webhook, &req), called);
-    // Never blocks a writer: without the webhook the object is accepted, its column empty.
-    assert_eq!(webhook["failurePolicy"], "Ignore");
-    assert_eq!(webhook["reinvocationPolicy"], "Never");
-    assert_eq!(webhook["sideEffects"], "None");
-    assert_eq!(webhook["rules"][0]["scope"], "*");
-    assert_eq!(webhook["clientConfig"]["service"]["path"], "/mutate-summary");
-}
-
-#[rstest]
-#[case::pod_binding(request("pods", "binding", "CREATE", "ml", binding()), true)]
-#[case::legacy_binding(request("bindings", "", "CREATE", "ml", binding()), true)]
-#[case::restore_pod_create(request("pods", "", "CREATE", "ml", pod(Some(json!({"miggate.io/restore-from": "x"})))), false)]
-#[case::binding_in_kube_system(request("pods", "binding", "CREATE", "kube-system", binding()), false)]
-#[case::binding_in_miggate_node(request("pods", "binding", "CREATE", "miggate-node", binding()), false)]
-fn the_device_map_is_asked_for_at_every_binding(#[case] req: Value, #[case] called: bool) {
-    let objects = objects();
-    let config = find(&objects, "MutatingWebhookConfiguration", "miggate-device-map");
-    let webhook = &config["webhooks"][0];
-    assert_eq!(webhook_called(webhook, &req), called);
-    // Never blocks a binding, never runs twice, writes nothing but its answer.
-    assert_eq!(webhook["failurePolicy"], "Ignore");
-    assert_eq!(webhook["reinvocationPolicy"], "Never");
-    assert_eq!(webhook["sideEffects"], "None");
-    assert_eq!(webhook["clientConfig"]["service"]["path"], "/mutate-binding");
+    let crates: Vec<Value> = miggate_crds::crds()
+        .iter()
+        .map(|crd| serde_json::to_value(crd).unwrap())
+        .collect();
+    assert_eq!(installed, crates);
 }

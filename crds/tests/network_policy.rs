@@ -1,33 +1,44 @@
-//! The webhook's generated NetworkPolicy, evaluated as the network plugin would for the
-//! sources that matter: the API server (from outside the pod network, or from a pod), any pod
-//! of the cluster, Prometheus in the monitoring namespace; with the API server's addresses
-//! named, and without. The kubelet's probes come from the pod's own node, which NetworkPolicy
-//! always allows, so they need no rule.
+//! The webhook's NetworkPolicy as the chart renders it, evaluated as the network plugin would
+//! for the sources that matter: the API server (from outside the pod network, or from a pod),
+//! any pod of the cluster, Prometheus in the monitoring namespace; with the API server's
+//! addresses named (`networkPolicy.apiServerCIDRs`), and without (`deploy/`). The kubelet's
+//! probes come from the pod's own node, which NetworkPolicy always allows, so they need no
+//! rule. The CIDRs the chart takes, and those it refuses naming the value.
+//!
+//! Named addresses are rendered by the real `helm`; without one, outside CI, those cases say
+//! so and pass.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+mod support;
 
 use std::net::IpAddr;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicyPeer};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use miggate_crds::deploy::network_policy::{Cidr, MONITORING_NAMESPACE};
-use miggate_crds::deploy::{self, Config, Object};
+use miggate_wire::install::{NAMESPACE, WEBHOOK};
 use rstest::rstest;
+use serde_json::Value;
 
-fn objects() -> Vec<Object> {
-    deploy::objects(&Config::default()).unwrap()
+/// The namespace Prometheus runs in by the chart's default (`networkPolicy.metricsFrom`).
+const MONITORING: &str = "monitoring";
+
+/// The install's object of `kind` named `name`, as its typed kind.
+fn typed_in<K: serde::de::DeserializeOwned + serde::Serialize>(
+    objects: &[Value],
+    kind: &str,
+    name: &str,
+) -> K {
+    support::typed(support::find(objects, kind, name))
 }
 
-fn typed<K: serde::de::DeserializeOwned>(kind: &str, name: &str) -> K {
-    typed_in(&objects(), kind, name)
-}
-
-fn typed_in<K: serde::de::DeserializeOwned>(objects: &[Object], kind: &str, name: &str) -> K {
-    let o = objects
-        .iter()
-        .find(|o| o.kind().1 == kind && o.name() == name)
-        .unwrap_or_else(|| panic!("no {kind} {name}"));
-    serde_json::from_value(o.value.clone()).unwrap()
+/// The install with the API server's addresses `cidrs`: `deploy/` (the chart's defaults) when
+/// there are none, else the chart rendered with them; `None` when there is no helm, outside CI.
+fn install(cidrs: &[&str]) -> Option<Vec<Value>> {
+    if cidrs.is_empty() {
+        return Some(support::installed());
+    }
+    support::chart::rendered(&[&format!("networkPolicy.apiServerCIDRs={{{}}}", cidrs.join(","))])
 }
 
 /// Where a connection comes from.
@@ -98,8 +109,8 @@ const API_SERVER_V6: &str = "fd00:10::7";
 const A_POD: &str = "10.244.3.9";
 
 /// The webhook's port named `port`: its number, from the Deployment.
-fn port_number(objects: &[Object], port: &str) -> i32 {
-    let deployment: Deployment = typed_in(objects, "Deployment", "miggate-webhook");
+fn port_number(objects: &[Value], port: &str) -> i32 {
+    let deployment: Deployment = typed_in(objects, "Deployment", WEBHOOK);
     let container = &deployment.spec.unwrap().template.spec.unwrap().containers[0];
     container
         .ports
@@ -114,7 +125,7 @@ fn port_number(objects: &[Object], port: &str) -> i32 {
 #[rstest]
 #[case::api_server_from_outside(&[], Source::Outside(API_SERVER), "https", true)]
 #[case::api_server_or_any_pod(&[], Source::Pod("ml", A_POD), "https", true)]
-#[case::prometheus_scrapes(&[], Source::Pod(MONITORING_NAMESPACE, A_POD), "health", true)]
+#[case::prometheus_scrapes(&[], Source::Pod(MONITORING, A_POD), "health", true)]
 #[case::a_pod_elsewhere_cannot_reach_metrics(&[], Source::Pod("ml", A_POD), "health", false)]
 #[case::a_pod_of_the_webhooks_namespace_cannot_either(&[], Source::Pod("miggate-system", A_POD), "health", false)]
 #[case::nothing_outside_reaches_metrics(&[], Source::Outside(API_SERVER), "health", false)]
@@ -124,7 +135,7 @@ fn port_number(objects: &[Object], port: &str) -> i32 {
 #[case::named_over_ipv6(&["10.0.0.0/24", "fd00:10::/64"], Source::Outside(API_SERVER_V6), "https", true)]
 #[case::named_a_pod_cannot(&["10.0.0.0/24"], Source::Pod("ml", A_POD), "https", false)]
 #[case::named_another_address_cannot(&["10.0.0.8/32"], Source::Outside(API_SERVER), "https", false)]
-#[case::named_prometheus_still_scrapes(&["10.0.0.0/24"], Source::Pod(MONITORING_NAMESPACE, A_POD), "health", true)]
+#[case::named_prometheus_still_scrapes(&["10.0.0.0/24"], Source::Pod(MONITORING, A_POD), "health", true)]
 #[case::named_the_api_server_cannot_reach_metrics(&["10.0.0.0/24"], Source::Outside(API_SERVER), "health", false)]
 fn who_reaches_which_port(
     #[case] api_server: &[&str],
@@ -132,12 +143,10 @@ fn who_reaches_which_port(
     #[case] port: &str,
     #[case] expected: bool,
 ) {
-    let config = Config {
-        api_server_cidrs: api_server.iter().map(|c| c.parse().unwrap()).collect(),
-        ..Config::default()
+    let Some(objects) = install(api_server) else {
+        return;
     };
-    let objects = deploy::objects(&config).unwrap();
-    let policy: NetworkPolicy = typed_in(&objects, "NetworkPolicy", "miggate-webhook");
+    let policy: NetworkPolicy = typed_in(&objects, "NetworkPolicy", WEBHOOK);
     let number = port_number(&objects, port);
     assert_eq!(
         allowed(&policy, source, (port, number)),
@@ -146,93 +155,43 @@ fn who_reaches_which_port(
     );
 }
 
-/// A CIDR is taken only in the form the API server keeps, so what is written is the range
-/// meant: an address typed with its subnet's length, or in a form written another way, is
-/// refused with what to write.
+/// A CIDR in the form the API server keeps is rendered as given; another form is refused by
+/// the chart's schema, naming the value. (An address without its length, a length over 32, a
+/// host name, a range named twice, host bits set and IPv6 not in canonical form:
+/// tests/chart.rs.)
 #[rstest]
-#[case::ipv4("10.0.0.0/24", None)]
-#[case::one_address("10.0.0.7/32", None)]
-#[case::ipv6("fd00:10::/64", None)]
-#[case::everything("0.0.0.0/0", None)]
-#[case::host_bits_set(
-    "10.0.0.7/24",
-    Some(
-        "CIDR `10.0.0.7/24` has host bits set: its network is 10.0.0.0/24; for the one address write 10.0.0.7/32"
-    )
-)]
-#[case::ipv6_host_bits(
-    "fd00:10::7/64",
-    Some(
-        "CIDR `fd00:10::7/64` has host bits set: its network is fd00:10::/64; for the one address write fd00:10::7/128"
-    )
-)]
-#[case::no_length(
-    "10.0.0.7",
-    Some(
-        "CIDR `10.0.0.7` is not a CIDR: an address and a prefix length, such as 10.0.0.0/24, 10.0.0.7/32 or fd00::/64"
-    )
-)]
-#[case::too_long(
-    "10.0.0.0/33",
-    Some(
-        "CIDR `10.0.0.0/33` is not a CIDR: an address and a prefix length, such as 10.0.0.0/24, 10.0.0.7/32 or fd00::/64"
-    )
-)]
-#[case::a_host_name(
-    "api.example.com/32",
-    Some(
-        "CIDR `api.example.com/32` is not a CIDR: an address and a prefix length, such as 10.0.0.0/24, 10.0.0.7/32 or fd00::/64"
-    )
-)]
-#[case::ipv6_spelt_long(
-    "fd00:0010:0000::/64",
-    Some("CIDR `fd00:0010:0000::/64` is not in canonical form: write fd00:10::/64")
-)]
-#[case::ipv6_in_capitals(
-    "FD00:10::/64",
-    Some("CIDR `FD00:10::/64` is not in canonical form: write fd00:10::/64")
-)]
-#[case::ipv4_mapped(
-    "::ffff:10.0.0.0/120",
-    Some(
-        "CIDR `::ffff:10.0.0.0/120` is an IPv4-mapped IPv6 range, which Kubernetes does not take: write the IPv4 range (of 10.0.0.0)"
-    )
-)]
-#[case::control_characters(
-    "10.0.0.0/24\n",
-    Some(
-        "CIDR `10.0.0.0/24\\n` is not a CIDR: an address and a prefix length, such as 10.0.0.0/24, 10.0.0.7/32 or fd00::/64"
-    )
-)]
-fn a_cidr_is_taken_only_as_the_api_server_keeps_it(#[case] text: &str, #[case] refused: Option<&str>) {
-    match (text.parse::<Cidr>(), refused) {
-        (Ok(cidr), None) => assert_eq!(cidr.to_string(), text),
-        (Err(e), Some(message)) => assert_eq!(e.to_string(), message),
-        (result, _) => panic!("{text}: {result:?}"),
-    }
-}
-
-/// A range named twice is a mistake the chart's schema refuses too (`uniqueItems`).
-#[test]
-fn a_range_named_twice_is_refused() {
-    let config = Config {
-        api_server_cidrs: ["10.0.0.0/24", "fd00:10::/64", "10.0.0.0/24"]
-            .iter()
-            .map(|c| c.parse().unwrap())
-            .collect(),
-        ..Config::default()
+#[case::ipv4("10.0.0.0/24", true)]
+#[case::one_address("10.0.0.7/32", true)]
+#[case::ipv6("fd00:10::/64", true)]
+#[case::everything("0.0.0.0/0", true)]
+#[case::ipv6_in_capitals("FD00:10::/64", false)]
+#[case::ipv4_mapped("::ffff:10.0.0.0/120", false)]
+#[case::control_characters("10.0.0.0/24\n", false)]
+fn a_cidr_is_taken_only_as_the_api_server_keeps_it(#[case] text: &str, #[case] taken: bool) {
+    let set = format!("networkPolicy.apiServerCIDRs[0]={text}");
+    let Some(rendered) = support::chart::template(&[&set]) else {
+        return;
     };
-    let e = deploy::objects(&config).unwrap_err();
-    assert_eq!(
-        e.to_string(),
-        "CIDR `10.0.0.0/24` is named twice (entries 1 and 3): name each range once"
-    );
+    if !taken {
+        let e = rendered.unwrap_err();
+        assert!(e.contains("/networkPolicy/apiServerCIDRs/0"), "{text}: {e}");
+        return;
+    }
+    let objects = rendered.unwrap_or_else(|e| panic!("{text}: {e}"));
+    let policy: NetworkPolicy = typed_in(&objects, "NetworkPolicy", WEBHOOK);
+    let from = policy.spec.unwrap().ingress.unwrap()[0].from.clone().unwrap();
+    let cidrs: Vec<&str> = from
+        .iter()
+        .map(|p| p.ip_block.as_ref().unwrap().cidr.as_str())
+        .collect();
+    assert_eq!(cidrs, [text]);
 }
 
 #[test]
 fn the_policy_selects_the_webhook_pods_and_only_ingress() {
-    let policy: NetworkPolicy = typed("NetworkPolicy", "miggate-webhook");
-    let deployment: Deployment = typed("Deployment", "miggate-webhook");
+    let objects = support::installed();
+    let policy: NetworkPolicy = typed_in(&objects, "NetworkPolicy", WEBHOOK);
+    let deployment: Deployment = typed_in(&objects, "Deployment", WEBHOOK);
     let spec = policy.spec.unwrap();
     let pod_labels = deployment
         .spec
@@ -253,5 +212,5 @@ fn the_policy_selects_the_webhook_pods_and_only_ingress() {
     }
     // Egress is left alone: the webhook watches the API server, wherever it is.
     assert_eq!(spec.policy_types.unwrap(), ["Ingress"]);
-    assert_eq!(policy.metadata.namespace.as_deref(), Some("miggate-system"));
+    assert_eq!(policy.metadata.namespace.as_deref(), Some(NAMESPACE));
 }

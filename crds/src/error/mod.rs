@@ -2,16 +2,12 @@
 //! it carries, each a value shown in words only when the error is.
 
 mod claim;
-mod deploy;
 mod inventory;
 mod stored;
-
-use std::borrow::Cow;
 
 use miggate_compat::escape::escape_within;
 
 pub use claim::NoClaim;
-pub use deploy::{BadCidr, DeployProblem, ObjectName};
 pub use inventory::{
     AttributeProblem, CounterSetProblem, DeviceProblem, GpuNodeProblem, LabelProblem, PoolProblem, Unmatched,
     Unreadable,
@@ -61,9 +57,6 @@ pub enum Error {
     /// unknown kind or shape, a text no selector can hold.
     #[error("cannot write a claim for the checkpoint: {0}")]
     Claim(NoClaim),
-    /// A deploy manifest could not be written as YAML or JSON.
-    #[error("cannot write the deploy manifests: {0}")]
-    Deploy(DeployProblem),
     /// A stored object's manifest cannot be read: the manifest reader's error, with its field
     /// path and position.
     #[error(transparent)]
@@ -74,15 +67,6 @@ pub enum Error {
     Stored {
         /// What is wrong.
         why: NotStored,
-    },
-    /// An address range given as the API server's (`miggate deploy --api-server-cidr`) that is
-    /// not a CIDR in the form the API server keeps.
-    #[error("CIDR `{}` {why}", miggate_compat::escape::escape_within(.text, 64))]
-    Cidr {
-        /// What was given.
-        text: String,
-        /// What is wrong with it, and what to write instead where there is one.
-        why: BadCidr,
     },
     /// The CRDs could not be written as YAML.
     #[error("cannot write the CRDs as YAML: {0}")]
@@ -97,18 +81,7 @@ impl From<NoClaim> for Error {
     }
 }
 
-impl From<DeployProblem> for Error {
-    fn from(why: DeployProblem) -> Self {
-        Error::Deploy(why)
-    }
-}
-
 /// Outside text quoted in a note or error: escaped and cut.
 pub(crate) fn quote(text: &str) -> String {
     escape_within(text, 96).into_owned()
-}
-
-/// An optional name as a message shows it: `?` when absent.
-fn or_unknown(text: Option<&str>) -> Cow<'_, str> {
-    Cow::Borrowed(text.unwrap_or("?"))
 }

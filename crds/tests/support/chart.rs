@@ -92,6 +92,18 @@ pub fn rendered(sets: &[&str]) -> Option<Vec<Value>> {
     Some(template(sets)?.unwrap_or_else(|e| panic!("helm template --set {sets:?}: {e}")))
 }
 
+/// The install with the chart's defaults and each of `sets`: `deploy/` when there are none,
+/// else the chart rendered as `deploy/` is (its namespaces made by the chart) with `sets` on
+/// top; `None` when there is no helm, outside CI.
+pub fn install(sets: &[&str]) -> Option<Vec<Value>> {
+    if sets.is_empty() {
+        return Some(super::installed());
+    }
+    let mut all = vec!["createNamespace=true"];
+    all.extend(sets);
+    rendered(&all)
+}
+
 /// The rendered object of `kind` named `name`.
 pub fn object<'a>(chart: &'a [Value], kind: &str, name: &str) -> Option<&'a Value> {
     chart
