@@ -97,7 +97,7 @@ pub enum Refusal {
     /// another snapshot (or none): a snapshot restores only its own content.
     SnapshotContentMismatch {
         /// The snapshot, the content and what the content points back to.
-        foreign: crate::resolve::Foreign,
+        foreign: Box<crate::resolve::Foreign>,
         /// On the binding path: the pod and the node it was being bound to.
         binding: Option<(String, String)>,
     },
@@ -608,11 +608,12 @@ mod tests {
                 binding: None,
             },
             Refusal::SnapshotContentMismatch {
-                foreign: crate::resolve::Foreign {
+                foreign: Box::new(crate::resolve::Foreign {
                     snapshot: "ml/s".into(),
                     content: "c".into(),
                     points_at: "belongs to PodSnapshot team-b/s (its spec.snapshotRef)".into(),
-                },
+                    back: None,
+                }),
                 binding: None,
             },
             Refusal::NoNamespace,

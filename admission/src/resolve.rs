@@ -19,7 +19,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use miggate_compat::escape::escape_within;
-use miggate_crds::peer::{PeerError, SnapshotRef};
+use miggate_crds::peer::{NoSource, PeerError, SnapshotRef};
 use miggate_wire::annotations::RESTORE_FROM;
 use miggate_wire::peer;
 
@@ -138,9 +138,63 @@ pub enum Resolved {
     Missing,
     /// A `PodSnapshot` bound to a content that does not point back to it: refused.
     Foreign(Foreign),
-    /// Nothing to compare, and why (escaped, for a warning): admitted, the peer's agent
-    /// decides.
-    Unchecked(String),
+    /// Nothing to compare, and why: admitted, the peer's agent decides.
+    Unchecked(Unresolved),
+}
+
+/// Why a `PodSnapshot` has nothing to compare. Every text is escaped, for messages; the
+/// display is the webhook's words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unresolved {
+    /// The store keeps no `PodSnapshot`s: the cluster does not serve the peer's API.
+    NotServed {
+        /// `namespace/name` of the snapshot.
+        snapshot: String,
+    },
+    /// The snapshot is not bound to a content yet.
+    Unbound {
+        /// `namespace/name` of the snapshot.
+        snapshot: String,
+    },
+    /// The snapshot is bound to a content that does not exist.
+    ContentMissing {
+        /// `namespace/name` of the snapshot.
+        snapshot: String,
+        /// The content's name.
+        content: String,
+    },
+    /// The content records no checkpoint that can be compared.
+    NoSource {
+        /// `namespace/name` of the snapshot.
+        snapshot: String,
+        /// The content's name.
+        content: String,
+        /// What its `status.source` lacks.
+        why: NoSource,
+    },
+}
+
+impl std::fmt::Display for Unresolved {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unresolved::NotServed { snapshot } => write!(
+                f,
+                "PodSnapshot {snapshot} cannot be looked up, this cluster does not serve {} PodSnapshots",
+                peer::API_VERSION
+            ),
+            Unresolved::Unbound { snapshot } => write!(
+                f,
+                "PodSnapshot {snapshot} is not bound to a PodSnapshotContent yet, nothing compared"
+            ),
+            Unresolved::ContentMissing { snapshot, content } => write!(
+                f,
+                "PodSnapshot {snapshot} is bound to PodSnapshotContent {content}, which does not exist"
+            ),
+            Unresolved::NoSource { content, why, .. } => {
+                write!(f, "PodSnapshotContent {content} {why}, nothing compared")
+            }
+        }
+    }
 }
 
 /// A `PodSnapshot` and the content it is bound to, which belongs to another snapshot (or to
@@ -153,6 +207,9 @@ pub struct Foreign {
     pub content: String,
     /// What the content's `spec.snapshotRef` says instead, as the clause after "which".
     pub points_at: String,
+    /// The content's `spec.snapshotRef` itself (unescaped), for callers with words of their
+    /// own.
+    pub back: Option<SnapshotRef>,
 }
 
 impl Foreign {
@@ -210,23 +267,14 @@ fn snapshot(store: &(impl Lookup + ?Sized), namespace: &str, reference: &Referen
             escape_within(&reference.name, 256)
         )
     };
-    let unchecked = Resolved::Unchecked;
     match store.snapshot(namespace, &reference.name) {
-        SnapshotLookup::NotServed => unchecked(format!(
-            "PodSnapshot {} cannot be looked up, this cluster does not serve {} PodSnapshots",
-            snap(),
-            peer::API_VERSION
-        )),
+        SnapshotLookup::NotServed => Resolved::Unchecked(Unresolved::NotServed { snapshot: snap() }),
         SnapshotLookup::Missing => Resolved::Missing,
-        SnapshotLookup::Unbound => unchecked(format!(
-            "PodSnapshot {} is not bound to a PodSnapshotContent yet, nothing compared",
-            snap()
-        )),
-        SnapshotLookup::ContentMissing(content) => unchecked(format!(
-            "PodSnapshot {} is bound to PodSnapshotContent {}, which does not exist",
-            snap(),
-            escape_within(&content, 256)
-        )),
+        SnapshotLookup::Unbound => Resolved::Unchecked(Unresolved::Unbound { snapshot: snap() }),
+        SnapshotLookup::ContentMissing(content) => Resolved::Unchecked(Unresolved::ContentMissing {
+            snapshot: snap(),
+            content: escape_within(&content, 256).into_owned(),
+        }),
         SnapshotLookup::Bound {
             content,
             snapshot_uid,
@@ -238,13 +286,18 @@ fn snapshot(store: &(impl Lookup + ?Sized), namespace: &str, reference: &Referen
                     snapshot: snap(),
                     content: name,
                     points_at: Foreign::points_at(back, namespace, &reference.name, snapshot_uid.as_deref()),
+                    back: back.cloned(),
                 });
             }
             match &content.checkpoint {
                 Ok(checkpoint) => Resolved::Found {
                     checkpoint: checkpoint.clone(),
                 },
-                Err(why) => unchecked(format!("PodSnapshotContent {name} {why}, nothing compared")),
+                Err(why) => Resolved::Unchecked(Unresolved::NoSource {
+                    snapshot: snap(),
+                    content: name,
+                    why: why.clone(),
+                }),
             }
         }
     }
@@ -335,7 +388,7 @@ mod tests {
         #[case] foreign: Option<&str>,
     ) {
         let store = Bound {
-            back,
+            back: back.clone(),
             snapshot_uid: snapshot_uid.map(str::to_string),
         };
         let reference = reference(None, Some("snap")).unwrap().unwrap();
@@ -348,6 +401,7 @@ mod tests {
                         snapshot: "ml/snap".into(),
                         content: "c-1".into(),
                         points_at: points_at.into(),
+                        back,
                     }
                 );
             }

@@ -209,7 +209,7 @@ pub enum NotSteered {
     NoCheckpoint(String),
     /// The checkpoint cannot be looked up here (a `PodSnapshot`'s content unknown).
     #[error("{0}")]
-    Unchecked(String),
+    Unchecked(crate::resolve::Unresolved),
     /// The `PodSnapshot` is bound to another snapshot's content (the validating webhook
     /// refuses the pod).
     #[error("{0}")]

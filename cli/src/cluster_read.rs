@@ -4,22 +4,30 @@
 //! same order, as the webhook (`miggate_crds::inventory::best_or_why` over the node's `GpuNode`,
 //! the DRA driver's `ResourceSlice`s and the `Node` with its GFD labels).
 //!
+//! A checkpoint is followed by the webhook's own [`resolve`] over what was read, so a
+//! `PodSnapshot` here is held to its content's back-pointer exactly as at admission.
+//!
 //! Each command reads once (list or get), on a small runtime of its own, and needs only `get`
 //! and `list` on those kinds (and on `podsnapshots` and `podsnapshotcontents` for the peer's):
 //! the webhook's ClusterRole grants them.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, anyhow};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use kube::api::{Api, ListParams};
-use miggate_admission::resolve::Kind;
+use miggate_admission::lookup::{
+    Checkpoint, Content, Inventory, Lookup, NoInventory, RestorePod, SnapshotLookup,
+};
+use miggate_admission::resolve::{Kind, Reference, Resolved, Unresolved, resolve};
 use miggate_compat::GpuManifest;
 use miggate_compat::escape::{escape, escape_within};
-use miggate_crds::inventory::{Inventory, NoInventory, best_or_why};
-use miggate_crds::peer::{PodSnapshot, PodSnapshotContent, SnapshotContent};
+use miggate_crds::inventory::best_or_why;
+use miggate_crds::peer::{PodSnapshot, PodSnapshotContent, SnapshotContent, SnapshotRef};
 use miggate_crds::{GpuCheckpoint, GpuNode};
 use serde::de::DeserializeOwned;
 
@@ -130,31 +138,124 @@ pub fn named_checkpoint(
     Ok((manifest, reference.display(namespace)))
 }
 
-/// The checkpoint `reference` names in `namespace`, read from the cluster: a `GpuCheckpoint`'s
-/// manifest, or a `PodSnapshot`'s content's `status.source` translated as the webhook
-/// translates it.
+/// The checkpoint `reference` names in `namespace`, read from the cluster and followed as the
+/// webhook follows it ([`resolve`]): a `GpuCheckpoint`'s manifest, or the checkpoint a
+/// `PodSnapshot`'s content records, held to point back to the snapshot. Unlike the webhook,
+/// which admits a restore it cannot compare (the peer's agent still gates it), a question
+/// asked here about a snapshot with nothing to compare is an error that says what is missing.
 pub fn checkpoint(
     flags: &ClusterFlags,
     namespace: &str,
     reference: &CheckpointRef,
 ) -> anyhow::Result<GpuManifest> {
-    run(flags, |client| async move {
+    let read = run(flags, |client| async move {
         match reference.kind {
             Kind::GpuCheckpoint => gpu_checkpoint(client, namespace, &reference.name).await,
             Kind::PodSnapshot => pod_snapshot(client, namespace, &reference.name).await,
         }
-    })
+    })?;
+    let followed = Reference {
+        kind: reference.kind,
+        name: Cow::Borrowed(&reference.name),
+    };
+    let (ns, name) = (escape(namespace), escape(&reference.name));
+    match resolve(&read, namespace, &followed) {
+        Resolved::Found { checkpoint } => Ok(checkpoint.manifest.clone()),
+        Resolved::Missing => Err(anyhow!(
+            "no {} {name} in namespace {ns}",
+            reference.kind.as_str()
+        )),
+        Resolved::Unchecked(Unresolved::NotServed { .. }) => Err(anyhow!(
+            "the cluster does not serve {} PodSnapshots (is NVIDIA Snapshot installed?)",
+            miggate_wire::peer::API_VERSION
+        )),
+        Resolved::Unchecked(Unresolved::Unbound { .. }) => Err(anyhow!(
+            "PodSnapshot {ns}/{name} is not bound to a PodSnapshotContent yet (no status.boundSnapshotContentName): \
+             nothing records what it was captured on"
+        )),
+        Resolved::Unchecked(Unresolved::ContentMissing { content, .. }) => Err(anyhow!(
+            "PodSnapshot {ns}/{name} is bound to PodSnapshotContent {content}, which does not exist"
+        )),
+        Resolved::Unchecked(Unresolved::NoSource { content, why, .. }) => Err(anyhow!(
+            "PodSnapshotContent {content} of PodSnapshot {ns}/{name} {why}: nothing to compare"
+        )),
+        Resolved::Foreign(foreign) => Err(anyhow!(
+            "PodSnapshot {ns}/{name} is bound to PodSnapshotContent {}, whose spec.snapshotRef names {}, not it: \
+             a PodSnapshot restores only its own content",
+            foreign.content,
+            names_back(foreign.back.as_ref())
+        )),
+    }
 }
 
-async fn gpu_checkpoint(client: kube::Client, namespace: &str, name: &str) -> anyhow::Result<GpuManifest> {
+/// What a content's `spec.snapshotRef` names, for the CLI's message.
+fn names_back(back: Option<&SnapshotRef>) -> String {
+    let Some(r) = back else {
+        return "no PodSnapshot (it has no spec.snapshotRef)".to_string();
+    };
+    let uid = r
+        .uid
+        .as_deref()
+        .filter(|u| !u.is_empty())
+        .map(|u| format!(" of uid {}", escape(u)))
+        .unwrap_or_default();
+    format!(
+        "PodSnapshot {}/{}{uid}",
+        escape(r.namespace.as_deref().unwrap_or("(none)")),
+        escape(r.name.as_deref().unwrap_or("(none)"))
+    )
+}
+
+/// What was read of one checkpoint, held as the webhook's store holds it, so [`resolve`]
+/// follows it as the webhook does.
+#[derive(Debug)]
+struct Read {
+    /// The `GpuCheckpoint`, when one was asked for and exists.
+    checkpoint: Option<Arc<Checkpoint>>,
+    /// The `PodSnapshot` and its content, when one was asked for.
+    snapshot: SnapshotLookup,
+}
+
+impl Read {
+    fn snapshot(snapshot: SnapshotLookup) -> Self {
+        Read {
+            checkpoint: None,
+            snapshot,
+        }
+    }
+}
+
+impl Lookup for Read {
+    fn checkpoint(&self, _namespace: &str, _name: &str) -> Option<Arc<Checkpoint>> {
+        self.checkpoint.clone()
+    }
+
+    fn inventory(&self, _node: &str) -> Result<Inventory, NoInventory> {
+        Err(NoInventory::default())
+    }
+
+    fn snapshot(&self, _namespace: &str, _name: &str) -> SnapshotLookup {
+        self.snapshot.clone()
+    }
+
+    fn restore_pod(&self, _namespace: &str, _name: &str) -> Option<Arc<RestorePod>> {
+        None
+    }
+}
+
+async fn gpu_checkpoint(client: kube::Client, namespace: &str, name: &str) -> anyhow::Result<Read> {
     let api: Api<GpuCheckpoint> = Api::namespaced(client, namespace);
     match api.get_opt(name).await {
-        Ok(Some(c)) => Ok(c.spec.manifest),
-        Ok(None) => Err(anyhow!(
-            "no GpuCheckpoint {} in namespace {}",
-            escape(name),
-            escape(namespace)
-        )),
+        Ok(found) => Ok(Read {
+            checkpoint: found.map(|c| {
+                Arc::new(Checkpoint {
+                    manifest: c.spec.manifest,
+                    container_name: c.spec.container_name,
+                    origin: format!("GpuCheckpoint {namespace}/{name}"),
+                })
+            }),
+            snapshot: SnapshotLookup::NotServed,
+        }),
         Err(e) => Err(anyhow!(
             "cannot read GpuCheckpoint {}/{}: {}",
             escape(namespace),
@@ -164,46 +265,29 @@ async fn gpu_checkpoint(client: kube::Client, namespace: &str, name: &str) -> an
     }
 }
 
-/// A `PodSnapshot` followed through `status.boundSnapshotContentName` to its content, whose
-/// `status.source` is the checkpoint's facts. Unlike the webhook, which admits a restore it
-/// cannot compare (the peer's agent still gates it), a question asked here about a snapshot
-/// with nothing to compare is an error that says what is missing.
-async fn pod_snapshot(client: kube::Client, namespace: &str, name: &str) -> anyhow::Result<GpuManifest> {
+/// A `PodSnapshot` and, when it is bound, the `PodSnapshotContent`
+/// `status.boundSnapshotContentName` names, as the webhook's caches would hold them.
+async fn pod_snapshot(client: kube::Client, namespace: &str, name: &str) -> anyhow::Result<Read> {
     let snap = format!("{}/{}", escape(namespace), escape(name));
     let snapshots: Api<PodSnapshot> = Api::namespaced(client.clone(), namespace);
     let snapshot = match snapshots.get_opt(name).await {
         Ok(Some(s)) => s,
         Ok(None) => {
             // A 404 is both "no such object" and "no such kind": a list tells them apart.
-            return Err(match snapshots.list(&ListParams::default().limit(1)).await {
-                Err(kube::Error::Api(s)) if s.code == 404 => anyhow!(
-                    "the cluster does not serve {} PodSnapshots (is NVIDIA Snapshot installed?)",
-                    miggate_wire::peer::API_VERSION
-                ),
-                _ => anyhow!(
-                    "no PodSnapshot {} in namespace {}",
-                    escape(name),
-                    escape(namespace)
-                ),
-            });
+            return Ok(Read::snapshot(match snapshots.list(&ListParams::default().limit(1)).await {
+                Err(kube::Error::Api(s)) if s.code == 404 => SnapshotLookup::NotServed,
+                _ => SnapshotLookup::Missing,
+            }));
         }
         Err(e) => return Err(anyhow!("cannot read PodSnapshot {snap}: {}", words(&e))),
     };
     let Some(content_name) = snapshot.bound_content() else {
-        return Err(anyhow!(
-            "PodSnapshot {snap} is not bound to a PodSnapshotContent yet (no status.boundSnapshotContentName): \
-             nothing records what it was captured on"
-        ));
+        return Ok(Read::snapshot(SnapshotLookup::Unbound));
     };
     let contents: Api<PodSnapshotContent> = Api::all(client);
     let content = match contents.get_opt(content_name).await {
         Ok(Some(c)) => c,
-        Ok(None) => {
-            return Err(anyhow!(
-                "PodSnapshot {snap} is bound to PodSnapshotContent {}, which does not exist",
-                escape(content_name)
-            ));
-        }
+        Ok(None) => return Ok(Read::snapshot(SnapshotLookup::ContentMissing(content_name.to_string()))),
         Err(e) => {
             return Err(anyhow!(
                 "cannot read PodSnapshotContent {}: {}",
@@ -212,43 +296,10 @@ async fn pod_snapshot(client: kube::Client, namespace: &str, name: &str) -> anyh
             ));
         }
     };
-    let read = SnapshotContent::read(&content);
-    // The content must name the snapshot back, as the webhook holds it: another snapshot's
-    // content is not this one's checkpoint.
-    let uid = snapshot.metadata.uid.as_deref();
-    if !read
-        .snapshot_ref
-        .as_ref()
-        .is_some_and(|r| r.names(namespace, name, uid))
-    {
-        let names = read.snapshot_ref.as_ref().map_or_else(
-            || "no PodSnapshot (it has no spec.snapshotRef)".to_string(),
-            |r| {
-                let uid = r
-                    .uid
-                    .as_deref()
-                    .filter(|u| !u.is_empty())
-                    .map(|u| format!(" of uid {}", escape(u)))
-                    .unwrap_or_default();
-                format!(
-                    "PodSnapshot {}/{}{uid}",
-                    escape(r.namespace.as_deref().unwrap_or("(none)")),
-                    escape(r.name.as_deref().unwrap_or("(none)"))
-                )
-            },
-        );
-        return Err(anyhow!(
-            "PodSnapshot {snap} is bound to PodSnapshotContent {}, whose spec.snapshotRef names {names}, not it: \
-             a PodSnapshot restores only its own content",
-            escape(content_name)
-        ));
-    }
-    read.source.map_err(|why| {
-        anyhow!(
-            "PodSnapshotContent {} of PodSnapshot {snap} {why}: nothing to compare",
-            escape(content_name)
-        )
-    })
+    Ok(Read::snapshot(SnapshotLookup::Bound {
+        content: Arc::new(Content::from(SnapshotContent::read(&content))),
+        snapshot_uid: snapshot.metadata.uid.clone(),
+    }))
 }
 
 /// Every node the cluster knows (a `Node` or a `GpuNode`), with its inventory, by name.
@@ -280,15 +331,8 @@ pub fn node(flags: &ClusterFlags, name: &str) -> anyhow::Result<NodeFacts> {
                 escape(name)
             ));
         }
-        let refs: Vec<&ResourceSlice> = slices.iter().collect();
-        Ok((
-            name.to_string(),
-            best_or_why(&miggate_crds::inventory::NodeObjects {
-                gpu_node: gpu_node.as_ref(),
-                node: node.as_ref(),
-                slices: &refs,
-            }),
-        ))
+        let (inventory, _) = read_node(name, gpu_node.as_ref(), node.as_ref(), &slices);
+        Ok((name.to_string(), inventory))
     })
 }
 
@@ -318,16 +362,30 @@ fn inventories(gpu_nodes: Vec<GpuNode>, nodes: Vec<Node>, slices: Vec<ResourceSl
     by_name
         .into_iter()
         .map(|(name, (g, n, s))| {
-            let refs: Vec<&ResourceSlice> = s.iter().collect();
-            let inventory = best_or_why(&miggate_crds::inventory::NodeObjects {
-                gpu_node: g.as_ref(),
-                node: n.as_ref(),
-                slices: &refs,
-            });
-            let names = miggate_crds::inventory::device_names(&name, &refs);
+            let (inventory, names) = read_node(&name, g.as_ref(), n.as_ref(), &s);
             (name, inventory, names)
         })
         .collect()
+}
+
+/// One node's inventory from what the cluster holds of it, as the webhook reads it
+/// ([`best_or_why`]), and each DRA device's slice name by UUID.
+fn read_node(
+    name: &str,
+    gpu_node: Option<&GpuNode>,
+    node: Option<&Node>,
+    slices: &[ResourceSlice],
+) -> (
+    Result<Inventory, NoInventory>,
+    std::collections::HashMap<String, String>,
+) {
+    let refs: Vec<&ResourceSlice> = slices.iter().collect();
+    let inventory = best_or_why(&miggate_crds::inventory::NodeObjects {
+        gpu_node,
+        node,
+        slices: &refs,
+    });
+    (inventory, miggate_crds::inventory::device_names(name, &refs))
 }
 
 async fn get<K>(api: Api<K>, kind: &str, name: &str) -> anyhow::Result<Option<K>>

@@ -266,7 +266,7 @@ pub fn evaluate(restore: &RestoreRequest<'_>, store: &(impl Lookup + ?Sized)) ->
         Resolved::Missing => return Judgement::refused(not_found(restore), Vec::new()),
         Resolved::Foreign(foreign) => {
             let refusal = Refusal::SnapshotContentMismatch {
-                foreign,
+                foreign: Box::new(foreign),
                 binding: binding_of(restore),
             };
             return Judgement::refused(refusal, Vec::new());

@@ -35,7 +35,7 @@ pub enum Warning {
     /// The checkpoint cannot be looked up here (a `PodSnapshot` whose content is not known).
     RestoreUnchecked {
         /// Why not.
-        why: String,
+        why: crate::resolve::Unresolved,
     },
     /// `nvidia.com/snapshot-skip-compat-check` waives every check.
     AllWaivedByPeer {
