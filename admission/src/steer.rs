@@ -213,7 +213,7 @@ pub enum NotSteered {
     /// The `PodSnapshot` is bound to another snapshot's content (the validating webhook
     /// refuses the pod).
     #[error("{0}")]
-    Foreign(crate::resolve::Foreign),
+    Foreign(Box<crate::resolve::Foreign>),
     /// The pod has no spec.
     #[error("the pod has no spec")]
     NoSpec,
@@ -295,7 +295,7 @@ fn steerable(
         Resolved::Missing => {
             return Err(NotSteered::NoCheckpoint(reference.display(namespace)));
         }
-        Resolved::Foreign(foreign) => return Err(NotSteered::Foreign(foreign)),
+        Resolved::Foreign(foreign) => return Err(NotSteered::Foreign(Box::new(foreign))),
         Resolved::Unchecked(why) => return Err(NotSteered::Unchecked(why)),
     };
     // `review::parse` keeps every spec raw.

@@ -9,7 +9,7 @@ use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use kube::Api;
 use kube::api::PostParams;
 
-use crate::error::{Error, api_words};
+use crate::error::Error;
 
 /// Asks the API server who the client is; the marker this webhook writes.
 pub(crate) async fn learn(client: kube::Client) -> Result<String, Error> {
@@ -17,7 +17,9 @@ pub(crate) async fn learn(client: kube::Client) -> Result<String, Error> {
     let review = reviews
         .create(&PostParams::default(), &SelfSubjectReview::default())
         .await
-        .map_err(|e| Error::Identity { why: api_words(&e) })?;
+        .map_err(|source| Error::Identity {
+            source: Box::new(source),
+        })?;
     match identity(&review) {
         Some(Identity::Uid(uid)) => Ok(uid),
         Some(Identity::Name(name)) => {
@@ -29,9 +31,7 @@ pub(crate) async fn learn(client: kube::Client) -> Result<String, Error> {
             );
             Ok(name)
         }
-        None => Err(Error::Identity {
-            why: "the API server reported neither a UID nor a name".into(),
-        }),
+        None => Err(Error::NoIdentity),
     }
 }
 

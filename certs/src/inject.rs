@@ -14,7 +14,7 @@ use kube::Api;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
-use crate::error::{Error, api_words};
+use crate::error::Error;
 
 /// Which kind of webhook configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -156,9 +156,9 @@ impl Configurations {
                 .await
                 .map(|o| o.and_then(|o| serde_json::to_value(o).ok())),
         };
-        let got = got.map_err(|e| Error::Api {
+        let got = got.map_err(|source| Error::Api {
             what: format!("read {at}"),
-            why: api_words(&e),
+            source: Box::new(source),
         })?;
         Ok(got.map(|v| webhooks(&v)))
     }
@@ -178,9 +178,9 @@ impl Configurations {
                 .await
                 .map(|_| ()),
         };
-        done.map_err(|e| Error::Api {
+        done.map_err(|source| Error::Api {
             what: format!("inject the CA into {at}"),
-            why: api_words(&e),
+            source: Box::new(source),
         })
     }
 }

@@ -5,7 +5,8 @@
 //! account did not write), renewed ahead of expiry, and the CA
 //! injected into every webhook of the configurations named ([`inject`]). A new certificate is
 //! served only once the API server trusts its CA ([`manager`]): no call fails during a
-//! rotation.
+//! rotation. What is served is the [`ServingPair`] the Secret was judged into ([`serving`],
+//! which reads the webhook's own certificate files too), never its PEM read again.
 
 mod error;
 mod identity;
@@ -15,9 +16,11 @@ pub mod material;
 mod metrics;
 pub mod mint;
 mod secret;
+pub mod serving;
 
-pub use error::Error;
+pub use error::{Error, MintError};
 pub use inject::{ConfigurationRef, Kind};
 pub use manager::{Config, Handle, Install, Status, start};
 pub use material::{Pair, Wanted, Why};
 pub use metrics::CertMetrics;
+pub use serving::{PairError, ServingPair};

@@ -24,9 +24,10 @@ use tokio::sync::Notify;
 
 use crate::error::Error;
 use crate::inject::{ConfigurationRef, Configurations, patch_for};
-use crate::material::{Cert, Change, Contents, Pair, Wanted, Why, bundle_certs, judge_trusting};
+use crate::material::{Cert, Change, Contents, Unusable, Wanted, Why, bundle_certs, judge_trusting};
 use crate::metrics::{CertMetrics, RotationLabel, StepLabel};
 use crate::secret::{KeptMeta, SecretStore, Unwritable, raw_of};
+use crate::serving::ServingPair;
 
 /// What the manager is told.
 #[derive(Debug, Clone)]
@@ -46,14 +47,15 @@ pub struct Config {
     pub resync: Duration,
 }
 
-/// Puts a serving pair into the TLS server.
+/// Puts a serving pair into the TLS server: the pair as the Secret was judged into, served
+/// as it is.
 pub trait Install: Send + Sync {
     /// Serves `pair` for new connections from now on.
-    fn install(&self, pair: &Pair) -> Result<(), Error>;
+    fn install(&self, pair: &ServingPair) -> Result<(), Error>;
 }
 
-impl<F: Fn(&Pair) -> Result<(), Error> + Send + Sync> Install for F {
-    fn install(&self, pair: &Pair) -> Result<(), Error> {
+impl<F: Fn(&ServingPair) -> Result<(), Error> + Send + Sync> Install for F {
+    fn install(&self, pair: &ServingPair) -> Result<(), Error> {
         self(pair)
     }
 }
@@ -135,7 +137,7 @@ fn lock(reported: &Mutex<Reported>) -> MutexGuard<'_, Reported> {
 
 /// The served pair and the facts about it.
 struct Served {
-    pair: Pair,
+    pair: ServingPair,
     ca: Cert,
     verified: bool,
     /// The served certificate's renewal point ([`Cert::due`]).
@@ -398,12 +400,12 @@ impl Manager {
             if !outcome.written {
                 return Ok(Next::Now);
             }
-            self.count(&judged.changes);
+            self.count(&judged.changes, &judged.causes);
         }
         let contents = judged.contents;
         let ca = contents.ca_cert.clone();
         self.metrics.ca_not_after.set(unix(ca.not_after));
-        self.next_due = Some(contents.leaf_cert.due().min(ca.due()));
+        self.next_due = Some(contents.serving.leaf().due().min(ca.due()));
         let untrusted = self.inject(&contents, &ca).await.map_err(|e| ("inject", e))?;
         self.serve(&contents, ca, untrusted.is_none())
             .map_err(|e| ("serve", e))?;
@@ -411,7 +413,7 @@ impl Manager {
         self.overdue_logged = false;
         let waiting = self.waiting(untrusted);
         self.set_status(waiting.clone(), None);
-        let switching = self.served.as_ref().is_some_and(|s| s.pair != contents.leaf);
+        let switching = self.served.as_ref().is_some_and(|s| s.pair != contents.serving);
         Ok(if waiting.is_some() || switching {
             Next::Soon
         } else {
@@ -458,7 +460,12 @@ impl Manager {
         }
     }
 
-    fn count(&self, changes: &[Change]) {
+    /// Counts and logs each change; `causes` are the errors behind the CA's and the serving
+    /// pair's, in order.
+    fn count(&self, changes: &[Change], causes: &[Unusable]) {
+        for cause in causes {
+            tracing::debug!(cause = %cause, "webhook certificates: a part of the Secret cannot be kept");
+        }
         for change in changes {
             let (what, reason) = match change {
                 Change::Ca(why) => ("ca", why.as_str()),
@@ -540,7 +547,7 @@ impl Manager {
         Ok(None)
     }
 
-    /// Serves `contents.leaf` when nothing is served yet, or when every configuration has
+    /// Serves `contents.serving` when nothing is served yet, or when every configuration has
     /// trusted its CA for the propagation time; marks the served pair verified then.
     fn serve(&mut self, contents: &Contents, ca: Cert, trusted: bool) -> Result<(), Error> {
         let settled = trusted
@@ -549,27 +556,27 @@ impl Manager {
                 .as_ref()
                 .is_some_and(|(der, since)| *der == ca.der && since.elapsed() >= self.config.propagation);
         match &mut self.served {
-            Some(s) if s.pair == contents.leaf => {
+            Some(s) if s.pair == contents.serving => {
                 s.verified |= settled;
             }
             Some(_) if !settled => {}
             current => {
-                self.install.install(&contents.leaf)?;
+                self.install.install(&contents.serving)?;
                 let first = current.is_none();
-                let due = contents.leaf_cert.due();
+                let leaf = contents.serving.leaf();
                 *current = Some(Served {
-                    pair: contents.leaf.clone(),
+                    pair: contents.serving.clone(),
                     ca,
                     verified: settled,
-                    due,
-                    not_after: contents.leaf_cert.not_after,
+                    due: leaf.due(),
+                    not_after: leaf.not_after,
                 });
                 if !first {
                     self.metrics.switches.inc();
                 }
-                self.metrics.not_after.set(unix(contents.leaf_cert.not_after));
+                self.metrics.not_after.set(unix(leaf.not_after));
                 tracing::info!(
-                    not_after = %humantime::format_rfc3339_seconds(contents.leaf_cert.not_after),
+                    not_after = %humantime::format_rfc3339_seconds(leaf.not_after),
                     "webhook certificates: serving a new certificate"
                 );
             }

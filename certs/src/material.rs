@@ -20,13 +20,15 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use rustls::RootCertStore;
-use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::ServerCertVerifier;
+use rustls::client::{VerifierBuilderError, WebPkiServerVerifier};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
-use rustls::sign::CertifiedKey;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 
+use crate::error::MintError;
 pub use crate::mint::Pair;
+pub use crate::serving::ServingPair;
+use crate::serving::{Chain, PairError};
 
 /// The CA's certificate.
 pub const CA_CRT: &str = "ca.crt";
@@ -68,17 +70,18 @@ pub struct Raw {
 }
 
 /// What the Secret should hold: the CA, the serving pair, and the bundle, each certificate
-/// read once, here, into what the manager judges and serves by.
+/// read once, here, into what the manager judges and serves by. The PEM text is what the
+/// Secret is written with; the serving pair is what the webhook serves.
 #[derive(Clone, PartialEq, Eq)]
 pub struct Contents {
-    /// The CA.
+    /// The CA, PEM.
     pub ca: Pair,
     /// The CA, read.
     pub ca_cert: Cert,
-    /// The serving certificate and key.
+    /// The serving certificate and key, PEM.
     pub leaf: Pair,
-    /// The serving certificate, read.
-    pub leaf_cert: Cert,
+    /// The serving certificate and key, read: what the webhook serves.
+    pub serving: ServingPair,
     /// The CAs to trust, PEM, the current CA first.
     pub bundle: String,
     /// Until when the bundle keeps CAs other than the current one.
@@ -196,23 +199,27 @@ pub struct Wanted {
 }
 
 /// Why bytes are not a certificate.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum CertError {
     /// No `-----BEGIN CERTIFICATE-----` block.
     #[error("no PEM certificate")]
     NoPem,
     /// A PEM block that cannot be decoded.
-    #[error("PEM that cannot be decoded: {0}")]
-    Pem(String),
+    #[error("PEM that cannot be decoded: {0:?}")]
+    Pem(#[source] rustls::pki_types::pem::Error),
     /// DER that is not an X.509 certificate.
     #[error("not an X.509 certificate: {0}")]
-    Der(String),
+    Der(#[source] x509_parser::nom::Err<x509_parser::error::X509Error>),
     /// Bytes after the certificate.
     #[error("{0} bytes after the certificate")]
     Trailing(usize),
     /// A validity date this system cannot hold.
     #[error("a validity date out of range")]
     Validity,
+    /// A basic constraints extension that cannot be read (twice, or malformed).
+    #[error("basic constraints that cannot be read: {0}")]
+    BasicConstraints(#[source] x509_parser::error::X509Error),
 }
 
 /// A certificate read: its DER, and the facts judged.
@@ -234,14 +241,13 @@ impl Cert {
         let der = CertificateDer::pem_slice_iter(pem)
             .next()
             .ok_or(CertError::NoPem)?
-            .map_err(|e| CertError::Pem(format!("{e:?}")))?;
+            .map_err(CertError::Pem)?;
         Cert::from_der(der.as_ref())
     }
 
     /// Reads a DER certificate.
     pub fn from_der(der: &[u8]) -> Result<Cert, CertError> {
-        let (rest, x509) =
-            x509_parser::parse_x509_certificate(der).map_err(|e| CertError::Der(e.to_string()))?;
+        let (rest, x509) = x509_parser::parse_x509_certificate(der).map_err(CertError::Der)?;
         if !rest.is_empty() {
             return Err(CertError::Trailing(rest.len()));
         }
@@ -257,8 +263,7 @@ impl Cert {
         let validity = x509.validity();
         let is_ca = x509
             .basic_constraints()
-            .ok()
-            .flatten()
+            .map_err(CertError::BasicConstraints)?
             .is_some_and(|bc| bc.value.ca);
         Ok(Cert {
             der: der.to_vec(),
@@ -285,103 +290,263 @@ impl Cert {
     }
 }
 
-/// Every certificate of a PEM bundle, or `None` when any block is not one.
+/// Every certificate of a PEM bundle, or why one block is not one.
+pub fn bundle_from_pem(pem: &[u8]) -> Result<Vec<Cert>, CertError> {
+    CertificateDer::pem_slice_iter(pem)
+        .map(|der| Cert::from_der(der.map_err(CertError::Pem)?.as_ref()))
+        .collect()
+}
+
+/// Every certificate of a PEM bundle, or `None` when any block is not one: for callers to
+/// whom a bundle that does not read trusts nothing, whatever the reason ([`bundle_from_pem`]
+/// says it).
 pub fn bundle_certs(pem: &[u8]) -> Option<Vec<Cert>> {
-    let mut out = Vec::new();
-    for der in CertificateDer::pem_slice_iter(pem) {
-        out.push(Cert::from_der(der.ok()?.as_ref()).ok()?);
-    }
-    Some(out)
+    bundle_from_pem(pem).ok()
 }
 
-/// Whether `pem` holds a private key that is `cert`'s.
-fn key_matches(cert: &Cert, key_pem: &[u8]) -> Option<bool> {
-    let key = PrivateKeyDer::from_pem_slice(key_pem).ok()?;
-    let signer = rustls::crypto::ring::sign::any_supported_type(&key).ok()?;
-    let certified = CertifiedKey::new(vec![CertificateDer::from(cert.der.clone())], signer);
-    Some(certified.keys_match().is_ok())
+/// Why a CA makes no verifier.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum VerifierError {
+    /// The CA is no trust anchor.
+    #[error("the CA cannot be a trust anchor: {0}")]
+    Anchor(#[source] rustls::Error),
+    /// rustls built no verifier of it.
+    #[error("no verifier of the CA: {0}")]
+    Build(#[source] VerifierBuilderError),
 }
 
-/// The certificate and key the Secret holds under `crt` and `key`: both there, readable, the
-/// key the certificate's, a CA where one is wanted, and valid at `now`; or why not.
-fn read_pair(raw: &Raw, crt: &str, key: &str, want_ca: bool, now: SystemTime) -> Result<(Pair, Cert), Why> {
-    let (Some(cert_pem), Some(key_pem)) = (raw.data.get(crt), raw.data.get(key)) else {
-        return Err(Why::Missing);
+/// A verifier trusting `ca` alone, as the API server does with a `caBundle` of one CA.
+pub fn ca_verifier(ca: &Cert) -> Result<Arc<WebPkiServerVerifier>, VerifierError> {
+    let mut roots = RootCertStore::empty();
+    roots
+        .add(CertificateDer::from(ca.der.clone()))
+        .map_err(VerifierError::Anchor)?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .map_err(VerifierError::Build)
+}
+
+/// [`ca_verifier`], `None` when `ca` makes none: for callers to whom such a CA verifies nothing.
+pub fn verifier(ca: &Cert) -> Option<Arc<WebPkiServerVerifier>> {
+    ca_verifier(ca).ok()
+}
+
+/// Why a part of the Secret (the CA, or the serving pair) cannot be kept: the error behind the
+/// [`Why`] of its [`Change`]. Names the Secret's keys, never their content.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Unusable {
+    /// Data this webhook's account did not write.
+    #[error("the Secret's data was written by another than this webhook")]
+    Foreign,
+    /// The key is not there.
+    #[error("{key} is missing")]
+    Missing {
+        /// The Secret's key.
+        key: &'static str,
+    },
+    /// A value over [`MAX_VALUE_BYTES`], not read.
+    #[error("{key} holds more than {MAX_VALUE_BYTES} bytes")]
+    Oversized {
+        /// The Secret's key.
+        key: &'static str,
+    },
+    /// The certificate, or its key, cannot be read.
+    #[error("{crt} and {key} are no pair: {source}")]
+    Unreadable {
+        /// The certificate's key in the Secret.
+        crt: &'static str,
+        /// The private key's key in the Secret.
+        key: &'static str,
+        /// Why.
+        #[source]
+        source: PairError,
+    },
+    /// A value that is not UTF-8 text, as PEM is.
+    #[error("{key} is not text: {source}")]
+    NotText {
+        /// The Secret's key.
+        key: &'static str,
+        /// Where it stops being UTF-8.
+        #[source]
+        source: std::string::FromUtf8Error,
+    },
+    /// A certificate that is no CA where the CA belongs.
+    #[error("{key} is not a CA")]
+    NotCa {
+        /// The Secret's key.
+        key: &'static str,
+    },
+    /// The private key is not the certificate's.
+    #[error("{key} is not the key of {crt}: {source}")]
+    KeyMismatch {
+        /// The certificate's key in the Secret.
+        crt: &'static str,
+        /// The private key's key in the Secret.
+        key: &'static str,
+        /// rustls' words.
+        #[source]
+        source: PairError,
+    },
+    /// Outside its validity.
+    #[error("{key} is not valid now")]
+    Expired {
+        /// The Secret's key.
+        key: &'static str,
+    },
+    /// The CA makes no verifier, so nothing it signed can be trusted.
+    #[error("the CA makes no verifier: {0}")]
+    NoVerifier(#[source] VerifierError),
+    /// A name the webhook is called by that is no DNS name.
+    #[error("{name:?} is no DNS name: {source}")]
+    NotAName {
+        /// The name.
+        name: String,
+        /// Why.
+        #[source]
+        source: rustls::pki_types::InvalidDnsNameError,
+    },
+    /// The serving certificate does not name a name the webhook is called by.
+    #[error("the serving certificate is not valid for {name}: {source}")]
+    WrongName {
+        /// The name.
+        name: String,
+        /// rustls' words.
+        #[source]
+        source: rustls::Error,
+    },
+    /// The CA did not sign the serving certificate (or not for serving).
+    #[error("the CA does not verify the serving certificate: {0}")]
+    Untrusted(#[source] rustls::Error),
+    /// Two thirds of its life gone.
+    #[error("{key} is due for renewal")]
+    Due {
+        /// The Secret's key.
+        key: &'static str,
+    },
+}
+
+impl Unusable {
+    /// The reason it gives, the rotation metric's label.
+    pub fn why(&self) -> Why {
+        match self {
+            Unusable::Foreign => Why::Foreign,
+            Unusable::Missing { .. } => Why::Missing,
+            Unusable::Oversized { .. }
+            | Unusable::Unreadable { .. }
+            | Unusable::NotText { .. }
+            | Unusable::NotCa { .. }
+            | Unusable::NoVerifier(_) => Why::Unreadable,
+            Unusable::KeyMismatch { .. } => Why::KeyMismatch,
+            Unusable::Expired { .. } => Why::Expired,
+            Unusable::NotAName { .. } | Unusable::WrongName { .. } => Why::WrongName,
+            Unusable::Untrusted(_) => Why::Untrusted,
+            Unusable::Due { .. } => Why::Due,
+        }
+    }
+}
+
+/// The certificate and key the Secret holds under `crt` and `key`, read into a pair: both
+/// there, readable, the key the certificate's, a CA where one is wanted, and valid at `now`;
+/// or why not. The one reading of them: the pair is served as read.
+fn read_pair(
+    raw: &Raw,
+    crt: &'static str,
+    key: &'static str,
+    want_ca: bool,
+    now: SystemTime,
+) -> Result<(Pair, ServingPair), Unusable> {
+    let cert_pem = raw.data.get(crt).ok_or(Unusable::Missing { key: crt })?;
+    let key_pem = raw.data.get(key).ok_or(Unusable::Missing { key })?;
+    for (key, value) in [(crt, cert_pem), (key, key_pem)] {
+        if value.len() > MAX_VALUE_BYTES {
+            return Err(Unusable::Oversized { key });
+        }
+    }
+    let unreadable = |source| Unusable::Unreadable { crt, key, source };
+    let chain = Chain::from_pem(cert_pem)
+        .and_then(Chain::leaf_read)
+        .map_err(unreadable)?;
+    if want_ca && !chain.is_ca() {
+        return Err(Unusable::NotCa { key: crt });
+    }
+    let pair = chain.with_key(key_pem).map_err(|source| match source {
+        PairError::Mismatch(_) => Unusable::KeyMismatch { crt, key, source },
+        source => unreadable(source),
+    })?;
+    if !pair.leaf().valid_at(now) {
+        return Err(Unusable::Expired { key: crt });
+    }
+    let text = |key: &'static str, b: &[u8]| {
+        String::from_utf8(b.to_vec()).map_err(|source| Unusable::NotText { key, source })
     };
-    if cert_pem.len() > MAX_VALUE_BYTES || key_pem.len() > MAX_VALUE_BYTES {
-        return Err(Why::Unreadable);
-    }
-    let cert = Cert::from_pem(cert_pem).map_err(|_| Why::Unreadable)?;
-    if want_ca && !cert.is_ca {
-        return Err(Why::Unreadable);
-    }
-    match key_matches(&cert, key_pem) {
-        None => return Err(Why::Unreadable),
-        Some(false) => return Err(Why::KeyMismatch),
-        Some(true) => {}
-    }
-    if !cert.valid_at(now) {
-        return Err(Why::Expired);
-    }
-    let text = |b: &[u8]| String::from_utf8(b.to_vec()).map_err(|_| Why::Unreadable);
-    let pair = Pair {
-        cert_pem: text(cert_pem)?,
-        key_pem: text(key_pem)?,
+    let pem = Pair {
+        cert_pem: text(crt, cert_pem)?,
+        key_pem: text(key, key_pem)?,
     };
-    Ok((pair, cert))
+    Ok((pem, pair))
 }
 
 /// The CA the Secret holds, or why it cannot be used.
-fn read_ca(raw: &Raw, now: SystemTime) -> Result<(Pair, Cert), Why> {
-    let (pair, cert) = read_pair(raw, CA_CRT, CA_KEY, true, now)?;
+fn read_ca(raw: &Raw, now: SystemTime) -> Result<(Pair, Cert), Unusable> {
+    let (pair, read) = read_pair(raw, CA_CRT, CA_KEY, true, now)?;
+    let cert = read.leaf().clone();
     if cert.due_at(now) {
-        return Err(Why::Due);
+        return Err(Unusable::Due { key: CA_CRT });
     }
     Ok((pair, cert))
 }
 
 /// The serving pair the Secret holds, judged against `ca` and the names wanted.
-fn read_serving(raw: &Raw, ca: &Cert, names: &[String], now: SystemTime) -> Result<(Pair, Cert), Why> {
-    let (pair, cert) = read_pair(raw, TLS_CRT, TLS_KEY, false, now)?;
-    let verifier = verifier(ca).ok_or(Why::Unreadable)?;
-    let leaf = CertificateDer::from(cert.der.clone());
+fn read_serving(
+    raw: &Raw,
+    ca: &Cert,
+    names: &[String],
+    now: SystemTime,
+) -> Result<(Pair, ServingPair), Unusable> {
+    let (pair, serving) = read_pair(raw, TLS_CRT, TLS_KEY, false, now)?;
+    let verifier = ca_verifier(ca).map_err(Unusable::NoVerifier)?;
+    let leaf = CertificateDer::from(serving.leaf().der.clone());
     let at = UnixTime::since_unix_epoch(now.duration_since(UNIX_EPOCH).unwrap_or_default());
     for name in names {
-        let Ok(server) = ServerName::try_from(name.clone()) else {
-            return Err(Why::WrongName);
-        };
+        let server = ServerName::try_from(name.clone()).map_err(|source| Unusable::NotAName {
+            name: name.clone(),
+            source,
+        })?;
         match verifier.verify_server_cert(&leaf, &[], &server, &[], at) {
             Ok(_) => {}
-            Err(rustls::Error::InvalidCertificate(
-                rustls::CertificateError::NotValidForName
-                | rustls::CertificateError::NotValidForNameContext { .. },
-            )) => return Err(Why::WrongName),
-            Err(_) => return Err(Why::Untrusted),
+            Err(
+                source @ rustls::Error::InvalidCertificate(
+                    rustls::CertificateError::NotValidForName
+                    | rustls::CertificateError::NotValidForNameContext { .. },
+                ),
+            ) => {
+                return Err(Unusable::WrongName {
+                    name: name.clone(),
+                    source,
+                });
+            }
+            Err(source) => return Err(Unusable::Untrusted(source)),
         }
     }
-    if cert.due_at(now) {
-        return Err(Why::Due);
+    if serving.leaf().due_at(now) {
+        return Err(Unusable::Due { key: TLS_CRT });
     }
-    Ok((pair, cert))
-}
-
-/// A verifier trusting `ca` alone, as the API server does with a `caBundle` of one CA.
-pub fn verifier(ca: &Cert) -> Option<Arc<WebPkiServerVerifier>> {
-    let mut roots = RootCertStore::empty();
-    roots.add(CertificateDer::from(ca.der.clone())).ok()?;
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-        .build()
-        .ok()
+    Ok((pair, serving))
 }
 
 /// The result of judging the Secret.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Judged {
     /// What the Secret should hold.
     pub contents: Contents,
     /// What had to change for that; empty when the Secret holds it already.
     pub changes: Vec<Change>,
+    /// Why each part was replaced: the error behind each [`Change::Ca`] and
+    /// [`Change::Serving`] of `changes`, in their order (a [`Change::Bundle`] has none).
+    pub causes: Vec<Unusable>,
 }
 
 /// Judges `raw` at `now`: keeps what is usable, replaces what is not, renews what is due.
@@ -413,10 +578,10 @@ pub fn judge_trusting(
     writer: &str,
     trusted: &[Cert],
 ) -> Result<Judged, crate::Error> {
-    let mut changes = Vec::new();
+    let mut causes = Vec::new();
     let foreign = !raw.data.is_empty() && raw.written_by.as_deref() != Some(writer);
     let read = if foreign {
-        Err(Why::Foreign)
+        Err(Unusable::Foreign)
     } else {
         read_ca(raw, now)
     };
@@ -425,12 +590,10 @@ pub fn judge_trusting(
             let (previous, until) = kept_previous(raw, &cert, wanted, now);
             (ca, cert, previous, until)
         }
-        Err(why) => {
-            changes.push(Change::Ca(why));
+        Err(cause) => {
+            causes.push((Change::Ca(cause.why()), cause));
             let ca = crate::mint::authority(now, wanted.ca_lifetime)?;
-            let cert = Cert::from_pem(ca.cert_pem.as_bytes()).map_err(|e| crate::Error::Mint {
-                why: format!("the new CA does not read back: {e}"),
-            })?;
+            let cert = Cert::from_pem(ca.cert_pem.as_bytes()).map_err(MintError::CaReadBack)?;
             // Keep trusting what may still be served: this replica's CA first (from memory,
             // so trusted whoever wrote the Secret), then the old bundle's, but of a foreign
             // Secret's only what every configuration trusts already.
@@ -447,31 +610,17 @@ pub fn judge_trusting(
             (ca, cert, previous, until)
         }
     };
-    let leaf = match changes.first() {
-        Some(Change::Ca(_)) => None,
-        _ => match read_serving(raw, &ca_cert, &wanted.names, now) {
-            Ok(leaf) => Some(leaf),
-            Err(why) => {
-                changes.push(Change::Serving(why));
-                None
-            }
-        },
-    };
-    let (leaf, leaf_cert) = match leaf {
-        Some(leaf) => leaf,
-        None => {
-            let leaf = crate::mint::serving(
-                &ca,
-                &wanted.names,
-                now,
-                wanted.serving_lifetime,
-                ca_cert.not_after,
-            )?;
-            let cert = Cert::from_pem(leaf.cert_pem.as_bytes()).map_err(|e| crate::Error::Mint {
-                why: format!("the new serving certificate does not read back: {e}"),
-            })?;
-            (leaf, cert)
+    let read = causes
+        .is_empty()
+        .then(|| read_serving(raw, &ca_cert, &wanted.names, now));
+    let (leaf, serving) = match read {
+        Some(Ok(read)) => read,
+        Some(Err(cause)) => {
+            causes.push((Change::Serving(cause.why()), cause));
+            mint_serving(&ca, &ca_cert, wanted, now)?
         }
+        // A new CA means a new serving pair: the one stored is not looked at.
+        None => mint_serving(&ca, &ca_cert, wanted, now)?,
     };
     let mut bundle = pem_of(&ca_cert.der);
     for c in &previous {
@@ -483,18 +632,36 @@ pub fn judge_trusting(
         ca,
         ca_cert,
         leaf,
-        leaf_cert,
+        serving,
         bundle,
         previous_until,
         written_by: writer.to_string(),
     };
+    let (mut changes, causes): (Vec<Change>, Vec<Unusable>) = causes.into_iter().unzip();
     if changes.is_empty()
         && (stored_bundle != Some(contents.bundle.as_bytes())
             || stored_until != contents.previous_until_text().as_deref())
     {
         changes.push(Change::Bundle);
     }
-    Ok(Judged { contents, changes })
+    Ok(Judged {
+        contents,
+        changes,
+        causes,
+    })
+}
+
+/// A new serving pair from `ca` for the names wanted, read back as the Secret's would be.
+fn mint_serving(
+    ca: &Pair,
+    ca_cert: &Cert,
+    wanted: &Wanted,
+    now: SystemTime,
+) -> Result<(Pair, ServingPair), crate::Error> {
+    let leaf = crate::mint::serving(ca, &wanted.names, now, wanted.serving_lifetime, ca_cert.not_after)?;
+    let serving = ServingPair::from_pem(leaf.cert_pem.as_bytes(), leaf.key_pem.as_bytes())
+        .map_err(MintError::ServingReadBack)?;
+    Ok((leaf, serving))
 }
 
 /// The certificates of the stored bundle; none when it is missing, unreadable or larger than

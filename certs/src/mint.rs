@@ -7,7 +7,7 @@ use rcgen::{
     KeyUsagePurpose,
 };
 
-use crate::error::Error;
+use crate::error::{Error, MintError};
 
 /// A PEM certificate and its PEM private key.
 #[derive(Clone, PartialEq, Eq)]
@@ -42,7 +42,7 @@ fn validity(params: &mut CertificateParams, now: SystemTime, until: SystemTime) 
 }
 
 fn minting(e: rcgen::Error) -> Error {
-    Error::Mint { why: e.to_string() }
+    MintError::Rcgen(e).into()
 }
 
 /// A new self-signed CA valid from `now` for `lifetime`: it signs serving certificates only

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{DeleteParams, ObjectMeta, PostParams, Preconditions};
 
-use crate::error::{Error, api_words};
+use crate::error::Error;
 use crate::material::{Contents, PREVIOUS_CA_UNTIL, Raw, WRITTEN_BY};
 
 /// The only type miggate writes: a Secret of another type either carries rules of its own
@@ -116,9 +116,9 @@ impl SecretStore {
 
     /// The Secret, or `None` when there is none.
     pub(crate) async fn read(&self) -> Result<Option<Secret>, Error> {
-        self.api.get_opt(&self.name).await.map_err(|e| Error::Api {
+        self.api.get_opt(&self.name).await.map_err(|source| Error::Api {
             what: self.what("read"),
-            why: api_words(&e),
+            source: Box::new(source),
         })
     }
 
@@ -161,9 +161,9 @@ impl SecretStore {
                 self.recreate(secret, contents, Unwritable::Invalid(s.message))
                     .await
             }
-            Err(e) => Err(Error::Api {
+            Err(source) => Err(Error::Api {
                 what: self.what("update"),
-                why: api_words(&e),
+                source: Box::new(source),
             }),
         }
     }
@@ -188,12 +188,12 @@ impl SecretStore {
                     recreated: None,
                 });
             }
-            Err(e) => {
+            Err(source) => {
                 return Err(Error::Unwritable {
                     secret: format!("{}/{}", self.namespace, self.name),
                     name: self.name.clone(),
                     unwritable: why.words(),
-                    why: api_words(&e),
+                    source: Box::new(source),
                 });
             }
         };
@@ -207,9 +207,9 @@ impl SecretStore {
         match self.api.create(&PostParams::default(), &secret).await {
             Ok(_) => Ok(true),
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-            Err(e) => Err(Error::Api {
+            Err(source) => Err(Error::Api {
                 what: self.what("create"),
-                why: api_words(&e),
+                source: Box::new(source),
             }),
         }
     }

@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 
 use kube_fake::FakeApiServer;
 use miggate_certs::material::{
-    CA_BUNDLE, CA_CRT, Cert, PREVIOUS_CA_UNTIL, TLS_CRT, WRITTEN_BY, bundle_certs, pem_of,
+    CA_BUNDLE, CA_CRT, Cert, PREVIOUS_CA_UNTIL, TLS_CRT, TLS_KEY, WRITTEN_BY, bundle_certs, pem_of,
 };
-use miggate_certs::{CertMetrics, Config, ConfigurationRef, Handle, Pair, Wanted};
+use miggate_certs::{CertMetrics, Config, ConfigurationRef, Handle, ServingPair, Wanted};
 use serde_json::{Value, json};
 
 const NS: &str = "miggate-system";
@@ -65,10 +65,10 @@ fn configurations(fake: &FakeApiServer) {
 
 /// What one replica serves, as its TLS server would be told.
 #[derive(Default, Clone)]
-struct Served(Arc<Mutex<Vec<Pair>>>);
+struct Served(Arc<Mutex<Vec<ServingPair>>>);
 
 impl Served {
-    fn last(&self) -> Option<Pair> {
+    fn last(&self) -> Option<ServingPair> {
         self.0.lock().unwrap().last().cloned()
     }
     fn count(&self) -> usize {
@@ -84,7 +84,7 @@ async fn replica(fake: &FakeApiServer, propagation: Duration) -> (Handle, Served
 async fn replica_with(fake: &FakeApiServer, config: Config) -> (Handle, Served, CertMetrics) {
     let served = Served::default();
     let sink = served.clone();
-    let install = move |p: &Pair| -> Result<(), miggate_certs::Error> {
+    let install = move |p: &ServingPair| -> Result<(), miggate_certs::Error> {
         sink.0.lock().unwrap().push(p.clone());
         Ok(())
     };
@@ -135,9 +135,14 @@ async fn until(what: &str, mut ok: impl FnMut() -> bool) {
     }
 }
 
-fn ca_of(pair: &Pair, bundle: &[u8]) -> bool {
+/// The serving pair the Secret holds, read as the manager reads it.
+fn secret_pair(fake: &FakeApiServer) -> Option<ServingPair> {
+    ServingPair::from_pem(&secret_data(fake, TLS_CRT)?, &secret_data(fake, TLS_KEY)?).ok()
+}
+
+fn ca_of(pair: &ServingPair, bundle: &[u8]) -> bool {
     // The served certificate chains to a CA of the bundle.
-    let leaf = Cert::from_pem(pair.cert_pem.as_bytes()).unwrap();
+    let leaf = pair.leaf();
     bundle_certs(bundle).unwrap().iter().any(|ca| {
         let verifier = miggate_certs::material::verifier(ca).unwrap();
         use rustls::client::danger::ServerCertVerifier;
@@ -166,7 +171,7 @@ async fn a_first_start_makes_the_secret_injects_every_webhook_and_serves() {
         "every webhook, service and url alike"
     );
     assert!(ca_of(&pair, &bundle));
-    assert_eq!(secret_data(&fake, TLS_CRT).unwrap(), pair.cert_pem.as_bytes());
+    assert_eq!(secret_pair(&fake).unwrap(), pair, "the Secret's pair, as read");
     assert_eq!(
         bundles(&fake, "validatingwebhookconfigurations", "someone-else"),
         vec![None]
@@ -199,9 +204,7 @@ async fn replicas_started_together_end_with_one_ca() {
     let bundle = secret_data(&fake, CA_BUNDLE).unwrap();
     for (handle, served, _) in [&a, &b, &c] {
         until("each replica serves the Secret's certificate", || {
-            served
-                .last()
-                .is_some_and(|p| p.cert_pem.as_bytes() == secret_data(&fake, TLS_CRT).unwrap().as_slice())
+            served.last().is_some_and(|p| Some(p) == secret_pair(&fake))
         })
         .await;
         until("verified", || handle.status().verified).await;
@@ -240,7 +243,7 @@ async fn garbage_in_the_secret_is_replaced_and_counted() {
     secret["data"]["tls.crt"] = json!("Z2FyYmFnZQ==");
     fake.apply(secret);
     until("the serving certificate is reissued", || {
-        secret_data(&fake, TLS_CRT).is_some_and(|c| c != b"garbage" && c != first.cert_pem.as_bytes())
+        secret_pair(&fake).is_some_and(|p| p != first)
     })
     .await;
     let text = {
@@ -373,8 +376,7 @@ async fn a_serving_certificate_is_renewed_ahead_of_expiry_from_the_same_ca() {
     let renewed = served.last().unwrap();
     assert_ne!(renewed, first);
     assert_eq!(secret_data(&fake, CA_CRT).unwrap(), ca, "the same CA");
-    let leaf = Cert::from_pem(renewed.cert_pem.as_bytes()).unwrap();
-    assert!(leaf.valid_at(std::time::SystemTime::now()));
+    assert!(renewed.leaf().valid_at(std::time::SystemTime::now()));
 }
 
 /// The Prometheus text of `metrics`.

@@ -4,12 +4,12 @@
 
 use std::time::{Duration, SystemTime};
 
-use miggate_certs::Pair;
 use miggate_certs::material::{
     CA_BUNDLE, CA_CRT, CA_KEY, Cert, Change, MAX_VALUE_BYTES, PREVIOUS_CA_UNTIL, Raw, TLS_CRT, TLS_KEY,
-    Wanted, Why, bundle_certs, judge, pem_of,
+    Unusable, Wanted, Why, bundle_certs, judge, pem_of,
 };
 use miggate_certs::mint;
+use miggate_certs::{Pair, PairError, ServingPair};
 use rstest::rstest;
 
 const DAY: Duration = Duration::from_secs(86_400);
@@ -74,6 +74,16 @@ fn a_usable_secret_is_kept_as_it_is() {
     assert_eq!(judged.contents.ca, ca);
     assert_eq!(judged.contents.leaf, leaf);
     assert_eq!(judged.contents.data(), raw.data);
+    assert!(judged.causes.is_empty());
+    // What is served is the Secret's pair, read once.
+    let serving = &judged.contents.serving;
+    assert_eq!(
+        *serving,
+        ServingPair::from_pem(leaf.cert_pem.as_bytes(), leaf.key_pem.as_bytes()).unwrap()
+    );
+    assert_eq!(*serving.leaf(), cert(&leaf));
+    assert_eq!(serving.chain().len(), 1);
+    assert!(serving.certified_key().keys_match().is_ok());
 }
 
 /// Each way the Secret can be broken, and the change it gets.
@@ -92,6 +102,13 @@ fn a_broken_secret_is_mended(#[case] break_it: &dyn Fn(&mut Raw), #[case] change
     break_it(&mut raw);
     let judged = judge(&raw, &wanted(), now(), None, WRITER).unwrap();
     assert_eq!(judged.changes.first(), Some(&change), "{:?}", judged.changes);
+    // The error behind it says the same, and names the key, never the content.
+    let cause = judged.causes.first().unwrap();
+    let (Change::Ca(why) | Change::Serving(why)) = change else {
+        unreachable!()
+    };
+    assert_eq!(cause.why(), why, "{cause}");
+    assert!(!cause.to_string().contains("PRIVATE KEY"), "{cause}");
     // Whatever was wrong, what is written judges clean.
     let written = Raw::from(&judged.contents);
     assert_eq!(
@@ -443,4 +460,59 @@ fn a_foreign_secret_keeps_only_a_ca_already_trusted(#[case] trusted: bool, #[cas
     assert_eq!(bundle.iter().any(|c| c.der == old.der), trusted);
     assert_eq!(judged.contents.previous_until.is_some(), trusted);
     assert_eq!(judged.contents.written_by, WRITER);
+}
+
+/// A chain of several certificates is served whole, leaf first; the leaf read is the first.
+#[test]
+fn a_pair_keeps_its_whole_chain() {
+    let (ca, leaf, _) = good();
+    let chain = format!("{}{}", leaf.cert_pem, ca.cert_pem);
+    let pair = ServingPair::from_pem(chain.as_bytes(), leaf.key_pem.as_bytes()).unwrap();
+    assert_eq!(pair.chain().len(), 2);
+    assert_eq!(pair.chain()[0].as_ref(), cert(&leaf).der.as_slice());
+    assert_eq!(pair.chain()[1].as_ref(), cert(&ca).der.as_slice());
+    assert_eq!(*pair.leaf(), cert(&leaf));
+    let shown = format!("{pair:?}");
+    assert!(
+        !shown.contains("PRIVATE") && !shown.contains(&leaf.key_pem),
+        "{shown}"
+    );
+}
+
+/// Each way PEM bytes are not a pair, as a typed cause with rustls' or the reader's error
+/// behind it.
+#[rstest]
+#[case::no_certificate(b"".to_vec(), None, "no CERTIFICATE block")]
+#[case::garbage_certificate(b"-----BEGIN CERTIFICATE-----\nnot base64\n-----END CERTIFICATE-----\n".to_vec(), None, "not a PEM certificate chain")]
+#[case::no_key(good().1.cert_pem.into_bytes(), Some(b"".to_vec()), "no usable PEM private key")]
+#[case::key_that_cannot_sign(good().1.cert_pem.into_bytes(), Some(b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n".to_vec()), "a private key that cannot sign")]
+#[case::key_of_another(good().1.cert_pem.into_bytes(), Some(ca().key_pem.into_bytes()), "the key is not the certificate's")]
+fn bytes_that_are_no_pair_say_why(
+    #[case] cert_pem: Vec<u8>,
+    #[case] key_pem: Option<Vec<u8>>,
+    #[case] why: &str,
+) {
+    let key_pem = key_pem.unwrap_or_else(|| good().1.key_pem.into_bytes());
+    let e = ServingPair::from_pem(&cert_pem, &key_pem).unwrap_err();
+    assert!(e.to_string().starts_with(why), "{e}");
+    let sourced = !matches!(e, PairError::NoCertificate);
+    assert_eq!(std::error::Error::source(&e).is_some(), sourced, "{e:?}");
+    assert_eq!(
+        e.both_read(),
+        matches!(e, PairError::Unusable(_) | PairError::Mismatch(_))
+    );
+}
+
+/// A key of another is a key mismatch, with rustls' words behind it.
+#[test]
+fn a_key_of_another_is_a_mismatch_with_its_cause() {
+    let (_, _, mut raw) = good();
+    raw.data.insert(TLS_KEY.into(), ca().key_pem.into_bytes());
+    let judged = judge(&raw, &wanted(), now(), None, WRITER).unwrap();
+    assert_eq!(judged.changes, vec![Change::Serving(Why::KeyMismatch)]);
+    let [Unusable::KeyMismatch { crt, key, source }] = judged.causes.as_slice() else {
+        panic!("{:?}", judged.causes)
+    };
+    assert_eq!((*crt, *key), (TLS_CRT, TLS_KEY));
+    assert!(matches!(source, PairError::Mismatch(_)), "{source:?}");
 }

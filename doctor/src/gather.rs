@@ -336,7 +336,7 @@ async fn serving(
         secret: format!("{ns}/{name}"),
         cert_pem: secret
             .and_then(|s| s.data)
-            .and_then(|mut d| d.remove("tls.crt"))
+            .and_then(|mut d| d.remove(miggate_certs::material::TLS_CRT))
             .map(|b| b.0),
     }))
 }

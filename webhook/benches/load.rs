@@ -12,14 +12,13 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
 use axum::routing::post;
 use axum_server::tls_rustls::RustlsConfig;
-use miggate_webhook::tls::{CertPaths, Pems, server_config};
+use miggate_webhook::tls::{CertPaths, Reloader};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair};
 
 fn env_usize(name: &str, default: usize) -> usize {
@@ -166,8 +165,8 @@ fn main() {
     ));
     let webhook_addr = bound_rx.recv_timeout(Duration::from_secs(30)).unwrap();
 
-    let pems = Pems::read(&paths).unwrap();
-    let echo_tls = RustlsConfig::from_config(Arc::new(server_config(&paths, &pems).unwrap()));
+    // The same rustls configuration the webhook serves, made from the same files.
+    let echo_tls = RustlsConfig::from_config(Reloader::load(paths.clone()).unwrap().current());
     let echo_handle = axum_server::Handle::<SocketAddr>::new();
     let echo_app = Router::new().route("/validate", post(|b: Bytes| async move { b }));
     servers.spawn(

@@ -22,6 +22,7 @@ pub enum Error {
         /// The certificate or key file (the certificate when the pair does not match).
         path: PathBuf,
         /// What is wrong.
+        #[source]
         why: TlsProblem,
     },
     /// A listening socket could not be opened.
@@ -45,33 +46,36 @@ pub enum Error {
     },
 }
 
-/// What is wrong with TLS material ([`Error::Tls`]). The causes are rustls' own errors, shown
-/// in the message once (a field, not an error source).
+/// What is wrong with TLS material ([`Error::Tls`]). Each cause is rustls' (or the certificate
+/// reader's) own error, shown in the message and given as its `source()`.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TlsProblem {
     /// The certificate file is not PEM.
     #[error("not a PEM certificate chain: {0}")]
-    NotCertificateChain(rustls::pki_types::pem::Error),
+    NotCertificateChain(#[source] rustls::pki_types::pem::Error),
     /// A certificate file or CA bundle without a certificate in it.
     #[error("no CERTIFICATE block")]
     NoCertificate,
+    /// The chain's first certificate is not one X.509 certificate that can be read.
+    #[error("the first certificate cannot be read: {0}")]
+    NotALeaf(#[source] miggate_certs::material::CertError),
     /// The key file holds no key rustls can use.
     #[error("no usable PEM private key: {0}")]
-    NoPrivateKey(rustls::pki_types::pem::Error),
+    NoPrivateKey(#[source] rustls::pki_types::pem::Error),
     /// The protocol versions asked for are not the provider's.
     #[error("{0}")]
-    Protocols(rustls::Error),
+    Protocols(#[source] rustls::Error),
     /// The client CA file is not PEM.
     #[error("not a PEM certificate bundle: {0}")]
-    NotCertificateBundle(rustls::pki_types::pem::Error),
+    NotCertificateBundle(#[source] rustls::pki_types::pem::Error),
     /// A certificate of the client CA bundle that cannot be a trust anchor.
     #[error("a certificate of the bundle is not a usable CA: {0}")]
-    NotCa(rustls::Error),
+    NotCa(#[source] rustls::Error),
     /// The client CA bundle does not make a verifier.
     #[error("not a usable client CA bundle: {0}")]
-    NotClientCaBundle(rustls::server::VerifierBuilderError),
-    /// The certificate and key do not belong together.
+    NotClientCaBundle(#[source] rustls::server::VerifierBuilderError),
+    /// The certificate and key do not belong together (or the key cannot sign).
     #[error("certificate and key do not make a pair: {0}")]
-    NotAPair(rustls::Error),
+    NotAPair(#[source] rustls::Error),
 }

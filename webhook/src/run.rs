@@ -205,12 +205,16 @@ pub async fn serve(
         admission_listener,
         acceptor,
         admission_service(state.clone()),
-        http1::Options::new(config.settings.deadline, config.settings.drain, MAX_CONNECTION_BUFFER)
-            .max_age(
-                config.settings.max_connection_age,
-                state.metrics.connections_retired.clone(),
-            )
-            .accept_errors(state.metrics.accept_errors.clone()),
+        http1::Options::new(
+            config.settings.deadline,
+            config.settings.drain,
+            MAX_CONNECTION_BUFFER,
+        )
+        .max_age(
+            config.settings.max_connection_age,
+            state.metrics.connections_retired.clone(),
+        )
+        .accept_errors(state.metrics.accept_errors.clone()),
         stop.clone(),
     ));
 
@@ -225,7 +229,12 @@ pub async fn serve(
         health_stop.clone(),
     ));
 
-    let poller = tokio::spawn(poll(files, reloader, state.clone(), config.settings.poll_interval));
+    let poller = tokio::spawn(poll(
+        files,
+        reloader,
+        state.clone(),
+        config.settings.poll_interval,
+    ));
 
     state.ready.store(true, Ordering::Release);
     tracing::info!(admission = %bound.admission, health = %bound.health, "miggate webhook serving");
@@ -252,7 +261,9 @@ pub async fn serve(
 /// handshake pool, counting into `metrics`, which show the caps too.
 fn connection_limits(config: &Config, metrics: &Metrics) -> (ConnectionGate, HandshakePool) {
     let gauge = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
-    metrics.connections_max.set(gauge(config.settings.max_connections));
+    metrics
+        .connections_max
+        .set(gauge(config.settings.max_connections));
     metrics
         .connections_per_source_max
         .set(gauge(config.settings.max_connections_per_source));
@@ -325,22 +336,18 @@ async fn managed_tls(
     let client_ca = managed.client_ca.clone();
     let install = {
         let slot = slot.clone();
-        move |pair: &miggate_certs::Pair| -> Result<(), miggate_certs::Error> {
+        move |pair: &miggate_certs::ServingPair| -> Result<(), miggate_certs::Error> {
             let mut slot = match slot.lock() {
                 Ok(s) => s,
                 Err(p) => p.into_inner(),
             };
-            let (cert, key) = (
-                pair.cert_pem.clone().into_bytes(),
-                pair.key_pem.clone().into_bytes(),
-            );
             let done = match slot.as_ref() {
-                Some(reloader) => reloader.install(cert, key),
-                None => Reloader::managed(&source, cert, key, client_ca.clone()).map(|r| {
+                Some(reloader) => reloader.install(pair),
+                None => Reloader::managed(&source, pair, client_ca.clone()).map(|r| {
                     *slot = Some(r);
                 }),
             };
-            done.map_err(|e| miggate_certs::Error::Install { why: e.to_string() })
+            done.map_err(|e| miggate_certs::Error::Install { source: Box::new(e) })
         }
     };
     let handle = miggate_certs::start(

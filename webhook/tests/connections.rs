@@ -540,7 +540,10 @@ async fn without_a_client_ca_unfinished_handshakes_do_not_keep_a_client_out_eith
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handshake_not_done_within_the_timeout_is_closed() {
-    let server = Server::start(None, |c| c.settings.handshake_timeout = Duration::from_millis(300)).await;
+    let server = Server::start(None, |c| {
+        c.settings.handshake_timeout = Duration::from_millis(300)
+    })
+    .await;
     let mut tcp = tokio::net::TcpStream::connect(server.bound.admission)
         .await
         .unwrap();
