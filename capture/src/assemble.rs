@@ -18,9 +18,9 @@ use std::collections::{HashMap, HashSet};
 use miggate_compat::{Device, Gpu, GpuUuid, MigMode, VersionText};
 
 use crate::facts::NvidiaFacts;
-use crate::quote::quote;
-use miggate_smi::list::{self, ListedGpu, ListedSlice, Listing};
-use miggate_smi::query::{self, QueryRow, QueryTable};
+use crate::warning::{SmiGpu, Warning};
+use miggate_smi::list::{ListedGpu, ListedSlice, Listing};
+use miggate_smi::query::{QueryRow, QueryTable};
 
 /// One physical GPU as both commands saw it.
 struct Joined<'a> {
@@ -55,11 +55,12 @@ impl Joined<'_> {
             row.mig_mode_pending,
         ))
     }
-    /// How warnings name this GPU (the UUID is a checked one: nothing in it needs escaping).
-    fn label(&self) -> String {
-        let index = self.index().map_or("?".to_string(), |i| i.to_string());
-        let uuid = self.uuid().map_or("UUID unknown", GpuUuid::as_str);
-        format!("GPU {index} ({uuid})")
+    /// How warnings name this GPU.
+    fn label(&self) -> SmiGpu {
+        SmiGpu {
+            index: self.index(),
+            uuid: self.uuid().cloned(),
+        }
     }
 }
 
@@ -75,9 +76,9 @@ impl Joined<'_> {
 pub fn assemble(listing: Option<&Listing>, query: &QueryTable) -> NvidiaFacts {
     let mut warnings = Vec::new();
     if let Some(l) = listing {
-        warnings.extend(l.warnings.iter().cloned());
+        warnings.extend(l.warnings.iter().cloned().map(Warning::Smi));
     }
-    warnings.extend(query.warnings.iter().cloned());
+    warnings.extend(query.warnings.iter().cloned().map(Warning::Smi));
 
     let rows = distinct_rows(&query.rows, &mut warnings);
     let joined = join(listing, &rows);
@@ -116,11 +117,7 @@ pub fn assemble(listing: Option<&Listing>, query: &QueryTable) -> NvidiaFacts {
     }
     devices.extend(unowned.into_iter().map(|s| slice(s, None)));
     if listing.is_none() && rows.is_empty() {
-        warnings.push(format!(
-            "neither {} nor {} listed a GPU: the devices are unknown",
-            list::COMMAND,
-            query::COMMAND
-        ));
+        warnings.push(Warning::NoGpuListed);
         unknown = true;
     }
     NvidiaFacts {
@@ -145,43 +142,26 @@ enum Offer {
 }
 
 /// Applies the rules of this module's header to one GPU, warning where a fact was missing.
-fn offer(j: &Joined<'_>, listing_read: bool, has_slices: bool, warnings: &mut Vec<String>) -> Offer {
+fn offer(j: &Joined<'_>, listing_read: bool, has_slices: bool, warnings: &mut Vec<Warning>) -> Offer {
     let mode = j.mig_mode();
     let active = mode.is_some_and(MigMode::is_active);
     if j.row.is_none() {
-        warnings.push(format!(
-            "{} is listed by {} but has no {} row: its MIG mode is unknown",
-            j.label(),
-            list::COMMAND,
-            query::COMMAND
-        ));
+        warnings.push(Warning::WithoutQueryRow(j.label()));
     }
     if !listing_read {
         if mode.is_none() && !j.predates_mig() {
-            warnings.push(format!(
-                "{} has an unknown MIG mode and {} could not be read: its slices, and so the devices, are unknown",
-                j.label(),
-                list::COMMAND
-            ));
+            warnings.push(Warning::MigModeUnknownWithoutListing(j.label()));
             return Offer::Unknown;
         }
         if !active {
             return Offer::Whole;
         }
-        warnings.push(format!(
-            "{} has MIG enabled and {} could not be read: its slices, and so the devices, are unknown",
-            j.label(),
-            list::COMMAND
-        ));
+        warnings.push(Warning::MigOnWithoutListing(j.label()));
         return Offer::Unknown;
     }
     if has_slices {
         if mode.is_some_and(|m| !m.is_active()) {
-            warnings.push(format!(
-                "{} reports MIG off but {} lists MIG devices under it; kept as slices",
-                j.label(),
-                list::COMMAND
-            ));
+            warnings.push(Warning::MigOffWithSlices(j.label()));
         }
         return Offer::Slices;
     }
@@ -189,27 +169,15 @@ fn offer(j: &Joined<'_>, listing_read: bool, has_slices: bool, warnings: &mut Ve
         (true, true) => Offer::Nothing,
         (true, false) => Offer::Whole,
         (false, true) => {
-            warnings.push(format!(
-                "{} has MIG enabled but is not in {}: its slices, and so the devices, are unknown",
-                j.label(),
-                list::COMMAND
-            ));
+            warnings.push(Warning::MigOnNotListed(j.label()));
             Offer::Unknown
         }
         (false, false) if mode.is_none() && !j.predates_mig() => {
-            warnings.push(format!(
-                "{} is not in {} and its MIG mode is unknown: the devices are unknown",
-                j.label(),
-                list::COMMAND
-            ));
+            warnings.push(Warning::MigModeUnknownNotListed(j.label()));
             Offer::Unknown
         }
         (false, false) => {
-            warnings.push(format!(
-                "{} is not in {}; taken as a whole GPU",
-                j.label(),
-                list::COMMAND
-            ));
+            warnings.push(Warning::NotListedTakenWhole(j.label()));
             Offer::Whole
         }
     }
@@ -296,16 +264,15 @@ impl Candidates {
 }
 
 /// The query rows with a repeated GPU UUID (concatenated outputs) dropped, with a warning.
-fn distinct_rows<'a>(rows: &'a [QueryRow], warnings: &mut Vec<String>) -> Vec<&'a QueryRow> {
+fn distinct_rows<'a>(rows: &'a [QueryRow], warnings: &mut Vec<Warning>) -> Vec<&'a QueryRow> {
     let mut seen: HashSet<&GpuUuid> = HashSet::with_capacity(rows.len());
     let mut kept: Vec<&QueryRow> = Vec::with_capacity(rows.len());
     for row in rows {
         match &row.uuid {
-            Some(uuid) if !seen.insert(uuid) => warnings.push(format!(
-                "{} line {}: GPU {uuid} listed again; dropped",
-                query::COMMAND,
-                row.line
-            )),
+            Some(uuid) if !seen.insert(uuid) => warnings.push(Warning::QueryGpuAgain {
+                line: row.line,
+                uuid: uuid.clone(),
+            }),
             _ => kept.push(row),
         }
     }
@@ -353,17 +320,14 @@ fn slice(s: &ListedSlice, parent: Option<&Joined<'_>>) -> Device {
 }
 
 /// The driver version the rows agree on; a disagreement is warned about and the first kept.
-fn driver_version(rows: &[&QueryRow], warnings: &mut Vec<String>) -> Option<VersionText> {
+fn driver_version(rows: &[&QueryRow], warnings: &mut Vec<Warning>) -> Option<VersionText> {
     let mut versions = rows.iter().filter_map(|r| r.driver_version.as_deref());
     let first = versions.next()?;
     if let Some(other) = versions.find(|v| *v != first) {
-        warnings.push(format!(
-            "{} reports driver versions {} and {}; recorded {}",
-            query::COMMAND,
-            quote(first),
-            quote(other),
-            quote(first)
-        ));
+        warnings.push(Warning::DriverVersionsDiffer {
+            first: first.to_string(),
+            other: other.to_string(),
+        });
     }
     Some(VersionText::new(first))
 }

@@ -9,6 +9,7 @@ use miggate_compat::{CapturedBy, GpuManifest};
 
 use crate::error::{Error, RunError};
 use crate::facts::NvidiaFacts;
+use crate::warning::Warning;
 use crate::{host, nvml, smi};
 use miggate_smi::{self as run, Deadline};
 
@@ -59,10 +60,7 @@ pub fn capture(options: &Options) -> Result<GpuManifest, Error> {
         Backend::Auto => match from_nvml(options, &deadline) {
             Err(Error::NvmlUnavailable { message }) => match from_smi(options, &deadline) {
                 Ok(mut facts) => {
-                    facts.warnings.insert(
-                        0,
-                        format!("NVML is not available ({message}); read through nvidia-smi"),
-                    );
+                    facts.warnings.insert(0, Warning::NvmlUnavailable { message });
                     (facts, "nvidia-smi")
                 }
                 Err(Error::Run(RunError::NotFound { program })) => {
@@ -80,7 +78,7 @@ pub fn capture(options: &Options) -> Result<GpuManifest, Error> {
     if warnings.len() > MAX_WARNINGS {
         let left_out = warnings.len() - MAX_WARNINGS;
         warnings.truncate(MAX_WARNINGS);
-        warnings.push(format!("{left_out} more warnings left out"));
+        warnings.push(Warning::MoreLeftOut(left_out));
     }
     let mut manifest = GpuManifest::new();
     manifest.captured_at = Some(humantime::format_rfc3339_seconds(SystemTime::now()).to_string());
@@ -90,7 +88,11 @@ pub fn capture(options: &Options) -> Result<GpuManifest, Error> {
         version: Some(env!("CARGO_PKG_VERSION").into()),
         backend: Some(backend.into()),
     });
-    manifest.warnings = warnings;
+    // The manifest carries words: `miggate-compat` cannot name this crate's warnings.
+    manifest.warnings = warnings
+        .into_iter()
+        .map(|w| miggate_compat::Warning::Added(w.to_string()))
+        .collect();
     manifest.host = Some(host::host(options.node_name.as_deref()));
     manifest.nvidia = Some(nvidia);
     Ok(manifest)

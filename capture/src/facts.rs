@@ -5,6 +5,8 @@
 use miggate_compat::{Device, Gpu, Nvidia, VersionText};
 use serde::Serialize;
 
+use crate::warning::Warning;
+
 /// What one backend read about the driver and the GPUs this process can see: the NVIDIA part of
 /// a manifest, plus what could not be read. Kept apart from [`Nvidia`] so the capture front end
 /// decides what else (MIG strategy, host facts) goes into the manifest.
@@ -21,15 +23,15 @@ pub struct NvidiaFacts {
     /// and MIG slices. `None` when some GPU's slices could not be read, since a partial list
     /// would miscount devices; `Some(vec![])` when there are none.
     pub devices: Option<Vec<Device>>,
-    /// Facts that could not be read cleanly, one sentence each, to be carried into the
-    /// manifest's `warnings` so nobody mistakes an absent fact for a known one.
-    pub warnings: Vec<String>,
+    /// Facts that could not be read cleanly, to be carried into the manifest's `warnings` (in
+    /// words) so nobody mistakes an absent fact for a known one; serialized as their words.
+    pub warnings: Vec<Warning>,
 }
 
 impl NvidiaFacts {
     /// The manifest's `nvidia` section (`migStrategy` is left unknown: it is the device plugin's
     /// setting, which neither backend can see), and the warnings the manifest should carry.
-    pub fn into_nvidia(self) -> (Nvidia, Vec<String>) {
+    pub fn into_nvidia(self) -> (Nvidia, Vec<Warning>) {
         let nvidia = Nvidia {
             unknown: Default::default(),
             driver_version: self.driver_version,

@@ -28,6 +28,7 @@ use nvml_wrapper::struct_wrappers::device::PciInfo;
 
 use crate::error::Error;
 use crate::facts::NvidiaFacts;
+use crate::warning::{NvmlSubject, Warning};
 
 /// The library loaded when no path is given: the name the NVIDIA driver installs, found by the
 /// dynamic loader's search path (the NVIDIA container toolkit mounts it into containers).
@@ -58,7 +59,7 @@ pub fn read(lib_path: Option<&Path>) -> Result<NvidiaFacts, Error> {
         nvml.sys_driver_version(),
         "nvmlSystemGetDriverVersion",
         "the driver version",
-        "NVML",
+        &NvmlSubject::Library,
         &mut warnings,
     )
     .map(VersionText::new);
@@ -66,7 +67,7 @@ pub fn read(lib_path: Option<&Path>) -> Result<NvidiaFacts, Error> {
         nvml.sys_cuda_driver_version(),
         "nvmlSystemGetCudaDriverVersion_v2",
         "the CUDA driver version",
-        "NVML",
+        &NvmlSubject::Library,
         &mut warnings,
     )
     .map(cuda_version_text);
@@ -118,7 +119,7 @@ fn open(lib_path: Option<&Path>) -> Result<Nvml, Error> {
 /// [`Error::InvalidUuid`] naming the device (its message quotes the text escaped).
 fn checked_uuid<U: std::str::FromStr<Err = miggate_compat::Error>>(
     uuid: Option<String>,
-    at: &str,
+    at: &NvmlSubject,
 ) -> Result<Option<U>, Error> {
     uuid.map(|u| u.parse::<U>())
         .transpose()
@@ -133,16 +134,16 @@ fn read_gpu(
     nvml: &Nvml,
     index: u32,
     handle: &nvml_wrapper::Device<'_>,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<(Gpu, Option<Vec<Device>>), Error> {
-    let at = format!("GPU {index}");
+    let at = NvmlSubject::Gpu { index, uuid: None };
     let uuid = checked_uuid::<GpuUuid>(
         fact(handle.uuid(), "nvmlDeviceGetUUID", "the UUID", &at, warnings),
         &at,
     )?;
-    let at = match &uuid {
-        Some(u) => format!("GPU {index} ({u})"),
-        None => at,
+    let at = NvmlSubject::Gpu {
+        index,
+        uuid: uuid.clone(),
     };
     let product_name = fact(
         handle.name(),
@@ -213,8 +214,8 @@ fn read_gpu(
 /// neither can the devices this GPU offers.
 fn read_mig_mode(
     handle: &nvml_wrapper::Device<'_>,
-    at: &str,
-    warnings: &mut Vec<String>,
+    at: &NvmlSubject,
+    warnings: &mut Vec<Warning>,
 ) -> Result<Option<MigMode>, ()> {
     match handle.mig_mode() {
         Ok(m) => Ok(Some(MigMode::from_current_pending(
@@ -223,10 +224,10 @@ fn read_mig_mode(
         ))),
         Err(NvmlError::NotSupported) => Ok(None),
         Err(e) => {
-            warnings.push(format!(
-                "{at}: cannot read the MIG mode (nvmlDeviceGetMigMode: {}); the device list is unknown",
-                describe(&e)
-            ));
+            warnings.push(Warning::NvmlMigModeUnreadable {
+                at: at.clone(),
+                why: describe(&e),
+            });
             Err(())
         }
     }
@@ -235,7 +236,7 @@ fn read_mig_mode(
 /// What a slice inherits from, or is described by, its parent GPU.
 struct Parent<'a> {
     index: u32,
-    at: &'a str,
+    at: &'a NvmlSubject,
     uuid: Option<&'a GpuUuid>,
     name: Option<&'a str>,
 }
@@ -245,17 +246,16 @@ fn read_slices(
     nvml: &Nvml,
     parent: &Parent<'_>,
     handle: &nvml_wrapper::Device<'_>,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<Option<Vec<Device>>, Error> {
     // The maximum number of MIG devices, not how many exist: positions may be empty.
     let max = match handle.mig_device_count() {
         Ok(n) => n,
         Err(e) => {
-            warnings.push(format!(
-                "{}: cannot read how many MIG devices it can hold (nvmlDeviceGetMaxMigDeviceCount: {}); the device list is unknown",
-                parent.at,
-                describe(&e)
-            ));
+            warnings.push(Warning::NvmlMigCountUnreadable {
+                at: parent.at.clone(),
+                why: describe(&e),
+            });
             return Ok(None);
         }
     };
@@ -267,18 +267,18 @@ fn read_slices(
             Err(NvmlError::NotFound | NvmlError::InvalidArg) => continue,
             // A slice this process may not use (another container's): not a device it is given.
             Err(NvmlError::NoPermission) => {
-                warnings.push(format!(
-                    "{}: MIG device {position} is not accessible to this process (no permission); left out",
-                    parent.at
-                ));
+                warnings.push(Warning::NvmlMigDeviceDenied {
+                    at: parent.at.clone(),
+                    position,
+                });
                 continue;
             }
             Err(e) => {
-                warnings.push(format!(
-                    "{}: cannot read MIG device {position} (nvmlDeviceGetMigDeviceHandleByIndex: {}); the device list is unknown",
-                    parent.at,
-                    describe(&e)
-                ));
+                warnings.push(Warning::NvmlMigDeviceUnreadable {
+                    at: parent.at.clone(),
+                    position,
+                    why: describe(&e),
+                });
                 return Ok(None);
             }
         };
@@ -292,16 +292,21 @@ fn read_slice(
     parent: &Parent<'_>,
     position: u32,
     mig: &nvml_wrapper::Device<'_>,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<Device, Error> {
-    let at = format!("GPU {} MIG device {position}", parent.index);
+    let at = NvmlSubject::MigDevice {
+        gpu: parent.index,
+        position,
+        uuid: None,
+    };
     let uuid = checked_uuid::<DeviceUuid>(
         fact(mig.uuid(), "nvmlDeviceGetUUID", "the UUID", &at, warnings),
         &at,
     )?;
-    let at = match &uuid {
-        Some(u) => format!("{at} ({u})"),
-        None => at,
+    let at = NvmlSubject::MigDevice {
+        gpu: parent.index,
+        position,
+        uuid: uuid.clone(),
     };
     let mig_profile = match mig.name() {
         Ok(name) => {
@@ -309,19 +314,27 @@ fn read_slice(
             match text.parse::<MigProfile>() {
                 Ok(profile) => Some(profile),
                 Err(e) => {
-                    warnings.push(format!(
-                        "{at}: MIG profile unknown: its name `{}` does not end in a profile ({e})",
-                        escape(&name)
-                    ));
+                    let (profile, why) = match e {
+                        miggate_compat::Error::InvalidProfile { profile, why } => (profile, why),
+                        // The profile reader has no other error today; were it to have one,
+                        // the text is quoted with the error's words.
+                        other => (text.to_string(), other.to_string()),
+                    };
+                    warnings.push(Warning::NvmlProfileNotInName {
+                        at: at.clone(),
+                        name: name.clone(),
+                        profile,
+                        why,
+                    });
                     None
                 }
             }
         }
         Err(e) => {
-            warnings.push(format!(
-                "{at}: MIG profile unknown: cannot read its name (nvmlDeviceGetName: {})",
-                describe(&e)
-            ));
+            warnings.push(Warning::NvmlNameUnreadable {
+                at: at.clone(),
+                why: describe(&e),
+            });
             None
         }
     };
@@ -393,23 +406,29 @@ fn instance_id(nvml: &Nvml, mig: &nvml_wrapper::Device<'_>, kind: InstanceKind) 
 /// export fails the same way on every device, so that is said once, not once per device.
 fn fact<T>(
     result: Result<T, NvmlError>,
-    call: &str,
-    what: &str,
-    at: &str,
-    warnings: &mut Vec<String>,
+    call: &'static str,
+    what: &'static str,
+    at: &NvmlSubject,
+    warnings: &mut Vec<Warning>,
 ) -> Option<T> {
     match result {
         Ok(value) => Some(value),
         Err(NvmlError::FailedToLoadSymbol(_)) => {
-            let warning =
-                format!("NVML: {what} is unknown: this library does not export {call} (driver too old?)");
-            if !warnings.contains(&warning) {
-                warnings.push(warning);
+            let said = warnings.iter().any(|said| {
+                matches!(said, Warning::NvmlNotExported { what: w, call: c } if *w == what && *c == call)
+            });
+            if !said {
+                warnings.push(Warning::NvmlNotExported { what, call });
             }
             None
         }
         Err(e) => {
-            warnings.push(format!("{at}: cannot read {what} ({call}: {})", describe(&e)));
+            warnings.push(Warning::NvmlUnreadable {
+                at: at.clone(),
+                what,
+                call,
+                why: describe(&e),
+            });
             None
         }
     }

@@ -8,6 +8,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::thread;
 
 use miggate_compat::{Device, Gpu, GpuUuid};
@@ -18,7 +19,7 @@ use miggate_smi::{Deadline, Output, cuda_version, failure, list, query, run};
 use crate::assemble::assemble;
 use crate::error::{Error, RunError};
 use crate::facts::NvidiaFacts;
-use crate::quote::quote;
+use crate::warning::{CommandFailure, Warning};
 
 /// Runs nvidia-smi at `program` and reads the facts, all before `deadline`.
 ///
@@ -43,18 +44,18 @@ pub(crate) fn read(program: &Path, deadline: &Deadline) -> Result<NvidiaFacts, E
                     Ok(listing) => Some(listing),
                     Err(e @ miggate_smi::Error::InvalidUuid { .. }) => return Err(e.into()),
                     Err(e) => {
-                        warnings.push(format!("{}: {e}", list::COMMAND));
+                        warnings.push(Warning::ListingUnreadable(Arc::new(e)));
                         None
                     }
                 }
             } else {
-                warnings.push(format!("{} failed: {}", list::COMMAND, failure_text(&out)));
+                warnings.push(Warning::ListingFailed(failure(out)));
                 None
             }
         }
         Err(e @ RunError::OutputTooLarge { .. }) => return Err(e.into()),
         Err(e) => {
-            warnings.push(format!("{}: {e}", list::COMMAND));
+            warnings.push(Warning::ListingNotRun(Arc::new(e)));
             None
         }
     };
@@ -67,12 +68,10 @@ pub(crate) fn read(program: &Path, deadline: &Deadline) -> Result<NvidiaFacts, E
             if out.status.success() {
                 facts.cuda_driver_version = cuda_version(&out.stdout);
             } else {
-                facts
-                    .warnings
-                    .push(format!("nvidia-smi --version failed: {}", failure_text(&out)));
+                facts.warnings.push(Warning::VersionFailed(failure(out)));
             }
         }
-        Err(e) => facts.warnings.push(format!("nvidia-smi --version: {e}")),
+        Err(e) => facts.warnings.push(Warning::VersionNotRun(Arc::new(e))),
     }
     let mig_on = facts
         .gpus
@@ -93,39 +92,31 @@ fn join(h: thread::ScopedJoinHandle<'_, Result<Output, RunError>>) -> Result<Out
     })
 }
 
-/// What a failed command said, quoted for a warning; its exit status when it said nothing.
-fn failure_text(out: &Output) -> String {
-    let text = out.combined();
-    let text = text.trim();
-    if text.is_empty() {
-        format!("exit {}", out.status)
-    } else {
-        quote(text)
+/// What a failed command said, and how it exited, for a warning.
+fn failure(out: Output) -> CommandFailure {
+    CommandFailure {
+        output: out.combined(),
+        status: out.status,
     }
 }
 
 /// Warns that a stream was still held open after its command exited: a process the command
 /// started left its process group and kept the pipe. What was read within the grace is used
 /// (whole lines only), which is worth knowing when the listing looks short.
-fn held_open(out: &Output, warnings: &mut Vec<String>) {
+fn held_open(out: &Output, warnings: &mut Vec<Warning>) {
     for held in &out.held_open {
-        let dropped = if held.dropped > 0 {
-            format!("; {} bytes of an unfinished last line were dropped", held.dropped)
-        } else {
-            String::new()
-        };
-        warnings.push(format!(
-            "{}: {} was still held open 2 s after the command exited (a process it started left its process group); what was read until then is used{dropped}",
-            quote(&out.command),
-            held.stream
-        ));
+        warnings.push(Warning::HeldOpen {
+            command: out.command.clone(),
+            stream: held.stream,
+            dropped: held.dropped,
+        });
     }
 }
 
 /// The GPU query's table, and the warnings its run gave.
 struct Queried {
     table: query::QueryTable,
-    held_open: Vec<String>,
+    held_open: Vec<Warning>,
 }
 
 /// Runs `--query-gpu`, asking again without a field an old driver does not know. Every try
@@ -178,7 +169,7 @@ fn add_instance_ids(
     deadline: &Deadline,
     gpus: &[Gpu],
     devices: &mut [Device],
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) {
     let table = match run(program, &["mig", "-lci"], deadline) {
         Ok(out) if out.status.success() => {
@@ -186,21 +177,18 @@ fn add_instance_ids(
             parse_compute_instances(&out.stdout)
         }
         Ok(out) => {
-            warnings.push(format!(
-                "nvidia-smi mig -lci: instance ids not read: {}",
-                failure_text(&out)
-            ));
+            warnings.push(Warning::InstanceIdsFailed(failure(out)));
             return;
         }
         Err(e) => {
-            warnings.push(format!("nvidia-smi mig -lci: instance ids not read: {e}"));
+            warnings.push(Warning::InstanceIdsNotRun(Arc::new(e)));
             return;
         }
     };
     let cis = match table {
         Ok(t) => t.rows,
         Err(e) => {
-            warnings.push(format!("instance ids not read: {e}"));
+            warnings.push(Warning::InstanceIdsUnreadable(Arc::new(e)));
             return;
         }
     };
@@ -235,11 +223,11 @@ fn add_instance_ids(
                     .is_some_and(|p| Some(p) == c.profile.as_ref())
             });
         if !aligned {
-            warnings.push(format!(
-                "GPU {index}: `mig -lci` lists {} compute instances that do not line up with the {} MIG devices of `-L`; instance ids left unknown",
-                mine.len(),
-                slots.len()
-            ));
+            warnings.push(Warning::InstancesMisaligned {
+                index,
+                instances: mine.len(),
+                devices: slots.len(),
+            });
             continue;
         }
         for (at, c) in slots.into_iter().zip(mine) {

@@ -140,6 +140,7 @@ fn output_read_before_an_escaped_child_holds_the_pipe_is_kept() {
         manifest
             .warnings
             .iter()
+            .map(ToString::to_string)
             .any(|w| w.contains("stdout was still held open") && w.contains("--query-gpu")),
         "{:?}",
         manifest.warnings
@@ -175,9 +176,10 @@ fn terminal_controls_in_quoted_text_are_escaped() {
     let junk = manifest
         .warnings
         .iter()
+        .map(ToString::to_string)
         .find(|w| w.contains("junk"))
         .expect("the junk line is warned about");
-    assert_inert(junk);
+    assert_inert(&junk);
     assert!(junk.contains("\\u{1b}[2Jjunk\\u{7}"), "{junk}");
 
     // A path is outside text as well.
@@ -401,7 +403,7 @@ fn a_manifest_carries_a_bounded_number_of_warnings() {
     let manifest = capture(&options(&smi, Duration::from_secs(20))).unwrap();
     assert_eq!(manifest.warnings.len(), 201, "{:?}", manifest.warnings.last());
     assert_eq!(
-        manifest.warnings.last().map(String::as_str),
+        manifest.warnings.last().map(ToString::to_string).as_deref(),
         Some("300 more warnings left out")
     );
     assert_eq!(manifest.nvidia.unwrap().devices.unwrap().len(), 1);

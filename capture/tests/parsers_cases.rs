@@ -97,8 +97,10 @@ fn concatenated_outputs_are_deduplicated_with_warnings() {
     let uuids: Vec<_> = l.gpus[0].slices.iter().map(|s| s.uuid.clone().unwrap()).collect();
     assert_eq!(uuids, [MIG_1, MIG_2]);
     assert_eq!(l.warnings.len(), 3, "{:?}", l.warnings);
-    assert!(l.warnings[0].contains("line 3") && l.warnings[0].contains("listed again"));
-    assert!(l.warnings[2].contains(MIG_1) && l.warnings[2].contains("dropped"));
+    assert!(
+        l.warnings[0].to_string().contains("line 3") && l.warnings[0].to_string().contains("listed again")
+    );
+    assert!(l.warnings[2].to_string().contains(MIG_1) && l.warnings[2].to_string().contains("dropped"));
 
     let facts = assemble(
         Some(&l),
@@ -107,14 +109,23 @@ fn concatenated_outputs_are_deduplicated_with_warnings() {
         )),
     );
     assert_eq!(facts.devices.unwrap().len(), 2);
-    assert!(facts.warnings.iter().any(|w| w.contains("listed again")));
+    assert!(
+        facts
+            .warnings
+            .iter()
+            .any(|w| w.to_string().contains("listed again"))
+    );
 }
 
 #[test]
 fn same_index_with_different_uuids_keeps_both_and_warns() {
     let l = listing(&format!("GPU 0: H (UUID: {GPU_A})\nGPU 0: H (UUID: {GPU_B})\n"));
     assert_eq!(l.gpus.len(), 2);
-    assert!(l.warnings[0].contains("different UUID"), "{:?}", l.warnings);
+    assert!(
+        l.warnings[0].to_string().contains("different UUID"),
+        "{:?}",
+        l.warnings
+    );
 }
 
 #[test]
@@ -160,7 +171,7 @@ fn legacy_uuid_gives_gpu_and_compute_instance_ids() {
 fn legacy_uuid_naming_another_parent_is_kept_under_the_gpu_above_with_a_warning() {
     let l = listing("GPU 0: X (UUID: GPU-aaaa)\n  MIG 1g.5gb Device 0: (UUID: MIG-GPU-bbbb/7/0)\n");
     assert_eq!(l.gpus[0].slices.len(), 1);
-    assert!(l.warnings[0].contains("GPU-bbbb"), "{:?}", l.warnings);
+    assert!(l.warnings[0].to_string().contains("GPU-bbbb"), "{:?}", l.warnings);
 }
 
 #[test]
@@ -181,7 +192,7 @@ fn orphan_mig_lines_stay_slices_with_unknown_parent() {
     let l = listing(&format!("  MIG 3g.48gb     Device  0: (UUID: {MIG_1})\n"));
     assert!(l.gpus.is_empty());
     assert_eq!(l.orphans.len(), 1);
-    assert!(l.warnings[0].contains("no GPU line above it"));
+    assert!(l.warnings[0].to_string().contains("no GPU line above it"));
 
     let facts = assemble(Some(&l), &QueryTable::default());
     let devices = facts.devices.unwrap();
@@ -194,7 +205,12 @@ fn orphan_mig_lines_stay_slices_with_unknown_parent() {
         ),
         (None, None)
     );
-    assert!(facts.warnings.iter().any(|w| w.contains("parent unknown")));
+    assert!(
+        facts
+            .warnings
+            .iter()
+            .any(|w| w.to_string().contains("parent unknown"))
+    );
 }
 
 #[test]
@@ -229,7 +245,7 @@ fn unknown_lines_are_skipped_with_a_warning(#[case] text: &str, #[case] gpus: us
     assert_eq!(l.gpus[0].slices.len(), slices);
     assert_eq!(l.warnings.len(), 1);
     assert!(
-        l.warnings[0].contains("neither a GPU nor a MIG line"),
+        l.warnings[0].to_string().contains("neither a GPU nor a MIG line"),
         "{:?}",
         l.warnings
     );
@@ -326,7 +342,10 @@ fn list_failed_and_mig_enabled_leaves_devices_unknown() {
     assert_eq!(facts.devices, None);
     assert_eq!(facts.gpus.len(), 2);
     assert!(
-        facts.warnings.iter().any(|w| w.contains("could not be read")),
+        facts
+            .warnings
+            .iter()
+            .any(|w| w.to_string().contains("could not be read")),
         "{:?}",
         facts.warnings
     );
@@ -360,7 +379,10 @@ fn list_failed_and_unknown_mig_mode_on_a_mig_capable_gpu_is_unknown_not_whole(#[
     let facts = assemble(None, &rows(row));
     assert_eq!(facts.devices, None);
     assert!(
-        facts.warnings.iter().any(|w| w.contains("unknown MIG mode")),
+        facts
+            .warnings
+            .iter()
+            .any(|w| w.to_string().contains("unknown MIG mode")),
         "{:?}",
         facts.warnings
     );
@@ -414,12 +436,9 @@ fn uuids_that_differ_are_not_joined_by_index() {
     // GPU-ffff has no row (MIG mode unknown → whole); row 0 (MIG on) is missing from -L.
     assert_eq!(facts.devices, None);
     assert_eq!(facts.gpus.len(), 3);
-    assert!(
-        facts
-            .warnings
-            .iter()
-            .any(|w| w.contains("GPU-ffff") && w.contains("no nvidia-smi --query-gpu row"))
-    );
+    assert!(facts.warnings.iter().any(
+        |w| w.to_string().contains("GPU-ffff") && w.to_string().contains("no nvidia-smi --query-gpu row")
+    ));
 }
 
 #[test]
@@ -446,7 +465,7 @@ fn a_row_missing_from_the_listing_is_whole_when_mig_is_off() {
         facts
             .warnings
             .iter()
-            .any(|w| w.contains(GPU_B) && w.contains("not in nvidia-smi -L"))
+            .any(|w| w.to_string().contains(GPU_B) && w.to_string().contains("not in nvidia-smi -L"))
     );
 }
 
@@ -499,7 +518,12 @@ fn slices_under_a_gpu_reported_mig_off_stay_slices_with_a_warning() {
     let only_b = HOST_ROWS.lines().nth(1).unwrap();
     let facts = assemble(Some(&l), &rows(only_b));
     assert_eq!(kinds(&facts), [DeviceKind::Slice]);
-    assert!(facts.warnings.iter().any(|w| w.contains("reports MIG off")));
+    assert!(
+        facts
+            .warnings
+            .iter()
+            .any(|w| w.to_string().contains("reports MIG off"))
+    );
 }
 
 #[test]
@@ -507,7 +531,12 @@ fn driver_versions_that_disagree_are_warned_about() {
     let q = rows(&HOST_ROWS.replacen("580.82.07", "580.65.06", 1));
     let facts = assemble(None, &q);
     assert_eq!(facts.driver_version.unwrap().as_str(), "580.65.06");
-    assert!(facts.warnings.iter().any(|w| w.contains("driver versions")));
+    assert!(
+        facts
+            .warnings
+            .iter()
+            .any(|w| w.to_string().contains("driver versions"))
+    );
 }
 
 #[test]
@@ -536,7 +565,7 @@ fn repeated_query_rows_are_dropped_with_a_warning() {
         facts
             .warnings
             .iter()
-            .filter(|w| w.contains("listed again; dropped"))
+            .filter(|w| w.to_string().contains("listed again; dropped"))
             .count(),
         2
     );

@@ -1,6 +1,6 @@
 //! The crate's error type.
 
-use crate::material::CertError;
+use crate::cert::CertError;
 use crate::serving::PairError;
 
 /// What stops the certificates from being made, kept or served. No variant carries key

@@ -8,6 +8,7 @@
 //! rotation. What is served is the [`ServingPair`] the Secret was judged into ([`serving`],
 //! which reads the webhook's own certificate files too), never its PEM read again.
 
+mod cert;
 mod error;
 mod identity;
 pub mod inject;

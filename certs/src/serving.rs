@@ -13,7 +13,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use rustls::sign::CertifiedKey;
 
-use crate::material::{Cert, CertError};
+use crate::cert::{Cert, CertError};
 
 /// Why PEM bytes are not a serving pair. The messages say what is wrong, never the material.
 /// Not `non_exhaustive`: the webhook names the file each cause concerns, and a new cause must

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use miggate_compat::escape::{escape, is_hazard};
-use miggate_compat::{Mode, Target, TargetScope, evaluate_target};
+use miggate_compat::{Mode, Target, TargetScope, Warning, evaluate_target};
 use miggate_crds::StoredKind;
 
 use crate::flags::check::{CheckArgs, CheckOutput, ModeArg, ScopeArg};
@@ -76,7 +76,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
     let mut report = evaluate_target(&source, view, &options);
     report.warnings.extend(said);
     let code = if report.compared_nothing() {
-        report.warnings.push(NOTHING_COMPARED.to_string());
+        report.warnings.push(Warning::Added(NOTHING_COMPARED.to_string()));
         ExitCode::from(EXIT_NOTHING_COMPARED)
     } else if report.compatible {
         ExitCode::SUCCESS
@@ -90,11 +90,11 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
 /// What a node's inventory says of itself, as the webhook warns it: why a better source was
 /// passed over, and each note (what the source could not tell, a node mig-manager is
 /// reconfiguring), so the answer says why a check is unknown.
-fn node_warnings(name: &str, inventory: &miggate_crds::inventory::Inventory) -> Vec<String> {
+fn node_warnings(name: &str, inventory: &miggate_crds::inventory::Inventory) -> Vec<Warning> {
     inventory
         .notes
         .iter()
-        .map(|note| format!("node {}: {note}", escape(name)))
+        .map(|note| Warning::Added(format!("node {}: {note}", escape(name))))
         .collect()
 }
 

@@ -161,10 +161,7 @@ pub fn checkpoint(
     let (ns, name) = (escape(namespace), escape(&reference.name));
     match resolve(&read, namespace, &followed) {
         Resolved::Found { checkpoint } => Ok(checkpoint.manifest.clone()),
-        Resolved::Missing => Err(anyhow!(
-            "no {} {name} in namespace {ns}",
-            reference.kind.as_str()
-        )),
+        Resolved::Missing => Err(anyhow!("no {} {name} in namespace {ns}", reference.kind.as_str())),
         Resolved::Unchecked(Unresolved::NotServed { .. }) => Err(anyhow!(
             "the cluster does not serve {} PodSnapshots (is NVIDIA Snapshot installed?)",
             miggate_wire::peer::API_VERSION
@@ -274,10 +271,12 @@ async fn pod_snapshot(client: kube::Client, namespace: &str, name: &str) -> anyh
         Ok(Some(s)) => s,
         Ok(None) => {
             // A 404 is both "no such object" and "no such kind": a list tells them apart.
-            return Ok(Read::snapshot(match snapshots.list(&ListParams::default().limit(1)).await {
-                Err(kube::Error::Api(s)) if s.code == 404 => SnapshotLookup::NotServed,
-                _ => SnapshotLookup::Missing,
-            }));
+            return Ok(Read::snapshot(
+                match snapshots.list(&ListParams::default().limit(1)).await {
+                    Err(kube::Error::Api(s)) if s.code == 404 => SnapshotLookup::NotServed,
+                    _ => SnapshotLookup::Missing,
+                },
+            ));
         }
         Err(e) => return Err(anyhow!("cannot read PodSnapshot {snap}: {}", words(&e))),
     };
@@ -287,7 +286,11 @@ async fn pod_snapshot(client: kube::Client, namespace: &str, name: &str) -> anyh
     let contents: Api<PodSnapshotContent> = Api::all(client);
     let content = match contents.get_opt(content_name).await {
         Ok(Some(c)) => c,
-        Ok(None) => return Ok(Read::snapshot(SnapshotLookup::ContentMissing(content_name.to_string()))),
+        Ok(None) => {
+            return Ok(Read::snapshot(SnapshotLookup::ContentMissing(
+                content_name.to_string(),
+            )));
+        }
         Err(e) => {
             return Err(anyhow!(
                 "cannot read PodSnapshotContent {}: {}",

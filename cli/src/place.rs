@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context, bail};
 use miggate_compat::escape::escape;
-use miggate_compat::{GpuManifest, Mode, NodeFit, ReadOptions, rank_nodes_listed};
+use miggate_compat::{GpuManifest, Mode, NodeFit, ReadOptions, Warning, rank_nodes_listed};
 use miggate_crds::StoredKind;
 use miggate_store::file_store::{Problem, read_node_files};
 use miggate_wire::store::NODES_DIR;
@@ -216,7 +216,7 @@ fn write_text(
         n => writeln!(out, "\n{fits} of {n} nodes fit")?,
     }
     for w in &checkpoint.warnings {
-        writeln!(out, "warning: checkpoint: {}", escape(w))?;
+        writeln!(out, "warning: checkpoint: {}", escape(&w.to_string()))?;
     }
     for p in problems {
         writeln!(out, "warning: {}: {}", p.file, p.error)?;
@@ -231,7 +231,8 @@ struct Answer<'a> {
     fits: usize,
     nodes: Vec<NodeAnswer<'a>>,
     problems: &'a [Problem],
-    warnings: &'a [String],
+    /// Each written as its words.
+    warnings: &'a [Warning],
 }
 
 #[derive(Serialize)]

@@ -84,7 +84,7 @@ pub fn write_report(
     if !report.warnings.is_empty() {
         writeln!(out, "\n{bold}warnings{bold:#}")?;
         for w in &report.warnings {
-            writeln!(out, "  - {}", escape(w))?;
+            writeln!(out, "  - {}", escape(&w.to_string()))?;
         }
     }
     Ok(())

@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 
 use anstyle::{AnsiColor, Style};
-use miggate_compat::{Device, DeviceKind, Gpu, GpuManifest, MigMode};
+use miggate_compat::{Device, DeviceKind, Gpu, GpuManifest, MigMode, Warning};
 
 use crate::printable::printable;
 
@@ -150,7 +150,7 @@ fn write_gpu(
 }
 
 /// The device count by kind (or that the devices are unknown), then the manifest's warnings.
-fn write_summary(out: &mut impl Write, devices: Option<&[Device]>, warnings: &[String]) -> io::Result<()> {
+fn write_summary(out: &mut impl Write, devices: Option<&[Device]>, warnings: &[Warning]) -> io::Result<()> {
     match devices {
         None => writeln!(
             out,
@@ -168,7 +168,7 @@ fn write_summary(out: &mut impl Write, devices: Option<&[Device]>, warnings: &[S
         let y = AnsiColor::Yellow.on_default();
         writeln!(out, "\n{y}warnings{y:#}")?;
         for w in warnings {
-            writeln!(out, "  - {}", printable(w))?;
+            writeln!(out, "  - {}", printable(&w.to_string()))?;
         }
     }
     Ok(())

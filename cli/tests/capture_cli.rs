@@ -121,7 +121,9 @@ fn instance_ids_come_from_mig_lci_when_it_answers() {
     let (_, m) = capture_smi("h100-container-3g40gb");
     assert_eq!(m.devices().unwrap()[0].gpu_instance_id, None);
     assert!(
-        m.warnings.iter().any(|w| w.contains("Insufficient Permissions")),
+        m.warnings
+            .iter()
+            .any(|w| w.to_string().contains("Insufficient Permissions")),
         "{:?}",
         m.warnings
     );
@@ -345,7 +347,7 @@ fn auto_prefers_a_loadable_nvml_and_falls_back_to_nvidia_smi() {
     assert_eq!(m.captured_by.unwrap().backend.as_deref(), Some("nvidia-smi"));
     // Why NVML was passed over is kept.
     assert!(
-        m.warnings[0].starts_with("NVML is not available ("),
+        m.warnings[0].to_string().starts_with("NVML is not available ("),
         "{:?}",
         m.warnings
     );

@@ -227,9 +227,29 @@ async fn where_check_and_claim_name_a_podsnapshot_as_kubectl_does() {
     std::fs::write(&kubeconfig, fake.kubeconfig()).unwrap();
     peer_objects(&fake);
 
-    // `where`: the big node fits, the short one lacks the 1g.10gb slice.
-    let (code, stdout, stderr) =
+    where_reads_a_podsnapshot_in_kubectl_s_spellings(&kubeconfig).await;
+    check_names_the_podsnapshot(&kubeconfig).await;
+    claim_shapes_a_template_from_status_source(&kubeconfig).await;
+    what_cannot_be_compared_exits_2(&kubeconfig).await;
+
+    // A cluster without the peer's CRDs says so, rather than "no PodSnapshot".
+    fake.serve("podsnapshots", false);
+    let (code, _, stderr) =
         text(&miggate(&kubeconfig, &["where", "-n", "ml", "podsnapshot/vllm-snap"]).await);
+    assert_eq!(
+        (code, stderr.as_str()),
+        (
+            2,
+            "miggate: the cluster does not serve nvidia.com/v1alpha1 PodSnapshots (is NVIDIA Snapshot installed?)\n"
+        )
+    );
+}
+
+/// `where`: the big node fits, the short one lacks the 1g.10gb slice; and so in every kubectl
+/// spelling of the type.
+async fn where_reads_a_podsnapshot_in_kubectl_s_spellings(kubeconfig: &Path) {
+    let (code, stdout, stderr) =
+        text(&miggate(kubeconfig, &["where", "-n", "ml", "podsnapshot/vllm-snap"]).await);
     assert_eq!(code, 0, "{stderr}");
     let rows: Vec<&str> = stdout.lines().collect();
     assert!(rows[1].starts_with("node-big    fits"), "{stdout}");
@@ -250,18 +270,20 @@ async fn where_check_and_claim_name_a_podsnapshot_as_kubectl_does() {
         "PodSnapshot/vllm-snap",
         "podsnapshots.nvidia.com/vllm-snap",
     ] {
-        let (code, stdout, stderr) = text(&miggate(&kubeconfig, &["where", "-n", "ml", spelled]).await);
+        let (code, stdout, stderr) = text(&miggate(kubeconfig, &["where", "-n", "ml", spelled]).await);
         assert_eq!(
             (code, stdout.contains("1 of 2 nodes fit")),
             (0, true),
             "{spelled}: {stderr}"
         );
     }
+}
 
-    // `check`: the header names the PodSnapshot; the short node is refused on mig-profile.
+/// `check`: the header names the PodSnapshot; the short node is refused on mig-profile.
+async fn check_names_the_podsnapshot(kubeconfig: &Path) {
     let (code, stdout, stderr) = text(
         &miggate(
-            &kubeconfig,
+            kubeconfig,
             &[
                 "check",
                 "-n",
@@ -281,17 +303,19 @@ async fn where_check_and_claim_name_a_podsnapshot_as_kubectl_does() {
     assert!(stdout.contains("mig-profile"), "{stdout}");
     let (code, _, stderr) = text(
         &miggate(
-            &kubeconfig,
+            kubeconfig,
             &["check", "-n", "ml", "podsnapshot/vllm-snap", "--node", "node-big"],
         )
         .await,
     );
     assert_eq!(code, 0, "{stderr}");
+}
 
-    // `claim`: the checkpoint's shape from status.source, as a ResourceClaimTemplate.
+/// `claim`: the checkpoint's shape from status.source, as a ResourceClaimTemplate.
+async fn claim_shapes_a_template_from_status_source(kubeconfig: &Path) {
     let (code, stdout, stderr) = text(
         &miggate(
-            &kubeconfig,
+            kubeconfig,
             &["claim", "-n", "ml", "podsnapshot/vllm-snap", "-o", "json"],
         )
         .await,
@@ -321,8 +345,10 @@ async fn where_check_and_claim_name_a_podsnapshot_as_kubectl_does() {
         counted.iter().any(|(s, n)| s.contains("1g.10gb") && *n == 1),
         "{template}"
     );
+}
 
-    // What cannot be compared is an error that says why, exit 2.
+/// What cannot be compared is an error that says why, exit 2.
+async fn what_cannot_be_compared_exits_2(kubeconfig: &Path) {
     for (name, said) in [
         (
             "podsnapshot/nope",
@@ -357,21 +383,9 @@ async fn where_check_and_claim_name_a_podsnapshot_as_kubectl_does() {
             "miggate: podsnapshot/a/b is not an object name: lowercase letters, digits, '-' and '.', at most 253 characters\n",
         ),
     ] {
-        let (code, _, stderr) = text(&miggate(&kubeconfig, &["where", "-n", "ml", name]).await);
+        let (code, _, stderr) = text(&miggate(kubeconfig, &["where", "-n", "ml", name]).await);
         assert_eq!((code, stderr.as_str()), (2, said), "{name}");
     }
-
-    // A cluster without the peer's CRDs says so, rather than "no PodSnapshot".
-    fake.serve("podsnapshots", false);
-    let (code, _, stderr) =
-        text(&miggate(&kubeconfig, &["where", "-n", "ml", "podsnapshot/vllm-snap"]).await);
-    assert_eq!(
-        (code, stderr.as_str()),
-        (
-            2,
-            "miggate: the cluster does not serve nvidia.com/v1alpha1 PodSnapshots (is NVIDIA Snapshot installed?)\n"
-        )
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

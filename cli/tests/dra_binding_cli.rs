@@ -69,18 +69,7 @@ async fn post(webhook: &Webhook, path: &str, body: String) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_maps_an_allocated_claim_s_devices_at_binding() {
     let fake = std::sync::Arc::new(kube_fake::FakeApiServer::start().await.unwrap());
-    fake.apply(checkpoint());
-    fake.apply(yaml("inventory/dra-v25.12-gpu-node-7.yaml"));
-    fake.apply(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-7"}}));
-    fake.apply(pod("fits", "fits-gpus"));
-    fake.apply(claim(
-        "fits-gpus",
-        Some(&["gpu-0-mig-3g40gb-9-4", "gpu-0-mig-3g40gb-9-0"]),
-    ));
-    fake.apply(pod("short", "short-gpus"));
-    fake.apply(claim("short-gpus", Some(&["gpu-0-mig-3g40gb-9-0", "gpu-1"])));
-    fake.apply(pod("late", "late-gpus"));
-    fake.apply(claim("late-gpus", None));
+    apply_the_node_pods_and_claims(&fake);
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, fake.kubeconfig()).unwrap();
@@ -136,13 +125,37 @@ async fn the_binary_maps_an_allocated_claim_s_devices_at_binding() {
 
     // ...unless it carries a device map: only miggate writes one, so the binder's is removed
     // (whoever the pod), or replaced where the webhook maps the pod itself.
-    let carrying = |pod: &str| {
-        let mut review: Value = serde_json::from_str(&binding(pod)).unwrap();
-        review["request"]["object"]["metadata"]["annotations"] =
-            json!({"miggate.io/device-map": "GPU-a=GPU-b"});
-        review.to_string()
-    };
-    let r = post(&webhook, "/mutate-binding", carrying("web-0")).await;
+    a_map_the_binding_carries_is_removed_or_replaced(&webhook, map).await;
+}
+
+/// A checkpoint of two 3g.40gb slices, gpu-node-7 (its DRA slices), and three restore pods: one
+/// allocated devices that fit, one devices that do not, and one not allocated yet.
+fn apply_the_node_pods_and_claims(fake: &kube_fake::FakeApiServer) {
+    fake.apply(checkpoint());
+    fake.apply(yaml("inventory/dra-v25.12-gpu-node-7.yaml"));
+    fake.apply(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "gpu-node-7"}}));
+    fake.apply(pod("fits", "fits-gpus"));
+    fake.apply(claim(
+        "fits-gpus",
+        Some(&["gpu-0-mig-3g40gb-9-4", "gpu-0-mig-3g40gb-9-0"]),
+    ));
+    fake.apply(pod("short", "short-gpus"));
+    fake.apply(claim("short-gpus", Some(&["gpu-0-mig-3g40gb-9-0", "gpu-1"])));
+    fake.apply(pod("late", "late-gpus"));
+    fake.apply(claim("late-gpus", None));
+}
+
+/// The recorded binding of `pod`, carrying a device map of the binder's.
+fn carrying(pod: &str) -> String {
+    let mut review: Value = serde_json::from_str(&binding(pod)).unwrap();
+    review["request"]["object"]["metadata"]["annotations"] = json!({"miggate.io/device-map": "GPU-a=GPU-b"});
+    review.to_string()
+}
+
+/// A pod the webhook does not map loses the binder's device map, with a warning; a pod it maps
+/// gets `map` in its place.
+async fn a_map_the_binding_carries_is_removed_or_replaced(webhook: &Webhook, map: &str) {
+    let r = post(webhook, "/mutate-binding", carrying("web-0")).await;
     assert_eq!(r["allowed"], true, "{r}");
     assert_eq!(
         support::patch_of(&r),
@@ -158,7 +171,7 @@ async fn the_binary_maps_an_allocated_claim_s_devices_at_binding() {
         r["auditAnnotations"]["device-map-removed"],
         "system:kube-scheduler"
     );
-    let r = post(&webhook, "/mutate-binding", carrying("fits")).await;
+    let r = post(webhook, "/mutate-binding", carrying("fits")).await;
     assert_eq!(
         support::patch_of(&r),
         Some(json!([{"op": "add", "path": "/metadata/annotations/miggate.io~1device-map", "value": map}])),

@@ -78,6 +78,19 @@ async fn start(fake: &kube_fake::FakeApiServer) -> (Webhook, tempfile::TempDir) 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_gates_the_peer_s_restore_pods() {
     let fake = std::sync::Arc::new(kube_fake::FakeApiServer::start().await.unwrap());
+    apply_snapshots_and_nodes(&fake);
+    let (webhook, _dir) = start(&fake).await;
+
+    pods_are_compared_with_their_node_at_creation(&webhook).await;
+    memory_is_compared_per_destination_container(&webhook).await;
+    misspelled_and_invalid_names_are_refused(&webhook).await;
+    missing_facts_and_the_peer_s_skip_admit_with_a_warning(&webhook).await;
+    bindings_are_decided_from_the_pod_cache_and_the_content(&fake, &webhook).await;
+}
+
+/// Two nodes (one short of the 1g.10gb), and the peer's snapshots: one bound to a whole content,
+/// one not bound, one whose content has no `status.source`, one whose source names no pod.
+fn apply_snapshots_and_nodes(fake: &kube_fake::FakeApiServer) {
     fake.apply(gpu_node("node-big", &["3g.40gb", "3g.40gb", "1g.10gb"]));
     fake.apply(gpu_node("node-short", &["3g.40gb", "3g.40gb"]));
     fake.apply(snapshot("vllm-snap", Some("vllm-content")));
@@ -91,11 +104,12 @@ async fn the_binary_gates_the_peer_s_restore_pods() {
         "node-only",
         Some(json!({"node": {"name": "node-big"}})),
     ));
-    let (webhook, _dir) = start(&fake).await;
+}
 
-    // At creation: fits on the big node, refused on the short one.
+/// At creation: fits on the big node, refused on the short one.
+async fn pods_are_compared_with_their_node_at_creation(webhook: &Webhook) {
     let ok = post(
-        &webhook,
+        webhook,
         create_review(&pod(
             "a",
             peer("vllm-snap"),
@@ -106,7 +120,7 @@ async fn the_binary_gates_the_peer_s_restore_pods() {
     .await;
     assert_eq!(ok["allowed"], true, "{ok}");
     let r = post(
-        &webhook,
+        webhook,
         create_review(&pod(
             "b",
             peer("vllm-snap"),
@@ -122,10 +136,12 @@ async fn the_binary_gates_the_peer_s_restore_pods() {
     );
     assert!(message(&r).contains("engine: "), "{r}");
     assert!(message(&r).contains("mig-profile"), "{r}");
+}
 
-    // Half the memory, named by destination container; every destination of the map checked.
+/// Half the memory, named by destination container; every destination of the map checked.
+async fn memory_is_compared_per_destination_container(webhook: &Webhook) {
     let r = post(
-        &webhook,
+        webhook,
         create_review(&pod(
             "c",
             peer("vllm-snap"),
@@ -142,7 +158,7 @@ async fn the_binary_gates_the_peer_s_restore_pods() {
     );
     let mapped = json!({"nvidia.com/restore-from": "vllm-snap", "nvidia.com/restore-container-map": "engine=engine-0,engine=engine-1"});
     let r = post(
-        &webhook,
+        webhook,
         create_review(&pod(
             "d",
             mapped.clone(),
@@ -157,7 +173,7 @@ async fn the_binary_gates_the_peer_s_restore_pods() {
         "{r}"
     );
     let r = post(
-        &webhook,
+        webhook,
         create_review(&pod("e", mapped, vec![container("engine-0", "32Gi")], None)),
     )
     .await;
@@ -165,7 +181,7 @@ async fn the_binary_gates_the_peer_s_restore_pods() {
     let bad_map =
         json!({"nvidia.com/restore-from": "vllm-snap", "nvidia.com/restore-container-map": "other=engine"});
     let r = post(
-        &webhook,
+        webhook,
         create_review(&pod("f", bad_map, vec![container("engine", "32Gi")], None)),
     )
     .await;
@@ -174,10 +190,12 @@ async fn the_binary_gates_the_peer_s_restore_pods() {
             .contains("restore source container \"other\" does not match captured container \"engine\""),
         "{r}"
     );
+}
 
-    // A misspelled snapshot is refused; an invalid name in the peer's words.
+/// A misspelled snapshot is refused; an invalid name in the peer's words.
+async fn misspelled_and_invalid_names_are_refused(webhook: &Webhook) {
     let r = post(
-        &webhook,
+        webhook,
         create_review(&pod(
             "g",
             peer("vllm-snp"),
@@ -193,7 +211,7 @@ async fn the_binary_gates_the_peer_s_restore_pods() {
         "{r}"
     );
     let r = post(
-        &webhook,
+        webhook,
         create_review(&pod(
             "h",
             peer("Vllm_Snap"),
@@ -205,12 +223,15 @@ async fn the_binary_gates_the_peer_s_restore_pods() {
     assert!(message(&r).contains("is not a valid PodSnapshot name"), "{r}");
     let both = json!({"nvidia.com/restore-from": "vllm-snap", "miggate.io/restore-from": "x"});
     let r = post(
-        &webhook,
+        webhook,
         create_review(&pod("i", both, vec![container("engine", "32Gi")], None)),
     )
     .await;
     assert!(message(&r).contains("names a checkpoint twice"), "{r}");
+}
 
+/// Missing facts admit with a warning; the peer's skip waives on a boolean only.
+async fn missing_facts_and_the_peer_s_skip_admit_with_a_warning(webhook: &Webhook) {
     // Missing facts admit with a warning.
     for (name, words) in [
         ("pending", "is not bound to a PodSnapshotContent yet"),
@@ -218,7 +239,7 @@ async fn the_binary_gates_the_peer_s_restore_pods() {
         ("node-only", "status.source records no pod"),
     ] {
         let r = post(
-            &webhook,
+            webhook,
             create_review(&pod("j", peer(name), vec![container("engine", "1Gi")], None)),
         )
         .await;
@@ -230,7 +251,7 @@ async fn the_binary_gates_the_peer_s_restore_pods() {
     let skip =
         |v: &str| json!({"nvidia.com/restore-from": "vllm-snap", "nvidia.com/snapshot-skip-compat-check": v});
     let r = post(
-        &webhook,
+        webhook,
         create_review(&pod("k", skip(" True "), vec![container("engine", "16Gi")], None)),
     )
     .await;
@@ -240,13 +261,19 @@ async fn the_binary_gates_the_peer_s_restore_pods() {
         "{r}"
     );
     let r = post(
-        &webhook,
+        webhook,
         create_review(&pod("l", skip("yes"), vec![container("engine", "16Gi")], None)),
     )
     .await;
     assert_eq!(r["allowed"], false, "{r}");
     assert!(warnings(&r).contains("is not a boolean"), "{r}");
+}
 
+/// At binding the pod cache knows the peer's pod; a content change decides the next binding.
+async fn bindings_are_decided_from_the_pod_cache_and_the_content(
+    fake: &kube_fake::FakeApiServer,
+    webhook: &Webhook,
+) {
     // At binding: the pod cache knows the peer's pod; the short node is refused.
     fake.apply(pod(
         "pending-pod",
@@ -256,7 +283,7 @@ async fn the_binary_gates_the_peer_s_restore_pods() {
     ));
     let deadline = Instant::now() + Duration::from_secs(10);
     let r = loop {
-        let r = post(&webhook, binding_review("pending-pod", "node-short")).await;
+        let r = post(webhook, binding_review("pending-pod", "node-short")).await;
         if r["allowed"] == false || Instant::now() > deadline {
             break r;
         }
@@ -267,7 +294,7 @@ async fn the_binary_gates_the_peer_s_restore_pods() {
         message(&r).contains("cannot be restored on node node-short (inventory from GpuNode)"),
         "{r}"
     );
-    let r = post(&webhook, binding_review("pending-pod", "node-big")).await;
+    let r = post(webhook, binding_review("pending-pod", "node-big")).await;
     assert_eq!(r["allowed"], true, "{r}");
 
     // A content change decides the next binding: the checkpoint now records two slices only.
@@ -279,7 +306,7 @@ async fn the_binary_gates_the_peer_s_restore_pods() {
     fake.apply(content("vllm-content", "vllm-snap", Some(two)));
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let r = post(&webhook, binding_review("pending-pod", "node-short")).await;
+        let r = post(webhook, binding_review("pending-pod", "node-short")).await;
         if r["allowed"] == true {
             break;
         }

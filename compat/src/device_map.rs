@@ -20,7 +20,7 @@ use crate::checks::devices::{Devices, Tally};
 use crate::device::DeviceKind;
 use crate::manifest::Device;
 use crate::matching::{Problem, TooVaried, assign};
-use crate::uuid::DeviceUuid;
+use crate::no_device_map::{NoDeviceMap, TooVariedToPair};
 use crate::vocab::CheckName;
 
 /// A device's class: each dimension `None` where it is unknown or waived, and then it fits any
@@ -260,37 +260,6 @@ pub(crate) fn build(
     Ok(if all_identity { String::new() } else { map })
 }
 
-/// Why no device map can be built; the report's warning says `no device map: ` and this.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum NoDeviceMap {
-    /// One side's devices are unknown.
-    #[error("devices not recorded on both sides")]
-    NotRecorded,
-    /// The matcher's work bound was reached.
-    #[error(transparent)]
-    TooVaried(#[from] TooVariedToPair),
-    /// This source device has no target of its class, even among targets without a usable id.
-    #[error("no target device of the same class for source device {}", label(uuid.as_ref(), *index))]
-    Unpaired {
-        /// Its place in the source's visible order.
-        index: usize,
-        /// Its UUID, where recorded.
-        uuid: Option<DeviceUuid>,
-    },
-    /// A paired device has only a legacy MIG id.
-    #[error("device {uuid} has a legacy MIG-GPU-… id, which cuda-checkpoint does not accept")]
-    LegacyId {
-        /// The legacy id.
-        uuid: DeviceUuid,
-    },
-    /// A paired device has no UUID at all.
-    #[error("device #{index} has no UUID")]
-    NoUuid {
-        /// Its place in its side's visible order.
-        index: usize,
-    },
-}
-
 /// Each source device's target, and how many of the pairs are identity pairs.
 struct Paired {
     pairs: Vec<usize>,
@@ -303,14 +272,6 @@ enum Pairing {
     Paired(Paired),
     /// This source device has no free target of its class.
     Unpaired(usize),
-}
-
-/// The devices are too varied to pair within the matcher's work bound.
-#[derive(Debug, thiserror::Error)]
-#[error("the devices are too varied to pair ({sources} source and {targets} target classes)")]
-pub(crate) struct TooVariedToPair {
-    sources: usize,
-    targets: usize,
 }
 
 /// No target yet.
@@ -562,11 +523,6 @@ fn problem(lefts: &[Group<'_>], rights: &[Group<'_>]) -> Problem {
         links,
         order,
     }
-}
-
-/// A device as messages name it: its UUID, or `#` and its place where it has none.
-fn label(uuid: Option<&DeviceUuid>, i: usize) -> String {
-    uuid.map_or_else(|| format!("#{i}"), |u| u.to_string())
 }
 
 fn mappable(d: &Device, i: usize) -> Result<&str, NoDeviceMap> {

@@ -13,6 +13,7 @@ pub use fields::MAX_UNKNOWN_DEPTH;
 mod manifest;
 mod matching;
 mod multiset;
+mod no_device_map;
 mod parse_words;
 mod peer;
 mod profile;
@@ -27,6 +28,7 @@ mod text;
 mod uuid;
 mod validation;
 mod vocab;
+pub mod warning;
 
 pub use build::{GpuBuilder, H100_NAME, ManifestBuilder, PodBuilder};
 pub use checks::{
@@ -53,3 +55,4 @@ pub use text::{VersionText, kernel_major_minor, versions_equal};
 pub use uuid::{DeviceUuid, GpuUuid, MAX_UUID_BYTES, UuidForm};
 pub use validation::{FieldValidation, ReadOptions};
 pub use vocab::{CheckName, Mode, Outcome, Scope, TargetScope};
+pub use warning::Warning;

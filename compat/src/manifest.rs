@@ -15,6 +15,7 @@ use crate::profile::MigProfile;
 use crate::quantity::Quantity;
 use crate::text::VersionText;
 use crate::uuid::{DeviceUuid, GpuUuid};
+use crate::warning::Warning;
 
 /// The only `apiVersion` this crate reads (its one home is `miggate-wire`); anything else (a
 /// Pod's `v1`) is refused outright so a wrong file cannot pass as a manifest with every fact
@@ -45,9 +46,11 @@ pub struct GpuManifest {
     /// Which tool, version and backend wrote it, so a wrong fact can be traced to its reader.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub captured_by: Option<CapturedBy>,
+    // Written as words and read back as words (`Warning::Recorded`). Its doc comment is the
+    // schema's description (here, in the CRDs, in docs/manifest.md): keep it word for word.
     /// What the capture could not read cleanly; carried along so nobody mistakes a guess for a fact.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
     /// Host facts (kernel, CPU architecture).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub host: Option<Host>,

@@ -18,12 +18,12 @@ use serde::de::{self, IgnoredAny, MapAccess, Visitor};
 
 use crate::Error;
 use crate::checks::reduce_digest;
-use crate::escape::escape;
 use crate::manifest::{API_VERSION, Device, GpuManifest, Host, Nvidia, Pod};
 use crate::profile::MigProfile;
 use crate::quantity::Quantity;
 use crate::text::VersionText;
 use crate::uuid::{DeviceUuid, UuidForm};
+use crate::warning::Warning;
 
 /// Which of the peer's artifacts a document is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -213,13 +213,7 @@ fn device(uuid: Option<DeviceUuid>, product_name: Option<String>, mig_profile: O
 /// The peer's checkpoint `manifest.yaml` as a miggate manifest (`docs/interop.md` has the
 /// mapping). Infallible: every value was validated as it was read (UUIDs above all).
 pub(crate) fn from_manifest(p: PeerManifest) -> GpuManifest {
-    let mut warnings = vec![
-        "read as the Go peer's checkpoint manifest.yaml and translated (createdAt → capturedAt, \
-         k8s.sourceNode → host.nodeName, k8s.image/imageId/cpuLimit/memoryLimit → pod.*, \
-         criuDump.extMnt → pod.mounts, cudaRestore → nvidia; see docs/interop.md); what it does \
-         not record (parents, instance ids, memory, MIG strategy, GPU requests) is unknown"
-            .to_string(),
-    ];
+    let mut warnings = vec![Warning::PeerManifest];
     let k8s = p.k8s.unwrap_or_default();
     let source_node = present(k8s.source_node);
     let host = match p.host {
@@ -237,10 +231,7 @@ pub(crate) fn from_manifest(p: PeerManifest) -> GpuManifest {
     let image_digest = present(k8s.image_id).map(|id| match reduce_digest(&id) {
         Some(digest) => digest,
         None => {
-            warnings.push(format!(
-                "k8s.imageId `{}` holds no content digest: kept as is, so image-digest cannot compare it",
-                escape(&id)
-            ));
+            warnings.push(Warning::PeerImageIdWithoutDigest { image_id: id.clone() });
             id
         }
     });
@@ -270,11 +261,7 @@ pub(crate) fn from_manifest(p: PeerManifest) -> GpuManifest {
             .map(|g| device(g.uuid, g.product_name, g.mig_profile))
             .collect(),
         (_, Some(uuids)) if !uuids.is_empty() => {
-            warnings.push(
-                "cudaRestore.sourceGpuUuids: written before the peer recorded sourceGpus, so each \
-                 device has a UUID only (model and MIG profile unknown)"
-                    .to_string(),
-            );
+            warnings.push(Warning::PeerGpuUuidsOnly);
             uuids.into_iter().map(|u| device(Some(u), None, None)).collect()
         }
         _ => Vec::new(),
@@ -405,14 +392,8 @@ pub(crate) fn from_object(c: SnapshotContent) -> Result<GpuManifest, Error> {
 
 /// What a `status.source` leaves unrecorded, by the parts it lacks, for a warning: the peer's
 /// newer CRDs prune what an older one does not describe, so absent parts are unknown.
-fn unrecorded_warning(missing: &[&str]) -> Option<String> {
-    (!missing.is_empty()).then(|| {
-        format!(
-            "status.source records no {}: {} unknown, not compared",
-            missing.join(", no "),
-            if missing.len() == 1 { "it is" } else { "they are" }
-        )
-    })
+fn unrecorded_warning(missing: Vec<&'static str>) -> Option<Warning> {
+    (!missing.is_empty()).then_some(Warning::PeerUnrecorded { missing })
 }
 
 /// `status.source` as a miggate manifest (`docs/interop.md` has the mapping).
@@ -420,12 +401,7 @@ pub(crate) fn from_source(s: Source) -> GpuManifest {
     if s.vendor.is_some() || s.nvidia.is_some() {
         return from_hardware(s);
     }
-    let mut warnings = vec![
-        "read as the Go peer's PodSnapshotContent status.source and translated (node → host, \
-         pod.memory/cpu → pod.memoryLimit/cpuLimit, devices.nvidia.instances → nvidia.devices; \
-         see docs/interop.md)"
-            .to_string(),
-    ];
+    let mut warnings = vec![Warning::PeerSource];
     let recorded_pod = s.pod.is_some();
     let mut missing = Vec::new();
     if s.node.is_none() {
@@ -441,7 +417,7 @@ pub(crate) fn from_source(s: Source) -> GpuManifest {
         ..Host::default()
     });
     let pod = s.pod.map(|p| {
-        warnings.push("status.source records no mounts: pod.mounts is unknown".to_string());
+        warnings.push(Warning::PeerSourceWithoutMounts);
         Pod {
             image: present(p.image),
             image_digest: present(p.image_digest),
@@ -460,7 +436,7 @@ pub(crate) fn from_source(s: Source) -> GpuManifest {
         }
         devices => Some(source_devices(devices.unwrap_or_default(), &mut warnings)),
     };
-    warnings.extend(unrecorded_warning(&missing));
+    warnings.extend(unrecorded_warning(missing));
     GpuManifest {
         warnings,
         host,
@@ -471,12 +447,11 @@ pub(crate) fn from_source(s: Source) -> GpuManifest {
 }
 
 /// `devices`: the NVIDIA instances, classed by profile; other vendors named and skipped.
-fn source_devices(devices: SourceDevices, warnings: &mut Vec<String>) -> Nvidia {
+fn source_devices(devices: SourceDevices, warnings: &mut Vec<Warning>) -> Nvidia {
     for vendor in devices.other.keys() {
-        warnings.push(format!(
-            "devices.{}: not read (miggate compares NVIDIA devices only)",
-            escape(vendor)
-        ));
+        warnings.push(Warning::PeerOtherVendorDevices {
+            vendor: vendor.clone(),
+        });
     }
     let nvidia = devices.nvidia.unwrap_or_default();
     let list: Vec<Device> = nvidia
@@ -486,11 +461,7 @@ fn source_devices(devices: SourceDevices, warnings: &mut Vec<String>) -> Nvidia 
         .map(|i| device(None, i.product_name, i.mig_profile))
         .collect();
     if !list.is_empty() {
-        warnings.push(
-            "status.source records no device UUIDs: devices are classed by migProfile (a device \
-             without one is of unknown kind), and no device map can be built from it"
-                .to_string(),
-        );
+        warnings.push(Warning::PeerDevicesWithoutUuids);
     }
     Nvidia {
         driver_version: nvidia.driver_version,
@@ -503,17 +474,12 @@ fn source_devices(devices: SourceDevices, warnings: &mut Vec<String>) -> Nvidia 
 /// by UUID (a `MIG-` UUID is a slice of unknown profile), `gpuCount` their number when the
 /// list is absent. It records no kernel, architecture, pod or driver.
 fn from_hardware(s: Source) -> GpuManifest {
-    let mut warnings = vec![
-        "read as the Go peer's PodSnapshotContent status.source (type/nvidia shape) and translated \
-         (nvidia.node → host.nodeName, nvidia.hardware.gpus → nvidia.devices; see docs/interop.md)"
-            .to_string(),
-    ];
+    let mut warnings = vec![Warning::PeerHardwareSource];
     let mut missing = vec!["pod (image, digest, limits)", "kernel or architecture", "driver"];
     if let Some(v) = s.vendor.as_deref().filter(|v| *v != "Nvidia") {
-        warnings.push(format!(
-            "status.source type {}: not read (miggate compares NVIDIA devices only)",
-            escape(v)
-        ));
+        warnings.push(Warning::PeerOtherVendorType {
+            vendor: v.to_string(),
+        });
     }
     let hw = s.nvidia.unwrap_or_default();
     let host = present(hw.node).map(|name| Host {
@@ -532,12 +498,10 @@ fn from_hardware(s: Source) -> GpuManifest {
     });
     match &devices {
         None => missing.push("GPUs"),
-        Some(list) if !list.is_empty() => warnings.push(
-            "status.source records GPUs by UUID only: their model and MIG profile are unknown".to_string(),
-        ),
+        Some(list) if !list.is_empty() => warnings.push(Warning::PeerGpusByUuidOnly),
         Some(_) => {}
     }
-    warnings.extend(unrecorded_warning(&missing));
+    warnings.extend(unrecorded_warning(missing));
     GpuManifest {
         warnings,
         host,

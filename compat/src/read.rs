@@ -8,11 +8,11 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::Error;
-use crate::escape::escape;
-use crate::field_path::{PathSegment, render_path};
+use crate::field_path::PathSegment;
 use crate::fields::Document;
 use crate::manifest::{API_VERSION, GpuManifest, KIND};
 use crate::validation::{ReadOptions, Scope, take_refused};
+use crate::warning::Warning;
 
 /// Manifests larger than this are refused before parsing: no real manifest comes near it, and
 /// an unbounded input is a way to exhaust memory.
@@ -385,25 +385,29 @@ fn looks_like_json(body: &str) -> bool {
 }
 
 impl GpuManifest {
-    /// Warnings about the document itself, by path: each unknown field, then each MIG profile
-    /// nvidia-smi is not known to print (read as an opaque profile, compared as text).
-    pub fn read_warnings(&self) -> Vec<String> {
+    /// Warnings about the document itself, by path: each unknown field
+    /// ([`Warning::UnknownField`]), then each MIG profile nvidia-smi is not known to print (read
+    /// as an opaque profile, compared as text: [`Warning::UnrecognisedProfile`]).
+    pub fn read_warnings(&self) -> Vec<Warning> {
         if !self.has_read_warnings() {
             return Vec::new();
         }
-        let unknown = self.unknown_fields().into_iter().map(|f| {
-            format!(
-                "unknown field `{}` kept but not read by any check (a typo?)",
-                escape(&render_path(&f.path))
-            )
-        });
-        let profiles = self.devices().into_iter().flatten().enumerate().filter_map(|(i, d)| {
-            let p = d.mig_profile.as_ref().filter(|p| !p.is_recognised())?;
-            Some(format!(
-                "nvidia.devices[{i}].migProfile: `{}` is not a MIG profile nvidia-smi is known to print; compared as text",
-                escape(p.as_str())
-            ))
-        });
+        let unknown = self
+            .unknown_fields()
+            .into_iter()
+            .map(|f| Warning::UnknownField { path: f.path });
+        let profiles = self
+            .devices()
+            .into_iter()
+            .flatten()
+            .enumerate()
+            .filter_map(|(index, d)| {
+                let profile = d.mig_profile.as_ref().filter(|p| !p.is_recognised())?;
+                Some(Warning::UnrecognisedProfile {
+                    index,
+                    profile: profile.clone(),
+                })
+            });
         unknown.chain(profiles).collect()
     }
 

@@ -9,6 +9,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::vocab::{CheckName, Mode, Outcome};
+use crate::warning::Warning;
 
 /// A report's value or message.
 ///
@@ -207,8 +208,9 @@ pub struct Report {
     /// cuda-checkpoint's `src=dst,…` device map when compatible (empty when all identity);
     /// `None` on a refusal or when the devices cannot be paired.
     pub device_map: Option<String>,
+    // Each written as its words (a `Serialize` of `Warning`'s own); read back as words.
     /// What was read or paired less than cleanly.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
 }
 
 impl Report {

@@ -252,7 +252,7 @@ pub fn table(report: &Report) -> String {
     };
     let _ = writeln!(out, "device map: {map}");
     for w in &report.warnings {
-        let _ = writeln!(out, "warning:    {}", escape(w));
+        let _ = writeln!(out, "warning:    {}", escape(&w.to_string()));
     }
     out
 }

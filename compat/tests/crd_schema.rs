@@ -70,9 +70,14 @@ fn a_typo_read_through_plain_serde_is_warned_and_written_back() {
     let m: GpuManifest = serde_json::from_value(spec.clone()).unwrap();
     let warnings = m.read_warnings();
     assert_eq!(warnings.len(), 2, "{warnings:?}");
-    assert!(warnings[0].contains("`nvidia.driverversion`"), "{warnings:?}");
     assert!(
-        warnings[1].contains("`nvidia.devices[0].productname`"),
+        warnings[0].to_string().contains("`nvidia.driverversion`"),
+        "{warnings:?}"
+    );
+    assert!(
+        warnings[1]
+            .to_string()
+            .contains("`nvidia.devices[0].productname`"),
         "{warnings:?}"
     );
     let paths: Vec<String> = m.unknown_fields().iter().map(|f| render_path(&f.path)).collect();

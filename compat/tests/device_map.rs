@@ -12,7 +12,7 @@ use rstest::rstest;
 fn map(s: Vec<Device>, t: Vec<Device>, o: &Options) -> (Option<String>, Vec<String>) {
     let r = check_with(full(s), full(t), o);
     assert_rows(&r);
-    (r.device_map, r.warnings)
+    (r.device_map, r.warnings.iter().map(ToString::to_string).collect())
 }
 
 fn s3g(u: &str) -> Device {
@@ -147,7 +147,9 @@ fn devices_not_recorded_give_no_map_and_a_warning() {
     assert!(r.compatible);
     assert_eq!(r.device_map, None);
     assert!(
-        r.warnings.iter().any(|w| w.contains("devices not recorded")),
+        r.warnings
+            .iter()
+            .any(|w| w.to_string().contains("devices not recorded")),
         "{:?}",
         r.warnings
     );

@@ -190,11 +190,16 @@ fn quoted_manifest_values_are_escaped() {
     assert!(!err.contains('\u{1b}') && !err.contains('\u{7}'), "{err:?}");
     let typo = json!({"apiVersion": "miggate.io/v1alpha1", "kind": "GpuManifest", "host": {"\u{202e}cpuArch": "amd64"}});
     let m = from_str(&typo.to_string()).unwrap();
-    let w = m.read_warnings().join("\n");
+    let w = m
+        .read_warnings()
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("\n");
     assert!(!w.contains('\u{202e}'), "{w:?}");
     let r = evaluate(&m, &GpuManifest::new(), &Options::default());
     assert!(
-        r.warnings.iter().all(|w| !w.contains('\u{202e}')),
+        r.warnings.iter().all(|w| !w.to_string().contains('\u{202e}')),
         "{:?}",
         r.warnings
     );

@@ -148,7 +148,9 @@ fn legacy_and_new_uuid_forms_of_one_profile_pass(#[case] s: &str, #[case] t: &st
     // cuda-checkpoint does not take legacy ids: no map, and a warning saying why.
     assert_eq!(r.device_map, None);
     assert!(
-        r.warnings.iter().any(|w| w.contains("legacy MIG-GPU-")),
+        r.warnings
+            .iter()
+            .any(|w| w.to_string().contains("legacy MIG-GPU-")),
         "{:?}",
         r.warnings
     );

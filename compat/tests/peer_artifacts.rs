@@ -135,12 +135,18 @@ fn a_status_source_gives_no_device_map_and_says_why() {
     assert!(report.compatible, "{}", report.reason);
     assert_eq!(report.device_map, None);
     assert!(
-        report.warnings.iter().any(|w| w.contains("no device map")),
+        report
+            .warnings
+            .iter()
+            .any(|w| w.to_string().contains("no device map")),
         "{:#?}",
         report.warnings
     );
     assert!(
-        report.warnings.iter().any(|w| w.contains("no device UUIDs")),
+        report
+            .warnings
+            .iter()
+            .any(|w| w.to_string().contains("no device UUIDs")),
         "{:#?}",
         report.warnings
     );

@@ -157,7 +157,7 @@ fn unknown_fields_are_kept_and_reported_by_path() {
            "extra": {"nested": [1, 2]}"#,
     );
     let m = from_str(&text).unwrap();
-    let w = m.read_warnings();
+    let w: Vec<String> = m.read_warnings().iter().map(ToString::to_string).collect();
     assert_eq!(w.len(), 3, "{w:?}");
     assert!(w.iter().any(|x| x.contains("`nvidia.driverversion`")), "{w:?}");
     assert!(
@@ -175,7 +175,8 @@ fn unknown_fields_are_kept_and_reported_by_path() {
     // And reading the written form keeps them again (written keys are in byte order, so the
     // warnings come back in that order).
     let again = from_str(&m.to_json().unwrap()).unwrap();
-    let (mut a, mut b) = (again.read_warnings(), w.clone());
+    let again_said: Vec<String> = again.read_warnings().iter().map(ToString::to_string).collect();
+    let (mut a, mut b) = (again_said, w.clone());
     a.sort();
     b.sort();
     assert_eq!(a, b);
@@ -189,7 +190,7 @@ fn unknown_fields_in_yaml_are_kept_too() {
     ))
     .unwrap();
     assert_eq!(m.read_warnings().len(), 1);
-    assert!(m.read_warnings()[0].contains("`host.kernelversion`"));
+    assert!(m.read_warnings()[0].to_string().contains("`host.kernelversion`"));
     let out: serde_json::Value = serde_json::from_str(&m.to_json().unwrap()).unwrap();
     assert_eq!(out["host"]["kernelversion"], "6.8.0");
 }
@@ -201,6 +202,7 @@ fn unknown_fields_show_up_as_report_warnings() {
     assert!(
         r.warnings
             .iter()
+            .map(ToString::to_string)
             .any(|w| w.starts_with("source: ") && w.contains("host.cpuarch")),
         "{:?}",
         r.warnings

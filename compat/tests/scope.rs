@@ -90,7 +90,7 @@ fn a_scope_can_be_narrowed_on_a_whole_manifest() {
 }
 
 fn without_order(mut r: Report) -> Report {
-    r.warnings.sort();
+    r.warnings.sort_by_cached_key(ToString::to_string);
     r
 }
 

@@ -483,7 +483,32 @@ fn rbac_is_least_privilege() {
         assert!(!text.contains("\"*\""), "{} grants *", o["metadata"]["name"]);
         assert!(o["aggregationRule"].is_null());
     }
-    let webhook = rules(&objects, WEBHOOK);
+    the_webhook_reads_but_for_its_own_configurations(&objects);
+    the_webhook_writes_its_own_certificate_secret_only(&objects);
+    the_publisher_and_the_agent_write_their_own_kind_only(&objects);
+    // Each role is bound to exactly its service account.
+    for (binding, sa, namespace) in [
+        (WEBHOOK, WEBHOOK, NAMESPACE),
+        (PUBLISHER, PUBLISHER, NODE_NAMESPACE),
+        (
+            "miggate-checkpoint-writer",
+            "miggate-checkpoint-agent",
+            "miggate-node",
+        ),
+    ] {
+        let b = find(&objects, "ClusterRoleBinding", binding);
+        assert_eq!(
+            b["subjects"],
+            json!([{"kind": "ServiceAccount", "name": sa, "namespace": namespace}])
+        );
+        assert_eq!(b["roleRef"]["name"], binding);
+    }
+}
+
+/// The webhook's ClusterRole reads the kinds it decides from, and patches only its own
+/// configurations, by name.
+fn the_webhook_reads_but_for_its_own_configurations(objects: &[Value]) {
+    let webhook = rules(objects, WEBHOOK);
     // Read-only, but for the caBundle of its own configurations.
     let configurations = ["validatingwebhookconfigurations", "mutatingwebhookconfigurations"];
     assert!(
@@ -512,7 +537,7 @@ fn rbac_is_least_privilege() {
     );
     assert_eq!(webhook.len(), 32);
     // Its own configurations only, by name.
-    let role: ClusterRole = typed(find(&objects, "ClusterRole", WEBHOOK));
+    let role: ClusterRole = typed(find(objects, "ClusterRole", WEBHOOK));
     for rule in role.rules.unwrap() {
         let names = rule.resource_names.clone().unwrap_or_default();
         match rule.resources.unwrap()[0].as_str() {
@@ -521,11 +546,14 @@ fn rbac_is_least_privilege() {
             _ => assert!(names.is_empty()),
         }
     }
-    // Secrets: its own one by name (read, update, watch, and delete to make it again when it
-    // cannot be written), and create in its namespace only, through a namespaced Role bound to
-    // its account alone (policy miggate-webhook-certs holds create to that one name).
-    assert!(!rules(&objects, WEBHOOK).iter().any(|(_, r, _)| r == "secrets"));
-    let secrets: Role = typed(find(&objects, "Role", CERT_SECRET));
+}
+
+/// Secrets: its own one by name (read, update, watch, and delete to make it again when it
+/// cannot be written), and create in its namespace only, through a namespaced Role bound to
+/// its account alone (policy miggate-webhook-certs holds create to that one name).
+fn the_webhook_writes_its_own_certificate_secret_only(objects: &[Value]) {
+    assert!(!rules(objects, WEBHOOK).iter().any(|(_, r, _)| r == "secrets"));
+    let secrets: Role = typed(find(objects, "Role", CERT_SECRET));
     assert_eq!(secrets.metadata.namespace.as_deref(), Some(NAMESPACE));
     let granted: Vec<(Vec<String>, Vec<String>, Vec<String>)> = secrets
         .rules
@@ -551,13 +579,17 @@ fn rbac_is_least_privilege() {
             (s(&["secrets"]), vec![], s(&["create"])),
         ]
     );
-    let binding = find(&objects, "RoleBinding", CERT_SECRET);
+    let binding = find(objects, "RoleBinding", CERT_SECRET);
     assert_eq!(
         binding["subjects"],
         json!([{"kind": "ServiceAccount", "name": "miggate-webhook", "namespace": "miggate-system"}])
     );
+}
 
-    let publisher = rules(&objects, PUBLISHER);
+/// The publisher writes its GpuNodes only, never deleting or replacing one; the agent's role
+/// its GpuCheckpoints only.
+fn the_publisher_and_the_agent_write_their_own_kind_only(objects: &[Value]) {
+    let publisher = rules(objects, PUBLISHER);
     assert!(
         publisher
             .iter()
@@ -578,7 +610,7 @@ fn rbac_is_least_privilege() {
         "list and watch only the objects, not their status: {publisher:?}"
     );
 
-    let agent = rules(&objects, "miggate-checkpoint-writer");
+    let agent = rules(objects, "miggate-checkpoint-writer");
     assert!(
         agent
             .iter()
@@ -588,27 +620,10 @@ fn rbac_is_least_privilege() {
     // Nobody but the agent's role may write checkpoints.
     for role in [WEBHOOK, PUBLISHER] {
         assert!(
-            rules(&objects, role)
+            rules(objects, role)
                 .iter()
                 .all(|(_, r, _)| !r.starts_with("gpucheckpoints") || role == WEBHOOK)
         );
-    }
-    // Each role is bound to exactly its service account.
-    for (binding, sa, namespace) in [
-        (WEBHOOK, WEBHOOK, NAMESPACE),
-        (PUBLISHER, PUBLISHER, NODE_NAMESPACE),
-        (
-            "miggate-checkpoint-writer",
-            "miggate-checkpoint-agent",
-            "miggate-node",
-        ),
-    ] {
-        let b = find(&objects, "ClusterRoleBinding", binding);
-        assert_eq!(
-            b["subjects"],
-            json!([{"kind": "ServiceAccount", "name": sa, "namespace": namespace}])
-        );
-        assert_eq!(b["roleRef"]["name"], binding);
     }
 }
 

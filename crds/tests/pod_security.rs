@@ -179,53 +179,65 @@ fn baseline(spec: &PodSpec, annotations: &BTreeMap<String, String>, out: &mut Ve
         }
     }
     for c in &all {
-        let s = c.security;
-        if s.and_then(|s| s.privileged) == Some(true) {
-            out.push(format!("privileged (container {:?})", c.name));
-        }
-        let added = s
-            .and_then(|s| s.capabilities.as_ref())
-            .and_then(|k| k.add.as_deref())
-            .unwrap_or_default();
-        if let Some(cap) = added
-            .iter()
-            .find(|a| !BASELINE_CAPABILITIES.contains(&a.as_str()))
-        {
-            out.push(format!(
-                "non-default capabilities (container {:?} adds {cap})",
-                c.name
-            ));
-        }
-        if c.host_ports.iter().any(|p| *p != 0) {
-            out.push(format!("hostPort (container {:?})", c.name));
-        }
-        if c.probe_hosts.iter().any(|h| !h.is_empty()) {
-            out.push(format!("probe or lifecycle host (container {:?})", c.name));
-        }
-        if let Some(kind) = s
-            .and_then(|s| s.app_armor_profile.as_ref())
-            .map(|a| a.type_.as_str())
-            && !["RuntimeDefault", "Localhost"].contains(&kind)
-        {
-            out.push(format!(
-                "forbidden AppArmor profile (container {:?}: {kind})",
-                c.name
-            ));
-        }
-        if s.and_then(|s| s.proc_mount.as_deref())
-            .is_some_and(|m| m != "Default")
-        {
-            out.push(format!("procMount (container {:?})", c.name));
-        }
-        if let Some(se) = s.and_then(|s| s.se_linux_options.as_ref()) {
-            selinux(se, &format!("container {:?}", c.name), out);
-        }
-        if s.and_then(|s| s.seccomp_profile.as_ref())
-            .is_some_and(|p| p.type_ == "Unconfined")
-        {
-            out.push(format!("seccompProfile (container {:?} is Unconfined)", c.name));
-        }
+        baseline_container(c, out);
     }
+    baseline_pod(spec, annotations, out);
+}
+
+/// What keeps container `c` from meeting baseline.
+fn baseline_container(c: &Container<'_>, out: &mut Vec<String>) {
+    let s = c.security;
+    if s.and_then(|s| s.privileged) == Some(true) {
+        out.push(format!("privileged (container {:?})", c.name));
+    }
+    let added = s
+        .and_then(|s| s.capabilities.as_ref())
+        .and_then(|k| k.add.as_deref())
+        .unwrap_or_default();
+    if let Some(cap) = added
+        .iter()
+        .find(|a| !BASELINE_CAPABILITIES.contains(&a.as_str()))
+    {
+        out.push(format!(
+            "non-default capabilities (container {:?} adds {cap})",
+            c.name
+        ));
+    }
+    if c.host_ports.iter().any(|p| *p != 0) {
+        out.push(format!("hostPort (container {:?})", c.name));
+    }
+    if c.probe_hosts.iter().any(|h| !h.is_empty()) {
+        out.push(format!("probe or lifecycle host (container {:?})", c.name));
+    }
+    if let Some(kind) = s
+        .and_then(|s| s.app_armor_profile.as_ref())
+        .map(|a| a.type_.as_str())
+        && !["RuntimeDefault", "Localhost"].contains(&kind)
+    {
+        out.push(format!(
+            "forbidden AppArmor profile (container {:?}: {kind})",
+            c.name
+        ));
+    }
+    if s.and_then(|s| s.proc_mount.as_deref())
+        .is_some_and(|m| m != "Default")
+    {
+        out.push(format!("procMount (container {:?})", c.name));
+    }
+    if let Some(se) = s.and_then(|s| s.se_linux_options.as_ref()) {
+        selinux(se, &format!("container {:?}", c.name), out);
+    }
+    if s.and_then(|s| s.seccomp_profile.as_ref())
+        .is_some_and(|p| p.type_ == "Unconfined")
+    {
+        out.push(format!("seccompProfile (container {:?} is Unconfined)", c.name));
+    }
+}
+
+/// What keeps the pod itself (its security context, annotations and volumes) from meeting
+/// baseline.
+fn baseline_pod(spec: &PodSpec, annotations: &BTreeMap<String, String>, out: &mut Vec<String>) {
+    let pod = spec.security_context.as_ref();
     if let Some(kind) = pod
         .and_then(|p| p.app_armor_profile.as_ref())
         .map(|a| a.type_.as_str())

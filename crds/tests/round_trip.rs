@@ -27,7 +27,10 @@ fn a_typo_inside_a_checkpoints_manifest_is_kept_warned_and_written_back() {
     let checkpoint: GpuCheckpoint = serde_json::from_value(object.clone()).unwrap();
     let warnings = checkpoint.spec.manifest.read_warnings();
     assert_eq!(warnings.len(), 1, "{warnings:?}");
-    assert!(warnings[0].contains("`nvidia.driverversion`"), "{warnings:?}");
+    assert!(
+        warnings[0].to_string().contains("`nvidia.driverversion`"),
+        "{warnings:?}"
+    );
     assert_eq!(
         checkpoint.spec.manifest.nvidia.as_ref().unwrap().driver_version,
         None
@@ -63,7 +66,11 @@ fn a_node_with_its_status_reads_and_writes_back_unchanged() {
         node.spec.observed_at,
         Time("2026-05-01T12:00:00Z".parse::<Timestamp>().unwrap())
     );
-    assert!(node.spec.manifest.read_warnings()[0].contains("`nvidia.futureField`"));
+    assert!(
+        node.spec.manifest.read_warnings()[0]
+            .to_string()
+            .contains("`nvidia.futureField`")
+    );
     assert_eq!(serde_json::to_value(&node).unwrap(), object);
 }
 

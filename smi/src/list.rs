@@ -23,10 +23,11 @@ use serde::Serialize;
 
 use crate::error::Error;
 use crate::failure;
-use crate::text::{nothing_parsed, number, numbered_lines, quote};
+use crate::text::{nothing_parsed, number, numbered_lines};
+use crate::warning::Warning;
 
 /// The command this parser reads, as named in errors and warnings.
-pub const COMMAND: &str = "nvidia-smi -L";
+pub const COMMAND: &str = crate::commands::LIST;
 
 const EXPECTED: &str = "`GPU <n>: <name> (UUID: GPU-…)` or `MIG <profile> Device <n>: (UUID: MIG-…)` lines";
 
@@ -38,8 +39,8 @@ pub struct Listing {
     pub gpus: Vec<ListedGpu>,
     /// MIG slices with no GPU line above them: their parent is unknown.
     pub orphans: Vec<ListedSlice>,
-    /// What was skipped or guessed, each naming the line.
-    pub warnings: Vec<String>,
+    /// What was skipped or guessed, each naming the line; serialized as its words.
+    pub warnings: Vec<Warning>,
 }
 
 /// A `GPU <index>: <name> (UUID: GPU-…)` line.
@@ -108,10 +109,10 @@ pub fn parse(text: &str) -> Result<Listing, Error> {
         } else if let Some(slice) = mig_line(line, n, &mut b.out.warnings)? {
             b.add_slice(current, slice);
         } else {
-            b.out.warnings.push(format!(
-                "{COMMAND} line {n}: neither a GPU nor a MIG line, skipped: {}",
-                quote(line)
-            ));
+            b.out.warnings.push(Warning::ListLineSkipped {
+                line: n,
+                text: line.to_string(),
+            });
         }
     }
     let out = b.out;
@@ -157,21 +158,20 @@ impl Builder {
             },
         };
         if let Some(i) = same {
-            let what = gpu.uuid.as_deref().unwrap_or("a GPU without UUID");
-            let first = out.gpus.get(i).map_or(0, |g| g.line);
-            out.warnings.push(format!(
-                "{COMMAND} line {}: GPU {} ({what}) listed again (concatenated outputs?); merged with line {first}",
-                gpu.line, gpu.index
-            ));
+            out.warnings.push(Warning::ListGpuAgain {
+                line: gpu.line,
+                index: gpu.index,
+                first: out.gpus.get(i).map_or(0, |g| g.line),
+                uuid: gpu.uuid,
+            });
             return i;
         }
         match self.first_with_index.entry(gpu.index) {
-            Entry::Occupied(e) => out.warnings.push(format!(
-                "{COMMAND} line {}: GPU index {} listed again with a different UUID (line {}); kept both",
-                gpu.line,
-                gpu.index,
-                e.get()
-            )),
+            Entry::Occupied(e) => out.warnings.push(Warning::ListGpuIndexAgain {
+                line: gpu.line,
+                index: gpu.index,
+                first: *e.get(),
+            }),
             Entry::Vacant(e) => {
                 e.insert(gpu.line);
             }
@@ -186,11 +186,11 @@ impl Builder {
         if let Some(uuid) = &slice.uuid {
             match self.slice_lines.entry(uuid.clone()) {
                 Entry::Occupied(first) => {
-                    out.warnings.push(format!(
-                        "{COMMAND} line {}: MIG device {uuid} listed again (first at line {}); dropped",
-                        slice.line,
-                        first.get()
-                    ));
+                    out.warnings.push(Warning::ListSliceAgain {
+                        line: slice.line,
+                        uuid: uuid.clone(),
+                        first: *first.get(),
+                    });
                     return;
                 }
                 Entry::Vacant(e) => {
@@ -199,27 +199,25 @@ impl Builder {
             }
         }
         let Some(gpu) = current.and_then(|i| out.gpus.get_mut(i)) else {
-            out.warnings.push(format!(
-                "{COMMAND} line {}: MIG line with no GPU line above it: parent unknown",
-                slice.line
-            ));
+            out.warnings.push(Warning::ListOrphanSlice { line: slice.line });
             out.orphans.push(slice);
             return;
         };
         if let (Some(parent), Some(uuid)) = (&slice.legacy_parent, &gpu.uuid)
             && parent != uuid
         {
-            out.warnings.push(format!(
-                "{COMMAND} line {}: MIG UUID names parent {parent} but is listed under {uuid}; kept under the GPU above it",
-                slice.line
-            ));
+            out.warnings.push(Warning::ListParentMismatch {
+                line: slice.line,
+                parent: parent.clone(),
+                listed_under: uuid.clone(),
+            });
         }
         gpu.slices.push(slice);
     }
 }
 
 /// Reads `GPU <index>: <name> (UUID: GPU-…)`; `Ok(None)` when the line is not a GPU line.
-fn gpu_line(line: &str, n: usize, warnings: &mut Vec<String>) -> Result<Option<ListedGpu>, Error> {
+fn gpu_line(line: &str, n: usize, warnings: &mut Vec<Warning>) -> Result<Option<ListedGpu>, Error> {
     let Some(rest) = line.strip_prefix("GPU") else {
         return Ok(None);
     };
@@ -241,9 +239,7 @@ fn gpu_line(line: &str, n: usize, warnings: &mut Vec<String>) -> Result<Option<L
     let (name, uuid) = match split_uuid(body) {
         Some((name, uuid)) => (name, Some(read_uuid::<GpuUuid>(uuid, n, warnings)?)),
         None => {
-            warnings.push(format!(
-                "{COMMAND} line {n}: GPU {index} has no `(UUID: …)` part; its UUID is unknown"
-            ));
+            warnings.push(Warning::ListGpuWithoutUuid { line: n, index });
             (body.trim(), None)
         }
     };
@@ -257,7 +253,7 @@ fn gpu_line(line: &str, n: usize, warnings: &mut Vec<String>) -> Result<Option<L
 }
 
 /// Reads `MIG <profile> Device <n>: (UUID: MIG-…)`; `Ok(None)` when the line is not a MIG line.
-fn mig_line(line: &str, n: usize, warnings: &mut Vec<String>) -> Result<Option<ListedSlice>, Error> {
+fn mig_line(line: &str, n: usize, warnings: &mut Vec<Warning>) -> Result<Option<ListedSlice>, Error> {
     let Some(rest) = line.strip_prefix("MIG") else {
         return Ok(None);
     };
@@ -279,7 +275,7 @@ fn mig_line(line: &str, n: usize, warnings: &mut Vec<String>) -> Result<Option<L
             let Some(at) = rest.rfind("(UUID:") else {
                 return Ok(None);
             };
-            warnings.push(format!("{COMMAND} line {n}: MIG line has no `Device <n>:` part"));
+            warnings.push(Warning::ListSliceWithoutDevice { line: n });
             (rest[..at].trim(), None, &rest[at..])
         }
     };
@@ -311,11 +307,9 @@ fn mig_line(line: &str, n: usize, warnings: &mut Vec<String>) -> Result<Option<L
 
 /// A MIG line's UUID, from what follows its `Device <n>:`; `None`, with a warning, when the
 /// line has none. An error when it is not a UUID or not a slice's.
-fn slice_uuid(tail: &str, n: usize, warnings: &mut Vec<String>) -> Result<Option<DeviceUuid>, Error> {
+fn slice_uuid(tail: &str, n: usize, warnings: &mut Vec<Warning>) -> Result<Option<DeviceUuid>, Error> {
     let Some((_, uuid)) = split_uuid(tail) else {
-        warnings.push(format!(
-            "{COMMAND} line {n}: MIG line has no `(UUID: …)` part; its UUID is unknown"
-        ));
+        warnings.push(Warning::ListSliceWithoutUuid { line: n });
         return Ok(None);
     };
     let uuid = read_uuid::<DeviceUuid>(uuid, n, warnings)?;
@@ -333,17 +327,29 @@ fn slice_uuid(tail: &str, n: usize, warnings: &mut Vec<String>) -> Result<Option
 
 /// A MIG line's profile, or the text that is not one (kept, with a warning: the slice's
 /// shape is unknown).
-fn slice_profile(text: &str, n: usize, warnings: &mut Vec<String>) -> (Option<MigProfile>, Option<String>) {
+fn slice_profile(text: &str, n: usize, warnings: &mut Vec<Warning>) -> (Option<MigProfile>, Option<String>) {
     if text.is_empty() {
-        warnings.push(format!(
-            "{COMMAND} line {n}: MIG line names no profile; its shape is unknown"
-        ));
+        warnings.push(Warning::ListSliceWithoutProfile { line: n });
         return (None, None);
     }
     match text.parse::<MigProfile>() {
         Ok(p) => (Some(p), None),
+        Err(miggate_compat::Error::InvalidProfile { profile, why }) => {
+            warnings.push(Warning::ListProfileUnreadable {
+                line: n,
+                profile,
+                why,
+            });
+            (None, Some(text.to_string()))
+        }
+        // The profile reader has no other error today; were it to have one, the slice's shape
+        // is unknown all the same, and the warning quotes the text with the error's words.
         Err(e) => {
-            warnings.push(format!("{COMMAND} line {n}: {e}; the slice's shape is unknown"));
+            warnings.push(Warning::ListProfileUnreadable {
+                line: n,
+                profile: text.to_string(),
+                why: e.to_string(),
+            });
             (None, Some(text.to_string()))
         }
     }
@@ -361,17 +367,17 @@ fn split_uuid(text: &str) -> Option<(&str, &str)> {
 /// Reads a UUID in a form nvidia-smi prints. White space inside one (a hand-edited
 /// `MIG- 1234…`) is removed with a warning; anything else that is not such a UUID (a NUL, a
 /// U+FFFD, a `,` or `=`, the wrong prefix) is an error naming the line.
-fn read_uuid<U>(uuid: &str, n: usize, warnings: &mut Vec<String>) -> Result<U, Error>
+fn read_uuid<U>(uuid: &str, n: usize, warnings: &mut Vec<Warning>) -> Result<U, Error>
 where
     U: std::str::FromStr<Err = miggate_compat::Error>,
 {
     let mut uuid = uuid.to_string();
     if uuid.contains(char::is_whitespace) {
         uuid.retain(|c| !c.is_whitespace());
-        warnings.push(format!(
-            "{COMMAND} line {n}: white space inside UUID removed, read as {}",
-            quote(&uuid)
-        ));
+        warnings.push(Warning::ListUuidSpaced {
+            line: n,
+            uuid: uuid.clone(),
+        });
     }
     uuid.parse::<U>().map_err(|e| invalid_uuid(n, e))
 }

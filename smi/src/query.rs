@@ -16,10 +16,11 @@ use serde::Serialize;
 
 use crate::error::Error;
 use crate::failure;
-use crate::text::{nothing_parsed, number, numbered_lines, quote};
+use crate::text::{nothing_parsed, number, numbered_lines};
+use crate::warning::Warning;
 
 /// The command this parser reads, as named in errors and warnings.
-pub const COMMAND: &str = "nvidia-smi --query-gpu";
+pub const COMMAND: &str = crate::commands::QUERY;
 
 /// The fields miggate asks for, in order: everything a manifest's `gpus` entry records.
 pub const FIELDS: [&str; 9] = [
@@ -44,8 +45,8 @@ pub struct QueryTable {
     pub header: bool,
     /// One row per GPU, in printed order.
     pub rows: Vec<QueryRow>,
-    /// What was skipped or read as unknown, each naming the line.
-    pub warnings: Vec<String>,
+    /// What was skipped or read as unknown, each naming the line; serialized as its words.
+    pub warnings: Vec<Warning>,
 }
 
 /// One GPU's row. Every value is `None` when it was not asked for, or printed as `[N/A]`,
@@ -114,11 +115,11 @@ pub fn parse(text: &str, requested: &[&str]) -> Result<QueryTable, Error> {
     {
         lines.next();
         if !requested.is_empty() && names != requested {
-            table.warnings.push(format!(
-                "{COMMAND} line {n}: header names {}, but {} was asked for; read by the header",
-                quote(&names.join(", ")),
-                quote(&requested.join(", "))
-            ));
+            table.warnings.push(Warning::QueryHeaderDiffers {
+                line: n,
+                header: names.clone(),
+                requested: requested.clone(),
+            });
         }
         table.header = true;
         table.fields = names;
@@ -133,12 +134,12 @@ pub fn parse(text: &str, requested: &[&str]) -> Result<QueryTable, Error> {
         }
         let cells: Vec<&str> = line.split(',').map(str::trim).collect();
         if cells.len() != table.fields.len() {
-            table.warnings.push(format!(
-                "{COMMAND} line {n}: {} values for {} fields, skipped: {}",
-                cells.len(),
-                table.fields.len(),
-                quote(line.trim())
-            ));
+            table.warnings.push(Warning::QueryRowSkipped {
+                line: n,
+                values: cells.len(),
+                fields: table.fields.len(),
+                text: line.trim().to_string(),
+            });
             continue;
         }
         let row = read_row(n, &table.fields, &cells, &mut table.warnings)?;
@@ -162,9 +163,7 @@ pub fn parse(text: &str, requested: &[&str]) -> Result<QueryTable, Error> {
         if !table.header {
             return Err(nothing_parsed(COMMAND, text, "CSV rows"));
         }
-        table
-            .warnings
-            .push(format!("{COMMAND}: a header and no rows: no GPU listed"));
+        table.warnings.push(Warning::QueryNoRows);
     }
     Ok(table)
 }
@@ -221,7 +220,7 @@ fn read_row(
     n: usize,
     fields: &[String],
     cells: &[&str],
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Warning>,
 ) -> Result<QueryRow, Error> {
     let mut row = QueryRow {
         line: n,
@@ -235,10 +234,10 @@ fn read_row(
             "index" => {
                 row.index = number(value);
                 if row.index.is_none() {
-                    warnings.push(format!(
-                        "{COMMAND} line {n}: index {} is not a number",
-                        quote(value)
-                    ));
+                    warnings.push(Warning::QueryIndexNotANumber {
+                        line: n,
+                        value: value.to_string(),
+                    });
                 }
             }
             "uuid" => {
@@ -266,48 +265,49 @@ fn read_row(
 /// A cell's value, or `None` for the ways nvidia-smi says it has none: `[N/A]`, `N/A`,
 /// `[Not Supported]`, `Not Supported`, an empty cell. Other bracketed texts (`[Unknown Error]`,
 /// `[GPU requires reset]`) are unknown too, with a warning.
-fn value<'a>(cell: &'a str, field: &str, n: usize, warnings: &mut Vec<String>) -> Option<&'a str> {
+fn value<'a>(cell: &'a str, field: &str, n: usize, warnings: &mut Vec<Warning>) -> Option<&'a str> {
     let bare = cell.trim_start_matches('[').trim_end_matches(']').trim();
     if bare.is_empty() || bare.eq_ignore_ascii_case("N/A") || bare.eq_ignore_ascii_case("Not Supported") {
         return None;
     }
     if cell.starts_with('[') && cell.ends_with(']') {
-        warnings.push(format!(
-            "{COMMAND} line {n}: {} is {}; taken as unknown",
-            quote(field),
-            quote(cell)
-        ));
+        warnings.push(Warning::QueryBracketed {
+            line: n,
+            field: field.to_string(),
+            cell: cell.to_string(),
+        });
         return None;
     }
     Some(cell)
 }
 
 /// `81559 MiB` or `81559` (with `nounits`) as MiB.
-fn mebibytes(value: &str, n: usize, warnings: &mut Vec<String>) -> Option<u64> {
+fn mebibytes(value: &str, n: usize, warnings: &mut Vec<Warning>) -> Option<u64> {
     let digits = value.strip_suffix("MiB").unwrap_or(value).trim();
     let parsed = (!digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()))
         .then(|| digits.parse::<u64>().ok())
         .flatten();
     if parsed.is_none() {
-        warnings.push(format!(
-            "{COMMAND} line {n}: memory.total {} is not a MiB amount; taken as unknown",
-            quote(value)
-        ));
+        warnings.push(Warning::QueryMemoryUnreadable {
+            line: n,
+            value: value.to_string(),
+        });
     }
     parsed
 }
 
 /// `Enabled` / `Disabled` as a flag.
-fn enabled(value: &str, field: &str, n: usize, warnings: &mut Vec<String>) -> Option<bool> {
+fn enabled(value: &str, field: &str, n: usize, warnings: &mut Vec<Warning>) -> Option<bool> {
     if value.eq_ignore_ascii_case("Enabled") {
         Some(true)
     } else if value.eq_ignore_ascii_case("Disabled") {
         Some(false)
     } else {
-        warnings.push(format!(
-            "{COMMAND} line {n}: {field} is {}, not Enabled or Disabled; taken as unknown",
-            quote(value)
-        ));
+        warnings.push(Warning::QueryMigModeUnreadable {
+            line: n,
+            field: field.to_string(),
+            value: value.to_string(),
+        });
         None
     }
 }

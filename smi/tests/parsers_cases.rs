@@ -4,11 +4,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use miggate_smi::Error;
 use miggate_smi::failure;
 use miggate_smi::list;
 use miggate_smi::mig_table::{self, NoneFound, Placement};
 use miggate_smi::query::{self, QueryTable};
+use miggate_smi::{Error, Warning};
 use rstest::rstest;
 
 fn rows(text: &str) -> QueryTable {
@@ -157,7 +157,15 @@ fn aliases_name_the_same_fields() {
 fn rows_with_the_wrong_number_of_values_are_skipped() {
     let t = rows("0, GPU-1, X, 0:1:0.0, 1 MiB, 9.0, 580.1, Enabled, Enabled\n0, GPU-2, X\n");
     assert_eq!(t.rows.len(), 1);
-    assert!(t.warnings[0].contains("3 values for 9 fields"));
+    assert!(t.warnings[0].to_string().contains("3 values for 9 fields"));
+    assert!(
+        matches!(
+            &t.warnings[0],
+            Warning::QueryRowSkipped { line: 2, values: 3, fields: 9, text } if text == "0, GPU-2, X"
+        ),
+        "{:?}",
+        t.warnings
+    );
     assert!(matches!(
         query::parse("0, GPU-2, X\n", &query::FIELDS),
         Err(Error::Parse { line: 1, .. })
@@ -268,7 +276,15 @@ fn a_bad_row_among_good_ones_is_skipped_with_a_warning() {
     let text = "|   0  MIG 1g.5gb  19  7  0:1 |\n|   0  MIG 1g.5gb  19  8  zero |\n";
     let t = mig_table::parse_gpu_instances(text).unwrap();
     assert_eq!(t.rows.len(), 1);
-    assert!(t.warnings[0].contains("line 2"), "{:?}", t.warnings);
+    assert!(t.warnings[0].to_string().contains("line 2"), "{:?}", t.warnings);
+    assert!(
+        matches!(
+            &t.warnings[0],
+            Warning::TableRowSkipped { line: 2, why: mig_table::RowError::NotPlacement { token }, .. } if token == "zero"
+        ),
+        "{:?}",
+        t.warnings
+    );
 }
 
 #[test]

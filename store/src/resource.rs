@@ -72,7 +72,7 @@ mod tests {
             let s = read(&text).unwrap_or_else(|e| panic!("{file}: {e}"));
             assert_eq!(s.kind, StoredKind::Manifest, "{file}");
             assert_eq!(s.manifest.devices().map(<[_]>::len), Some(2), "{file}");
-            assert!(s.manifest.warnings[0].contains("Go peer"), "{file}");
+            assert!(s.manifest.warnings[0].to_string().contains("Go peer"), "{file}");
         }
     }
 }

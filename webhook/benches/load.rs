@@ -11,7 +11,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -124,63 +124,15 @@ fn main() {
     let body: &'static str = include_str!("../../testdata/admission/pod-create-restore-allowed.json");
     let store = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/webhook-store");
 
-    // A CA and a leaf for 127.0.0.1.
-    let ca_key = KeyPair::generate().unwrap();
-    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    let ca_cert = ca.self_signed(&ca_key).unwrap();
-    let issuer = Issuer::new(ca, ca_key);
-    let key = KeyPair::generate().unwrap();
-    let leaf = CertificateParams::new(vec!["127.0.0.1".to_string()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let paths = CertPaths {
-        cert: dir.path().join("tls.crt"),
-        key: dir.path().join("tls.key"),
-        client_ca: None,
-    };
-    std::fs::write(&paths.cert, leaf.pem()).unwrap();
-    std::fs::write(&paths.key, key.serialize_pem()).unwrap();
-    let ca_pem = ca_cert.pem();
+    let (paths, ca_pem) = certificates(dir.path());
 
     // Both servers on one runtime of two workers; the clients on another.
-    let servers = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let (bound_tx, bound_rx) = std::sync::mpsc::channel::<SocketAddr>();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let mut config = miggate_webhook::Config::new(paths.clone(), miggate_store::StoreConfig::Dir(store));
-    config.settings.listen = "127.0.0.1:0".parse().unwrap();
-    config.settings.health_listen = "127.0.0.1:0".parse().unwrap();
-    let webhook = servers.spawn(miggate_webhook::serve(
-        config,
-        move |b| bound_tx.send(b.admission).unwrap(),
-        async move {
-            let _ = stop_rx.await;
-        },
-    ));
-    let webhook_addr = bound_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    let servers = two_workers();
+    let (webhook, webhook_addr, stop_tx) = start_webhook(&servers, &paths, store);
+    let (echo_addr, echo_handle) = start_echo(&servers, &paths);
 
-    // The same rustls configuration the webhook serves, made from the same files.
-    let echo_tls = RustlsConfig::from_config(Reloader::load(paths.clone()).unwrap().current());
-    let echo_handle = axum_server::Handle::<SocketAddr>::new();
-    let echo_app = Router::new().route("/validate", post(|b: Bytes| async move { b }));
-    servers.spawn(
-        axum_server::bind_rustls("127.0.0.1:0".parse::<SocketAddr>().unwrap(), echo_tls)
-            .handle(echo_handle.clone())
-            .serve(echo_app.into_make_service()),
-    );
-    let echo_addr = servers.block_on(echo_handle.listening()).unwrap();
-
-    let driver = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let driver = two_workers();
     let echo_url = format!("https://{echo_addr}/validate");
     let hook_url = format!("https://{webhook_addr}/validate");
     let echo = driver.block_on(drive(&echo_url, &ca_pem, body, clients, requests, None));
@@ -224,4 +176,81 @@ fn main() {
     let _ = stop_tx.send(());
     echo_handle.graceful_shutdown(Some(Duration::from_secs(1)));
     servers.block_on(webhook).unwrap().unwrap();
+}
+
+/// A multi-threaded runtime of two workers.
+fn two_workers() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A CA and a leaf for 127.0.0.1, the leaf's certificate and key written into `dir`: their
+/// paths, and the CA's PEM for the clients to trust.
+fn certificates(dir: &Path) -> (CertPaths, String) {
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::new(ca, ca_key);
+    let key = KeyPair::generate().unwrap();
+    let leaf = CertificateParams::new(vec!["127.0.0.1".to_string()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let paths = CertPaths {
+        cert: dir.join("tls.crt"),
+        key: dir.join("tls.key"),
+        client_ca: None,
+    };
+    std::fs::write(&paths.cert, leaf.pem()).unwrap();
+    std::fs::write(&paths.key, key.serialize_pem()).unwrap();
+    (paths, ca_cert.pem())
+}
+
+/// The webhook serving the file store at `store` on `servers`: its task, its admission address,
+/// and the sender that stops it.
+fn start_webhook(
+    servers: &tokio::runtime::Runtime,
+    paths: &CertPaths,
+    store: PathBuf,
+) -> (
+    tokio::task::JoinHandle<std::result::Result<(), miggate_webhook::Error>>,
+    SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+) {
+    let (bound_tx, bound_rx) = std::sync::mpsc::channel::<SocketAddr>();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let mut config = miggate_webhook::Config::new(paths.clone(), miggate_store::StoreConfig::Dir(store));
+    config.settings.listen = "127.0.0.1:0".parse().unwrap();
+    config.settings.health_listen = "127.0.0.1:0".parse().unwrap();
+    let webhook = servers.spawn(miggate_webhook::serve(
+        config,
+        move |b| bound_tx.send(b.admission).unwrap(),
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+    let webhook_addr = bound_rx.recv_timeout(Duration::from_secs(30)).unwrap();
+    (webhook, webhook_addr, stop_tx)
+}
+
+/// A bare axum echo on `servers` with the same rustls configuration the webhook serves, made
+/// from the same files: its address and handle.
+fn start_echo(
+    servers: &tokio::runtime::Runtime,
+    paths: &CertPaths,
+) -> (SocketAddr, axum_server::Handle<SocketAddr>) {
+    let echo_tls = RustlsConfig::from_config(Reloader::load(paths.clone()).unwrap().current());
+    let echo_handle = axum_server::Handle::<SocketAddr>::new();
+    let echo_app = Router::new().route("/validate", post(|b: Bytes| async move { b }));
+    servers.spawn(
+        axum_server::bind_rustls("127.0.0.1:0".parse::<SocketAddr>().unwrap(), echo_tls)
+            .handle(echo_handle.clone())
+            .serve(echo_app.into_make_service()),
+    );
+    let echo_addr = servers.block_on(echo_handle.listening()).unwrap();
+    (echo_addr, echo_handle)
 }

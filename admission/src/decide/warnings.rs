@@ -77,7 +77,7 @@ pub enum Warning {
     /// A check whose outcome is unknown.
     Unknown(CheckResult),
     /// A warning of the report itself.
-    Report(String),
+    Report(miggate_compat::Warning),
     /// A note on a node's inventory: a source passed over, or what the source could not say.
     Node {
         /// The node.

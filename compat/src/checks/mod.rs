@@ -21,6 +21,7 @@ use crate::device_map;
 use crate::manifest::{GpuManifest, Host, Nvidia, Pod};
 use crate::report::{CheckResult, Report, Text, reason};
 use crate::vocab::{CheckName, Mode, Outcome, Scope, TargetScope};
+use crate::warning::{Side as WarningSide, Warning};
 pub(crate) use devices::Devices;
 
 /// The kernel release a restore target needs at least (CRIU's rseq support).
@@ -283,17 +284,17 @@ impl<'a> Target<'a> {
         }
     }
 
-    fn warnings(&self, out: &mut Vec<String>) {
+    fn warnings(&self, out: &mut Vec<Warning>) {
         if let Some(m) = self.node {
-            side_warnings("target", m, out);
+            side_warnings(WarningSide::Target, m, out);
         }
         if let (Some(p), None | Some(GpuManifest { pod: None, .. })) = (self.pod, self.node) {
             // A pod given on its own: its unknown fields are still worth a word.
             for (k, _) in p.unknown.iter() {
-                out.push(format!(
-                    "target: unknown field `pod.{}` kept but not read by any check (a typo?)",
-                    crate::escape::escape(k)
-                ));
+                out.push(Warning::Read {
+                    side: WarningSide::Target,
+                    warning: Box::new(Warning::UnknownPodField { key: k.to_string() }),
+                });
             }
         }
     }
@@ -421,14 +422,14 @@ pub fn evaluate_target(source: &GpuManifest, target: Target<'_>, options: &Optio
         .collect();
     let compatible = results.iter().all(|r| r.outcome != Outcome::Refuse);
     let mut warnings = Vec::new();
-    side_warnings("source", source, &mut warnings);
+    side_warnings(WarningSide::Source, source, &mut warnings);
     target.warnings(&mut warnings);
     let device_map = if compatible && target.scope != TargetScope::Pod {
         let (s, t) = ctx.devices();
         match device_map::build(s, t, &options.skip) {
             Ok(map) => Some(map),
             Err(why) => {
-                warnings.push(format!("no device map: {why}"));
+                warnings.push(Warning::NoDeviceMap(why));
                 None
             }
         }
@@ -446,14 +447,19 @@ pub fn evaluate_target(source: &GpuManifest, target: Target<'_>, options: &Optio
     }
 }
 
-fn side_warnings(side: &str, m: &GpuManifest, out: &mut Vec<String>) {
+/// The warnings one side's manifest carries, then what reading it found, each after its side.
+fn side_warnings(side: WarningSide, m: &GpuManifest, out: &mut Vec<Warning>) {
     if m.warnings.is_empty() && !m.has_read_warnings() {
         return;
     }
-    let own = m.warnings.iter().map(|w| crate::escape::escape(w).into_owned());
-    for w in own.chain(m.read_warnings()) {
-        out.push(format!("{side}: {w}"));
-    }
+    out.extend(m.warnings.iter().map(|w| Warning::Carried {
+        side,
+        warning: Box::new(w.clone()),
+    }));
+    out.extend(m.read_warnings().into_iter().map(|w| Warning::Read {
+        side,
+        warning: Box::new(w),
+    }));
 }
 
 /// What a comparison is about, with its fixed messages written out at compile time, so a passing

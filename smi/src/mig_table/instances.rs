@@ -3,7 +3,8 @@
 use miggate_compat::MigProfile;
 use serde::Serialize;
 
-use super::table::{BoxRow, MigTable, Placement, RowError, build, need, profile};
+use super::row_error::RowError;
+use super::table::{BoxRow, MigTable, Placement, build, need, profile};
 use crate::error::Error;
 
 /// The `-lgi` command, as named in errors and warnings.

@@ -11,6 +11,7 @@
 mod instances;
 mod placements;
 mod profiles;
+mod row_error;
 mod table;
 
 pub use instances::{ComputeInstance, GpuInstance, parse_compute_instances, parse_gpu_instances};
@@ -18,4 +19,5 @@ pub use placements::{PlacementList, parse_placements};
 pub use profiles::{
     ComputeInstanceProfile, GpuInstanceProfile, parse_compute_instance_profiles, parse_gpu_instance_profiles,
 };
+pub use row_error::RowError;
 pub use table::{MigTable, NoneFound, Placement};

@@ -13,10 +13,11 @@ use super::table::{MigTable, Placement, none_found};
 use crate::error::Error;
 use crate::failure;
 use crate::text::number;
-use crate::text::{nothing_parsed, numbered_lines, quote};
+use crate::text::{nothing_parsed, numbered_lines};
+use crate::warning::Warning;
 
 /// The command, as named in errors and warnings.
-pub const LGIPP: &str = "nvidia-smi mig -lgipp";
+pub const LGIPP: &str = crate::commands::LGIPP;
 
 /// One profile's possible placements on one GPU (or, for `-lcipp`, in one GPU instance).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -63,10 +64,10 @@ pub fn parse_placements(text: &str) -> Result<MigTable<PlacementList>, Error> {
         }
         match re.and_then(|re| re.captures(line)).and_then(|c| read(&c)) {
             Some(row) => table.rows.push(row),
-            None => table.warnings.push(format!(
-                "{LGIPP} line {n}: not a placement line, skipped: {}",
-                quote(line)
-            )),
+            None => table.warnings.push(Warning::PlacementLineSkipped {
+                line: n,
+                text: line.to_string(),
+            }),
         }
     }
     if table.rows.is_empty() && table.none_found.is_none() {

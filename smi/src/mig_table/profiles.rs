@@ -7,7 +7,8 @@
 use miggate_compat::MigProfile;
 use serde::Serialize;
 
-use super::table::{BoxRow, MigTable, RowError, build, free_total, maybe, need, profile};
+use super::row_error::RowError;
+use super::table::{BoxRow, MigTable, build, free_total, maybe, need, profile};
 use crate::error::Error;
 use crate::text::number;
 

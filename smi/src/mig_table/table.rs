@@ -4,9 +4,11 @@ use std::fmt;
 
 use serde::Serialize;
 
+use super::row_error::RowError;
 use crate::error::Error;
 use crate::failure;
-use crate::text::{nothing_parsed, number, numbered_lines, quote};
+use crate::text::{nothing_parsed, number, numbered_lines};
+use crate::warning::Warning;
 
 /// Rows read from one MIG listing, with why it is empty when it is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -15,8 +17,8 @@ pub struct MigTable<T> {
     pub rows: Vec<T>,
     /// Set when nvidia-smi said there is nothing to list, and how it said it.
     pub none_found: Option<NoneFound>,
-    /// Rows or lines skipped, each naming the line.
-    pub warnings: Vec<String>,
+    /// Rows or lines skipped, each naming the line; serialized as its words.
+    pub warnings: Vec<Warning>,
 }
 
 /// How nvidia-smi says a MIG listing is empty. The two differ for boot recovery: one GPU has
@@ -126,7 +128,7 @@ pub(super) struct Scan<'a> {
     pub(super) rows: Vec<BoxRow<'a>>,
     pub(super) none_found: Option<NoneFound>,
     pub(super) saw_box: bool,
-    pub(super) warnings: Vec<String>,
+    pub(super) warnings: Vec<Warning>,
 }
 
 /// Reads `-lgi` style output into rows: a known failure message is its error; `No … found`
@@ -178,10 +180,11 @@ pub(super) fn scan<'a>(text: &'a str, command: &'static str) -> Result<Scan<'a>,
             }
             open = false;
         } else if first_is_gpu || !boxed {
-            scan.warnings.push(format!(
-                "{command} line {n}: not a row of this table, skipped: {}",
-                quote(line)
-            ));
+            scan.warnings.push(Warning::TableLineSkipped {
+                command,
+                line: n,
+                text: line.to_string(),
+            });
             open = false;
         }
         // Anything else inside a box is the title or the column header.
@@ -221,22 +224,23 @@ pub(super) fn build<'a, T>(
         if let Some(named) = row.named()
             && profile(named.name).is_none()
         {
-            table.warnings.push(format!(
-                "{command} line {}: {} is not a MIG profile name; its profile is unknown",
-                row.line,
-                quote(named.name)
-            ));
+            table.warnings.push(Warning::TableProfileUnreadable {
+                command,
+                line: row.line,
+                name: named.name.to_string(),
+            });
         }
         match read(row) {
             Ok(r) => table.rows.push(r),
             Err(why) => {
                 let line = row.tokens.join(" ");
-                table.warnings.push(format!(
-                    "{command} line {}: {why}, skipped: {}",
-                    row.line,
-                    quote(&line)
-                ));
-                first_bad.get_or_insert((row.line, format!("{why}: {line}")));
+                first_bad.get_or_insert_with(|| (row.line, format!("{why}: {line}")));
+                table.warnings.push(Warning::TableRowSkipped {
+                    command,
+                    line: row.line,
+                    why,
+                    row: line,
+                });
             }
         }
     }
@@ -252,45 +256,9 @@ pub(super) fn build<'a, T>(
         if !scan.saw_box {
             return Err(nothing_parsed(command, text, expected));
         }
-        table.warnings.push(format!(
-            "{command}: a table with no rows and no `No … found` line"
-        ));
+        table.warnings.push(Warning::TableNoRows { command });
     }
     Ok(table)
-}
-
-/// Why one row of a box table cannot be read; the row is skipped with a warning that says so.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum RowError {
-    /// No token reads as the profile name.
-    #[error("no profile name")]
-    NoProfileName,
-    /// A required column is missing.
-    #[error("no {column}")]
-    Missing {
-        /// The column, as the table's header names it.
-        column: &'static str,
-    },
-    /// A column that must be a number is not one.
-    #[error("{column} {} is not a number", quote(token))]
-    NotANumber {
-        /// The column.
-        column: &'static str,
-        /// The token found.
-        token: String,
-    },
-    /// The `Free/Total` column is not two numbers.
-    #[error("{} is not Free/Total", quote(token))]
-    NotFreeTotal {
-        /// The token found.
-        token: String,
-    },
-    /// The `Start:Size` column is not a placement.
-    #[error("placement {} is not start:size", quote(token))]
-    NotPlacement {
-        /// The token found.
-        token: String,
-    },
 }
 
 /// Reads a required numeric token.

@@ -17,3 +17,6 @@ pub fn manifest(rel: &str) -> GpuManifest {
 pub fn recorded_store() -> FileStore {
     FileStore::open(testdata_path("webhook-store")).unwrap()
 }
+
+/// The Kubernetes store against kube-fake, for `kube_store*.rs`.
+pub mod kube;
