@@ -28,6 +28,7 @@ use miggate_wire::install::{
     CERT_MANAGER_SECRET, CERT_SECRET, MUTATING_CONFIGURATIONS, NAMESPACE, NODE_NAMESPACE, PUBLISHER,
     VALIDATING_CONFIGURATION, WEBHOOK,
 };
+use miggate_wire::webhook as wire;
 use rstest::rstest;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -642,26 +643,42 @@ fn the_workloads_run_locked_down_with_the_real_flags() {
         Some("system-cluster-critical")
     );
     assert!(
-        pod.termination_grace_period_seconds.unwrap() > 20,
-        "above the webhook's 20 s drain"
+        u64::try_from(pod.termination_grace_period_seconds.unwrap()).unwrap() > wire::DRAIN.as_secs(),
+        "above the webhook's drain"
     );
     let c = &pod.containers[0];
+    let mut args = vec![
+        "webhook".to_string(),
+        format!("--listen={}", wire::LISTEN),
+        format!("--health-listen={}", wire::HEALTH_LISTEN),
+        format!("--tls-secret={NAMESPACE}/{CERT_SECRET}"),
+        format!("--tls-dns-name={WEBHOOK}.{NAMESPACE}.svc"),
+        format!("--tls-dns-name={WEBHOOK}.{NAMESPACE}.svc.cluster.local"),
+        format!("--inject-ca-into=validating/{VALIDATING_CONFIGURATION}"),
+    ];
+    args.extend(
+        MUTATING_CONFIGURATIONS
+            .iter()
+            .map(|m| format!("--inject-ca-into=mutating/{m}")),
+    );
+    args.extend([
+        "--store=kube".to_string(),
+        format!("--binder={}", wire::DEFAULT_BINDER),
+        format!("--max-connections={}", wire::MAX_CONNECTIONS),
+    ]);
+    assert_eq!(c.args.clone().unwrap(), args);
+    // The ports the flags name are the ones the container, its probes and the Service use.
+    let ports: Vec<(String, i32)> = c
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| (p.name.clone().unwrap_or_default(), p.container_port))
+        .collect();
     assert_eq!(
-        c.args.clone().unwrap(),
+        ports,
         [
-            "webhook",
-            "--listen=0.0.0.0:8443",
-            "--health-listen=0.0.0.0:8080",
-            "--tls-secret=miggate-system/miggate-webhook-certs",
-            "--tls-dns-name=miggate-webhook.miggate-system.svc",
-            "--tls-dns-name=miggate-webhook.miggate-system.svc.cluster.local",
-            "--inject-ca-into=validating/miggate",
-            "--inject-ca-into=mutating/miggate-summary",
-            "--inject-ca-into=mutating/miggate-steer",
-            "--inject-ca-into=mutating/miggate-device-map",
-            "--store=kube",
-            "--binder=system:kube-scheduler",
-            "--max-connections=1024"
+            ("https".to_string(), i32::from(wire::ADMISSION_PORT)),
+            ("health".to_string(), i32::from(wire::HEALTH_PORT))
         ]
     );
     assert!(
