@@ -15,14 +15,6 @@ fn map(s: Vec<Device>, t: Vec<Device>, o: &Options) -> (Option<String>, Vec<Stri
     (r.device_map, r.warnings.iter().map(ToString::to_string).collect())
 }
 
-fn s3g(u: &str) -> Device {
-    slice(u, H100, "3g.40gb")
-}
-
-fn s1g(u: &str) -> Device {
-    slice(u, H100, "1g.10gb")
-}
-
 // The peer's TestBuildDeviceMap, where it applies.
 #[rstest]
 #[case::single(gpus(&[L4]), vec![whole("GPU-bbb", L4)], Some("GPU-a=GPU-bbb"))]

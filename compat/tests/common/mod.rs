@@ -140,6 +140,16 @@ pub fn slice_in(uuid: &str, model: &str, profile: &str, parent: &str, gi: u32, c
     }
 }
 
+/// An H100 `3g.40gb` slice.
+pub fn s3g(uuid: &str) -> Device {
+    slice(uuid, H100, "3g.40gb")
+}
+
+/// An H100 `1g.10gb` slice.
+pub fn s1g(uuid: &str) -> Device {
+    slice(uuid, H100, "1g.10gb")
+}
+
 /// The peer's `gpus(models...)` helper: UUIDs `GPU-a`, `GPU-b`, … with those models.
 pub fn gpus(models: &[&str]) -> Vec<Device> {
     models
@@ -203,6 +213,11 @@ pub fn names(list: &str) -> Vec<&str> {
 
 pub fn outcome(r: &Report, c: CheckName) -> Outcome {
     r.result(c).expect("every check has a row").outcome
+}
+
+/// The row of check `c` (every report has one).
+pub fn row_of(r: &Report, c: CheckName) -> &miggate_compat::CheckResult {
+    r.result(c).unwrap()
 }
 
 /// Asserts the structural invariants every report keeps, and the set of refusing checks. The
