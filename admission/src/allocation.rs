@@ -15,7 +15,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use miggate_compat::escape::escape_within;
 use miggate_compat::{CheckName, GpuManifest, Mode, Options, Report, Target, evaluate_target};
-use miggate_crds::inventory::{self, AllocatedDevice};
+use miggate_inventory::{self as inventory, AllocatedDevice};
 
 use crate::lookup::{Inventory, Lookup, RestorePod};
 
@@ -31,7 +31,7 @@ pub enum AtBinding {
     /// A claim is not known or not allocated in the webhook's cache: the offer check stands.
     NotAllocated(NotAllocated),
     /// The allocation cannot be matched to the node's devices: the offer check stands.
-    Unmatched(miggate_crds::Error),
+    Unmatched(miggate_inventory::Error),
     /// The exact check on the allocated devices.
     Judged {
         /// The checkpoint's checks in exact mode against just the allocated devices; its
@@ -88,10 +88,10 @@ pub enum ExactNotRun {
     NotAllocated(NotAllocated),
     /// The allocation cannot be matched to the node's devices.
     #[error(transparent)]
-    Unmatched(std::sync::Arc<miggate_crds::Error>),
+    Unmatched(std::sync::Arc<miggate_inventory::Error>),
 }
 
-/// As their words: the crds error is not comparable, and a warning is judged by what it says.
+/// As their words: the inventory error is not comparable, and a warning is judged by what it says.
 impl PartialEq for ExactNotRun {
     fn eq(&self, other: &Self) -> bool {
         self.to_string() == other.to_string()

@@ -12,7 +12,7 @@ pub use crate::restore_annotations::RestoreAnnotations;
 
 /// A node's inventory as a decision reads it: the one type every source gives, shared (its
 /// manifest behind an `Arc`) so a cached inventory costs no copy per request.
-pub use miggate_crds::inventory::{Inventory, NoInventory, Note, PassedOver, Source};
+pub use miggate_inventory::{Inventory, NoInventory, Note, PassedOver, Source};
 
 /// A checkpoint's manifest and the container it was taken from.
 #[derive(Debug, Clone, PartialEq)]
@@ -140,7 +140,7 @@ pub enum SnapshotLookup {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ClaimAllocation {
     /// `status.allocation.devices.results`; `None` while the claim is not allocated.
-    pub devices: Option<Vec<miggate_crds::inventory::AllocatedDevice>>,
+    pub devices: Option<Vec<miggate_inventory::AllocatedDevice>>,
 }
 
 /// A watch cache behind the API server for longer than the store allows.

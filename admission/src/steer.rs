@@ -18,7 +18,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse};
 use miggate_compat::escape::escape_within;
 use miggate_compat::{DeviceKind, GpuManifest, SliceShape};
-use miggate_crds::inventory::gfd_product_name;
+use miggate_inventory::gfd_product_name;
 use serde_json::{Value, json};
 
 use crate::decide::MAX_WARNING_BYTES;

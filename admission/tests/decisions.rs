@@ -1,5 +1,5 @@
 //! Decisions on cluster states the source tables do not cover, read through the real
-//! inventory sources (`miggate_crds::inventory::best`): a GFD count that is a certain
+//! inventory sources (`miggate_inventory::best`): a GFD count that is a certain
 //! shortfall, labels in flux, and a checkpoint `nvidia.com/gpu` can never serve.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]

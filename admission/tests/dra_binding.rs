@@ -14,7 +14,7 @@ use miggate_admission::decide::{Verdict, decide};
 use miggate_admission::device_map::{self, Outcome};
 use miggate_admission::lookup::{ClaimAllocation, RestoreAnnotations, RestorePod};
 use miggate_compat::GpuManifest;
-use miggate_crds::inventory::AllocatedDevice;
+use miggate_inventory::AllocatedDevice;
 use rstest::rstest;
 use serde_json::{Value, json};
 use support::{Fake, testdata};

@@ -90,7 +90,7 @@ pub fn run(args: &CheckArgs) -> anyhow::Result<ExitCode> {
 /// What a node's inventory says of itself, as the webhook warns it: why a better source was
 /// passed over, and each note (what the source could not tell, a node mig-manager is
 /// reconfiguring), so the answer says why a check is unknown.
-fn node_warnings(name: &str, inventory: &miggate_crds::inventory::Inventory) -> Vec<Warning> {
+fn node_warnings(name: &str, inventory: &miggate_inventory::Inventory) -> Vec<Warning> {
     inventory
         .notes
         .iter()

@@ -1,7 +1,7 @@
 //! `where`, `check` and `claim` reading the cluster, as a kubectl user would ask them to
 //! (`miggate where -n team-a ckpt-1`, `miggate check -n team-a podsnapshot/snap-1 --node
 //! gpu-node-7`): a `GpuCheckpoint`, or the Go peer's `PodSnapshot`, by namespace and name, and node inventories through the same sources, in the
-//! same order, as the webhook (`miggate_crds::inventory::best_or_why` over the node's `GpuNode`,
+//! same order, as the webhook (`miggate_inventory::best_or_why` over the node's `GpuNode`,
 //! the DRA driver's `ResourceSlice`s and the `Node` with its GFD labels).
 //!
 //! A checkpoint is followed by the webhook's own [`resolve`] over what was read, so a
@@ -26,9 +26,9 @@ use miggate_admission::lookup::{
 use miggate_admission::resolve::{Kind, Reference, Resolved, Unresolved, resolve};
 use miggate_compat::GpuManifest;
 use miggate_compat::escape::{escape, escape_within};
-use miggate_crds::inventory::best_or_why;
 use miggate_crds::peer::{PodSnapshot, PodSnapshotContent, SnapshotContent, SnapshotRef};
 use miggate_crds::{GpuCheckpoint, GpuNode};
+use miggate_inventory::best_or_why;
 use serde::de::DeserializeOwned;
 
 use crate::flags::cluster::ClusterFlags;
@@ -383,12 +383,12 @@ fn read_node(
     std::collections::HashMap<String, String>,
 ) {
     let refs: Vec<&ResourceSlice> = slices.iter().collect();
-    let inventory = best_or_why(&miggate_crds::inventory::NodeObjects {
+    let inventory = best_or_why(&miggate_inventory::NodeObjects {
         gpu_node,
         node,
         slices: &refs,
     });
-    (inventory, miggate_crds::inventory::device_names(name, &refs))
+    (inventory, miggate_inventory::device_names(name, &refs))
 }
 
 async fn get<K>(api: Api<K>, kind: &str, name: &str) -> anyhow::Result<Option<K>>

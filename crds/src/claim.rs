@@ -23,9 +23,9 @@ use k8s_openapi::api::resource::v1::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use miggate_compat::{DeviceKind, GpuManifest, SliceShape};
+use miggate_wire::dra::DRIVER as DRA_DRIVER;
 
 use crate::error::{Error, NoClaim};
-use crate::inventory::DRA_DRIVER;
 
 pub use miggate_wire::dra::{GPU_CLASS, MIG_CLASS};
 /// The longest text (a product name, a profile) put in a selector: far above any real one.

@@ -21,12 +21,13 @@
 //! ```
 //!
 //! No client, no runtime and no I/O here: the types, their schemas and the pure helpers that
-//! fill them in, shared by the CLI, the publisher and the admission webhook.
+//! fill them in, shared by the CLI, the publisher and the admission webhook. Reading a node's
+//! inventory from its `GpuNode` or the cluster's other sources is the `miggate-inventory`
+//! crate's.
 
 mod checkpoint;
 pub mod claim;
 pub mod error;
-pub mod inventory;
 mod node;
 pub mod peer;
 mod schema;

@@ -1,18 +1,17 @@
 //! `miggate claim`: the template's selectors, run as the scheduler runs them (Kubernetes' CEL
-//! with its semver library, `kube-cel`) over the NVIDIA DRA driver's fixture slices, pick
-//! exactly the devices offer mode counts for each of the checkpoint's classes, and the claim is
-//! satisfiable exactly where offer mode finds the node fits.
+//! with its semver library, `kube-cel`) over the NVIDIA DRA driver's fixture slices, pick the
+//! devices of each of the checkpoint's classes and no others; the template and its name; and
+//! why a checkpoint cannot be claimed. That they pick exactly what offer mode counts in the
+//! node's inventory is the inventory reader's test (`inventory/tests/claim_selectors.rs`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::resource::v1::{Device, DeviceAttribute, ResourceSlice};
 use kube_cel::{KubeCelExt, cel};
-use miggate_compat::{
-    CheckName, DeviceKind, GpuManifest, Mode, Options, Outcome, SliceShape, Target, evaluate_target,
-};
+use miggate_compat::GpuManifest;
 use miggate_crds::claim::{self, ClaimRequest, GPU_CLASS, MIG_CLASS};
-use miggate_crds::inventory;
+use miggate_wire::dra::DRIVER as DRA_DRIVER;
 use rstest::rstest;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -35,9 +34,7 @@ fn slices(file: &str) -> Vec<ResourceSlice> {
     };
     let ours: Vec<ResourceSlice> = all
         .into_iter()
-        .filter(|s| {
-            s.spec.driver == inventory::DRA_DRIVER && s.spec.node_name.as_deref() == Some("gpu-node-7")
-        })
+        .filter(|s| s.spec.driver == DRA_DRIVER && s.spec.node_name.as_deref() == Some("gpu-node-7"))
         .collect();
     let newest = ours.iter().map(|s| s.spec.pool.generation).max().unwrap();
     ours.into_iter()
@@ -69,7 +66,7 @@ fn cel_device(device: &Device) -> Value {
             ours.insert(name.clone(), value);
         }
     }
-    json!({"driver": inventory::DRA_DRIVER, "attributes": {inventory::DRA_DRIVER: ours}})
+    json!({"driver": DRA_DRIVER, "attributes": {DRA_DRIVER: ours}})
 }
 
 /// The selector with each version attribute read through `semver()`: the driver publishes them
@@ -78,7 +75,7 @@ fn selector_for_test(selector: &str) -> String {
     ["driverVersion", "cudaDriverVersion"]
         .iter()
         .fold(selector.to_string(), |s, name| {
-            let attribute = format!("device.attributes['{}'].{name}", inventory::DRA_DRIVER);
+            let attribute = format!("device.attributes['{}'].{name}", DRA_DRIVER);
             s.replace(
                 &format!("{attribute}.compareTo"),
                 &format!("semver({attribute}).compareTo"),
@@ -118,34 +115,6 @@ fn picked(request: &ClaimRequest, devices: &[Device]) -> BTreeSet<String> {
         .collect()
 }
 
-/// The UUIDs offer mode counts for a request's class: the inventory's devices of the same kind,
-/// model and profile, when the node's driver versions pass the checks.
-fn counted(request: &ClaimRequest, inventory: &GpuManifest, checkpoint: &GpuManifest) -> BTreeSet<String> {
-    let versions_pass = {
-        let report = evaluate_target(checkpoint, Target::node(inventory), &Options::mode(Mode::Offer));
-        report
-            .result(CheckName::DRIVER_VERSION)
-            .is_some_and(|r| r.outcome != Outcome::Refuse)
-    };
-    if !versions_pass {
-        return BTreeSet::new();
-    }
-    inventory
-        .nvidia
-        .as_ref()
-        .and_then(|n| n.devices.as_deref())
-        .unwrap_or_default()
-        .iter()
-        .filter(|d| d.model() == Some(request.product.as_str()))
-        .filter(|d| match (&request.profile, d.kind(), d.slice_shape()) {
-            (Some(p), DeviceKind::Slice, Some(SliceShape::Known(q))) => q.as_str() == p,
-            (None, DeviceKind::Whole, _) => true,
-            _ => false,
-        })
-        .map(|d| d.uuid.as_ref().unwrap().to_string())
-        .collect()
-}
-
 fn manifest(file: &str) -> GpuManifest {
     miggate_compat::from_str(&testdata(&format!("manifests/{file}"))).unwrap()
 }
@@ -164,56 +133,6 @@ fn slice(profile: &str, n: u32) -> Value {
 
 fn whole(product: &str, n: u32) -> Value {
     json!({"uuid": format!("GPU-00000000-0000-4000-8000-{n:012}"), "productName": product})
-}
-
-#[rstest]
-#[case::two_3g40gb(checkpoint(json!([slice("3g.40gb", 1), slice("3g.40gb", 2)])), true)]
-#[case::three_3g40gb(checkpoint(json!([slice("3g.40gb", 1), slice("3g.40gb", 2), slice("3g.40gb", 3)])), false)]
-#[case::slices_and_a_whole_gpu(checkpoint(json!([slice("3g.40gb", 1), slice("3g.40gb", 2), whole("NVIDIA H100 80GB HBM3", 3)])), true)]
-#[case::a_profile_the_node_lacks(checkpoint(json!([slice("3g.40gb", 1), slice("1g.10gb", 2)])), false)]
-#[case::two_whole_gpus(checkpoint(json!([whole("NVIDIA H100 80GB HBM3", 1), whole("NVIDIA H100 80GB HBM3", 2)])), false)]
-#[case::another_product(checkpoint(json!([whole("NVIDIA A100-SXM4-80GB", 1)])), false)]
-#[case::the_recorded_checkpoint(manifest("checkpoint-h100-3g40gb-x2.yaml"), true)]
-#[case::the_recorded_whole_checkpoint(manifest("checkpoint-h100-whole-x2.json"), false)]
-fn selectors_pick_exactly_what_offer_mode_counts(
-    #[case] checkpoint: GpuManifest,
-    #[case] fits: bool,
-    #[values("dra-v25.12-gpu-node-7.yaml", "dra-v25.3-gpu-node-7.yaml")] fixture: &str,
-) {
-    let slices = slices(fixture);
-    let refs: Vec<&ResourceSlice> = slices.iter().collect();
-    let inventory = inventory::from_resource_slices("gpu-node-7", None, &refs)
-        .unwrap()
-        .unwrap()
-        .manifest;
-    let devices: Vec<Device> = slices
-        .iter()
-        .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
-        .collect();
-
-    let requests = claim::requests(&checkpoint).unwrap();
-    let mut satisfiable = true;
-    let mut taken = BTreeSet::new();
-    for request in &requests {
-        let picked = picked(request, &devices);
-        assert_eq!(
-            picked,
-            counted(request, &inventory, &checkpoint),
-            "{fixture}: request {}",
-            request.name
-        );
-        // Requests of different classes never compete for one device.
-        assert!(picked.is_disjoint(&taken), "{fixture}: {}", request.name);
-        taken.extend(picked.iter().cloned());
-        satisfiable &= picked.len() >= request.count;
-    }
-    assert_eq!(satisfiable, fits, "{fixture}: the claim against the node");
-    let report = evaluate_target(&checkpoint, Target::node(&inventory), &Options::mode(Mode::Offer));
-    assert_eq!(
-        report.compatible, fits,
-        "{fixture}: offer mode: {}",
-        report.reason
-    );
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use criterion::{Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use miggate_compat::{Gpu, GpuManifest};
-use miggate_crds::inventory;
+use miggate_inventory as inventory;
 
 #[derive(serde::Deserialize)]
 struct List {

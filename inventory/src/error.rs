@@ -1,13 +1,43 @@
-//! Why a node inventory source cannot be read, and why a DRA allocation cannot be matched to a
-//! node's devices.
+//! The crate's one error type: why a node inventory source cannot be read, and why a DRA
+//! allocation cannot be matched to a node's devices, in words an operator can act on, and the
+//! causes it carries, each a value shown in words only when the error is.
 
+use miggate_compat::escape::escape_within;
 use miggate_wire::dra::DRIVER as DRA_DRIVER;
 
-use super::quote;
+/// Why an inventory source cannot be read, or an allocation cannot be matched.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// A node inventory source is present but cannot be read: a pool caught mid-update, a
+    /// malformed attribute, a MIG layout in flux. The next source is tried instead.
+    #[error("{origin} inventory of node `{}` cannot be read: {why}", miggate_compat::escape::escape(.node))]
+    Inventory {
+        /// Which source (`GpuNode`, `ResourceSlice`, `GFD labels`).
+        origin: &'static str,
+        /// The node it describes.
+        node: String,
+        /// Why, naming the object and field where there is one (boxed: every `Result` of this
+        /// crate would carry its size).
+        why: Box<Unreadable>,
+    },
+    /// A pod's DRA allocation that cannot be matched to the node's devices: a device of
+    /// another pool, one the slices no longer list, one named twice.
+    #[error("the DRA allocation on node `{}` cannot be matched to its devices: {why}", miggate_compat::escape::escape(.node))]
+    Allocation {
+        /// The node the pod is bound to.
+        node: String,
+        /// Why, naming the device (boxed, as [`Error::Inventory`]'s).
+        why: Box<Unmatched>,
+    },
+}
+
+/// Outside text quoted in a note or error: escaped and cut.
+pub(crate) fn quote(text: &str) -> String {
+    escape_within(text, 96).into_owned()
+}
 
 /// Why a node inventory source that is present cannot be read ([`Error::Inventory`]).
-///
-/// [`Error::Inventory`]: super::Error::Inventory
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Unreadable {
@@ -265,8 +295,6 @@ pub enum AttributeProblem {
 }
 
 /// Why a pod's DRA allocation cannot be matched to its node's devices ([`Error::Allocation`]).
-///
-/// [`Error::Allocation`]: super::Error::Allocation
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Unmatched {

@@ -34,8 +34,7 @@ use miggate_compat::{Device, DeviceKind, GpuManifest, MigProfile, MigStrategy, N
 use miggate_wire::nvidia::{self, PREFIX};
 
 use super::product::known_product;
-use super::slices::MAX_DEVICES;
-use super::{Inventory, MAX_TEXT_BYTES, MigOff, Note, Source, host_from_node, unreadable};
+use super::{Inventory, MAX_DEVICES, MAX_TEXT_BYTES, MigOff, Note, Source, host_from_node, unreadable};
 use crate::error::{Error, LabelProblem};
 
 /// The most `nvidia.com/` labels read from one node; GFD writes a few dozen (about twelve per

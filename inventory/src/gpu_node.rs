@@ -1,8 +1,9 @@
 //! Source 1: the node's `GpuNode`, as `miggate publish` (or boot recovery) wrote it.
 
+use miggate_crds::{GpuNode, RecoveredReason};
+
 use super::{Inventory, MAX_NOTES, Note, Source, unreadable};
 use crate::error::{Error, GpuNodeProblem};
-use crate::node::{GpuNode, RecoveredReason};
 
 /// The inventory a `GpuNode` holds: its `spec.manifest`, without any pod facts (a node
 /// inventory has none).

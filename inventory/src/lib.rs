@@ -18,9 +18,14 @@
 //! source that is present but unreadable falls back to the next, with a note saying why, and
 //! every [`Inventory`] names its [`Source`] so a decision can say which one it used.
 //!
+//! A pod's DRA allocation is matched to its node's devices by [`allocated`], and the node's
+//! inventory narrowed to them by [`restricted`] (the exact check at binding). Why a source or an
+//! allocation cannot be read is an [`Error`], its causes typed in [`error`].
+//!
 //! Pure: no client, no clock. The webhook hands in what its watch caches hold.
 
 mod allocation;
+pub mod error;
 mod gfd;
 mod gpu_node;
 mod note;
@@ -34,18 +39,19 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use miggate_compat::{GpuManifest, Host, MigStrategy, Target, VersionText};
+use miggate_crds::GpuNode;
 
-use crate::error::{Error, Unreadable};
-use crate::node::GpuNode;
+use crate::error::Unreadable;
 
 pub use allocation::{Allocated, AllocatedDevice, MAX_RESULTS, allocated, device_names, restricted};
+pub use error::Error;
 pub use gfd::{MAX_GFD_LABELS, from_gfd_labels, is_gpu_node};
 
 pub use gpu_node::from_gpu_node;
 pub use note::{MigOff, Note, PassedOver};
 pub use partitions::{MAX_COUNTERS, SEARCH_BUDGET, Supply};
 pub use product::{gfd_product_name, known_product};
-pub use slices::{DRA_DRIVER, MAX_DEVICES, MAX_SLICES, from_resource_slices};
+pub use slices::from_resource_slices;
 
 /// Where a node inventory came from, so a decision (and an operator reading it) can tell a
 /// captured inventory from one inferred from a driver's slices or a labeller's counts.
@@ -151,6 +157,14 @@ impl std::fmt::Display for NoInventory {
 
 /// The sources a missing inventory was looked for in, as messages say it.
 pub const NO_SOURCE: &str = "no GpuNode, DRA ResourceSlices or GFD labels";
+
+/// The NVIDIA DRA driver's name, in `spec.driver` and as the attributes' domain.
+pub use miggate_wire::dra::DRIVER as DRA_DRIVER;
+/// The most slices read for one node: the driver writes one per GPU at most (plus one for
+/// counters); a pool past this is refused, not read in part.
+pub const MAX_SLICES: usize = 64;
+/// The most devices read for one node: far above any real node (8 GPUs × 7 slices).
+pub const MAX_DEVICES: usize = 1024;
 
 /// How many notes an inventory carries: each is a line in an admission warning or a log.
 pub const MAX_NOTES: usize = 8;

@@ -7,9 +7,10 @@
 use std::fmt;
 use std::sync::Arc;
 
+use miggate_crds::RecoveredReason;
+
 use super::{DRA_DRIVER, MIG_CONFIG_STATE, Source, quote};
 use crate::error::Error;
-use crate::node::RecoveredReason;
 
 /// Why MIG is certainly off on every GPU of a node, as GFD's labels say it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,16 +23,10 @@ use miggate_compat::{
 };
 
 use super::partitions::{CounterSets, Supply};
-use super::{Inventory, MAX_TEXT_BYTES, Note, Source, host_from_node, unreadable};
+use super::{
+    DRA_DRIVER, Inventory, MAX_DEVICES, MAX_SLICES, MAX_TEXT_BYTES, Note, Source, host_from_node, unreadable,
+};
 use crate::error::{AttributeProblem, DeviceProblem, Error, PoolProblem, Unmatched};
-
-/// The NVIDIA DRA driver's name, in `spec.driver` and as the attributes' domain.
-pub use miggate_wire::dra::DRIVER as DRA_DRIVER;
-/// The most slices read for one node: the driver writes one per GPU at most (plus one for
-/// counters); a pool past this is refused, not read in part.
-pub const MAX_SLICES: usize = 64;
-/// The most devices read for one node: far above any real node (8 GPUs × 7 slices).
-pub const MAX_DEVICES: usize = 1024;
 
 /// The inventory of node `node_name` from the DRA driver's slices, with kernel and
 /// architecture from `node`'s `status.nodeInfo` when given.

@@ -4,7 +4,7 @@
 
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use miggate_compat::{GpuManifest, Mode, Options, Target, evaluate_target};
-use miggate_crds::inventory::{self, AllocatedDevice};
+use miggate_inventory::{self as inventory, AllocatedDevice};
 use rstest::rstest;
 use serde::Deserialize;
 use serde_json::{Value, json};

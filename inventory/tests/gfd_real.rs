@@ -6,7 +6,7 @@
 
 use k8s_openapi::api::core::v1::Node;
 use miggate_compat::{CheckName, GpuManifest, Mode, Options, Outcome, Report, evaluate_target};
-use miggate_crds::inventory::{self, Inventory};
+use miggate_inventory::{self as inventory, Inventory};
 use rstest::rstest;
 use support::testdata_path;
 

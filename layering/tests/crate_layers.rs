@@ -1,6 +1,6 @@
 //! The workspace's crates stand in layers, each using only crates below it, and the crates that
-//! decide (the manifest, the checks, the CRDs, the admission decision) link no async runtime,
-//! HTTP, TLS or Kubernetes client.
+//! decide (the manifest, the checks, the CRDs, the inventories, the admission decision) link no
+//! async runtime, HTTP, TLS or Kubernetes client.
 //!
 //! `docs/architecture.md` draws these layers; this test holds them, read from what Cargo reads
 //! (`cargo metadata`, and `cargo tree` for what a crate links): a dependency that arrives
@@ -20,6 +20,7 @@ const LAYERS: &[&[&str]] = &[
     &["miggate-wire", "kube-fake", "miggate-testkit"],
     &["miggate-compat"],
     &["miggate-smi", "miggate-crds", "miggate-certs"],
+    &["miggate-inventory"],
     &["miggate-capture", "miggate-admission"],
     &[
         "miggate-store",
@@ -38,6 +39,7 @@ const IO_FREE: &[&str] = &[
     "miggate-wire",
     "miggate-compat",
     "miggate-crds",
+    "miggate-inventory",
     "miggate-admission",
 ];
 const IO_CRATES: &[&str] = &[

@@ -12,7 +12,7 @@ use miggate_wire::annotations::SKIP_CHECKS;
 use miggate_wire::peer::SKIP_COMPAT_CHECK;
 
 use crate::lookup::{Inventory, Note, PassedOver, Source, Staleness};
-use miggate_crds::inventory::NO_SOURCE;
+use miggate_inventory::NO_SOURCE;
 
 /// One warning of a decision, kept typed until the response is written ([`render`](super::render)
 /// renders each with its `Display`).

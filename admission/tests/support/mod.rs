@@ -15,7 +15,7 @@ use miggate_admission::lookup::{
     Source,
 };
 use miggate_compat::GpuManifest;
-use miggate_crds::inventory::{NodeObjects, best_or_why};
+use miggate_inventory::{NodeObjects, best_or_why};
 #[allow(unused_imports)] // Not every test binary that includes this module reads testdata.
 pub use miggate_testkit::{testdata, testdata_path};
 
@@ -26,11 +26,11 @@ pub fn manifest(rel: &str) -> GpuManifest {
 
 /// Why node `node`'s `GpuNode` is passed over when it holds the inventory of `captured_on`.
 pub fn gpu_node_of(node: &str, captured_on: &str) -> PassedOver {
-    let problem = miggate_crds::error::GpuNodeProblem::OtherNode {
+    let problem = miggate_inventory::error::GpuNodeProblem::OtherNode {
         name: node.to_string(),
         captured_on: captured_on.to_string(),
     };
-    PassedOver::Unreadable(Arc::new(miggate_crds::Error::Inventory {
+    PassedOver::Unreadable(Arc::new(miggate_inventory::Error::Inventory {
         origin: Source::GpuNode.as_str(),
         node: node.to_string(),
         why: Box::new(problem.into()),

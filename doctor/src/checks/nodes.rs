@@ -1,5 +1,5 @@
 //! GPU nodes and where their inventory is read from, by the same reader the webhook uses
-//! (`miggate_crds::inventory::best_or_why`): a GpuNode, the DRA driver's ResourceSlices, or GFD's
+//! (`miggate_inventory::best_or_why`): a GpuNode, the DRA driver's ResourceSlices, or GFD's
 //! labels, with the notes a partial source gives. A node with GPUs (its labels or capacity) and
 //! no readable source is a failure: restores bound there pass unchecked.
 
@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 use miggate_crds::GpuNode;
-use miggate_crds::inventory::{NodeObjects, Source, best_or_why, is_gpu_node};
+use miggate_inventory::{NodeObjects, Source, best_or_why, is_gpu_node};
 
 use super::unreadable;
 use crate::{Area, Cluster, Finding, quoted};

@@ -136,7 +136,7 @@ pub(super) fn gpu_asks(containers: &[WatchedContainer]) -> Vec<GpuAsk> {
 }
 
 /// What a claim contributes: its allocation's devices (request, driver, pool, device), at
-/// most [`MAX_RESULTS`](miggate_crds::inventory::MAX_RESULTS) + 1 of them (more is refused when
+/// most [`MAX_RESULTS`](miggate_inventory::MAX_RESULTS) + 1 of them (more is refused when
 /// matched).
 pub(super) fn claim_of(c: WatchedClaim) -> Option<ClaimAllocation> {
     let devices = c
@@ -147,8 +147,8 @@ pub(super) fn claim_of(c: WatchedClaim) -> Option<ClaimAllocation> {
             d.results
                 .into_iter()
                 .flatten()
-                .take(miggate_crds::inventory::MAX_RESULTS + 1)
-                .map(|r| miggate_crds::inventory::AllocatedDevice {
+                .take(miggate_inventory::MAX_RESULTS + 1)
+                .map(|r| miggate_inventory::AllocatedDevice {
                     request: r.request,
                     driver: r.driver,
                     pool: r.pool,

@@ -34,11 +34,11 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use miggate_compat::GpuManifest;
-use miggate_crds::inventory::{MAX_GFD_LABELS, MIG_CONFIG_STATE};
 use miggate_crds::peer::{
     PodSnapshot, PodSnapshotContent, PodSnapshotContentSpec, PodSnapshotContentStatus, PodSnapshotStatus,
 };
 use miggate_crds::{GpuCheckpoint, GpuNode, GpuNodeSpec, GpuNodeStatus};
+use miggate_inventory::{MAX_GFD_LABELS, MIG_CONFIG_STATE};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, IgnoredAny, MapAccess, Visitor};
 

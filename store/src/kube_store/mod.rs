@@ -49,7 +49,7 @@ use miggate_admission::lookup::Checkpoint;
 use miggate_admission::lookup::{
     ClaimAllocation, Content, Inventory, Lookup, NoInventory, RestorePod, SnapshotLookup, Staleness,
 };
-use miggate_crds::inventory::best_or_why;
+use miggate_inventory::best_or_why;
 pub use watched_pod::MAX_KEPT_ANNOTATION_BYTES;
 use watched_pod::WatchedPod;
 
@@ -303,7 +303,7 @@ impl KubeStore {
     }
 
     /// How many Nodes that have GPUs by their labels or capacity
-    /// ([`miggate_crds::inventory::is_gpu_node`]) no inventory source describes: restores
+    /// ([`miggate_inventory::is_gpu_node`]) no inventory source describes: restores
     /// bound there pass unchecked. The `miggate_gpu_nodes_without_inventory` gauge.
     pub fn gpu_nodes_without_inventory(&self) -> usize {
         let gpu_nodes: Vec<String> = self
@@ -311,7 +311,7 @@ impl KubeStore {
             .read()
             .items
             .iter()
-            .filter(|(_, node)| miggate_crds::inventory::is_gpu_node(node))
+            .filter(|(_, node)| miggate_inventory::is_gpu_node(node))
             .map(|(name, _)| name.clone())
             .collect();
         gpu_nodes
@@ -359,7 +359,7 @@ impl Lookup for KubeStore {
             return m.inventory.clone();
         }
         let refs: Vec<&ResourceSlice> = slices.iter().map(|s| &**s).collect();
-        let inventory = best_or_why(&miggate_crds::inventory::NodeObjects {
+        let inventory = best_or_why(&miggate_inventory::NodeObjects {
             gpu_node: gpu_node.as_deref(),
             node: n.as_deref(),
             slices: &refs,
