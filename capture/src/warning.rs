@@ -261,9 +261,20 @@ impl fmt::Display for CommandFailure {
 
 impl fmt::Display for Warning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.fmt_joined(f) {
+            Some(written) => written,
+            None => self.fmt_run(f),
+        }
+    }
+}
+
+impl Warning {
+    /// The words of a parser's warning, or of one from joining `-L` with `--query-gpu`;
+    /// `None` for the others.
+    fn fmt_joined(&self, f: &mut fmt::Formatter<'_>) -> Option<fmt::Result> {
         let (list, query) = (list::COMMAND, query::COMMAND);
-        match self {
-            Warning::Smi(w) => w.fmt(f),
+        Some(match self {
+            Warning::Smi(w) => fmt::Display::fmt(w, f),
             Warning::QueryGpuAgain { line, uuid } => {
                 write!(f, "{query} line {line}: GPU {uuid} listed again; dropped")
             }
@@ -305,6 +316,15 @@ impl fmt::Display for Warning {
                     "{query} reports driver versions `{first}` and `{other}`; recorded `{first}`"
                 )
             }
+            _ => return None,
+        })
+    }
+
+    /// The words of a warning from running nvidia-smi or reading NVML (every one
+    /// [`Warning::fmt_joined`] leaves; each of its variants named, so a new one is placed).
+    fn fmt_run(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let list = list::COMMAND;
+        match self {
             Warning::HeldOpen {
                 command,
                 stream,
@@ -382,6 +402,17 @@ impl fmt::Display for Warning {
                 "{at}: MIG profile unknown: cannot read its name (nvmlDeviceGetName: {why})"
             ),
             Warning::MoreLeftOut(n) => write!(f, "{n} more warnings left out"),
+            Warning::Smi(_)
+            | Warning::QueryGpuAgain { .. }
+            | Warning::WithoutQueryRow(_)
+            | Warning::MigModeUnknownWithoutListing(_)
+            | Warning::MigOnWithoutListing(_)
+            | Warning::MigOffWithSlices(_)
+            | Warning::MigOnNotListed(_)
+            | Warning::MigModeUnknownNotListed(_)
+            | Warning::NotListedTakenWhole(_)
+            | Warning::NoGpuListed
+            | Warning::DriverVersionsDiffer { .. } => Ok(()),
         }
     }
 }

@@ -628,25 +628,9 @@ fn the_publisher_and_the_agent_write_their_own_kind_only(objects: &[Value]) {
     }
 }
 
-#[test]
-fn the_workloads_run_locked_down_with_the_real_flags() {
-    let objects = objects();
-    let deployment: Deployment = typed(find(&objects, "Deployment", WEBHOOK));
-    let spec = deployment.spec.unwrap();
-    assert_eq!(spec.replicas, Some(2));
-    let pod = spec.template.spec.unwrap();
-    assert!(pod.affinity.unwrap().pod_anti_affinity.is_some());
-    assert_eq!(pod.topology_spread_constraints.unwrap().len(), 1);
-    // Fail-closed: while no replica answers no restore pod is created, so it is not preempted first.
-    assert_eq!(
-        pod.priority_class_name.as_deref(),
-        Some("system-cluster-critical")
-    );
-    assert!(
-        u64::try_from(pod.termination_grace_period_seconds.unwrap()).unwrap() > wire::DRAIN.as_secs(),
-        "above the webhook's drain"
-    );
-    let c = &pod.containers[0];
+/// The arguments the chart's Deployment runs `miggate webhook` with, spelt from the names and
+/// defaults the code owns.
+fn default_webhook_args() -> Vec<String> {
     let mut args = vec![
         "webhook".to_string(),
         format!("--listen={}", wire::LISTEN),
@@ -666,7 +650,29 @@ fn the_workloads_run_locked_down_with_the_real_flags() {
         format!("--binder={}", wire::DEFAULT_BINDER),
         format!("--max-connections={}", wire::MAX_CONNECTIONS),
     ]);
-    assert_eq!(c.args.clone().unwrap(), args);
+    args
+}
+
+#[test]
+fn the_workloads_run_locked_down_with_the_real_flags() {
+    let objects = objects();
+    let deployment: Deployment = typed(find(&objects, "Deployment", WEBHOOK));
+    let spec = deployment.spec.unwrap();
+    assert_eq!(spec.replicas, Some(2));
+    let pod = spec.template.spec.unwrap();
+    assert!(pod.affinity.unwrap().pod_anti_affinity.is_some());
+    assert_eq!(pod.topology_spread_constraints.unwrap().len(), 1);
+    // Fail-closed: while no replica answers no restore pod is created, so it is not preempted first.
+    assert_eq!(
+        pod.priority_class_name.as_deref(),
+        Some("system-cluster-critical")
+    );
+    assert!(
+        u64::try_from(pod.termination_grace_period_seconds.unwrap()).unwrap() > wire::DRAIN.as_secs(),
+        "above the webhook's drain"
+    );
+    let c = &pod.containers[0];
+    assert_eq!(c.args.clone().unwrap(), default_webhook_args());
     // The ports the flags name are the ones the container, its probes and the Service use.
     let ports: Vec<(String, i32)> = c
         .ports

@@ -224,8 +224,18 @@ impl fmt::Display for QuotedList<'_> {
 
 impl fmt::Display for Warning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (list, query) = (LIST, QUERY);
-        match self {
+        match self.fmt_listing(f) {
+            Some(written) => written,
+            None => self.fmt_tables(f),
+        }
+    }
+}
+
+impl Warning {
+    /// The words of a `-L` listing's warning; `None` for another command's.
+    fn fmt_listing(&self, f: &mut fmt::Formatter<'_>) -> Option<fmt::Result> {
+        let list = LIST;
+        Some(match self {
             Warning::ListLineSkipped { line, text } => write!(
                 f,
                 "{list} line {line}: neither a GPU nor a MIG line, skipped: {}",
@@ -288,6 +298,15 @@ impl fmt::Display for Warning {
                 "{list} line {line}: white space inside UUID removed, read as {}",
                 Quoted(uuid)
             ),
+            _ => return None,
+        })
+    }
+
+    /// The words of a `--query-gpu` or MIG table's warning (every one
+    /// [`Warning::fmt_listing`] leaves; each listing variant named, so a new one is placed).
+    fn fmt_tables(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let query = QUERY;
+        match self {
             Warning::QueryHeaderDiffers {
                 line,
                 header,
@@ -352,6 +371,18 @@ impl fmt::Display for Warning {
                 "{LGIPP} line {line}: not a placement line, skipped: {}",
                 Quoted(text)
             ),
+            Warning::ListLineSkipped { .. }
+            | Warning::ListGpuAgain { .. }
+            | Warning::ListGpuIndexAgain { .. }
+            | Warning::ListSliceAgain { .. }
+            | Warning::ListOrphanSlice { .. }
+            | Warning::ListParentMismatch { .. }
+            | Warning::ListGpuWithoutUuid { .. }
+            | Warning::ListSliceWithoutDevice { .. }
+            | Warning::ListSliceWithoutUuid { .. }
+            | Warning::ListSliceWithoutProfile { .. }
+            | Warning::ListProfileUnreadable { .. }
+            | Warning::ListUuidSpaced { .. } => Ok(()),
         }
     }
 }
