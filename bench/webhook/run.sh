@@ -11,6 +11,10 @@
 # run's requests/s, p50 and p99, then the medians and the ratio miggate / echo-bare (the median
 # of the rounds' ratios). Needs wrk (Debian: apt-get install -y wrk), openssl and curl.
 # MIGGATE_BENCH_PORT and MIGGATE_BENCH_HEALTH_PORT (18443, 18080) move the loopback ports.
+# MIGGATE_BENCH_BASELINE names the `miggate` binary of another build (a base commit's
+# target/release/miggate): it runs as a fourth server, `baseline`, with the same flags in every
+# round, and the ratios baseline / echo-bare and miggate / baseline are printed too, so a change
+# is measured against its base alternating in one run.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -29,6 +33,11 @@ body="testdata/admission/pod-create-restore-allowed.json"
 script="bench/webhook/post.lua"
 release="${CARGO_TARGET_DIR:-target}/release"
 url="https://127.0.0.1:$port/validate"
+baseline="${MIGGATE_BENCH_BASELINE:-}"
+if [[ -n "$baseline" && ! -x "$baseline" ]]; then
+    echo "MIGGATE_BENCH_BASELINE: $baseline is not an executable" >&2
+    exit 2
+fi
 
 for tool in wrk openssl curl cargo; do
     command -v "$tool" >/dev/null || {
@@ -72,8 +81,10 @@ start() {
         "$release/examples/echo" --parse --cert "$work/tls.crt" --key "$work/tls.key" \
             --listen "127.0.0.1:$port" >"$work/$name.log" 2>&1 &
         ;;
-    miggate)
-        "$release/miggate" webhook --tls-cert "$work/tls.crt" --tls-key "$work/tls.key" \
+    miggate | baseline)
+        local binary="$release/miggate"
+        [[ "$name" == baseline ]] && binary="$baseline"
+        "$binary" webhook --tls-cert "$work/tls.crt" --tls-key "$work/tls.key" \
             --store dir:testdata/webhook-store --listen "127.0.0.1:$port" \
             --health-listen "127.0.0.1:$health_port" >"$work/$name.log" 2>&1 &
         ;;
@@ -125,10 +136,12 @@ results="$work/results"
 echo "== $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(uname -r), $(wrk --version 2>&1 | head -n1 | cut -d' ' -f1-2)"
 echo "== wrk -t$threads -c$connections -s $script, warm ${warm}s, measured ${seconds}s --latency; body $body ($(wc -c <"$body") bytes); $rounds rounds"
 servers=(echo-bare echo-parse miggate)
+[[ -n "$baseline" ]] && servers+=(baseline)
 for ((round = 1; round <= rounds; round++)); do
     order=("${servers[@]}")
     if ((round % 2 == 0)); then
-        order=(miggate echo-parse echo-bare)
+        order=()
+        for ((i = ${#servers[@]} - 1; i >= 0; i--)); do order+=("${servers[i]}"); done
     fi
     for name in "${order[@]}"; do
         start "$name"
@@ -159,11 +172,14 @@ for name in "${servers[@]}"; do
 done
 # Each round's ratio, then their median: rounds share a machine state, days do not.
 ratios() {
-    awk -v over="$1" '{ r[$1, $2] = $3; n = ($1 > n) ? $1 : n } END {
-        for (i = 1; i <= n; i++) printf "%.2f\n", r[i, "miggate"] / r[i, over]
+    awk -v of="$1" -v over="$2" '{ r[$1, $2] = $3; n = ($1 > n) ? $1 : n } END {
+        for (i = 1; i <= n; i++) printf "%.2f\n", r[i, of] / r[i, over]
     }' "$results"
 }
-for over in echo-bare echo-parse; do
-    printf 'miggate / %-10s %s (median %s)\n' "$over" \
-        "$(ratios "$over" | paste -sd' ')" "$(ratios "$over" | median)"
+pairs=("miggate echo-bare" "miggate echo-parse")
+[[ -n "$baseline" ]] && pairs+=("baseline echo-bare" "baseline echo-parse" "miggate baseline")
+for pair in "${pairs[@]}"; do
+    read -r of over <<<"$pair"
+    printf '%s / %-10s %s (median %s)\n' "$of" "$over" \
+        "$(ratios "$of" "$over" | paste -sd' ')" "$(ratios "$of" "$over" | median)"
 done

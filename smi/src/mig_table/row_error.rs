@@ -4,7 +4,7 @@
 use crate::text::quote;
 
 /// Why one row of a box table cannot be read; the row is skipped with a warning that says so
-/// ([`Warning::TableRowSkipped`]).
+/// ([`crate::Warning::TableRowSkipped`]).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum RowError {
