@@ -427,26 +427,7 @@ impl Warning {
     /// Whether the warning says `text`, word for word: rendered piece by piece against it, so
     /// nothing is allocated.
     pub fn says(&self, text: &str) -> bool {
-        let mut rest = Against { rest: text };
-        fmt::Write::write_fmt(&mut rest, format_args!("{self}")).is_ok() && rest.rest.is_empty()
-    }
-}
-
-/// A [`fmt::Write`] that consumes the text it is compared with, and fails at the first piece
-/// that differs.
-struct Against<'a> {
-    rest: &'a str,
-}
-
-impl fmt::Write for Against<'_> {
-    fn write_str(&mut self, piece: &str) -> fmt::Result {
-        match self.rest.strip_prefix(piece) {
-            Some(rest) => {
-                self.rest = rest;
-                Ok(())
-            }
-            None => Err(fmt::Error),
-        }
+        miggate_compat::warning::displays_as(self, text)
     }
 }
 

@@ -6,7 +6,7 @@
 //! back from a file, it is its words again ([`Warning::Recorded`]): the on-disk manifest and the
 //! report carry text, a contract that typing the warnings here does not change.
 
-use std::fmt::{self, Write as _};
+use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -225,9 +225,15 @@ impl Warning {
         if let Warning::Recorded(own) | Warning::Added(own) = self {
             return own == text;
         }
-        let mut rest = Against { rest: text };
-        write!(rest, "{self}").is_ok() && rest.rest.is_empty()
+        displays_as(self, text)
     }
+}
+
+/// Whether `shown` displays as `text`, word for word: rendered piece by piece against it, so
+/// nothing is allocated. Every crate's typed warnings compare with their words through it.
+pub fn displays_as(shown: &(impl fmt::Display + ?Sized), text: &str) -> bool {
+    let mut rest = Against { rest: text };
+    fmt::Write::write_fmt(&mut rest, format_args!("{shown}")).is_ok() && rest.rest.is_empty()
 }
 
 /// A [`fmt::Write`] that consumes the text it is compared with, and fails at the first piece
