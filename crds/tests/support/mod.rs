@@ -11,6 +11,7 @@ pub use miggate_testkit::{testdata, testdata_path};
 use serde_json::Value;
 
 pub mod chart;
+pub mod dra;
 
 /// Every document of every YAML file of `deploy/`, in file-name order, with its file's name.
 pub fn deploy_docs() -> Vec<(String, Value)> {
